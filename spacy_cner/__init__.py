@@ -1,0 +1,16 @@
+"""spacy_cner: Chinese named-entity recognition for spaCy."""
+from .architectures import build_crf_tagger
+from .layers.bilstm import BiLSTMEncoder
+from .layers.char_bigram_embed import CharBigramEmbed
+from .layers.crf import CRF, crf_decode
+from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
+
+__all__ = [
+    "BiLSTMEncoder",
+    "CharBigramEmbed",
+    "CRF",
+    "CRFEntityRecognizer",
+    "build_crf_tagger",
+    "crf_decode",
+    "make_crf_ner",
+]

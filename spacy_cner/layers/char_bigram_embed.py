@@ -1,0 +1,68 @@
+"""Embed each token by its own text and the bigrams it forms with its neighbours."""
+from typing import Callable, List, Tuple
+
+from spacy.attrs import NORM
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
+from thinc.types import Floats2d, Ints2d
+
+# Stand-in key for the missing neighbour at either end of a doc.
+BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
+# Odd multiplier that mixes the left key into a bigram key (wraps in uint64).
+BIGRAM_MIX = 0x9E37_79B9_7F4A_7C15
+
+
+@registry.architectures("spacy-cner.CharBigramEmbed.v1")
+def CharBigramEmbed(
+    width: int,
+    char_rows: int = 10000,
+    bigram_rows: int = 50000,
+    prev_bigram: bool = True,
+    dropout: float = 0.0,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Character + bigram embedding for Chinese, as a spaCy tok2vec.
+
+    Each token (a character in a blank "zh" pipeline, a word in a segmented doc)
+    is embedded by its normalised text, the bigram it forms with the next token
+    (TENER, Lattice-LSTM) and, optionally, the bigram with the previous token.
+    The hashed embeddings are concatenated and mixed by a Maxout layer.
+
+    width (int): Output width.
+    char_rows (int): Rows of the character hash table.
+    bigram_rows (int): Rows of each bigram hash table.
+    prev_bigram (bool): Also embed the (previous, current) bigram.
+    dropout (float): Dropout on the embeddings and the mixing layer.
+    RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
+    """
+    tables = [HashEmbed(width, char_rows, column=0, seed=11, dropout=dropout)]
+    tables.append(HashEmbed(width, bigram_rows, column=1, seed=12, dropout=dropout))
+    if prev_bigram:
+        tables.append(HashEmbed(width, bigram_rows, column=2, seed=13, dropout=dropout))
+    mix = Maxout(width, width * len(tables), nP=3, dropout=dropout, normalize=True)
+    model = chain(
+        ngram_keys(prev_bigram),
+        with_array(chain(concatenate(*tables), mix)),
+    )
+    model.set_dim("nO", width)
+    return model
+
+
+def ngram_keys(prev_bigram: bool) -> Model[List[Doc], List[Ints2d]]:
+    """Per doc, the uint64 keys (n_tokens, 2 or 3): token, next bigram, previous bigram."""
+    return Model("ngram_keys", _ngram_keys_forward, attrs={"prev_bigram": prev_bigram})
+
+
+def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Ints2d], Callable]:
+    xp = model.ops.xp
+    keys = []
+    for doc in docs:
+        token_keys = xp.asarray(doc.to_array(NORM), dtype="uint64")
+        padded = xp.concatenate([xp.asarray([BOUNDARY], dtype="uint64"), token_keys, xp.asarray([BOUNDARY], dtype="uint64")])
+        # Key of the bigram (padded[i], padded[i + 1]); uint64 arithmetic wraps.
+        pair_keys = padded[:-1] * xp.uint64(BIGRAM_MIX) + padded[1:]
+        columns = [token_keys, pair_keys[1:]]
+        if model.attrs["prev_bigram"]:
+            columns.append(pair_keys[:-1])
+        keys.append(xp.stack(columns, axis=1) if len(doc) else xp.zeros((0, len(columns)), dtype="uint64"))
+    return keys, lambda d_keys: []

@@ -1,0 +1,170 @@
+"""A linear-chain CRF (pytorch-crf) whose transitions obey the tag scheme."""
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numpy
+import torch
+from thinc.api import ArgsKwargs, Model, registry, torch2xp, xp2torch
+from thinc.types import Floats1d, Floats2d, Ints1d
+from torch.nn.utils import parametrize
+from torchcrf import CRF as TorchCRF
+
+from ..tags import allowed_transitions
+from ._torch import SizedModule, pad_batch, set_torch_module, torch_module, unpad_batch, wrap_sized
+
+# Per-doc (length, n_tags) masks: 1 where a tag is allowed at a token.
+AllowedTags = Floats2d
+CRFInput = Tuple[List[Floats2d], List[AllowedTags]]
+# The score of a forbidden transition or tag: low enough that no path using
+# one can win, finite so that log-sum-exp stays free of NaN.
+FORBIDDEN = -1e9
+
+
+@registry.layers("spacy-cner.CRF.v1")
+def CRF() -> Model[CRFInput, Floats1d]:
+    """Log-likelihood of the gold tags under a linear-chain CRF, per doc.
+
+    The input is the emission scores and, per token, a mask of the tags the gold
+    standard allows: one tag where it is known, every tag where the annotation is
+    missing, so partially annotated docs are marginalised rather than taught "O".
+    Transitions the tag scheme forbids (e.g. O -> I-X) are fixed to FORBIDDEN;
+    decode with `crf_decode`. The tag names are given to `initialize` as Y.
+    """
+    return wrap_sized(
+        "crf",
+        ConstrainedCRF(tag_names=[]),
+        _convert_inputs,
+        _convert_outputs,
+        init=init,
+        dims={"nO": None},
+    )
+
+
+def init(model: Model, X: Optional[CRFInput] = None, Y: Optional[Sequence[str]] = None) -> None:
+    """Build the CRF for the tag names given as Y."""
+    if Y is None:
+        if torch_module(model).tag_names:
+            return
+        raise ValueError("The CRF layer needs the tag names as Y in initialize(X, Y).")
+    model.set_dim("nO", len(Y), force=True)
+    set_torch_module(model, ConstrainedCRF(tag_names=list(Y)))
+
+
+def crf_decode(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    allowed: Optional[List[AllowedTags]] = None,
+) -> List[Ints1d]:
+    """The best tag-id sequence per doc, by Viterbi, within the allowed tags.
+
+    model (Model): A CRF layer.
+    emissions (List[Floats2d]): Emission scores (length, n_tags) per doc.
+    allowed (Optional[List[Floats2d]]): Optional per-token tag masks, e.g. for
+        entities set by an earlier component.
+    RETURNS (List[Ints1d]): The decoded tag ids; empty docs give empty arrays.
+    """
+    paths = [model.ops.alloc1i(0) for _ in emissions]
+    nonempty = [i for i, scores in enumerate(emissions) if len(scores)]
+    if not nonempty:
+        return paths
+    crf = torch_module(model)
+    device = crf.device
+    scores, mask = pad_batch(model, [emissions[i] for i in nonempty], requires_grad=False, device=device)
+    if allowed is not None:
+        allowed_mask, _ = pad_batch(model, [allowed[i] for i in nonempty], requires_grad=False, device=device)
+        scores = scores.masked_fill(allowed_mask == 0, FORBIDDEN)
+    with torch.no_grad():
+        decoded = crf.viterbi(scores, mask)
+    for i, path in zip(nonempty, decoded):
+        paths[i] = model.ops.asarray1i(path)
+    return paths
+
+
+class ConstrainedCRF(TorchCRF, SizedModule):
+    """pytorch-crf's CRF with scheme-forbidden transitions masked out.
+
+    The masks are applied through torch parametrizations, so every pytorch-crf
+    routine (score, partition function, Viterbi) sees the constrained scores.
+    """
+
+    def __init__(self, tag_names: List[str]):
+        # A placeholder CRF has one tag until init gives it the tag names.
+        super().__init__(max(len(tag_names), 1), batch_first=True)
+        self.hparams = {"tag_names": list(tag_names)}
+        self.tag_names = list(tag_names)
+        if not tag_names:
+            return
+        start, transitions, end = allowed_transitions(tag_names)
+        for name, allowed in (
+            ("start_transitions", start),
+            ("transitions", transitions),
+            ("end_transitions", end),
+        ):
+            parametrize.register_parametrization(self, name, _Forbid(allowed))
+
+    @property
+    def device(self) -> torch.device:
+        return self.end_transitions.device
+
+    def forward(self, emissions: torch.Tensor, mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Log-likelihood of the allowed paths per sequence.
+
+        emissions (Tensor): Scores, shape (batch, length, n_tags).
+        mask (Tensor): True for real tokens, shape (batch, length); mask[:, 0] all True.
+        allowed (Tensor): True where a tag agrees with the gold, shape (batch, length, n_tags).
+        RETURNS (Tensor): log P(allowed paths), shape (batch,).
+        """
+        n_docs = emissions.shape[0]
+        gold = emissions.masked_fill(~allowed, FORBIDDEN)
+        # One forward-algorithm pass computes both the log-partition function
+        # and the log-sum over gold-consistent paths.
+        # shape: (length, 2 * batch, n_tags)
+        both = torch.cat([emissions, gold], dim=0).transpose(0, 1)
+        both_mask = torch.cat([mask, mask], dim=0).transpose(0, 1)
+        with parametrize.cached():
+            log_sums = self._compute_normalizer(both, both_mask)
+        return log_sums[n_docs:] - log_sums[:n_docs]
+
+    def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
+        """The best path per sequence, shape as in forward."""
+        with parametrize.cached():
+            return self._viterbi_decode(emissions.transpose(0, 1), mask.transpose(0, 1))
+
+
+class _Forbid(torch.nn.Module):
+    """Parametrization that fixes the forbidden entries of a score tensor."""
+
+    def __init__(self, allowed: numpy.ndarray):
+        super().__init__()
+        # Not persistent: rebuilt from the tag names, and absent from the
+        # parameter dicts that thinc swaps in for averaged weights.
+        self.register_buffer("allowed", torch.from_numpy(allowed.copy()), persistent=False)
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        return scores.masked_fill(~self.allowed, FORBIDDEN)
+
+
+def _convert_inputs(model: Model, X: CRFInput, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    emissions, allowed = X
+    if any(len(scores) == 0 for scores in emissions):
+        raise ValueError("The CRF layer got an empty doc: leave empty docs out of the batch.")
+    device = torch_module(model).device
+    scores, mask = pad_batch(model, emissions, requires_grad=is_train, device=device)
+    allowed_mask, _ = pad_batch(model, allowed, requires_grad=False, device=device)
+    lengths = [len(scores_i) for scores_i in emissions]
+
+    def backprop(d_inputs: ArgsKwargs) -> Tuple[List[Floats2d], List[AllowedTags]]:
+        d_scores = torch2xp(d_inputs.args[0])
+        return unpad_batch(d_scores, lengths), allowed
+
+    args = (scores, mask, allowed_mask > 0)
+    return ArgsKwargs(args=args, kwargs={}), backprop
+
+
+def _convert_outputs(model: Model, X_Ytorch, is_train: bool) -> Tuple[Floats1d, Callable]:
+    _, log_likelihood = X_Ytorch
+
+    def backprop(d_log_likelihood: Floats1d) -> ArgsKwargs:
+        grad = xp2torch(d_log_likelihood, device=log_likelihood.device)
+        return ArgsKwargs(args=(log_likelihood,), kwargs={"grad_tensors": grad})
+
+    return torch2xp(log_likelihood.detach()), backprop

@@ -1,0 +1,291 @@
+"""The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy
+from spacy.attrs import ENT_IOB, ENT_TYPE, IS_SPACE, SENT_START
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.pipeline.ner import ner_score
+from spacy.tokens import Doc, Span
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer, set_dropout_rate
+from thinc.types import Floats2d, Ints1d
+
+from ..layers.crf import crf_decode
+from ..tags import (
+    CONTINUE_PREFIXES,
+    biluo_to_tags,
+    get_tag_names,
+    spans_to_tags,
+    split_tag,
+    tags_to_spans,
+    validate_scheme,
+)
+
+default_model_config = """
+[model]
+@architectures = "spacy-cner.CRFTagger.v1"
+nO = null
+
+[model.tok2vec]
+@architectures = "spacy-cner.CharBigramEmbed.v1"
+width = 128
+char_rows = 10000
+bigram_rows = 50000
+prev_bigram = true
+dropout = 0.1
+
+[model.encoder]
+@layers = "spacy-cner.BiLSTMEncoder.v1"
+width = 256
+depth = 1
+dropout = 0.2
+"""
+DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
+# spaCy's ENT_IOB codes: 0 missing, 1 inside, 2 outside, 3 begin.
+IOB_MISSING, IOB_INSIDE, IOB_OUTSIDE, IOB_BEGIN = 0, 1, 2, 3
+
+
+@Language.factory(
+    "crf_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
+    default_config={
+        "model": DEFAULT_MODEL,
+        "scheme": "BIOES",
+        "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+    },
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_crf_ner(
+    nlp: Language, name: str, model: Model, scheme: str, scorer: Optional[Callable]
+) -> "CRFEntityRecognizer":
+    """Create a CRF named-entity recognizer.
+
+    model (Model[List[Doc], List[Floats2d]]): Emission scores with a "crf" ref,
+        e.g. spacy-cner.CRFTagger.v1.
+    scheme (str): Tag scheme of the CRF, "BIOES" (default) or "BIO".
+    scorer (Optional[Callable]): Scoring method; spaCy's NER scorer by default.
+    """
+    return CRFEntityRecognizer(nlp.vocab, model, name, scheme=scheme, scorer=scorer)
+
+
+class CRFEntityRecognizer(TrainablePipe):
+    """Tag tokens with a linear-chain CRF and set doc.ents, like spaCy's `ner`.
+
+    Tags live on the doc's tokens: characters in a blank "zh" pipeline, words in a
+    segmented doc. Entities already set on a doc (e.g. by an entity_ruler) are
+    kept and predicted around, as spaCy's `ner` does; tokens with missing gold
+    annotation are left out of the loss rather than taught "O".
+    """
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model,
+        name: str = "crf_ner",
+        *,
+        scheme: str = "BIOES",
+        scorer: Optional[Callable] = ner_score,
+    ) -> None:
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.scorer = scorer
+        self.cfg: Dict = {"labels": [], "scheme": validate_scheme(scheme)}
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        """The entity labels, in output order."""
+        return tuple(self.cfg["labels"])
+
+    @property
+    def label_data(self) -> Tuple[str, ...]:
+        """The labels, as `spacy init labels` saves them."""
+        return self.labels
+
+    @property
+    def tag_names(self) -> List[str]:
+        """The CRF's tags: "O" and each label's scheme prefixes."""
+        return get_tag_names(self.labels, self.cfg["scheme"])
+
+    def add_label(self, label: str) -> int:
+        """Add an entity label before initialization.
+
+        label (str): The label to add.
+        RETURNS (int): 0 if the label is already present, otherwise 1.
+        """
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError(f"Invalid entity label {label!r}: expected a non-empty string.")
+        if label in self.labels:
+            return 0
+        if self.model.has_dim("nO"):
+            raise ValueError(
+                f"Cannot add label {label!r} to the initialized '{self.name}': the CRF has "
+                f"{self.model.get_dim('nO')} tags. Add labels before nlp.initialize()."
+            )
+        self.cfg["labels"].append(label)
+        self.vocab.strings.add(label)
+        return 1
+
+    def predict(self, docs: Iterable[Doc]) -> List[Ints1d]:
+        """The best tag-id sequence per doc, respecting pre-set entities.
+
+        docs (Iterable[Doc]): The docs to tag.
+        RETURNS (List[Ints1d]): Tag ids, indices into self.tag_names.
+        """
+        docs = list(docs)
+        if not any(len(doc) for doc in docs):
+            return [self.model.ops.alloc1i(0) for _ in docs]
+        emissions = self.model.predict(docs)
+        constraints = [self._preset_constraints(doc) for doc in docs]
+        allowed = None
+        if any(c is not None for c in constraints):
+            n_tags = len(self.tag_names)
+            allowed = [
+                c if c is not None else self.model.ops.xp.ones((len(doc), n_tags), dtype="f")
+                for c, doc in zip(constraints, docs)
+            ]
+        return crf_decode(self.model.get_ref("crf"), emissions, allowed)
+
+    def set_annotations(self, docs: Iterable[Doc], tag_ids: List[Ints1d]) -> None:
+        """Set doc.ents from the decoded tags, keeping pre-set entities.
+
+        docs (Iterable[Doc]): The docs to modify.
+        tag_ids (List[Ints1d]): The output of predict.
+        """
+        tag_names = self.tag_names
+        labels = set(self.labels)
+        for doc, ids in zip(docs, tag_ids):
+            tags = [tag_names[i] for i in self.model.ops.to_numpy(ids).tolist()]
+            spans = [Span(doc, start, end, label) for start, end, label in tags_to_spans(tags)]
+            # Pre-set entities of labels we don't predict were decoded as "O".
+            spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
+            doc.set_ents(sorted(spans), default="outside")
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Learn from a batch of examples.
+
+        examples (Iterable[Example]): The gold examples.
+        drop (float): The dropout rate.
+        sgd (Optional[Optimizer]): The optimizer.
+        losses (Optional[Dict[str, float]]): Losses by component, updated in place.
+        RETURNS (Dict[str, float]): The updated losses.
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        examples = [eg for eg in examples if len(eg.predicted)]
+        validate_examples(examples, "CRFEntityRecognizer.update")
+        if not examples:
+            return losses
+        set_dropout_rate(self.model, drop)
+        emissions, backprop = self.model.begin_update([eg.predicted for eg in examples])
+        loss, d_emissions = self.get_loss(examples, emissions)
+        backprop(d_emissions)
+        if sgd is not None:
+            self.finish_update(sgd)
+        losses[self.name] += loss
+        return losses
+
+    def get_loss(self, examples: Iterable[Example], scores: List[Floats2d]) -> Tuple[float, List[Floats2d]]:
+        """The CRF negative log-likelihood of the gold tags and its gradient.
+
+        Tokens whose gold tag is missing are marginalised over. The CRF's own
+        transition gradients are accumulated too, for the next finish_update.
+
+        examples (Iterable[Example]): The gold examples, none empty.
+        scores (List[Floats2d]): The emission scores from the model.
+        RETURNS (Tuple[float, List[Floats2d]]): The loss and d_scores.
+        """
+        examples = list(examples)
+        validate_examples(examples, "CRFEntityRecognizer.get_loss")
+        allowed = [self._gold_constraints(eg) for eg in examples]
+        crf = self.model.get_ref("crf")
+        log_likelihood, backprop = crf.begin_update((scores, allowed))
+        d_scores, _ = backprop(-self.model.ops.xp.ones_like(log_likelihood))
+        return float(-log_likelihood.sum()), d_scores
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[Sequence[str]] = None,
+    ) -> None:
+        """Take labels from `labels` or the examples, then initialize the model.
+
+        get_examples (Callable[[], Iterable[Example]]): Returns the training examples.
+        nlp (Optional[Language]): The current nlp object.
+        labels (Optional[Sequence[str]]): Labels, e.g. from `spacy init labels`.
+        """
+        validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
+        if labels is not None:
+            for label in labels:
+                self.add_label(label)
+        elif not self.labels:
+            found = {ent.label_ for eg in get_examples() for ent in eg.reference.ents}
+            for label in sorted(found):
+                self.add_label(label)
+        if not self.labels:
+            raise ValueError(
+                f"'{self.name}' has no labels: the training examples hold no entities and "
+                "none were given. Check the corpus, or set [initialize.components."
+                f"{self.name}.labels]."
+            )
+        doc_sample = [eg.predicted for eg in get_examples() if len(eg.predicted)][:10]
+        if not doc_sample:
+            raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
+        self.model.initialize(X=doc_sample, Y=self.tag_names)
+
+    def _gold_constraints(self, example: Example) -> Floats2d:
+        """Per token, 1 for the gold tag, or for every tag where gold is missing."""
+        tag_index = {tag: i for i, tag in enumerate(self.tag_names)}
+        tags = biluo_to_tags(example.get_aligned_ner(), self.cfg["scheme"])
+        # Unknown tags (missing annotation, labels we don't predict) stay -1.
+        ids = numpy.asarray([tag_index.get(tag, -1) if tag else -1 for tag in tags], dtype="i")
+        allowed = numpy.ones((len(ids), len(tag_index)), dtype="f")
+        known = numpy.flatnonzero(ids >= 0)
+        allowed[known] = 0
+        allowed[known, ids[known]] = 1
+        return self.model.ops.asarray2f(allowed)
+
+    def _preset_constraints(self, doc: Doc) -> Optional[Floats2d]:
+        """Tags allowed by what the doc already says, or None if anything goes.
+
+        Pre-set entities are kept (spaCy's `ner` does the same), entities neither
+        start on whitespace nor continue across a pre-set sentence start.
+        """
+        if not len(doc):
+            return None
+        columns = doc.to_array([ENT_IOB, ENT_TYPE, IS_SPACE, SENT_START])
+        iob, ent_type, is_space, sent_start = columns.T
+        preset = (iob == IOB_INSIDE) | (iob == IOB_BEGIN)
+        sent_starts = (sent_start == 1) & (numpy.arange(len(doc)) > 0)
+        if not (preset.any() or is_space.any() or sent_starts.any()):
+            return None
+        tag_names = self.tag_names
+        prefixes = [split_tag(tag)[0] for tag in tag_names]
+        out_only = numpy.asarray([tag == "O" for tag in tag_names], dtype="f")
+        opening = numpy.asarray([prefix not in CONTINUE_PREFIXES for prefix in prefixes], dtype="f")
+        allowed = numpy.ones((len(doc), len(tag_names)), dtype="f")
+        allowed[is_space.astype(bool) & ~preset] = out_only
+        allowed[sent_starts] *= opening
+        tag_index = {tag: i for i, tag in enumerate(tag_names)}
+        for ent in doc.ents:
+            # Entities of labels we don't predict are decoded as "O" and kept.
+            allowed[ent.start : ent.end] = out_only
+            if ent.label_ not in self.labels:
+                continue
+            allowed[ent.start : ent.end] = 0
+            span_tags = spans_to_tags([(0, len(ent), ent.label_)], len(ent), self.cfg["scheme"])
+            for i, tag in enumerate(span_tags):
+                allowed[ent.start + i, tag_index[tag]] = 1
+        return self.model.ops.asarray2f(allowed)
