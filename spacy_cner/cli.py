@@ -1,7 +1,12 @@
 """Command-line interface: `python -m spacy_cner COMMAND ...`."""
+import hashlib
+import shutil
+import urllib.request
 from enum import Enum
 from pathlib import Path
+from typing import Dict, Optional
 
+import srsly
 import typer
 from spacy.tokens import DocBin
 from wasabi import Printer
@@ -109,3 +114,90 @@ def print_stats(stats: ConversionStats) -> None:
         msg.table(rows, header=("repair", "count"), divider=True, aligns=("l", "r"))
         for repair in sorted(stats.repairs, key=lambda repair: repair.line):
             print(f"{stats.path}:{repair.line}: [{repair.kind}] {repair.message}")
+
+
+@app.command("fetch-assets")
+def fetch_assets_command(
+    project_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="project.yml"),
+    local: Optional[Path] = typer.Option(
+        None, "--local", help="Folder laid out like assets/ to copy from before downloading."
+    ),
+    dest: str = typer.Option("assets", "--dest", help="Only the assets under this path."),
+) -> None:
+    """Fetch project.yml's assets: copy from --local if there, else download; verify checksums."""
+    project_root = project_file.resolve().parent
+    assets = [
+        asset
+        for asset in srsly.read_yaml(project_file).get("assets", [])
+        if Path(asset["dest"]).is_relative_to(dest)
+    ]
+    if not assets:
+        msg.fail(f"No asset in {project_file} has a dest under {dest!r}.", exits=1)
+    for asset in assets:
+        try:
+            how = fetch_asset(asset, project_root, local)
+        except (OSError, ValueError) as err:
+            msg.fail(f"Could not fetch {asset['dest']}")
+            print(err)
+            raise typer.Exit(code=1)
+        msg.good(f"{asset['dest']}: {how}")
+
+
+def fetch_asset(asset: Dict[str, str], project_root: Path, local: Optional[Path]) -> str:
+    """Place one asset at its dest, from a local folder or its URL.
+
+    asset (Dict[str, str]): A project.yml asset with dest, url and optional checksum (md5).
+    project_root (Path): The folder that dest is relative to.
+    local (Optional[Path]): A folder holding the asset at dest's path below "assets/".
+    RETURNS (str): What was done, e.g. "copied from ../shared/data/resume/train.char.bmes".
+    """
+    dest = project_root / asset["dest"]
+    checksum = asset.get("checksum")
+    if dest.exists() and (checksum is None or _md5(dest) == checksum):
+        return "already present"
+    source = local / Path(asset["dest"]).relative_to("assets") if local is not None else None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if source is not None and source.exists():
+        shutil.copyfile(source, dest)
+        how = f"copied from {source}"
+    else:
+        tried = f" (not found at {source})" if source is not None else ""
+        try:
+            with urllib.request.urlopen(asset["url"], timeout=60) as response:
+                dest.write_bytes(response.read())
+        except OSError as err:
+            raise OSError(
+                f"Download of {asset['url']} failed ({err}){tried}. Offline, put the file at "
+                f"the --local path, e.g. --local ../shared/data."
+            ) from err
+        how = f"downloaded from {asset['url']}"
+    if checksum is not None and _md5(dest) != checksum:
+        actual = _md5(dest)
+        dest.unlink()
+        raise ValueError(
+            f"{dest}: md5 {actual} does not match the expected {checksum} ({how}). "
+            "The file is corrupt or a different version; it was removed."
+        )
+    return how
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with path.open("rb") as file_:
+        for block in iter(lambda: file_.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@app.command("show-ents")
+def show_ents_command(
+    model: str = typer.Argument(..., help="Pipeline name or path."),
+    text: str = typer.Argument(..., help="Text to tag."),
+) -> None:
+    """Print the entities a pipeline finds in a text."""
+    import spacy
+
+    doc = spacy.load(model)(text)
+    msg.info(text)
+    rows = [(ent.text, ent.label_, ent.start_char, ent.end_char) for ent in doc.ents]
+    msg.table(rows, header=("entity", "label", "start", "end"), divider=True)

@@ -114,20 +114,61 @@ class ConstrainedCRF(TorchCRF, SizedModule):
         RETURNS (Tensor): log P(allowed paths), shape (batch,).
         """
         n_docs = emissions.shape[0]
-        gold = emissions.masked_fill(~allowed, FORBIDDEN)
         # One forward-algorithm pass computes both the log-partition function
-        # and the log-sum over gold-consistent paths.
+        # (every tag allowed) and the log-sum over gold-consistent paths.
         # shape: (length, 2 * batch, n_tags)
-        both = torch.cat([emissions, gold], dim=0).transpose(0, 1)
+        both = torch.cat([emissions, emissions], dim=0).transpose(0, 1)
         both_mask = torch.cat([mask, mask], dim=0).transpose(0, 1)
+        both_allowed = torch.cat([torch.ones_like(allowed), allowed], dim=0).transpose(0, 1)
         with parametrize.cached():
-            log_sums = self._compute_normalizer(both, both_mask)
+            log_sums = self._log_sum_paths(both, both_mask, both_allowed)
         return log_sums[n_docs:] - log_sums[:n_docs]
+
+    def _log_sum_paths(self, emissions: torch.Tensor, mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """log of the summed scores of the paths within `allowed`, time-first shapes.
+
+        pytorch-crf's `_compute_normalizer` works in log space, where each step
+        exponentiates FORBIDDEN-sized scores, which is slow on CPUs. The scaled
+        forward algorithm (Rabiner 1989) works in probability space instead:
+        forbidden entries are exact zeros and each step is one matrix product.
+        If a step underflows (only with extreme scores) the batch is redone in
+        log space by pytorch-crf.
+        """
+        transitions, start, end = self.transitions, self.start_transitions, self.end_transitions
+        trans_max, start_max, end_max = transitions.max(), start.max(), end.max()
+        # Forbidden entries are FORBIDDEN, so these are exact zeros there.
+        exp_transitions = torch.exp(transitions - trans_max)
+        # Padding allows every tag, so that no row is all -inf (NaN after exp).
+        allowed = allowed | ~mask.unsqueeze(-1)
+        # shape: (length, batch, n_tags); emissions of disallowed tags are -inf -> 0
+        restricted = emissions.masked_fill(~allowed, float("-inf"))
+        emission_max = restricted.max(dim=-1, keepdim=True).values
+        probs = torch.exp(restricted - emission_max)
+        alpha = torch.exp(start - start_max) * probs[0]
+        log_scale = start_max + emission_max[0, :, 0]
+        alpha, log_scale = _rescale(alpha, log_scale)
+        for i in range(1, emissions.shape[0]):
+            # shape: (batch, n_tags)
+            stepped = (alpha @ exp_transitions) * probs[i]
+            stepped, stepped_scale = _rescale(stepped, log_scale + trans_max + emission_max[i, :, 0])
+            alpha = torch.where(mask[i].unsqueeze(1), stepped, alpha)
+            log_scale = torch.where(mask[i], stepped_scale, log_scale)
+        total = (alpha * torch.exp(end - end_max)).sum(dim=-1)
+        log_sums = log_scale + end_max + torch.log(total)
+        if not torch.isfinite(log_sums).all():
+            return self._compute_normalizer(emissions.masked_fill(~allowed, FORBIDDEN), mask)
+        return log_sums
 
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
         """The best path per sequence, shape as in forward."""
         with parametrize.cached():
             return self._viterbi_decode(emissions.transpose(0, 1), mask.transpose(0, 1))
+
+
+def _rescale(alpha: torch.Tensor, log_scale: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Normalise each row of alpha to sum 1, moving the factor into log_scale."""
+    total = alpha.sum(dim=-1, keepdim=True)
+    return alpha / total, log_scale + torch.log(total[:, 0])
 
 
 class _Forbid(torch.nn.Module):

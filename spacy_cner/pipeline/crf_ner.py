@@ -31,8 +31,9 @@ nO = null
 [model.tok2vec]
 @architectures = "spacy-cner.CharBigramEmbed.v1"
 width = 128
-char_rows = 10000
-bigram_rows = 50000
+embed_width = 64
+char_rows = 5000
+bigram_rows = 20000
 prev_bigram = true
 dropout = 0.1
 

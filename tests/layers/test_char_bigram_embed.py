@@ -1,0 +1,81 @@
+"""CharBigramEmbed: a token is embedded by itself and the bigrams around it."""
+import numpy
+import pytest
+import spacy
+from spacy.tokens import Doc
+from thinc.api import fix_random_seed
+
+from spacy_cner.layers.char_bigram_embed import BOUNDARY, CharBigramEmbed, ngram_keys
+
+WIDTH = 8
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return spacy.blank("zh")
+
+
+def make_model(prev_bigram=True):
+    fix_random_seed(0)
+    model = CharBigramEmbed(WIDTH, char_rows=100, bigram_rows=200, prev_bigram=prev_bigram)
+    model.initialize()
+    return model
+
+
+def keys(docs, prev_bigram=True):
+    return ngram_keys(prev_bigram).predict(docs)
+
+
+def test_bigram_keys_depend_on_order(nlp):
+    beijing, jingbei = keys([nlp.make_doc("北京"), nlp.make_doc("京北")])
+    assert beijing.shape == (2, 3) and beijing.dtype == numpy.uint64
+    # The same characters ...
+    assert set(beijing[:, 0].tolist()) == set(jingbei[:, 0].tolist())
+    # ... but the bigram 北京 is not the bigram 京北.
+    assert beijing[0, 1] != jingbei[0, 1]
+    assert beijing[1, 2] == beijing[0, 1]  # the next bigram of 北 is the previous bigram of 京
+    assert not set(beijing[:, 1:].ravel().tolist()) & set(jingbei[:, 1:].ravel().tolist())
+    assert keys([nlp.make_doc("北京")], prev_bigram=False)[0].shape == (2, 2)
+
+
+def test_boundaries_differ_from_tokens(nlp):
+    (one,) = keys([nlp.make_doc("京")])
+    assert one[0, 1] != one[0, 2]  # (京, end) vs (start, 京)
+    assert BOUNDARY not in one.ravel().tolist()
+
+
+def test_same_char_different_context(nlp):
+    model = make_model()
+    beijing, beihai, nanjing = model.predict([nlp.make_doc(t) for t in ("北京", "北海", "南京")])
+    assert not numpy.allclose(beijing[0], beihai[0])  # 北 before 京 vs before 海
+    assert not numpy.allclose(beijing[1], nanjing[1])  # 京 after 北 vs after 南
+    # Without the previous bigram, 京 at the end looks the same after 北 and 南.
+    model = make_model(prev_bigram=False)
+    beijing, nanjing = model.predict([nlp.make_doc(t) for t in ("北京", "南京")])
+    numpy.testing.assert_allclose(beijing[1], nanjing[1], rtol=1e-6)
+    assert not numpy.allclose(beijing[0], nanjing[0])
+
+
+def test_same_context_same_vector(nlp):
+    model = make_model()
+    first, second = model.predict([nlp.make_doc("我爱北京"), nlp.make_doc("你爱北京")])
+    numpy.testing.assert_allclose(first[2:], second[2:], rtol=1e-6)
+
+
+def test_word_segmented_doc(nlp):
+    model = make_model()
+    doc = Doc(nlp.vocab, words=["北京", "是", "中国", "的", "首都"], spaces=[False] * 5)
+    (vectors,) = model.predict([doc])
+    assert vectors.shape == (5, WIDTH)
+    assert numpy.isfinite(vectors).all()
+    # A word is embedded as a word: 北京 the word is not 北 the character.
+    (chars,) = model.predict([nlp.make_doc("北京")])
+    assert not numpy.allclose(vectors[0], chars[0])
+
+
+def test_empty_doc(nlp):
+    model = make_model()
+    Y, backprop = model.begin_update([nlp.make_doc(""), nlp.make_doc("上海")])
+    assert [y.shape for y in Y] == [(0, WIDTH), (2, WIDTH)]
+    backprop([numpy.ones_like(y) for y in Y])
+    assert keys([nlp.make_doc("")])[0].shape == (0, 3)

@@ -1,0 +1,390 @@
+"""The constrained CRF: log-likelihood and Viterbi against brute force over all tag sequences."""
+import itertools
+
+import numpy
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from spacy_cner.layers._torch import torch_module
+from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode
+from spacy_cner.tags import allowed_transitions, get_tag_names, is_valid_sequence, spans_to_tags
+
+TAG_SETS = {
+    "BIOES-1": get_tag_names(["X"], "BIOES"),  # 5 tags
+    "BIO-2": get_tag_names(["X", "Y"], "BIO"),  # 5 tags
+    "BIO-1": get_tag_names(["X"], "BIO"),  # 3 tags
+}
+LENGTHS = [1, 2, 3, 4]
+
+
+def make_crf(tag_names, seed=0):
+    """An initialized CRF layer whose raw scores (forbidden entries included) are random."""
+    model = CRF()
+    model.initialize(Y=tag_names)
+    crf = torch_module(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in ("start_transitions", "transitions", "end_transitions"):
+            original = crf.parametrizations[name].original
+            original.copy_(torch.randn(original.shape, generator=generator))
+    return model
+
+
+def raw_scores(model):
+    """The CRF's start, transition and end scores as float64 numpy arrays."""
+    crf = torch_module(model)
+    return tuple(
+        crf.parametrizations[name].original.detach().double().numpy()
+        for name in ("start_transitions", "transitions", "end_transitions")
+    )
+
+
+def path_score(model, emissions, path):
+    start, transitions, end = raw_scores(model)
+    score = start[path[0]] + end[path[-1]]
+    score += sum(float(emissions[t, tag]) for t, tag in enumerate(path))
+    score += sum(transitions[a, b] for a, b in zip(path[:-1], path[1:]))
+    return score
+
+
+def logsumexp(values):
+    values = numpy.asarray(values, dtype="float64")
+    top = values.max()
+    return top + numpy.log(numpy.exp(values - top).sum())
+
+
+def valid_paths(tag_names, length, allowed=None):
+    for path in itertools.product(range(len(tag_names)), repeat=length):
+        if not is_valid_sequence(path, tag_names):
+            continue
+        if allowed is not None and not all(allowed[t, tag] for t, tag in enumerate(path)):
+            continue
+        yield path
+
+
+def brute_log_z(model, tag_names, emissions, allowed=None):
+    scores = [path_score(model, emissions, p) for p in valid_paths(tag_names, len(emissions), allowed)]
+    return logsumexp(scores)
+
+
+def brute_best(model, tag_names, emissions):
+    paths = list(valid_paths(tag_names, len(emissions)))
+    scores = [path_score(model, emissions, p) for p in paths]
+    return list(paths[int(numpy.argmax(scores))])
+
+
+def random_emissions(rng, n_tags, lengths=LENGTHS, scale=2.0):
+    return [(rng.normal(size=(n, n_tags)) * scale).astype("float32") for n in lengths]
+
+
+def one_hot(path, n_tags):
+    allowed = numpy.zeros((len(path), n_tags), dtype="float32")
+    allowed[numpy.arange(len(path)), list(path)] = 1
+    return allowed
+
+
+@pytest.mark.parametrize("tag_set", sorted(TAG_SETS))
+def test_gold_log_likelihood_vs_brute_force(tag_set):
+    tag_names = TAG_SETS[tag_set]
+    n_tags = len(tag_names)
+    rng = numpy.random.default_rng(1)
+    model = make_crf(tag_names, seed=1)
+    emissions = random_emissions(rng, n_tags)
+    log_zs = [brute_log_z(model, tag_names, em) for em in emissions]
+    # Several gold paths per length, all scored in one batch of docs of different lengths.
+    golds = [list(valid_paths(tag_names, len(em))) for em in emissions]
+    for k in range(3):
+        gold = [paths[(k * 7919) % len(paths)] for paths in golds]  # spread over the valid paths
+        allowed = [one_hot(path, n_tags) for path in gold]
+        log_likelihood = model.predict((emissions, allowed))
+        expected = [
+            path_score(model, em, path) - log_z for em, path, log_z in zip(emissions, gold, log_zs)
+        ]
+        numpy.testing.assert_allclose(log_likelihood, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("tag_set", sorted(TAG_SETS))
+def test_log_z_ignores_forbidden_paths(tag_set):
+    """The probabilities of all valid paths sum to one: invalid paths get none."""
+    tag_names = TAG_SETS[tag_set]
+    n_tags = len(tag_names)
+    model = make_crf(tag_names, seed=2)
+    emissions = random_emissions(numpy.random.default_rng(2), n_tags, lengths=[3])[0]
+    paths = list(valid_paths(tag_names, 3))
+    allowed = [one_hot(path, n_tags) for path in paths]
+    log_likelihood = model.predict(([emissions] * len(paths), allowed))
+    assert numpy.exp(log_likelihood.astype("float64")).sum() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_invalid_gold_has_no_probability():
+    tag_names = TAG_SETS["BIOES-1"]
+    model = make_crf(tag_names, seed=3)
+    emissions = random_emissions(numpy.random.default_rng(3), len(tag_names), lengths=[2])
+    ids = {tag: i for i, tag in enumerate(tag_names)}
+    for bad in (["O", "I-X"], ["B-X", "O"], ["I-X", "E-X"], ["B-X", "B-X"]):
+        path = [ids[tag] for tag in bad]
+        log_likelihood = model.predict((emissions, [one_hot(path, len(tag_names))]))
+        assert log_likelihood[0] < FORBIDDEN / 2
+
+
+@pytest.mark.parametrize("tag_set", sorted(TAG_SETS))
+def test_partial_gold_vs_brute_force(tag_set):
+    """Several allowed tags at a token: log P = log(sum over consistent valid paths) - log Z."""
+    tag_names = TAG_SETS[tag_set]
+    n_tags = len(tag_names)
+    rng = numpy.random.default_rng(4)
+    model = make_crf(tag_names, seed=4)
+    emissions = random_emissions(rng, n_tags)
+    allowed = []
+    for em in emissions:
+        path = next(iter(valid_paths(tag_names, len(em))))
+        # The gold path is known at some tokens, open at others; keep one valid path in the mask.
+        mask = one_hot(path, n_tags)
+        mask[rng.random(len(em)) < 0.5] = 1
+        mask = numpy.maximum(mask, rng.random(mask.shape) < 0.3).astype("float32")
+        allowed.append(mask)
+    allowed[-1][:] = 1  # a fully missing doc: log P == 0
+    log_likelihood = model.predict((emissions, allowed))
+    expected = [
+        brute_log_z(model, tag_names, em, mask) - brute_log_z(model, tag_names, em)
+        for em, mask in zip(emissions, allowed)
+    ]
+    numpy.testing.assert_allclose(log_likelihood, expected, rtol=1e-5, atol=1e-4)
+    assert abs(log_likelihood[-1]) < 1e-4
+
+
+@pytest.mark.parametrize("tag_set", sorted(TAG_SETS))
+def test_viterbi_vs_brute_force(tag_set):
+    tag_names = TAG_SETS[tag_set]
+    model = make_crf(tag_names, seed=5)
+    rng = numpy.random.default_rng(5)
+    for _ in range(3):
+        emissions = random_emissions(rng, len(tag_names))
+        decoded = crf_decode(model, emissions)
+        for em, path in zip(emissions, decoded):
+            assert path.tolist() == brute_best(model, tag_names, em)
+
+
+SCHEMES = st.sampled_from([("BIOES", ["X", "Y"]), ("BIO", ["X", "Y"]), ("BIOES", ["X"])])
+_MODELS = {}
+
+
+def cached_crf(scheme, labels):
+    key = (scheme, tuple(labels))
+    if key not in _MODELS:
+        _MODELS[key] = make_crf(get_tag_names(labels, scheme), seed=6)
+    return _MODELS[key]
+
+
+@st.composite
+def emission_batches(draw):
+    scheme, labels = draw(SCHEMES)
+    tag_names = get_tag_names(labels, scheme)
+    n_tags = len(tag_names)
+    lengths = draw(st.lists(st.integers(1, 8), min_size=1, max_size=3))
+    elements = st.one_of(
+        st.floats(-1e4, 1e4, width=32),
+        st.sampled_from([-1e4, 1e4, 0.0]),
+    )
+    emissions = []
+    for length in lengths:
+        em = draw(hnp.arrays("float32", (length, n_tags), elements=elements))
+        if draw(st.booleans()):
+            # Adversarial: the forbidden continuations (I-, E-) score far above the rest.
+            for j, tag in enumerate(tag_names):
+                if tag[0] in "IE":
+                    em[:, j] += 1e4
+        emissions.append(em)
+    return scheme, labels, emissions
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(emission_batches())
+def test_viterbi_always_valid(batch):
+    scheme, labels, emissions = batch
+    tag_names = get_tag_names(labels, scheme)
+    decoded = crf_decode(cached_crf(scheme, labels), emissions)
+    assert [len(path) for path in decoded] == [len(em) for em in emissions]
+    for path in decoded:
+        assert is_valid_sequence(path.tolist(), tag_names), [tag_names[i] for i in path]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(emission_batches(), st.randoms(use_true_random=False))
+def test_viterbi_stays_in_allowed_mask(batch, random):
+    scheme, labels, emissions = batch
+    tag_names = get_tag_names(labels, scheme)
+    n_tags = len(tag_names)
+    masks = []
+    for em in emissions:
+        # A random valid path, plus random extra tags: the mask always holds a valid path.
+        path = spans_path(random, len(em), labels, scheme, tag_names)
+        mask = one_hot(path, n_tags)
+        for t in range(len(em)):
+            for j in range(n_tags):
+                if random.random() < 0.3:
+                    mask[t, j] = 1
+        masks.append(mask)
+    decoded = crf_decode(cached_crf(scheme, labels), emissions, masks)
+    for path, mask in zip(decoded, masks):
+        assert is_valid_sequence(path.tolist(), tag_names)
+        assert all(mask[t, tag] for t, tag in enumerate(path.tolist()))
+
+
+def spans_path(random, length, labels, scheme, tag_names):
+    """The tag ids of a random valid tag sequence (random spans, encoded)."""
+    spans, start = [], 0
+    while start < length:
+        end = random.randint(start + 1, length)
+        if random.random() < 0.5:
+            spans.append((start, end, random.choice(labels)))
+        start = end
+    return [tag_names.index(tag) for tag in spans_to_tags(spans, length, scheme)]
+
+
+def test_decode_empty_docs():
+    tag_names = TAG_SETS["BIOES-1"]
+    model = make_crf(tag_names)
+    empty = numpy.zeros((0, len(tag_names)), dtype="float32")
+    for emissions in ([empty], [empty, empty]):
+        decoded = crf_decode(model, emissions)
+        assert [path.shape for path in decoded] == [(0,)] * len(emissions)
+    full = numpy.ones((3, len(tag_names)), dtype="float32")
+    decoded = crf_decode(model, [empty, full, empty], [empty, full, empty])
+    assert [path.shape for path in decoded] == [(0,), (3,), (0,)]
+    assert is_valid_sequence(decoded[1].tolist(), tag_names)
+    assert crf_decode(model, []) == []
+
+
+def test_empty_doc_in_training_input_raises():
+    tag_names = TAG_SETS["BIO-1"]
+    model = make_crf(tag_names)
+    empty = numpy.zeros((0, len(tag_names)), dtype="float32")
+    full = numpy.ones((2, len(tag_names)), dtype="float32")
+    with pytest.raises(ValueError, match="empty doc"):
+        model.begin_update(([full, empty], [full, empty]))
+
+
+def test_init_needs_tag_names():
+    with pytest.raises(ValueError, match="tag names"):
+        CRF().initialize()
+    model = make_crf(TAG_SETS["BIO-1"])
+    model.initialize()  # already built: a second init without Y keeps it
+    assert torch_module(model).tag_names == TAG_SETS["BIO-1"]
+    assert model.get_dim("nO") == 3
+
+
+def torch_brute_log_likelihood(model, tag_names, emissions, allowed):
+    """log P(allowed paths) by brute force in float64 torch, differentiable in emissions."""
+    start, transitions, end = (torch.from_numpy(a) for a in raw_scores(model))
+    em = torch.from_numpy(emissions.astype("float64")).requires_grad_()
+
+    def scores(mask):
+        values = []
+        for path in valid_paths(tag_names, len(emissions), mask):
+            value = start[path[0]] + end[path[-1]] + em[torch.arange(len(path)), list(path)].sum()
+            for a, b in zip(path[:-1], path[1:]):
+                value = value + transitions[a, b]
+            values.append(value)
+        return torch.logsumexp(torch.stack(values), dim=0)
+
+    return em, scores(allowed) - scores(None)
+
+
+def test_gradient_vs_autograd():
+    tag_names = TAG_SETS["BIOES-1"]
+    n_tags = len(tag_names)
+    rng = numpy.random.default_rng(7)
+    model = make_crf(tag_names, seed=7)
+    emissions = random_emissions(rng, n_tags, lengths=[3, 1, 4])
+    allowed = [numpy.maximum(one_hot(next(iter(valid_paths(tag_names, len(em)))), n_tags),
+                             rng.random((len(em), n_tags)) < 0.4).astype("float32") for em in emissions]
+    d_log_likelihood = rng.normal(size=len(emissions)).astype("float32")
+    log_likelihood, backprop = model.begin_update((emissions, allowed))
+    d_emissions, d_allowed = backprop(d_log_likelihood)
+    assert d_allowed is allowed
+    for i, (em, mask) in enumerate(zip(emissions, allowed)):
+        tensor, reference = torch_brute_log_likelihood(model, tag_names, em, mask)
+        assert log_likelihood[i] == pytest.approx(reference.item(), abs=1e-4)
+        (reference * float(d_log_likelihood[i])).backward()
+        assert d_emissions[i].shape == em.shape
+        numpy.testing.assert_allclose(d_emissions[i], tensor.grad.numpy(), atol=1e-4)
+
+
+def test_gradient_vs_finite_differences():
+    tag_names = TAG_SETS["BIO-2"]
+    n_tags = len(tag_names)
+    rng = numpy.random.default_rng(8)
+    model = make_crf(tag_names, seed=8)
+    emissions = random_emissions(rng, n_tags, lengths=[2, 3])
+    allowed = [numpy.ones_like(em) for em in emissions]
+    allowed[1][1] = one_hot([1], n_tags)[0]  # B-X known at token 1, the rest missing
+    _, backprop = model.begin_update((emissions, allowed))
+    d_emissions, _ = backprop(numpy.ones(2, dtype="float32"))
+    eps = 1e-2
+    for i, em in enumerate(emissions):
+        for t, j in itertools.product(range(len(em)), range(n_tags)):
+            plus, minus = [e.copy() for e in emissions], [e.copy() for e in emissions]
+            plus[i][t, j] += eps
+            minus[i][t, j] -= eps
+            delta = model.predict((plus, allowed)).sum() - model.predict((minus, allowed)).sum()
+            numeric = delta / (2 * eps)
+            assert d_emissions[i][t, j] == pytest.approx(float(numeric), abs=2e-3)
+
+
+def test_module_forward_matches_layer():
+    """ConstrainedCRF used directly (padded tensors) gives the layer's log-likelihood."""
+    tag_names = TAG_SETS["BIOES-1"]
+    model = make_crf(tag_names, seed=9)
+    crf = torch_module(model)
+    assert isinstance(crf, ConstrainedCRF)
+    emissions = random_emissions(numpy.random.default_rng(9), len(tag_names), lengths=[3, 1])
+    padded = torch.zeros(2, 3, len(tag_names))
+    mask = torch.zeros(2, 3, dtype=torch.bool)
+    for i, em in enumerate(emissions):
+        padded[i, : len(em)] = torch.from_numpy(em)
+        mask[i, : len(em)] = True
+    allowed = torch.zeros(2, 3, len(tag_names), dtype=torch.bool)
+    allowed[0, :, 0] = True  # O O O
+    allowed[1, 0, 4] = True  # S-X
+    allowed[1, 1:, 0] = True  # padding: ignored
+    log_likelihood = crf(padded, mask, allowed).detach().numpy()
+    expected = model.predict((emissions, [allowed[0].float().numpy(), allowed[1, :1].float().numpy()]))
+    numpy.testing.assert_allclose(log_likelihood, expected, atol=1e-5)
+
+
+def test_forbidden_scores_are_fixed():
+    tag_names = TAG_SETS["BIOES-1"]
+    crf = torch_module(make_crf(tag_names))
+    start, transitions, end = allowed_transitions(tag_names)
+    assert (crf.transitions.detach().numpy()[~transitions] == FORBIDDEN).all()
+    assert (crf.start_transitions.detach().numpy()[~start] == FORBIDDEN).all()
+    assert (crf.end_transitions.detach().numpy()[~end] == FORBIDDEN).all()
+    assert (crf.transitions.detach().numpy()[transitions] > FORBIDDEN).all()
+
+
+def test_serialization_rebuilds_from_hparams():
+    tag_names = get_tag_names(["X", "Y"], "BIOES")
+    model = make_crf(tag_names, seed=10)
+    data = model.to_bytes()
+    fresh = CRF()
+    assert torch_module(fresh).tag_names == []
+    fresh.from_bytes(data)
+    crf, loaded = torch_module(model), torch_module(fresh)
+    assert isinstance(loaded, ConstrainedCRF)
+    assert loaded.tag_names == tag_names
+    assert fresh.get_dim("nO") == len(tag_names)
+    for name in ("start_transitions", "transitions", "end_transitions"):
+        assert torch.equal(getattr(crf, name), getattr(loaded, name)), name
+        assert torch.equal(crf.parametrizations[name].original, loaded.parametrizations[name].original)
+    rng = numpy.random.default_rng(10)
+    emissions = random_emissions(rng, len(tag_names), lengths=[5, 2, 7])
+    for a, b in zip(crf_decode(model, emissions), crf_decode(fresh, emissions)):
+        assert a.tolist() == b.tolist()
+    allowed = [numpy.ones_like(em) for em in emissions]
+    allowed[0][0] = one_hot([0], len(tag_names))[0]
+    numpy.testing.assert_array_equal(model.predict((emissions, allowed)), fresh.predict((emissions, allowed)))
+    assert fresh.to_bytes() == data

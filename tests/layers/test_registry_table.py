@@ -1,0 +1,222 @@
+"""One table test over every layer and architecture that spacy_cner registers.
+
+A new registered layer must get a row in ROWS: test_every_registered_name_has_a_row fails until it does.
+"""
+import configparser
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import numpy
+import pytest
+import spacy
+from spacy.util import registry
+from thinc.api import Config, Model, fix_random_seed
+
+import spacy_cner  # noqa: F401  (registers the layers)
+from spacy_cner.tags import get_tag_names
+
+PREFIX = "spacy-cner."
+TAG_NAMES = get_tag_names(["LOC", "PER"], "BIOES")
+N_TAGS = len(TAG_NAMES)
+TEXTS = ["北京是中国的首都", "", "我爱上海", "京"]
+
+
+def make_docs(with_empty: bool = True):
+    nlp = spacy.blank("zh")
+    return [nlp.make_doc(text) for text in TEXTS if text or with_empty]
+
+
+def make_arrays(width: int, lengths: List[int]):
+    rng = numpy.random.default_rng(0)
+    return [rng.normal(size=(n, width)).astype("float32") for n in lengths]
+
+
+def make_crf_input():
+    emissions = make_arrays(N_TAGS, [4, 1, 3])
+    allowed = [numpy.ones_like(em) for em in emissions]
+    allowed[0][1] = 0
+    allowed[0][1, 1] = 1  # B-LOC known at token 1 of doc 0
+    return emissions, allowed
+
+
+def split_list(X):
+    return [X[i : i + 1] for i in range(len(X))]
+
+
+def split_crf_input(X):
+    emissions, allowed = X
+    return [([em], [al]) for em, al in zip(emissions, allowed)]
+
+
+@dataclass
+class Row:
+    registry: str  # the registry the name is resolved from in configs
+    config: str  # the block's settings, without the @ line
+    make_X: Callable[[], Any]
+    split: Callable[[Any], List[Any]] = split_list
+    Y: Optional[Any] = None  # passed to initialize
+    doc_input: bool = True  # docs carry no gradient
+    dropout: bool = True  # the config sets dropout > 0
+
+    def resolve(self, name: str) -> Model:
+        text = f"[model]\n@{self.registry} = \"{name}\"\n{self.config}"
+        return registry.resolve(Config().from_str(text))["model"]
+
+
+ROWS = {
+    "spacy-cner.CharBigramEmbed.v1": Row(
+        "architectures",
+        "width = 8\nchar_rows = 50\nbigram_rows = 60\nprev_bigram = true\ndropout = 0.3\n",
+        make_docs,
+    ),
+    "spacy-cner.BiLSTMEncoder.v1": Row(
+        "layers",
+        "width = 6\ndepth = 2\ndropout = 0.4\n",
+        lambda: make_arrays(5, [3, 0, 5, 1]),
+        doc_input=False,
+    ),
+    "spacy-cner.CRF.v1": Row(
+        "layers", "", make_crf_input, split=split_crf_input, Y=TAG_NAMES, doc_input=False, dropout=False
+    ),
+    "spacy-cner.CRFTagger.v1": Row(
+        "architectures",
+        "\n".join(
+            [
+                "nO = null",
+                "[model.tok2vec]",
+                '@architectures = "spacy-cner.CharBigramEmbed.v1"',
+                "width = 8\nchar_rows = 50\nbigram_rows = 60\ndropout = 0.3",
+                "[model.encoder]",
+                '@layers = "spacy-cner.BiLSTMEncoder.v1"',
+                "width = 6\ndropout = 0.4",
+            ]
+        ),
+        make_docs,
+        Y=TAG_NAMES,
+    ),
+}
+
+
+def registered_names():
+    names = set()
+    for reg in (registry.architectures, registry.layers):
+        names.update(name for name in reg.get_all() if name.startswith(PREFIX))
+    return names
+
+
+def test_every_registered_name_has_a_row():
+    names = registered_names()
+    assert names, "no spacy-cner layers found in the registry"
+    missing = names - set(ROWS)
+    assert not missing, f"Add a row to ROWS in {__file__} for: {sorted(missing)}"
+    assert not set(ROWS) - names, "ROWS names a layer that is not registered"
+
+
+def declared_entry_points(group: str):
+    """The spacy-cner names setup.cfg declares in an entry-point group."""
+    setup_cfg = configparser.ConfigParser()
+    setup_cfg.read(Path(__file__).parents[2] / "setup.cfg", encoding="utf8")
+    lines = setup_cfg.get("options.entry_points", group, fallback="").splitlines()
+    return {line.split("=")[0].strip() for line in lines if line.strip().startswith(PREFIX)}
+
+
+@pytest.mark.parametrize(
+    "reg,group", [("architectures", "spacy_architectures"), ("layers", "thinc_layers")]
+)
+def test_entry_points_match_registrations(reg, group):
+    """A config naming @layers = "spacy-cner.X" resolves in a fresh process only through
+    the matching entry-point group (spaCy does not import spacy_cner by itself).
+    After fixing setup.cfg, reinstall (pip install -e .) to refresh the installed entry points."""
+    expected = {name for name, row in ROWS.items() if row.registry == reg}
+    assert expected <= declared_entry_points(group), f"setup.cfg [options.entry_points] {group}"
+
+
+def outputs(Y) -> List[numpy.ndarray]:
+    """Per-item outputs: list layers give a list, the CRF a (batch,) array."""
+    return [numpy.asarray(y) for y in Y]
+
+
+def initialized(name: str) -> Model:
+    fix_random_seed(0)
+    row = ROWS[name]
+    model = row.resolve(name)
+    model.initialize(X=row.make_X(), Y=row.Y)
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_forward_backprop(name):
+    row = ROWS[name]
+    model = initialized(name)
+    X = row.make_X()
+    Y, backprop = model.begin_update(X)
+    Ys = outputs(Y)
+    assert len(Ys) == len(row.split(X))
+    assert all(numpy.isfinite(y).all() for y in Ys)
+    rng = numpy.random.default_rng(1)
+    if isinstance(Y, list):
+        dY = [rng.normal(size=y.shape).astype("float32") for y in Y]
+    else:
+        dY = rng.normal(size=Y.shape).astype("float32")
+    dX = backprop(dY)
+    if not row.doc_input:
+        X_arrays = X[0] if isinstance(X, tuple) else X
+        dX_arrays = dX[0] if isinstance(dX, tuple) else dX
+        assert [d.shape for d in dX_arrays] == [x.shape for x in X_arrays]
+        assert all(numpy.isfinite(d).all() for d in dX_arrays)
+        assert any(numpy.abs(d).sum() > 0 for d in dX_arrays)
+    grads = [
+        node.get_grad(param)
+        for node in model.walk()
+        for param in node.param_names
+        if node.has_grad(param)
+    ]
+    shim_grads = [
+        p.grad for shim in (s for node in model.walk() for s in node.shims)
+        for p in shim._model.parameters() if p.grad is not None
+    ]
+    all_grads = [numpy.asarray(g) for g in grads] + [g.numpy() for g in shim_grads]
+    assert all_grads, "no parameter received a gradient"
+    assert all(numpy.isfinite(g).all() for g in all_grads)
+    assert any(numpy.abs(g).sum() > 0 for g in all_grads)
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_batch_equals_items(name):
+    row = ROWS[name]
+    model = initialized(name)
+    X = row.make_X()
+    batch = outputs(model.predict(X))
+    for item_X, y in zip(row.split(X), batch):
+        (item,) = outputs(model.predict(item_X))
+        assert item.shape == y.shape
+        numpy.testing.assert_allclose(item, y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_no_dropout_at_predict(name):
+    row = ROWS[name]
+    model = initialized(name)
+    X = row.make_X()
+    first, second = outputs(model.predict(X)), outputs(model.predict(X))
+    for a, b in zip(first, second):
+        numpy.testing.assert_array_equal(a, b)
+    if row.dropout:
+        # The dropout the config asks for is live in training, so the check above means something.
+        train_a, _ = model.begin_update(X)
+        train_b, _ = model.begin_update(X)
+        assert any(not numpy.allclose(a, b) for a, b in zip(outputs(train_a), outputs(train_b)))
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_bytes_round_trip_into_fresh_model(name):
+    row = ROWS[name]
+    model = initialized(name)
+    X = row.make_X()
+    expected = outputs(model.predict(X))
+    fix_random_seed(1)  # the fresh model must not rely on the same random init
+    fresh = row.resolve(name)
+    fresh.from_bytes(model.to_bytes())
+    for a, b in zip(expected, outputs(fresh.predict(X))):
+        numpy.testing.assert_array_equal(a, b)

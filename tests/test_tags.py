@@ -1,0 +1,190 @@
+"""Tag schemes: names, span <-> tag conversion, allowed transitions."""
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacy_cner.tags import (
+    allowed_transitions,
+    biluo_to_tags,
+    get_tag_names,
+    is_valid_sequence,
+    spans_to_tags,
+    split_tag,
+    tags_to_spans,
+    validate_scheme,
+)
+
+LABELS = ["LOC", "PER", "GPE-X"]
+
+
+def test_get_tag_names():
+    assert get_tag_names(["LOC", "PER"], "BIOES") == [
+        "O", "B-LOC", "I-LOC", "E-LOC", "S-LOC", "B-PER", "I-PER", "E-PER", "S-PER",
+    ]
+    assert get_tag_names(["LOC", "PER"], "bio") == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    assert get_tag_names([], "BIO") == ["O"]
+
+
+def test_validate_scheme():
+    assert validate_scheme("bioes") == "BIOES"
+    with pytest.raises(ValueError, match="BIOES, BIO"):
+        validate_scheme("BMES")
+    with pytest.raises(ValueError, match="Unknown tag scheme"):
+        get_tag_names(["LOC"], "IOB2")
+
+
+def test_split_tag():
+    assert split_tag("O") == ("O", "")
+    assert split_tag("B-GPE-X") == ("B", "GPE-X")
+    for bad in ("B", "B-", "LOC"):
+        with pytest.raises(ValueError, match="Invalid tag"):
+            split_tag(bad)
+
+
+@pytest.mark.parametrize(
+    "spans,length,scheme,tags",
+    [
+        ([(0, 2, "LOC"), (3, 4, "PER")], 5, "BIOES", ["B-LOC", "E-LOC", "O", "S-PER", "O"]),
+        ([(0, 2, "LOC"), (3, 4, "PER")], 5, "BIO", ["B-LOC", "I-LOC", "O", "B-PER", "O"]),
+        ([(0, 3, "LOC")], 3, "BIOES", ["B-LOC", "I-LOC", "E-LOC"]),
+        ([(0, 1, "LOC"), (1, 2, "LOC")], 2, "BIO", ["B-LOC", "B-LOC"]),
+        ([], 0, "BIOES", []),
+    ],
+)
+def test_spans_to_tags_examples(spans, length, scheme, tags):
+    assert spans_to_tags(spans, length, scheme) == tags
+    assert tags_to_spans(tags) == spans
+
+
+@pytest.mark.parametrize("spans", [[(2, 4, "LOC")], [(1, 1, "LOC")], [(-1, 1, "LOC")]])
+def test_spans_to_tags_out_of_range(spans):
+    with pytest.raises(ValueError, match="outside"):
+        spans_to_tags(spans, 3, "BIOES")
+
+
+def test_spans_to_tags_overlap():
+    with pytest.raises(ValueError, match="overlaps"):
+        spans_to_tags([(0, 2, "LOC"), (1, 3, "PER")], 3, "BIO")
+
+
+@st.composite
+def span_sets(draw):
+    """A length and a random set of non-overlapping, possibly adjacent spans."""
+    length = draw(st.integers(0, 12))
+    cuts = sorted(draw(st.sets(st.integers(0, length), max_size=length + 1)))
+    spans = []
+    for start, end in zip(cuts[:-1], cuts[1:]):
+        if draw(st.booleans()):
+            spans.append((start, end, draw(st.sampled_from(LABELS))))
+    return spans, length
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(span_sets(), st.sampled_from(["BIOES", "BIO"]))
+def test_spans_tags_round_trip(spans_length, scheme):
+    spans, length = spans_length
+    tags = spans_to_tags(spans, length, scheme)
+    assert len(tags) == length
+    assert tags_to_spans(tags) == spans
+    tag_names = get_tag_names(LABELS, scheme)
+    assert is_valid_sequence([tag_names.index(tag) for tag in tags], tag_names)
+
+
+@pytest.mark.parametrize(
+    "scheme,expected",
+    [
+        ("BIOES", ["B-LOC", "I-LOC", "E-LOC", "O", "S-PER", None, None, None]),
+        ("BIO", ["B-LOC", "I-LOC", "I-LOC", "O", "B-PER", None, None, None]),
+    ],
+)
+def test_biluo_to_tags(scheme, expected):
+    biluo = ["B-LOC", "I-LOC", "L-LOC", "O", "U-PER", "-", "", None]
+    assert biluo_to_tags(biluo, scheme) == expected
+
+
+def _masks(labels, scheme):
+    names = get_tag_names(labels, scheme)
+    start, transitions, end = allowed_transitions(names)
+    return (
+        {tag: bool(start[i]) for i, tag in enumerate(names)},
+        {(a, b): bool(transitions[i, j]) for (i, a), (j, b) in itertools.product(enumerate(names), repeat=2)},
+        {tag: bool(end[i]) for i, tag in enumerate(names)},
+    )
+
+
+def test_allowed_transitions_bioes():
+    start, trans, end = _masks(["X", "Y"], "BIOES")
+    assert {tag for tag, ok in start.items() if ok} == {"O", "B-X", "S-X", "B-Y", "S-Y"}
+    assert {tag for tag, ok in end.items() if ok} == {"O", "E-X", "S-X", "E-Y", "S-Y"}
+    for allowed in [("O", "O"), ("O", "B-X"), ("O", "S-X"), ("B-X", "I-X"), ("B-X", "E-X"),
+                    ("I-X", "I-X"), ("I-X", "E-X"), ("E-X", "B-Y"), ("E-X", "O"),
+                    ("S-X", "S-X"), ("S-Y", "B-X")]:
+        assert trans[allowed], allowed
+    for forbidden in [("O", "I-X"), ("O", "E-X"), ("B-X", "I-Y"), ("B-X", "E-Y"),
+                      ("B-X", "O"), ("B-X", "B-X"), ("B-X", "S-Y"), ("I-X", "O"),
+                      ("I-X", "I-Y"), ("E-X", "I-X"), ("E-X", "E-X"), ("S-X", "I-X"),
+                      ("S-X", "E-X")]:
+        assert not trans[forbidden], forbidden
+
+
+def test_allowed_transitions_bio():
+    start, trans, end = _masks(["X", "Y"], "BIO")
+    assert {tag for tag, ok in start.items() if ok} == {"O", "B-X", "B-Y"}
+    assert all(end.values())
+    for allowed in [("O", "O"), ("O", "B-X"), ("B-X", "I-X"), ("I-X", "I-X"), ("B-X", "O"),
+                    ("I-X", "O"), ("B-X", "B-X"), ("I-X", "B-Y"), ("B-X", "B-Y")]:
+        assert trans[allowed], allowed
+    for forbidden in [("O", "I-X"), ("B-X", "I-Y"), ("I-X", "I-Y"), ("B-Y", "I-X")]:
+        assert not trans[forbidden], forbidden
+
+
+def test_is_valid_sequence():
+    names = get_tag_names(["X"], "BIOES")
+    ids = {tag: i for i, tag in enumerate(names)}
+    valid = lambda tags: is_valid_sequence([ids[t] for t in tags], names)  # noqa: E731
+    assert valid([])
+    assert valid(["B-X", "I-X", "E-X", "S-X", "O"])
+    assert not valid(["I-X", "E-X"])
+    assert not valid(["B-X"])
+    assert not valid(["O", "E-X"])
+
+
+@pytest.mark.parametrize(
+    "tags,spans",
+    [
+        (["O", "I-X", "I-X"], [(1, 3, "X")]),  # BIO continuation with no opener
+        (["I-X", "E-X"], [(0, 2, "X")]),  # BIOES, missing B
+        (["B-X", "I-Y", "O"], [(0, 1, "X"), (1, 2, "Y")]),  # label change
+        (["B-X", "O", "E-X"], [(0, 1, "X"), (2, 3, "X")]),  # opener never closed
+        (["S-X", "I-X", "E-X"], [(0, 1, "X"), (1, 3, "X")]),  # continuation after S
+        (["E-X", "E-X"], [(0, 1, "X"), (1, 2, "X")]),
+        (["B-X", "B-X", "S-Y"], [(0, 1, "X"), (1, 2, "X"), (2, 3, "Y")]),
+        (["B-X", "I-X"], [(0, 2, "X")]),  # BIOES, not closed at the end
+    ],
+)
+def test_tags_to_spans_lenient(tags, spans):
+    assert tags_to_spans(tags) == spans
+
+
+TAGS_ALL = get_tag_names(LABELS, "BIOES")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(TAGS_ALL), max_size=10))
+def test_tags_to_spans_loses_no_entity(tags):
+    """Every non-O token is covered by exactly one span of its label; spans are in order."""
+    spans = tags_to_spans(tags)
+    covered = {}
+    prev_end = 0
+    for start, end, label in spans:
+        assert prev_end <= start < end <= len(tags)
+        prev_end = end
+        for i in range(start, end):
+            covered[i] = label
+    for i, tag in enumerate(tags):
+        if tag == "O":
+            assert i not in covered
+        else:
+            assert covered.get(i) == split_tag(tag)[1]
