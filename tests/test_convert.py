@@ -412,7 +412,6 @@ def _sentence_lines(path: Path) -> List[List[int]]:
     return [s for s in sentences if s]
 
 
-@pytest.mark.slow
 def test_real_resume_train():
     path = _real_file("resume", "train.char.bmes")
     lines = _sentence_lines(path)
@@ -438,7 +437,6 @@ def test_real_resume_train():
     assert len(docs) == 3821 and docs[1836].ents[0].start == 0
 
 
-@pytest.mark.slow
 def test_real_peoples_daily_dev():
     path = _real_file("peoples_daily", "example.dev")
     docs, stats = convert_file(path)

@@ -1,0 +1,47 @@
+"""A `spacy package` build of a trained pipeline installs and loads without importing spacy_cner."""
+import subprocess
+import sys
+
+import spacy
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+TINY_MODEL = {
+    "@architectures": "spacy-cner.CRFTagger.v1",
+    "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 200, "bigram_rows": 200},
+    "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16},
+}
+TRAIN = [("李四在上海工作", [(0, 2, "PER"), (3, 5, "LOC")]), ("王五去北京", [(0, 2, "PER"), (3, 5, "LOC")])]
+
+
+def test_spacy_package_build_installs_and_loads(tmp_path):
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"model": TINY_MODEL})
+    examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(30):
+        nlp.update(examples, sgd=optimizer)
+    expected = [(ent.text, ent.label_) for ent in nlp("李四在上海工作").ents]
+    nlp.to_disk(tmp_path / "model")
+    (tmp_path / "packages").mkdir()
+    spacy_cli = [sys.executable, "-m", "spacy", "package", str(tmp_path / "model"), str(tmp_path / "packages")]
+    subprocess.run(spacy_cli + ["--name", "cner_tiny", "--version", "0.0.1", "--force"], check=True)
+    package_dir = tmp_path / "packages" / "zh_cner_tiny-0.0.1"
+    meta = spacy.util.load_meta(package_dir / "meta.json")
+    assert any(req.startswith("spacy-cner") for req in meta["requirements"])
+    sdist = package_dir / "dist" / "zh_cner_tiny-0.0.1.tar.gz"
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run(pip + ["--target", str(target), str(sdist)], check=True)
+    # A fresh interpreter that never imports spacy_cner: the entry points must do it.
+    code = (
+        "import sys, spacy\n"
+        f"sys.path.insert(0, {str(target)!r})\n"
+        "doc = spacy.load('zh_cner_tiny')('李四在上海工作')\n"
+        "assert 'spacy_cner' in sys.modules\n"
+        "print([(ent.text, ent.label_) for ent in doc.ents])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(expected)
