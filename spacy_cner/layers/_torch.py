@@ -1,4 +1,5 @@
 """Helpers shared by the torch-backed layers: rebuildable modules and padding."""
+import os
 from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -7,6 +8,10 @@ import torch
 from thinc.api import Model, PyTorchShim, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d
+
+# torch's thread pool does not survive fork(): a forked worker (nlp.pipe with
+# n_process > 1) that runs a multi-threaded op hangs. One thread per worker.
+os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
 
 
 class SizedModule:

@@ -41,7 +41,7 @@ dropout = 0.1
 @layers = "spacy-cner.BiLSTMEncoder.v1"
 width = 256
 depth = 1
-dropout = 0.2
+dropout = 0.5
 """
 DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
 # spaCy's ENT_IOB codes: 0 missing, 1 inside, 2 outside, 3 begin.
@@ -120,7 +120,7 @@ class CRFEntityRecognizer(TrainablePipe):
             raise ValueError(f"Invalid entity label {label!r}: expected a non-empty string.")
         if label in self.labels:
             return 0
-        if self.model.has_dim("nO"):
+        if self.model.get_ref("output_layer").has_param("W"):
             raise ValueError(
                 f"Cannot add label {label!r} to the initialized '{self.name}': the CRF has "
                 f"{self.model.get_dim('nO')} tags. Add labels before nlp.initialize()."
@@ -159,8 +159,10 @@ class CRFEntityRecognizer(TrainablePipe):
         labels = set(self.labels)
         for doc, ids in zip(docs, tag_ids):
             tags = [tag_names[i] for i in self.model.ops.to_numpy(ids).tolist()]
-            spans = [Span(doc, start, end, label) for start, end, label in tags_to_spans(tags)]
-            # Pre-set entities of labels we don't predict were decoded as "O".
+            # Pre-set entities come back unchanged (kb_id too); those of labels we
+            # don't predict were decoded as "O" and are added back.
+            preset = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
+            spans = [preset.get(span) or Span(doc, *span) for span in tags_to_spans(tags)]
             spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
             doc.set_ents(sorted(spans), default="outside")
 
@@ -289,4 +291,7 @@ class CRFEntityRecognizer(TrainablePipe):
             span_tags = spans_to_tags([(0, len(ent), ent.label_)], len(ent), self.cfg["scheme"])
             for i, tag in enumerate(span_tags):
                 allowed[ent.start + i, tag_index[tag]] = 1
+            # In BIO nothing closes an entity but the next token: it must not continue it.
+            if ent.end < len(doc):
+                allowed[ent.end] *= opening
         return self.model.ops.asarray2f(allowed)

@@ -1,0 +1,687 @@
+"""The crf_ner pipe: the checks spaCy runs on its own pipes, plus CRF specifics.
+
+Every model here is tiny (32 wide) and trained for a few dozen steps on five
+sentences, so the whole file takes about a minute of CPU time, one fresh Python
+(the checks "without importing spacy_cner") and one short `spacy train` included.
+"""
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy
+import pytest
+import spacy
+import srsly
+from numpy.testing import assert_allclose
+from spacy.tokens import Doc, DocBin, Span
+from spacy.training import Example
+from spacy.util import registry
+from thinc.api import fix_random_seed
+
+from spacy_cner.layers._torch import torch_module
+from spacy_cner.pipeline.crf_ner import make_crf_ner
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SMALL_MODEL = {
+    "@architectures": "spacy-cner.CRFTagger.v1",
+    "tok2vec": {
+        "@architectures": "spacy-cner.CharBigramEmbed.v1",
+        "width": 32,
+        "char_rows": 500,
+        "bigram_rows": 1000,
+    },
+    # Explicit dropout: add_pipe merges unset keys from the factory default (0.5).
+    "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
+}
+SCHEMES = ["BIOES", "BIO"]
+LABELS = ("LOC", "ORG", "PER")
+# Character offsets, end exclusive (a blank "zh" pipeline gives one token per character).
+TRAIN_DATA = [
+    ("我在北京市工作", [(2, 5, "LOC")]),
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
+    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("腾讯总部在深圳", [(0, 2, "ORG"), (5, 7, "LOC")]),
+]
+# Texts to compare predictions on: training sentences, new ones, empty and
+# whitespace-only docs, and whitespace inside a text.
+TEXTS = [
+    "我在北京市工作",
+    "",
+    "张三去了上海",
+    "   ",
+    "李四是阿里巴巴的员工",
+    "\n",
+    "王五在深圳工作",
+    "腾讯 和  阿里巴巴\n张三",
+]
+N_TRAIN_STEPS = 40
+
+
+def make_nlp(scheme: str = "BIOES") -> spacy.Language:
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config=pipe_config(scheme))
+    return nlp
+
+
+def pipe_config(scheme: str) -> Dict:
+    return {"model": SMALL_MODEL, "scheme": scheme}
+
+
+def make_examples(nlp: spacy.Language, data=TRAIN_DATA) -> List[Example]:
+    return [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in data]
+
+
+def train(nlp: spacy.Language, examples: List[Example], n_steps: int = N_TRAIN_STEPS) -> List[float]:
+    """Initialize from the examples and update on all of them n_steps times; the losses."""
+    optimizer = nlp.initialize(get_examples=lambda: examples)
+    history = []
+    for _ in range(n_steps):
+        losses: Dict[str, float] = {}
+        nlp.update(examples, sgd=optimizer, losses=losses)
+        history.append(losses["crf_ner"])
+    return history
+
+
+@lru_cache(maxsize=None)
+def trained_bytes(scheme: str) -> Tuple[bytes, Tuple[float, ...]]:
+    """A pipeline overfit to TRAIN_DATA (built once per scheme) and its training losses."""
+    fix_random_seed(0)
+    nlp = make_nlp(scheme)
+    losses = train(nlp, make_examples(nlp))
+    return nlp.to_bytes(), tuple(losses)
+
+
+def load_trained(scheme: str = "BIOES") -> spacy.Language:
+    """A fresh copy of the trained pipeline, safe to modify."""
+    nlp = make_nlp(scheme)
+    return nlp.from_bytes(trained_bytes(scheme)[0])
+
+
+def predictions(docs) -> List[Dict]:
+    """Everything crf_ner sets, in a comparable form."""
+    return [
+        {
+            "ents": [(ent.start, ent.end, ent.label_) for ent in doc.ents],
+            "iob": [token.ent_iob_ for token in doc],
+            "types": [token.ent_type_ for token in doc],
+        }
+        for doc in docs
+    ]
+
+
+def run_python(script: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+    """Run a script in a fresh interpreter; on timeout kill its whole process group."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=str(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+    finally:
+        # Workers a hung multiprocessing pipe left behind share the group.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+# ---------------------------------------------------------------------------
+# Labels and initialization
+
+
+def test_no_label_raises():
+    nlp = make_nlp()
+    examples = make_examples(nlp, [("我在北京市工作", []), ("张三去了上海", [])])
+    with pytest.raises(ValueError, match="no labels"):
+        nlp.initialize(get_examples=lambda: examples)
+    with pytest.raises(ValueError, match="no labels"):
+        make_nlp().initialize()
+
+
+@pytest.mark.parametrize("scheme,n_tags", [("BIOES", 1 + 4 * 3), ("BIO", 1 + 2 * 3)])
+def test_labels_from_examples(scheme, n_tags):
+    fix_random_seed(0)
+    nlp = make_nlp(scheme)
+    ner = nlp.get_pipe("crf_ner")
+    nlp.initialize(get_examples=lambda: make_examples(nlp))
+    assert ner.labels == LABELS
+    assert ner.label_data == LABELS
+    assert len(ner.tag_names) == n_tags
+    assert ner.model.get_dim("nO") == n_tags
+
+
+def test_labels_from_initialize_config():
+    fix_random_seed(0)
+    nlp = make_nlp()
+    nlp.config["initialize"]["components"]["crf_ner"] = {"labels": ["PER", "LOC"]}
+    nlp.initialize()
+    ner = nlp.get_pipe("crf_ner")
+    # The given labels win, in the given order.
+    assert ner.labels == ("PER", "LOC")
+    assert ner.model.get_dim("nO") == 1 + 4 * 2
+
+
+def test_labels_argument_overrides_examples():
+    fix_random_seed(0)
+    nlp = make_nlp()
+    ner = nlp.get_pipe("crf_ner")
+    examples = make_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, labels=["LOC"])
+    assert ner.labels == ("LOC",)
+    # Gold entities of labels the pipe does not predict are no error in training.
+    losses = nlp.update(examples, sgd=nlp.create_optimizer())
+    assert numpy.isfinite(losses["crf_ner"])
+
+
+def test_labels_from_init_labels_file(tmp_path):
+    """`spacy init labels` writes label_data as JSON; read_labels.v1 feeds it back."""
+    fix_random_seed(0)
+    nlp = make_nlp()
+    nlp.initialize(get_examples=lambda: make_examples(nlp))
+    label_path = tmp_path / "crf_ner.json"
+    srsly.write_json(label_path, nlp.get_pipe("crf_ner").label_data)
+
+    nlp2 = make_nlp()
+    nlp2.config["initialize"]["components"]["crf_ner"] = {
+        "labels": {"@readers": "spacy.read_labels.v1", "path": str(label_path)}
+    }
+    nlp2.initialize()
+    assert nlp2.get_pipe("crf_ner").labels == LABELS
+
+
+def test_add_label():
+    nlp = make_nlp()
+    ner = nlp.get_pipe("crf_ner")
+    assert ner.add_label("LOC") == 1
+    assert ner.add_label("LOC") == 0
+    for bad in (9, "", "  "):
+        with pytest.raises(ValueError):
+            ner.add_label(bad)
+    fix_random_seed(0)
+    nlp.initialize()
+    assert ner.labels == ("LOC",)
+    # The CRF can't be resized after initialization.
+    with pytest.raises(ValueError):
+        ner.add_label("PER")
+    assert ner.labels == ("LOC",)
+    assert ner.add_label("LOC") == 0
+
+
+def test_unknown_scheme_raises():
+    nlp = spacy.blank("zh")
+    with pytest.raises(ValueError, match="scheme"):
+        nlp.add_pipe("crf_ner", config={"model": SMALL_MODEL, "scheme": "IOB2"})
+    assert nlp.add_pipe("crf_ner", config=pipe_config("bio")).cfg["scheme"] == "BIO"
+
+
+def test_initialize_checks_get_examples():
+    nlp = make_nlp()
+    examples = make_examples(nlp)
+    with pytest.raises(TypeError):
+        nlp.initialize(get_examples=lambda: None)
+    with pytest.raises(TypeError):
+        nlp.initialize(get_examples=lambda: [])
+    with pytest.raises(TypeError):
+        nlp.initialize(get_examples=examples)
+
+
+# ---------------------------------------------------------------------------
+# Training and evaluation
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_overfitting(scheme):
+    nlp = load_trained(scheme)
+    losses = trained_bytes(scheme)[1]
+    assert losses[-1] < losses[0] / 5
+    scores = nlp.evaluate(make_examples(nlp))
+    assert scores["ents_f"] == 1.0
+    assert scores["ents_p"] == 1.0
+    assert scores["ents_r"] == 1.0
+    assert set(scores["ents_per_type"]) == set(LABELS)
+    assert all(type_scores["f"] == 1.0 for type_scores in scores["ents_per_type"].values())
+    doc = nlp("我在北京市工作")
+    assert [(ent.text, ent.label_) for ent in doc.ents] == [("北京市", "LOC")]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_annotations_are_consistent(scheme):
+    nlp = load_trained(scheme)
+    for doc in nlp.pipe(TEXTS):
+        iobs = [token.ent_iob_ for token in doc]
+        types = [token.ent_type_ for token in doc]
+        # crf_ner leaves no token unannotated.
+        assert set(iobs) <= {"B", "I", "O"}
+        for iob, ent_type, token in zip(iobs, types, doc):
+            assert (iob == "O") == (ent_type == "")
+            assert not (token.is_space and iob != "O")
+        assert not iobs or iobs[0] != "I"
+        ents_from_tokens = []
+        for i, (iob, ent_type) in enumerate(zip(iobs, types)):
+            if iob == "B":
+                ents_from_tokens.append([i, i + 1, ent_type])
+            elif iob == "I":
+                assert ents_from_tokens and ents_from_tokens[-1][1] == i
+                assert ents_from_tokens[-1][2] == ent_type
+                ents_from_tokens[-1][1] = i + 1
+        assert [tuple(ent) for ent in ents_from_tokens] == [
+            (ent.start, ent.end, ent.label_) for ent in doc.ents
+        ]
+        assert {ent.label_ for ent in doc.ents} <= set(LABELS)
+
+
+def test_empty_and_whitespace_docs():
+    nlp = load_trained()
+    for text in ("", "   ", "\n", " \t\n "):
+        doc = nlp(text)
+        assert doc.ents == ()
+        assert all(token.ent_iob_ == "O" for token in doc)
+    docs = list(nlp.pipe(["", "我在北京市工作", "   ", "\n", "", "张三去了上海"], batch_size=3))
+    assert [len(doc.ents) for doc in docs] == [0, 1, 0, 0, 0, 2]
+    only_empty = list(nlp.pipe(["", "", "  "], batch_size=4))
+    assert all(doc.ents == () for doc in only_empty)
+
+
+def test_update_and_evaluate_with_empty_docs():
+    fix_random_seed(0)
+    nlp = make_nlp()
+    data = TRAIN_DATA + [("", []), ("   ", []), ("\n", [])]
+    examples = make_examples(nlp, data)
+    optimizer = nlp.initialize(get_examples=lambda: examples)
+    for batch in (examples, examples[-3:], examples[-1:]):
+        losses = nlp.update(batch, sgd=optimizer)
+        assert numpy.isfinite(losses["crf_ner"])
+    assert nlp.update(examples[-3:-2], sgd=optimizer)["crf_ner"] == 0.0
+    scores = nlp.evaluate(examples)
+    assert 0.0 <= scores["ents_f"] <= 1.0
+
+
+# ---------------------------------------------------------------------------
+# Serialization and batching
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_to_disk_and_spacy_load(scheme, tmp_path):
+    nlp = load_trained(scheme)
+    expected = predictions(nlp.pipe(TEXTS))
+    nlp.to_disk(tmp_path)
+    nlp2 = spacy.load(tmp_path)
+    ner2 = nlp2.get_pipe("crf_ner")
+    assert ner2.labels == LABELS
+    assert ner2.cfg["scheme"] == scheme
+    assert predictions(nlp2.pipe(TEXTS)) == expected
+    assert predictions([nlp2(text) for text in TEXTS]) == expected
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_to_bytes_and_from_bytes(scheme):
+    nlp = load_trained(scheme)
+    expected = predictions(nlp.pipe(TEXTS))
+    nlp2 = spacy.blank("zh")
+    nlp2.add_pipe("crf_ner", config=pipe_config(scheme))
+    nlp2.from_bytes(nlp.to_bytes())
+    assert nlp2.get_pipe("crf_ner").labels == LABELS
+    assert predictions(nlp2.pipe(TEXTS)) == expected
+    # The pipe alone round-trips too.
+    ner3 = make_nlp(scheme).get_pipe("crf_ner")
+    ner3.from_bytes(nlp.get_pipe("crf_ner").to_bytes())
+    docs = [ner3(nlp.make_doc(text)) for text in TEXTS]
+    assert predictions(docs) == expected
+
+
+def test_pipe_batches_equal_one_by_one():
+    nlp = load_trained()
+    one_by_one = predictions([nlp(text) for text in TEXTS])
+    assert predictions(nlp.pipe(TEXTS, batch_size=2)) == one_by_one
+    assert predictions(nlp.pipe(TEXTS, batch_size=1)) == one_by_one
+    assert predictions(nlp.pipe(TEXTS)) == one_by_one
+    assert predictions(nlp.pipe(TEXTS)) == one_by_one
+
+
+SUBPROCESS_SCRIPT = """
+import json, os, signal, sys
+out = {}
+import spacy
+assert "spacy_cner" not in sys.modules
+nlp = spacy.blank("zh")
+nlp.add_pipe("crf_ner")
+out["factory"] = nlp.pipe_names
+print(json.dumps(out), flush=True)
+
+def predictions(docs):
+    return [
+        {"ents": [[e.start, e.end, e.label_] for e in doc.ents],
+         "iob": [t.ent_iob_ for t in doc], "types": [t.ent_type_ for t in doc]}
+        for doc in docs
+    ]
+
+with open("texts.json", encoding="utf8") as file_:
+    texts = json.load(file_)
+nlp = spacy.load("model")
+out["load"] = predictions(nlp.pipe(texts))
+print(json.dumps(out), flush=True)
+# A hung multiprocessing pipe is a failure, not a stuck test run: end this
+# process group (this script and its workers, which hold stdout open).
+signal.signal(signal.SIGALRM, lambda *_: os.killpg(0, signal.SIGKILL))
+signal.alarm(45)
+out["n_process"] = predictions(nlp.pipe(texts, n_process=2, batch_size=2))
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def subprocess_result(tmp_path_factory):
+    """Run SUBPROCESS_SCRIPT (which never imports spacy_cner) on the saved pipeline."""
+    workdir = tmp_path_factory.mktemp("subprocess")
+    nlp = load_trained()
+    nlp.to_disk(workdir / "model")
+    srsly.write_json(workdir / "texts.json", TEXTS)
+    expected = json.loads(json.dumps(predictions(nlp.pipe(TEXTS))))
+    result = run_python(SUBPROCESS_SCRIPT, cwd=workdir)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    out = json.loads(lines[-1]) if lines else {}
+    return out, expected, result
+
+
+def _subprocess_value(subprocess_result, key):
+    out, expected, result = subprocess_result
+    if key not in out:
+        hung = " (-9: it hung and was killed)" if result.returncode == -signal.SIGKILL else ""
+        pytest.fail(
+            f"the subprocess gave no {key!r}, rc {result.returncode}{hung}:\n{result.stderr[-3000:]}"
+        )
+    return out[key], expected
+
+
+def test_entry_points_match_registry():
+    """Every registered spacy-cner function has a setup.cfg entry point in its registry's group."""
+    factories = {ep.name: ep for ep in entry_points(group="spacy_factories")}
+    assert factories["crf_ner"].load() is make_crf_ner
+    groups = {"spacy_architectures": registry.architectures, "thinc_layers": registry.layers}
+    for group, group_registry in groups.items():
+        points = {ep.name: ep for ep in entry_points(group=group) if ep.value.startswith("spacy_cner")}
+        registered = {name for name in group_registry.get_all() if name.startswith("spacy-cner.")}
+        assert set(points) == registered, group
+        for name, point in points.items():
+            assert point.load() is group_registry.get(name), name
+
+
+def test_factory_from_entry_points(subprocess_result):
+    """`crf_ner` is found through setup.cfg's entry points, without importing spacy_cner."""
+    factory, _ = _subprocess_value(subprocess_result, "factory")
+    assert factory == ["crf_ner"]
+
+
+def test_spacy_load_without_import(subprocess_result):
+    loaded, expected = _subprocess_value(subprocess_result, "load")
+    assert loaded == expected
+
+
+def test_pipe_n_process(subprocess_result):
+    multi, expected = _subprocess_value(subprocess_result, "n_process")
+    assert multi == expected
+
+
+# ---------------------------------------------------------------------------
+# Entities set before crf_ner
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_entity_ruler_before(scheme):
+    """Pre-set entities are kept exactly, known label or not, and predicted around."""
+    nlp = load_trained(scheme)
+    ruler = nlp.add_pipe("entity_ruler", before="crf_ner")
+    # The model predicts 北京市 and 上海 as LOC: the ruler sets a shorter LOC and
+    # a label the model does not know.
+    ruler.add_patterns([{"label": "LOC", "pattern": "北京"}, {"label": "GPE", "pattern": "上海"}])
+    doc = nlp("我在北京市工作")
+    assert [(ent.text, ent.start, ent.end, ent.label_) for ent in doc.ents if ent.start < 4] == [
+        ("北京", 2, 4, "LOC")
+    ]
+    assert [token.ent_iob_ for token in doc][:4] == ["O", "O", "B", "I"]
+    # 市 may start a new entity but must not extend the pre-set one.
+    assert doc[4].ent_iob_ != "I"
+    doc = nlp("张三去了上海")
+    assert [(ent.text, ent.label_) for ent in doc.ents] == [("张三", "PER"), ("上海", "GPE")]
+    assert [token.ent_iob_ for token in doc] == ["B", "I", "O", "O", "B", "I"]
+    assert [token.ent_type_ for token in doc] == ["PER", "PER", "", "", "GPE", "GPE"]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_preset_ents_keep_kb_id(scheme):
+    """As in spaCy's ner: a pre-set entity keeps its kb_id; new ones have none."""
+    nlp = load_trained(scheme)
+    ner = nlp.get_pipe("crf_ner")
+    doc = nlp.make_doc("张三去了上海")
+    doc.ents = [Span(doc, 4, 6, label="LOC", kb_id="Q8686")]
+    doc = ner(doc)
+    assert [(ent.text, ent.label_, ent.kb_id_) for ent in doc.ents] == [
+        ("张三", "PER", ""),
+        ("上海", "LOC", "Q8686"),
+    ]
+
+
+def test_preset_missing_and_outside_tokens():
+    """Only B/I tokens are fixed: "O" and missing ones are predicted (spaCy's ner does too)."""
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    doc = nlp.make_doc("张三去了上海")
+    doc.set_ents([], default="outside")
+    expected = [(ent.start, ent.end, ent.label_) for ent in nlp("张三去了上海").ents]
+    assert [(ent.start, ent.end, ent.label_) for ent in ner(doc).ents] == expected
+    doc = nlp.make_doc("张三去了上海")
+    doc.set_ents([Span(doc, 4, 6, "GPE")], default="missing")
+    doc = ner(doc)
+    assert [(ent.text, ent.label_) for ent in doc.ents] == [("张三", "PER"), ("上海", "GPE")]
+
+
+# ---------------------------------------------------------------------------
+# Missing annotation is marginalised, not taught "O"
+
+
+def _initialized(labels, scheme):
+    fix_random_seed(0)
+    nlp = make_nlp(scheme)
+    ner = nlp.get_pipe("crf_ner")
+    ner.initialize(lambda: make_examples(nlp), nlp=nlp, labels=labels)
+    return nlp, ner
+
+
+def _loss(ner, example):
+    scores = ner.model.predict([example.predicted])
+    loss, d_scores = ner.get_loss([example], scores)
+    return loss, ner.model.ops.to_numpy(d_scores[0]), ner.model.ops.to_numpy(scores[0])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_all_missing_gives_no_loss(scheme):
+    nlp, ner = _initialized(None, scheme)
+    text = "我在北京市工作"
+    no_ents = Example.from_dict(nlp.make_doc(text), {})
+    dashes = Example.from_dict(nlp.make_doc(text), {"entities": ["-"] * len(text)})
+    reference = nlp.make_doc(text)
+    reference.set_ents([], default="missing")
+    missing = Example(nlp.make_doc(text), reference)
+    teach_o = Example.from_dict(nlp.make_doc(text), {"entities": []})
+    for example in (no_ents, dashes, missing):
+        loss, d_scores, _ = _loss(ner, example)
+        assert abs(loss) < 1e-4
+        assert_allclose(d_scores, 0.0, atol=1e-6)
+    loss, d_scores, _ = _loss(ner, teach_o)
+    # The untrained model is unsure, so teaching "O" costs something.
+    assert loss > 0.1
+    assert numpy.abs(d_scores).max() > 1e-3
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_partial_annotation_is_masked(scheme):
+    nlp, ner = _initialized(None, scheme)
+    text = "张三去了上海"
+    o_index = ner.tag_names.index("O")
+    partial_ref = nlp.make_doc(text)
+    partial_ref.set_ents([Span(partial_ref, 4, 6, "LOC")], default="missing")
+    outside_ref = nlp.make_doc(text)
+    outside_ref.set_ents([Span(outside_ref, 4, 6, "LOC")], default="outside")
+    partial = Example(nlp.make_doc(text), partial_ref)
+    outside = Example(nlp.make_doc(text), outside_ref)
+    assert partial.get_aligned_ner() == [None] * 4 + ["B-LOC", "L-LOC"]
+    partial_loss, d_partial, _ = _loss(ner, partial)
+    outside_loss, d_outside, _ = _loss(ner, outside)
+    # Fewer constraints, higher likelihood.
+    assert partial_loss <= outside_loss + 1e-5
+    assert partial_loss < outside_loss
+    missing = slice(0, 4)
+    # "Teach O" pushes the O scores of the unannotated tokens up (negative
+    # gradient) by 1 - p(O); marginalising pushes them less, or not at all.
+    assert (d_partial[missing, o_index] > d_outside[missing, o_index] + 1e-3).all()
+    assert not numpy.allclose(d_partial[missing], d_outside[missing], atol=1e-4)
+    # "-" tags in Example.from_dict mean the same as default="missing".
+    dashes = Example.from_dict(nlp.make_doc(text), {"entities": ["-"] * 4 + ["B-LOC", "L-LOC"]})
+    dashes_loss, d_dashes, _ = _loss(ner, dashes)
+    assert dashes_loss == pytest.approx(partial_loss, abs=1e-5)
+    assert_allclose(d_dashes, d_partial, atol=1e-6)
+
+
+def _brute_force_nll(ner, emissions, allowed_tags):
+    """-log P(tag path in allowed_tags) by summing over every tag sequence."""
+    crf = torch_module(ner.model.get_ref("crf"))
+    start = crf.start_transitions.detach().double().numpy()
+    trans = crf.transitions.detach().double().numpy()
+    end = crf.end_transitions.detach().double().numpy()
+    emissions = numpy.asarray(emissions, dtype="f8")
+    n_tokens, n_tags = emissions.shape
+    all_scores, gold_scores = [], []
+    for path in itertools.product(range(n_tags), repeat=n_tokens):
+        score = start[path[0]] + end[path[-1]] + sum(emissions[i, t] for i, t in enumerate(path))
+        score += sum(trans[a, b] for a, b in zip(path[:-1], path[1:]))
+        all_scores.append(score)
+        if all(tag in allowed for tag, allowed in zip(path, allowed_tags)):
+            gold_scores.append(score)
+    logsumexp = lambda scores: numpy.logaddexp.reduce(numpy.asarray(scores))  # noqa: E731
+    return logsumexp(all_scores) - logsumexp(gold_scores)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_partial_loss_matches_brute_force(scheme):
+    """The loss is -log of the probability of the paths agreeing with the known tags."""
+    nlp, ner = _initialized(["LOC"], scheme)
+    tag = {name: i for i, name in enumerate(ner.tag_names)}
+    every = set(range(len(tag)))
+    last = "E-LOC" if scheme == "BIOES" else "I-LOC"
+    text = "在北京市"
+    biluo = ["-", "B-LOC", "L-LOC", "-"]
+    example = Example.from_dict(nlp.make_doc(text), {"entities": biluo})
+    assert example.get_aligned_ner() == [None, "B-LOC", "L-LOC", None]
+    loss, _, emissions = _loss(ner, example)
+    allowed = [every, {tag["B-LOC"]}, {tag[last]}, every]
+    assert loss == pytest.approx(_brute_force_nll(ner, emissions, allowed), abs=1e-4)
+    full = ["O", "B-LOC", "I-LOC", "L-LOC"]
+    example = Example.from_dict(nlp.make_doc(text), {"entities": full})
+    loss, _, emissions = _loss(ner, example)
+    allowed = [{tag["O"]}, {tag["B-LOC"]}, {tag["I-LOC"]}, {tag[last]}]
+    assert loss == pytest.approx(_brute_force_nll(ner, emissions, allowed), abs=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# Word tokens and misaligned gold
+
+
+WORD_DATA = [
+    (["我", "在", "北京市", "工作"], ["O", "O", "U-LOC", "O"]),
+    (["张三", "去了", "上海"], ["U-PER", "O", "U-LOC"]),
+    (["李四", "是", "阿里巴巴", "的", "员工"], ["U-PER", "O", "U-ORG", "O", "O"]),
+]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_word_segmented_docs(scheme):
+    fix_random_seed(0)
+    nlp = make_nlp(scheme)
+    examples = [
+        Example.from_dict(Doc(nlp.vocab, words=words), {"entities": tags}) for words, tags in WORD_DATA
+    ]
+    train(nlp, examples, n_steps=30)
+    ner = nlp.get_pipe("crf_ner")
+    doc = ner(Doc(nlp.vocab, words=["我", "在", "北京市", "工作"]))
+    assert [(ent.start, ent.end, ent.text, ent.label_) for ent in doc.ents] == [(2, 3, "北京市", "LOC")]
+    assert [token.ent_iob_ for token in doc] == ["O", "O", "B", "O"]
+    docs = list(ner.pipe([Doc(nlp.vocab, words=words) for words, _ in WORD_DATA], batch_size=2))
+    assert nlp.evaluate(examples)["ents_f"] == 1.0
+    assert [len(doc.ents) for doc in docs] == [1, 2, 2]
+
+
+def test_misaligned_gold():
+    fix_random_seed(0)
+    nlp = make_nlp()
+    ner = nlp.get_pipe("crf_ner")
+    predicted = Doc(nlp.vocab, words=["我在", "北京", "市工作"])
+    misaligned = Example.from_dict(
+        predicted, {"words": ["我", "在", "北京市", "工作"], "entities": ["O", "O", "U-LOC", "O"]}
+    )
+    # Gold that is not one-to-one with the predicted tokens is missing there.
+    assert misaligned.get_aligned_ner() == ["O", None, None]
+    # Characters predicted, words in the gold: the entity still aligns.
+    chars = Example.from_dict(
+        nlp.make_doc("张三去了上海"),
+        {"words": ["张三", "去了", "上海"], "entities": ["U-PER", "O", "U-LOC"]},
+    )
+    assert chars.get_aligned_ner() == ["B-PER", "L-PER", "O", "O", "B-LOC", "L-LOC"]
+    examples = [misaligned, chars]
+    optimizer = nlp.initialize(get_examples=lambda: examples)
+    assert ner.labels == ("LOC", "PER")
+    for _ in range(2):
+        losses = nlp.update(examples, sgd=optimizer)
+        assert numpy.isfinite(losses["crf_ner"])
+    scores = nlp.evaluate(examples)
+    assert "ents_f" in scores
+
+
+# ---------------------------------------------------------------------------
+# spacy train
+
+
+def test_spacy_train(tmp_path):
+    from spacy.cli.train import train as spacy_train
+
+    nlp = spacy.blank("zh")
+    for name, data in (("train", TRAIN_DATA * 2), ("dev", TRAIN_DATA[:3])):
+        docs = [example.reference for example in make_examples(nlp, data)]
+        DocBin(docs=docs).to_disk(tmp_path / f"{name}.spacy")
+    overrides = {
+        "paths.train": str(tmp_path / "train.spacy"),
+        "paths.dev": str(tmp_path / "dev.spacy"),
+        "components.crf_ner.model.tok2vec.width": 32,
+        "components.crf_ner.model.tok2vec.embed_width": 16,
+        "components.crf_ner.model.tok2vec.char_rows": 500,
+        "components.crf_ner.model.tok2vec.bigram_rows": 1000,
+        "components.crf_ner.model.encoder.width": 32,
+        "training.max_epochs": 2,
+        "training.eval_frequency": 5,
+        # About three sentences per batch: several steps per epoch.
+        "training.batcher.size.start": 20,
+        "training.batcher.size.stop": 20,
+    }
+    output = tmp_path / "output"
+    spacy_train(REPO_ROOT / "configs" / "default.cfg", output, overrides=overrides)
+    for name in ("model-best", "model-last"):
+        nlp = spacy.load(output / name)
+        assert nlp.pipe_names == ["crf_ner"]
+        assert nlp.get_pipe("crf_ner").labels == LABELS
+        assert "ents_f" in srsly.read_json(output / name / "meta.json")["performance"]
+        nlp("我在北京市工作")
