@@ -1,0 +1,53 @@
+"""CRFTagger takes any spaCy tok2vec: spaCy's own Tok2Vec, or a listener to a shared tok2vec."""
+import spacy
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+TRAIN_DATA = [
+    ("我在北京市工作", [(2, 5, "LOC")]),
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
+]
+SPACY_TOK2VEC = {
+    "@architectures": "spacy.Tok2Vec.v2",
+    "embed": {
+        "@architectures": "spacy.MultiHashEmbed.v2",
+        "width": 32,
+        "attrs": ["ORTH", "NORM"],
+        "rows": [500, 500],
+        "include_static_vectors": False,
+    },
+    "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": 32, "depth": 2, "window_size": 1, "maxout_pieces": 3},
+}
+
+
+def overfit(nlp: spacy.Language) -> float:
+    examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN_DATA]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    return nlp.evaluate(examples)["ents_f"]
+
+
+def test_spacy_tok2vec_without_encoder():
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": SPACY_TOK2VEC, "encoder": None}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    assert overfit(nlp) == 1.0
+
+
+def test_listener_to_shared_tok2vec(tmp_path):
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("tok2vec", config={"model": SPACY_TOK2VEC})
+    listener = {"@architectures": "spacy.Tok2VecListener.v1", "width": 32, "upstream": "*"}
+    encoder = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0}
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": listener, "encoder": encoder}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    assert overfit(nlp) == 1.0
+    assert nlp.get_pipe("tok2vec").listening_components == ["crf_ner"]
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    text = "张三去了北京市"
+    assert [(e.text, e.label_) for e in loaded(text).ents] == [(e.text, e.label_) for e in nlp(text).ents]
