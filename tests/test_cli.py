@@ -1,0 +1,72 @@
+"""`python -m spacy_cner fetch-assets` and `show-ents`: the commands project.yml calls."""
+import hashlib
+
+import srsly
+from typer.testing import CliRunner
+
+from spacy_cner.cli import app
+
+runner = CliRunner()
+
+
+def write_project(tmp_path, url, checksum):
+    asset = {"dest": "assets/toy/train.txt", "url": url, "checksum": checksum}
+    srsly.write_yaml(tmp_path / "project.yml", {"title": "toy", "assets": [asset]})
+    return tmp_path / "project.yml"
+
+
+def test_fetch_assets_copies_from_local_folder_and_verifies(tmp_path):
+    local = tmp_path / "local"
+    (local / "toy").mkdir(parents=True)
+    (local / "toy" / "train.txt").write_bytes("北 B-LOC\n".encode("utf8"))
+    checksum = hashlib.md5((local / "toy" / "train.txt").read_bytes()).hexdigest()
+    project = write_project(tmp_path, "https://example.invalid/train.txt", checksum)
+    result = runner.invoke(app, ["fetch-assets", str(project), "--local", str(local)])
+    assert result.exit_code == 0, result.output
+    assert "copied from" in result.output
+    assert (tmp_path / "assets" / "toy" / "train.txt").read_bytes() == "北 B-LOC\n".encode("utf8")
+    again = runner.invoke(app, ["fetch-assets", str(project), "--local", str(local)])
+    assert "already present" in again.output
+
+
+def test_fetch_assets_downloads_when_not_local_and_rejects_bad_checksum(tmp_path):
+    source = tmp_path / "remote.txt"
+    source.write_text("京 I-LOC\n", encoding="utf8")
+    project = write_project(tmp_path, source.as_uri(), "0" * 32)
+    result = runner.invoke(app, ["fetch-assets", str(project), "--local", str(tmp_path / "nowhere")])
+    assert result.exit_code == 1
+    assert "does not match the expected" in result.output
+    assert not (tmp_path / "assets" / "toy" / "train.txt").exists()
+    good = hashlib.md5(source.read_bytes()).hexdigest()
+    project = write_project(tmp_path, source.as_uri(), good)
+    result = runner.invoke(app, ["fetch-assets", str(project)])
+    assert result.exit_code == 0, result.output
+    assert "downloaded from" in result.output
+
+
+def test_fetch_assets_names_url_and_local_path_when_both_fail(tmp_path):
+    project = write_project(tmp_path, (tmp_path / "missing.txt").as_uri(), None)
+    result = runner.invoke(app, ["fetch-assets", str(project), "--local", str(tmp_path / "nowhere")])
+    assert result.exit_code == 1
+    assert "missing.txt" in result.output and "nowhere" in result.output
+
+
+def test_show_ents_prints_entities(tmp_path):
+    import spacy
+    from spacy.training import Example
+
+    nlp = spacy.blank("zh")
+    model = {
+        "@architectures": "spacy-cner.CRFTagger.v1",
+        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 100, "bigram_rows": 100},
+        "encoder": None,
+    }
+    nlp.add_pipe("crf_ner", config={"model": model})
+    examples = [Example.from_dict(nlp.make_doc("我在北京"), {"entities": [(2, 4, "LOC")]})]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(40):
+        nlp.update(examples, sgd=optimizer)
+    nlp.to_disk(tmp_path / "model")
+    result = runner.invoke(app, ["show-ents", str(tmp_path / "model"), "我在北京"])
+    assert result.exit_code == 0, result.output
+    assert "北京" in result.output and "LOC" in result.output
