@@ -74,7 +74,7 @@ def train(key: str, config: Path, corpus: Path, out: Path, max_steps: int) -> di
     code = (
         "import resource, sys, time, json\n"
         "from spacy.cli.train import train\n"
-        "from spacy.util import parse_config_overrides\n"
+        "from spacy.cli._util import parse_config_overrides\n"
         "start = time.perf_counter()\n"
         "train(sys.argv[1], sys.argv[2], overrides=parse_config_overrides(sys.argv[3:]))\n"
         "print(json.dumps({'seconds': time.perf_counter() - start,\n"
