@@ -12,10 +12,8 @@ import argparse
 import datetime
 import json
 import platform
-import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
-from spacy.attrs import ENT_IOB, ENT_TYPE, IS_SPACE, SENT_START
+from spacy.attrs import ENT_IOB, IS_SPACE, SENT_START
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.ner import ner_score
@@ -44,8 +44,8 @@ depth = 1
 dropout = 0.5
 """
 DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
-# spaCy's ENT_IOB codes: 0 missing, 1 inside, 2 outside, 3 begin.
-IOB_MISSING, IOB_INSIDE, IOB_OUTSIDE, IOB_BEGIN = 0, 1, 2, 3
+# spaCy's ENT_IOB codes for tokens inside and at the start of an entity.
+IOB_INSIDE, IOB_BEGIN = 1, 3
 
 
 @Language.factory(
@@ -268,8 +268,7 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         if not len(doc):
             return None
-        columns = doc.to_array([ENT_IOB, ENT_TYPE, IS_SPACE, SENT_START])
-        iob, ent_type, is_space, sent_start = columns.T
+        iob, is_space, sent_start = doc.to_array([ENT_IOB, IS_SPACE, SENT_START]).T
         preset = (iob == IOB_INSIDE) | (iob == IOB_BEGIN)
         sent_starts = (sent_start == 1) & (numpy.arange(len(doc)) > 0)
         if not (preset.any() or is_space.any() or sent_starts.any()):
