@@ -30,6 +30,10 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=0, help="0: the configs' own stopping rules")
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    parser.add_argument(
+        "--reuse-training", action="store_true",
+        help="skip training: evaluate the models and reuse the training stats of an earlier run in --out",
+    )
     args = parser.parse_args()
     if not (args.data / "train.char.bmes").exists():
         sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
@@ -39,7 +43,13 @@ def main() -> None:
         "ours": ROOT / "configs" / "default.cfg",
         "spacy": spacy_ner_config(args.out / "spacy_ner.cfg"),
     }
-    training = {key: train(key, configs[key], corpus, args.out, args.max_steps) for key in configs}
+    training = {}
+    for key, config in configs.items():
+        stats_path = args.out / key / "training_stats.json"
+        if not args.reuse_training:
+            stats_path.parent.mkdir(parents=True, exist_ok=True)
+            stats_path.write_text(json.dumps(train(key, config, corpus, args.out, args.max_steps)))
+        training[key] = json.loads(stats_path.read_text())
     scores = evaluate({key: args.out / key / "model-best" for key in configs}, corpus, args.repeats)
     table = render(training, scores, args)
     print(table)
