@@ -1,6 +1,7 @@
 """Embed each token by its own text and the bigrams it forms with its neighbours."""
 from typing import Callable, List, Optional, Tuple
 
+import numpy
 from spacy.attrs import NORM
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -9,6 +10,8 @@ from thinc.types import Floats2d, Ints2d
 
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
+# Key that stands in for a bigram hidden by bigram_dropout.
+UNKNOWN_BIGRAM = 0x5A17_B16A_0000_0001
 # Odd multiplier that mixes the left key into a bigram key (wraps in uint64).
 BIGRAM_MIX = 0x9E37_79B9_7F4A_7C15
 
@@ -21,6 +24,7 @@ def CharBigramEmbed(
     prev_bigram: bool = True,
     dropout: float = 0.0,
     embed_width: Optional[int] = None,
+    bigram_dropout: float = 0.0,
 ) -> Model[List[Doc], List[Floats2d]]:
     """Character + bigram embedding for Chinese, as a spaCy tok2vec.
 
@@ -36,6 +40,8 @@ def CharBigramEmbed(
     dropout (float): Dropout on the embeddings and the mixing layer.
     embed_width (Optional[int]): Width of each hash table; None means `width`.
         Narrower tables train faster: every step updates every row.
+    bigram_dropout (float): In training, the share of bigrams replaced by an
+        unknown-bigram key, so the model does not lean on rare bigrams alone.
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     embed_width = embed_width or width
@@ -45,16 +51,17 @@ def CharBigramEmbed(
         tables.append(HashEmbed(embed_width, bigram_rows, column=2, seed=13, dropout=dropout))
     mix = Maxout(width, embed_width * len(tables), nP=3, dropout=dropout, normalize=True)
     model = chain(
-        ngram_keys(prev_bigram),
+        ngram_keys(prev_bigram, bigram_dropout),
         with_array(chain(concatenate(*tables), mix)),
     )
     model.set_dim("nO", width)
     return model
 
 
-def ngram_keys(prev_bigram: bool) -> Model[List[Doc], List[Ints2d]]:
+def ngram_keys(prev_bigram: bool, bigram_dropout: float = 0.0) -> Model[List[Doc], List[Ints2d]]:
     """Per doc, the uint64 keys (n_tokens, 2 or 3): token, next bigram, previous bigram."""
-    return Model("ngram_keys", _ngram_keys_forward, attrs={"prev_bigram": prev_bigram})
+    attrs = {"prev_bigram": prev_bigram, "bigram_dropout": bigram_dropout}
+    return Model("ngram_keys", _ngram_keys_forward, attrs=attrs)
 
 
 def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Ints2d], Callable]:
@@ -68,5 +75,9 @@ def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[
         columns = [token_keys, pair_keys[1:]]
         if model.attrs["prev_bigram"]:
             columns.append(pair_keys[:-1])
-        keys.append(xp.stack(columns, axis=1) if len(doc) else xp.zeros((0, len(columns)), dtype="uint64"))
+        doc_keys = xp.stack(columns, axis=1) if len(doc) else xp.zeros((0, len(columns)), dtype="uint64")
+        if is_train and model.attrs["bigram_dropout"] > 0:
+            dropped = numpy.random.random_sample(doc_keys[:, 1:].shape) < model.attrs["bigram_dropout"]
+            doc_keys[:, 1:][xp.asarray(dropped)] = UNKNOWN_BIGRAM
+        keys.append(doc_keys)
     return keys, lambda d_keys: []

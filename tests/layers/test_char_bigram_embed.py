@@ -79,3 +79,21 @@ def test_empty_doc(nlp):
     assert [y.shape for y in Y] == [(0, WIDTH), (2, WIDTH)]
     backprop([numpy.ones_like(y) for y in Y])
     assert keys([nlp.make_doc("")])[0].shape == (0, 3)
+
+
+def test_bigram_dropout_hides_bigrams_in_training_only():
+    import spacy
+
+    from spacy_cner.layers.char_bigram_embed import UNKNOWN_BIGRAM, ngram_keys
+
+    fix_random_seed(0)
+    doc = spacy.blank("zh")("北京大学光华管理学院的教授" * 4)
+    model = ngram_keys(prev_bigram=True, bigram_dropout=0.5)
+    (train_keys,), _ = model([doc], is_train=True)
+    (predict_keys,), _ = model([doc], is_train=False)
+    hidden = train_keys[:, 1:] == UNKNOWN_BIGRAM
+    assert 0.2 < hidden.mean() < 0.8
+    assert not (predict_keys == UNKNOWN_BIGRAM).any()
+    # Characters are never hidden, and visible bigrams keep their keys.
+    numpy.testing.assert_array_equal(train_keys[:, 0], predict_keys[:, 0])
+    numpy.testing.assert_array_equal(train_keys[:, 1:][~hidden], predict_keys[:, 1:][~hidden])
