@@ -36,6 +36,7 @@ char_rows = 5000
 bigram_rows = 20000
 prev_bigram = true
 dropout = 0.1
+bigram_dropout = 0.3
 
 [model.encoder]
 @layers = "spacy-cner.BiLSTMEncoder.v1"
