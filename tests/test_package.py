@@ -8,7 +8,7 @@ from thinc.api import fix_random_seed
 
 TINY_MODEL = {
     "@architectures": "spacy-cner.CRFTagger.v1",
-    "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 200, "bigram_rows": 200},
+    "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 200, "bigram_rows": 200, "bigram_dropout": 0.0},
     "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0},
 }
 TRAIN = [("李四在上海工作", [(0, 2, "PER"), (3, 5, "LOC")]), ("王五去北京", [(0, 2, "PER"), (3, 5, "LOC")])]

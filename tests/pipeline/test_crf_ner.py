@@ -35,7 +35,7 @@ SMALL_MODEL = {
         "@architectures": "spacy-cner.CharBigramEmbed.v1",
         "width": 32,
         "char_rows": 500,
-        "bigram_rows": 1000,
+        "bigram_rows": 1000, "bigram_dropout": 0.0,
     },
     # Explicit dropout: add_pipe merges unset keys from the factory default (0.5).
     "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
