@@ -91,7 +91,7 @@ class BiLSTM(torch.nn.Module, SizedModule):
         reverse = torch.where(steps < lengths, lengths - 1 - steps, steps)
         is_real = (steps < lengths).unsqueeze(2).to(inputs.dtype)
         hidden = inputs
-        for layer, (forward_lstm, backward_lstm) in enumerate(zip(self.forward_lstms, self.backward_lstms)):
+        for forward_lstm, backward_lstm in zip(self.forward_lstms, self.backward_lstms):
             hidden = self.dropout(hidden)
             forward_out, _ = forward_lstm(hidden)
             backward_out, _ = backward_lstm(_gather_steps(hidden, reverse))
