@@ -3,13 +3,16 @@ from .architectures import build_crf_tagger
 from .layers.bilstm import BiLSTMEncoder
 from .layers.char_bigram_embed import CharBigramEmbed
 from .layers.crf import CRF, crf_decode
+from .layers.tener import AttentionPrior, TENEREncoder
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 
 __all__ = [
+    "AttentionPrior",
     "BiLSTMEncoder",
     "CharBigramEmbed",
     "CRF",
     "CRFEntityRecognizer",
+    "TENEREncoder",
     "build_crf_tagger",
     "crf_decode",
     "make_crf_ner",

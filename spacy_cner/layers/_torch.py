@@ -1,11 +1,11 @@
 """Helpers shared by the torch-backed layers: rebuildable modules and padding."""
 import os
 from io import BytesIO
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import srsly
 import torch
-from thinc.api import Model, PyTorchShim, xp2torch
+from thinc.api import ArgsKwargs, Model, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d
 
@@ -107,3 +107,60 @@ def pad_batch(
 def unpad_batch(padded: Any, lengths: List[int]) -> List[Any]:
     """Split a (batch, max_len, ...) array into per-item (length, ...) arrays."""
     return [padded[i, :length] for i, length in enumerate(lengths)]
+
+
+def forward_by_length(
+    model: Model,
+    X: List[Floats2d],
+    is_train: bool,
+    *,
+    group_size: int,
+    extras: Optional[Sequence[Any]] = None,
+) -> Tuple[List[Floats2d], Callable]:
+    """Run a wrapped layer over groups of similar-length docs; empty docs get empty outputs.
+
+    Docs are sorted by length and run group_size at a time, so that short docs
+    are not padded to the longest doc of the whole batch (over half of a random
+    batch of Resume sentences would be padding). With extras (one item per doc),
+    each group's input is (arrays, extras of those docs); the extras get no gradient.
+
+    RETURNS (Tuple[List[Floats2d], Callable]): Outputs of width nO and the backprop
+        callback, which returns the inputs' gradients.
+    """
+    width = model.get_dim("nO")
+    Y = [model.ops.alloc2f(0, width) for _ in X]
+    by_length = sorted((i for i, x in enumerate(X) if len(x)), key=lambda i: len(X[i]))
+    groups = [by_length[i : i + group_size] for i in range(0, len(by_length), group_size)]
+    backprops = []
+    for group in groups:
+        group_X = [X[i] for i in group]
+        group_input = group_X if extras is None else (group_X, [extras[i] for i in group])
+        Y_group, backprop_group = pytorch_forward(model, group_input, is_train)
+        for i, y in zip(group, Y_group):
+            Y[i] = y
+        backprops.append(backprop_group)
+
+    def backprop(dY: List[Floats2d]) -> List[Floats2d]:
+        dX = [model.ops.alloc2f(*x.shape) for x in X]
+        for group, backprop_group in zip(groups, backprops):
+            for i, dx in zip(group, backprop_group([dY[i] for i in group])):
+                dX[i] = dx
+        return dX
+
+    return Y, backprop
+
+
+def convert_padded_outputs(model: Model, X_Ytorch: Tuple[Any, torch.Tensor], is_train: bool):
+    """convert_outputs for a module that maps padded docs to a padded (batch, length, nO) tensor.
+
+    X is the group's input: a list of per-doc arrays, or a tuple whose first item is one.
+    """
+    X, outputs = X_Ytorch
+    arrays = X[0] if isinstance(X, tuple) else X
+    lengths = [len(x) for x in arrays]
+
+    def backprop(dY: List[Floats2d]) -> ArgsKwargs:
+        d_outputs, _ = pad_batch(model, dY, requires_grad=False, device=outputs.device)
+        return ArgsKwargs(args=(outputs,), kwargs={"grad_tensors": d_outputs})
+
+    return unpad_batch(torch2xp(outputs.detach()), lengths), backprop

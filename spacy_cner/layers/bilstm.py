@@ -3,10 +3,18 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp
-from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d
 
-from ._torch import SizedModule, pad_batch, set_torch_module, torch_module, unpad_batch, wrap_sized
+from ._torch import (
+    SizedModule,
+    convert_padded_outputs,
+    forward_by_length,
+    pad_batch,
+    set_torch_module,
+    torch_module,
+    unpad_batch,
+    wrap_sized,
+)
 
 InT = List[Floats2d]
 OutT = List[Floats2d]
@@ -33,7 +41,7 @@ def BiLSTMEncoder(
         "bilstm",
         BiLSTM(**hparams),
         _convert_inputs,
-        _convert_outputs,
+        convert_padded_outputs,
         init=init,
         forward=forward,
         dims={"nI": nI, "nO": width},
@@ -106,31 +114,8 @@ def _gather_steps(values: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
 
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
-    """Run the LSTM over groups of similar-length docs; empty docs get empty outputs.
-
-    Docs are sorted by length and run in groups of GROUP_SIZE, so that short
-    docs are not padded to the longest doc of the whole batch (over half of a
-    random batch of Resume sentences would be padding).
-    """
-    width = model.get_dim("nO")
-    Y = [model.ops.alloc2f(0, width) for _ in X]
-    by_length = sorted((i for i, x in enumerate(X) if len(x)), key=lambda i: len(X[i]))
-    groups = [by_length[i : i + GROUP_SIZE] for i in range(0, len(by_length), GROUP_SIZE)]
-    backprops = []
-    for group in groups:
-        Y_group, backprop_group = pytorch_forward(model, [X[i] for i in group], is_train)
-        for i, y in zip(group, Y_group):
-            Y[i] = y
-        backprops.append(backprop_group)
-
-    def backprop(dY: OutT) -> InT:
-        dX = [model.ops.alloc2f(*x.shape) for x in X]
-        for group, backprop_group in zip(groups, backprops):
-            for i, dx in zip(group, backprop_group([dY[i] for i in group])):
-                dX[i] = dx
-        return dX
-
-    return Y, backprop
+    """Run the LSTM over groups of similar-length docs; empty docs get empty outputs."""
+    return forward_by_length(model, X, is_train, group_size=GROUP_SIZE)
 
 
 def _convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
@@ -143,14 +128,3 @@ def _convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, C
 
     args = (inputs, torch.tensor(lengths, dtype=torch.int64))
     return ArgsKwargs(args=args, kwargs={}), backprop
-
-
-def _convert_outputs(model: Model, X_Ytorch, is_train: bool) -> Tuple[OutT, Callable]:
-    X, outputs = X_Ytorch
-    lengths = [len(x) for x in X]
-
-    def backprop(dY: OutT) -> ArgsKwargs:
-        d_outputs, _ = pad_batch(model, dY, requires_grad=False, device=outputs.device)
-        return ArgsKwargs(args=(outputs,), kwargs={"grad_tensors": d_outputs})
-
-    return unpad_batch(torch2xp(outputs.detach()), lengths), backprop

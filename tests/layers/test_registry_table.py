@@ -76,6 +76,12 @@ ROWS = {
         lambda: make_arrays(5, [3, 0, 5, 1]),
         doc_input=False,
     ),
+    "spacy-cner.TENEREncoder.v1": Row(
+        "layers",
+        "n_heads = 2\nhead_width = 4\ndepth = 2\ndropout = 0.2\nattention_dropout = 0.2\noutput_dropout = 0.2\n",
+        lambda: make_arrays(5, [3, 0, 5, 1]),
+        doc_input=False,
+    ),
     "spacy-cner.CRF.v1": Row(
         "layers", "", make_crf_input, split=split_crf_input, Y=TAG_NAMES, doc_input=False, dropout=False
     ),

@@ -1,0 +1,379 @@
+"""TENER: a Transformer encoder adapted for NER (Yan et al. 2019, arXiv:1911.04474).
+
+Two changes make the Transformer work for NER: attention scores carry a relative
+position encoding that knows direction as well as distance (eq. 18), and they are
+not scaled by 1/sqrt(d_k), which keeps the attention sharp (section 3.2.2).
+"""
+import math
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+import torch
+from thinc.api import ArgsKwargs, Model, registry, torch2xp, xp2torch
+from thinc.types import Floats2d
+
+from ._torch import (
+    SizedModule,
+    convert_padded_outputs,
+    forward_by_length,
+    pad_batch,
+    set_torch_module,
+    torch_module,
+    unpad_batch,
+    wrap_sized,
+)
+
+
+@dataclass
+class AttentionPrior:
+    """Per-doc adjustments of the attention scores, one (n_tokens, n_tokens) array per doc.
+
+    Rows are queries, columns keys. In every layer and head the scores are
+    multiplied by `scale`, then `bias` is added, before the padding mask and the
+    softmax. A bias of -inf blocks attention (a window constraint); a scale of
+    beta * W + 1 sharpens attention between the tokens that W marks.
+    """
+
+    bias: Optional[List[Floats2d]] = None
+    scale: Optional[List[Floats2d]] = None
+
+    def per_doc(self, lengths: Sequence[int]) -> List[Tuple[Optional[Floats2d], Optional[Floats2d]]]:
+        """(bias, scale) for each doc, checked against the docs' lengths."""
+        for name, arrays in (("bias", self.bias), ("scale", self.scale)):
+            if arrays is None:
+                continue
+            if len(arrays) != len(lengths):
+                raise ValueError(
+                    f"AttentionPrior.{name} has {len(arrays)} arrays for {len(lengths)} docs; "
+                    "give one (n_tokens, n_tokens) array per doc."
+                )
+            for i, (array, length) in enumerate(zip(arrays, lengths)):
+                if tuple(array.shape) != (length, length):
+                    raise ValueError(
+                        f"AttentionPrior.{name} of doc {i} has shape {tuple(array.shape)}, "
+                        f"expected ({length}, {length}) for its {length} tokens."
+                    )
+        return [
+            (None if self.bias is None else self.bias[i], None if self.scale is None else self.scale[i])
+            for i in range(len(lengths))
+        ]
+
+
+InT = Union[List[Floats2d], Tuple[List[Floats2d], AttentionPrior]]
+OutT = List[Floats2d]
+# Docs per attention call; groups of similar length keep the padding small.
+GROUP_SIZE = 16
+
+
+@registry.layers("spacy-cner.TENEREncoder.v1")
+def TENEREncoder(
+    n_heads: int = 4,
+    head_width: int = 64,
+    depth: int = 2,
+    ffn_width: Optional[int] = None,
+    dropout: float = 0.15,
+    attention_dropout: float = 0.15,
+    output_dropout: float = 0.4,
+    scale_attention: bool = False,
+    key_projection: bool = False,
+    nI: Optional[int] = None,
+) -> Model[InT, OutT]:
+    """Contextualise token vectors with TENER's relative-position Transformer layers.
+
+    The input is projected to n_heads * head_width, then runs through `depth`
+    post-norm layers of relative self-attention and a feed-forward network. The
+    input may be a tuple (vectors, AttentionPrior) to adjust the attention scores
+    per doc (window constraints, entity-label enhancement).
+
+    n_heads (int): Attention heads per layer.
+    head_width (int): Width of each head (even); the model width is n_heads * head_width.
+    depth (int): Number of Transformer layers.
+    ffn_width (Optional[int]): Hidden width of the feed-forward networks; None is 2 x the model width.
+    dropout (float): Dropout inside the feed-forward networks.
+    attention_dropout (float): Dropout on the attention probabilities.
+    output_dropout (float): Dropout on the encoder's output (TENER's fc_dropout).
+    scale_attention (bool): Divide the scores by sqrt(head_width), as the vanilla Transformer does.
+    key_projection (bool): Project the keys; TENER uses the input itself as the keys.
+    nI (Optional[int]): Input width; None infers it from the data at initialize.
+    RETURNS (Model[InT, List[Floats2d]]): The encoder.
+    """
+    if head_width <= 0 or head_width % 2:
+        raise ValueError(
+            f"TENEREncoder head_width must be a positive even number (sine and cosine halves), "
+            f"got {head_width}."
+        )
+    if n_heads <= 0 or depth <= 0:
+        raise ValueError(f"TENEREncoder needs n_heads >= 1 and depth >= 1, got {n_heads} and {depth}.")
+    width = n_heads * head_width
+    hparams = {
+        "nI": nI,
+        "n_heads": n_heads,
+        "head_width": head_width,
+        "depth": depth,
+        "ffn_width": ffn_width if ffn_width is not None else 2 * width,
+        "dropout": dropout,
+        "attention_dropout": attention_dropout,
+        "output_dropout": output_dropout,
+        "scale_attention": scale_attention,
+        "key_projection": key_projection,
+    }
+    return wrap_sized(
+        "tener",
+        TENER(**hparams),
+        _convert_inputs,
+        convert_padded_outputs,
+        init=init,
+        forward=forward,
+        dims={"nI": nI, "nO": width},
+    )
+
+
+def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    """Encode groups of similar-length docs; empty docs get empty outputs."""
+    if not isinstance(X, tuple):
+        return forward_by_length(model, X, is_train, group_size=GROUP_SIZE)
+    arrays, prior = X
+    extras = prior.per_doc([len(array) for array in arrays])
+    Y, backprop_arrays = forward_by_length(model, arrays, is_train, group_size=GROUP_SIZE, extras=extras)
+
+    def backprop(dY: OutT) -> Tuple[List[Floats2d], AttentionPrior]:
+        return backprop_arrays(dY), prior
+
+    return Y, backprop
+
+
+def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
+    """Infer nI from the data and build the layers."""
+    arrays = X[0] if isinstance(X, tuple) else X
+    if arrays is not None and not model.has_dim("nI"):
+        model.set_dim("nI", arrays[0].shape[1])
+    module = torch_module(model)
+    if not module.is_built:
+        if not model.has_dim("nI"):
+            raise ValueError("TENEREncoder needs sample data or nI to initialize.")
+        set_torch_module(model, TENER(**{**module.hparams, "nI": model.get_dim("nI")}))
+
+
+class TENER(torch.nn.Module, SizedModule):
+    """Input projection, then post-norm Transformer layers with relative attention."""
+
+    def __init__(
+        self,
+        nI: Optional[int],
+        n_heads: int,
+        head_width: int,
+        depth: int,
+        ffn_width: int,
+        dropout: float,
+        attention_dropout: float,
+        output_dropout: float,
+        scale_attention: bool,
+        key_projection: bool,
+    ):
+        super().__init__()
+        self.hparams = {
+            "nI": nI,
+            "n_heads": n_heads,
+            "head_width": head_width,
+            "depth": depth,
+            "ffn_width": ffn_width,
+            "dropout": dropout,
+            "attention_dropout": attention_dropout,
+            "output_dropout": output_dropout,
+            "scale_attention": scale_attention,
+            "key_projection": key_projection,
+        }
+        width = n_heads * head_width
+        self.register_buffer("_device_marker", torch.zeros(0), persistent=False)
+        self.output_dropout = torch.nn.Dropout(output_dropout)
+        # A placeholder has no weights until init knows the input width.
+        self.input_layer = torch.nn.Linear(nI, width) if nI is not None else None
+        self.layers = torch.nn.ModuleList()
+        if nI is not None:
+            for _ in range(depth):
+                attention = RelativeSelfAttention(
+                    n_heads, head_width, attention_dropout, scale_attention, key_projection
+                )
+                self.layers.append(TENERLayer(attention, ffn_width, dropout))
+
+    @property
+    def is_built(self) -> bool:
+        return self.input_layer is not None
+
+    @property
+    def device(self) -> torch.device:
+        return self._device_marker.device
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        mask: torch.Tensor,
+        attention_bias: Optional[torch.Tensor] = None,
+        attention_scale: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """inputs (batch, length, nI), mask (batch, length) bool -> (batch, length, width).
+
+        attention_bias, attention_scale: optional (batch, length, length) score
+        adjustments (see AttentionPrior). Padding positions of the output are zero.
+        """
+        hidden = self.input_layer(inputs)
+        for layer in self.layers:
+            hidden = layer(hidden, mask, attention_bias, attention_scale)
+        return self.output_dropout(hidden) * mask.unsqueeze(2).to(hidden.dtype)
+
+
+class TENERLayer(torch.nn.Module):
+    """Relative self-attention and a feed-forward network, each with residual and layer norm."""
+
+    def __init__(self, attention: "RelativeSelfAttention", ffn_width: int, dropout: float):
+        super().__init__()
+        width = attention.n_heads * attention.head_width
+        self.attention = attention
+        self.attention_norm = torch.nn.LayerNorm(width)
+        # TENER's reference code uses LeakyReLU in the feed-forward network.
+        self.feed_forward = torch.nn.Sequential(
+            torch.nn.Linear(width, ffn_width),
+            torch.nn.LeakyReLU(),
+            torch.nn.Dropout(dropout),
+            torch.nn.Linear(ffn_width, width),
+            torch.nn.Dropout(dropout),
+        )
+        self.feed_forward_norm = torch.nn.LayerNorm(width)
+
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        mask: torch.Tensor,
+        attention_bias: Optional[torch.Tensor] = None,
+        attention_scale: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        hidden = self.attention_norm(hidden + self.attention(hidden, mask, attention_bias, attention_scale))
+        return self.feed_forward_norm(hidden + self.feed_forward(hidden))
+
+
+class RelativeSelfAttention(torch.nn.Module):
+    """Multi-head self-attention with TENER's direction- and distance-aware scores (eq. 18)."""
+
+    def __init__(
+        self,
+        n_heads: int,
+        head_width: int,
+        attention_dropout: float = 0.0,
+        scale_attention: bool = False,
+        key_projection: bool = False,
+    ):
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_width = head_width
+        self.scale_attention = scale_attention
+        width = n_heads * head_width
+        # Queries and values are projected, keys are the input itself (TENER section 3.2.2).
+        self.query_value = torch.nn.Linear(width, 2 * width, bias=False)
+        self.key = torch.nn.Linear(width, width, bias=False) if key_projection else None
+        # u and v of eq. 18: per-head biases towards content and towards relative positions.
+        self.u = torch.nn.Parameter(torch.empty(n_heads, head_width))
+        self.v = torch.nn.Parameter(torch.empty(n_heads, head_width))
+        torch.nn.init.xavier_normal_(self.u)
+        torch.nn.init.xavier_normal_(self.v)
+        self.dropout = torch.nn.Dropout(attention_dropout)
+
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        mask: torch.Tensor,
+        attention_bias: Optional[torch.Tensor] = None,
+        attention_scale: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """hidden (batch, length, width), mask (batch, length) -> (batch, length, width)."""
+        batch_size, length, width = hidden.shape
+        query, key, value = self._project(hidden)
+        scores = self._scores(query, key)
+        if attention_scale is not None:
+            scores = scores * attention_scale.unsqueeze(1)
+        if attention_bias is not None:
+            scores = scores + attention_bias.unsqueeze(1)
+        # shape: (batch, heads, length, length); padding keys get no attention
+        scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+        weights = self.dropout(torch.softmax(scores, dim=-1))
+        # shape: (batch, heads, length, head_width) -> (batch, length, width)
+        attended = torch.matmul(weights, value)
+        return attended.transpose(1, 2).reshape(batch_size, length, width)
+
+    def attention_scores(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The raw scores of eq. 18 (scaled if configured), shape (batch, heads, query, key)."""
+        query, key, _ = self._project(hidden)
+        return self._scores(query, key)
+
+    def _project(self, hidden: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values, each (batch, heads, length, head_width)."""
+        batch_size, length, _ = hidden.shape
+        query, value = self.query_value(hidden).chunk(2, dim=-1)
+        key = self.key(hidden) if self.key is not None else hidden
+
+        def split_heads(tensor: torch.Tensor) -> torch.Tensor:
+            return tensor.view(batch_size, length, self.n_heads, self.head_width).transpose(1, 2)
+
+        return split_heads(query), split_heads(key), split_heads(value)
+
+    def _scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        """TENER eq. 18: Q_t K_j + Q_t R_{t-j} + u K_j + v R_{t-j}, for every query t and key j."""
+        length = query.shape[2]
+        u = self.u[None, :, None, :]
+        v = self.v[None, :, None, :]
+        # shape: (batch, heads, query, key)
+        content = torch.matmul(query + u, key.transpose(2, 3))
+        # R for every offset -(length - 1) .. length - 1, shape: (2 * length - 1, head_width)
+        encoding = relative_encoding(length, self.head_width, query.device, query.dtype)
+        # shape: (batch, heads, query, offset)
+        by_offset = torch.matmul(query + v, encoding.transpose(0, 1))
+        steps = torch.arange(length, device=query.device)
+        # shape: (query, key); row t, column j holds the offset t - j, moved to index from 0
+        offset_index = steps.unsqueeze(1) - steps.unsqueeze(0) + length - 1
+        position = by_offset.gather(3, offset_index.expand(*by_offset.shape[:2], length, length))
+        scores = content + position
+        if self.scale_attention:
+            scores = scores / math.sqrt(self.head_width)
+        return scores
+
+
+def relative_encoding(length: int, width: int, device=None, dtype=torch.float32) -> torch.Tensor:
+    """R_k of TENER eq. 17 for the offsets k = -(length - 1) .. length - 1.
+
+    R_k = [sin(k w_0) .. sin(k w_{d/2-1}), cos(k w_0) .. cos(k w_{d/2-1})] with
+    w_i = 10000^(-2i/d). The sine half is odd in k, so R_k and R_-k differ:
+    the scores can tell a left neighbour from a right one.
+    RETURNS (torch.Tensor): shape (2 * length - 1, width); row m is offset m - (length - 1).
+    """
+    half = width // 2
+    frequencies = torch.exp(torch.arange(half, device=device, dtype=torch.float32) * (-2.0 * math.log(10000.0) / width))
+    offsets = torch.arange(-(length - 1), length, device=device, dtype=torch.float32)
+    angles = offsets.unsqueeze(1) * frequencies.unsqueeze(0)
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).to(dtype)
+
+
+def _convert_inputs(model: Model, X, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    """Pad one group: X is the docs' arrays, or (arrays, [(bias, scale) per doc])."""
+    arrays, extras = X if isinstance(X, tuple) else (X, None)
+    device = torch_module(model).device
+    inputs, mask = pad_batch(model, arrays, requires_grad=is_train, device=device)
+    kwargs = {}
+    if extras is not None:
+        for key, position, fill in (("attention_bias", 0, 0.0), ("attention_scale", 1, 1.0)):
+            squares = [extra[position] for extra in extras]
+            if squares[0] is not None:
+                kwargs[key] = _pad_squares(model, squares, inputs.shape[1], fill, device)
+    lengths = [len(array) for array in arrays]
+
+    def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:
+        return unpad_batch(torch2xp(d_inputs.args[0]), lengths)
+
+    return ArgsKwargs(args=(inputs, mask), kwargs=kwargs), backprop
+
+
+def _pad_squares(model: Model, squares: List[Floats2d], length: int, fill: float, device) -> torch.Tensor:
+    """Stack (n, n) arrays into a (batch, length, length) tensor filled with `fill` elsewhere."""
+    padded = model.ops.alloc3f(len(squares), length, length)
+    padded += fill
+    for i, square in enumerate(squares):
+        padded[i, : len(square), : len(square)] = square
+    return xp2torch(padded, device=device)

@@ -1,0 +1,265 @@
+"""TENER: eq. 18 against a naive loop, direction awareness, padding, attention priors."""
+import math
+
+import numpy
+import pytest
+import torch
+from thinc.api import fix_random_seed
+
+from spacy_cner.layers._torch import torch_module
+from spacy_cner.layers.tener import (
+    TENER,
+    AttentionPrior,
+    RelativeSelfAttention,
+    TENEREncoder,
+    relative_encoding,
+)
+
+N_HEADS, HEAD_WIDTH = 2, 4
+WIDTH = N_HEADS * HEAD_WIDTH
+
+
+def make_attention(scale_attention=False, key_projection=False) -> RelativeSelfAttention:
+    torch.manual_seed(0)
+    attention = RelativeSelfAttention(N_HEADS, HEAD_WIDTH, 0.0, scale_attention, key_projection)
+    return attention.eval()
+
+
+def naive_encoding(offset: int, width: int) -> numpy.ndarray:
+    """R_offset of TENER eq. 17, one offset at a time."""
+    half = width // 2
+    angles = [offset / 10000 ** (2 * i / width) for i in range(half)]
+    return numpy.array([math.sin(a) for a in angles] + [math.cos(a) for a in angles])
+
+
+def naive_scores(attention: RelativeSelfAttention, x: numpy.ndarray) -> numpy.ndarray:
+    """Eq. 18 score by score: Q_t K_j + Q_t R_{t-j} + u K_j + v R_{t-j}; shape (heads, t, j)."""
+    weights = attention.query_value.weight.detach().numpy().astype("float64")
+    queries = x @ weights[:WIDTH].T
+    keys = x if attention.key is None else x @ attention.key.weight.detach().numpy().T
+    u = attention.u.detach().numpy()
+    v = attention.v.detach().numpy()
+    length = len(x)
+    scores = numpy.zeros((N_HEADS, length, length))
+    for h in range(N_HEADS):
+        cols = slice(h * HEAD_WIDTH, (h + 1) * HEAD_WIDTH)
+        for t in range(length):
+            for j in range(length):
+                q, k, r = queries[t, cols], keys[j, cols], naive_encoding(t - j, HEAD_WIDTH)
+                score = q @ k + q @ r + u[h] @ k + v[h] @ r
+                if attention.scale_attention:
+                    score /= math.sqrt(HEAD_WIDTH)
+                scores[h, t, j] = score
+    return scores
+
+
+def naive_attention(attention, x, length, bias=None, scale=None) -> numpy.ndarray:
+    """Attention output of the first `length` rows of x, attending to those rows only."""
+    x = x[:length].astype("float64")
+    scores = naive_scores(attention, x)
+    if scale is not None:
+        scores = scores * scale
+    if bias is not None:
+        scores = scores + bias
+    values = x @ attention.query_value.weight.detach().numpy().astype("float64")[WIDTH:].T
+    output = numpy.zeros((length, WIDTH))
+    for h in range(N_HEADS):
+        cols = slice(h * HEAD_WIDTH, (h + 1) * HEAD_WIDTH)
+        for t in range(length):
+            weights = numpy.exp(scores[h, t] - scores[h, t].max())
+            weights /= weights.sum()
+            output[t, cols] = weights @ values[:, cols]
+    return output
+
+
+@pytest.mark.parametrize("scale_attention", [False, True])
+@pytest.mark.parametrize("key_projection", [False, True])
+def test_scores_match_naive_loop(scale_attention, key_projection):
+    attention = make_attention(scale_attention, key_projection)
+    x = numpy.random.default_rng(0).normal(size=(7, WIDTH)).astype("float32")
+    scores = attention.attention_scores(torch.tensor(x)[None])[0].detach().numpy()
+    numpy.testing.assert_allclose(scores, naive_scores(attention, x), rtol=1e-4, atol=1e-4)
+
+
+def test_attention_is_unscaled_by_default():
+    x = torch.tensor(numpy.random.default_rng(0).normal(size=(1, 5, WIDTH)).astype("float32"))
+    unscaled = make_attention(scale_attention=False).attention_scores(x)
+    scaled = make_attention(scale_attention=True).attention_scores(x)
+    torch.testing.assert_close(scaled, unscaled / math.sqrt(HEAD_WIDTH))
+
+
+def test_attention_output_matches_naive_loop_with_padding_and_prior():
+    attention = make_attention()
+    rng = numpy.random.default_rng(1)
+    lengths = [6, 3]
+    x = rng.normal(size=(2, 6, WIDTH)).astype("float32")  # doc 1's padding holds garbage
+    mask = torch.tensor([[i < n for i in range(6)] for n in lengths])
+    bias = rng.normal(size=(2, 6, 6)).astype("float32")
+    scale = rng.uniform(0.5, 2.0, size=(2, 6, 6)).astype("float32")
+    output = attention(torch.tensor(x), mask, torch.tensor(bias), torch.tensor(scale)).detach().numpy()
+    for i, n in enumerate(lengths):
+        expected = naive_attention(attention, x[i], n, bias[i, :n, :n], scale[i, :n, :n])
+        numpy.testing.assert_allclose(output[i, :n], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_relative_encoding_knows_direction():
+    """The sine half is odd in the offset: R_k and R_-k differ, unlike |k|-only encodings."""
+    length = 6
+    encoding = relative_encoding(length, 8).numpy()
+    for offset in range(-(length - 1), length):
+        numpy.testing.assert_allclose(encoding[offset + length - 1], naive_encoding(offset, 8), atol=1e-5)
+    right, left = encoding[length - 1 + 2], encoding[length - 1 - 2]
+    numpy.testing.assert_allclose(right[:4], -left[:4], atol=1e-6)
+    numpy.testing.assert_allclose(right[4:], left[4:], atol=1e-6)
+    assert not numpy.allclose(right, left)
+
+
+def test_mirrored_context_changes_scores_unlike_absolute_sinusoids():
+    """"a c b" vs "b c a": from c, the score of a depends on its side.
+
+    With a plain sinusoidal Transformer (absolute encodings added to the input, scores
+    as dot products, TENER section 3.2.1), PE_t . PE_{t+k} == PE_t . PE_{t-k}, so the
+    two contexts give c the same scores (eq. 12); TENER's scores differ.
+    """
+    attention = make_attention()
+    rng = numpy.random.default_rng(2)
+    a, b, c = rng.normal(size=(3, WIDTH)).astype("float32")
+    forward = numpy.stack([a, c, b])
+    mirrored = numpy.stack([b, c, a])
+    scores = attention.attention_scores(torch.tensor(numpy.stack([forward, mirrored])))
+    from_c_to_a = scores[0, :, 1, 0], scores[1, :, 1, 2]
+    assert not torch.allclose(*from_c_to_a, atol=1e-3)
+
+    def absolute(position):
+        return numpy.concatenate(
+            [[math.sin(position / 10000 ** (2 * i / WIDTH)), math.cos(position / 10000 ** (2 * i / WIDTH))]
+             for i in range(WIDTH // 2)]
+        )
+
+    def plain_score(sequence, t, j):
+        return (sequence[t] + absolute(t)) @ (sequence[j] + absolute(j))
+
+    assert plain_score(forward, 1, 0) != pytest.approx(plain_score(forward, 1, 2))  # content differs
+    # The position terms alone cannot tell left from right.
+    assert absolute(1) @ absolute(0) == pytest.approx(absolute(1) @ absolute(2))
+
+
+def test_mirrored_context_changes_the_output():
+    fix_random_seed(0)
+    encoder = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=1, dropout=0.0,
+                           attention_dropout=0.0, output_dropout=0.0)
+    rng = numpy.random.default_rng(3)
+    a, b, c = rng.normal(size=(3, 5)).astype("float32")
+    encoder.initialize(X=[numpy.stack([a, c, b])])
+    forward, mirrored = encoder.predict([numpy.stack([a, c, b]), numpy.stack([b, c, a])])
+    assert not numpy.allclose(forward[1], mirrored[1], atol=1e-3)
+
+
+@pytest.fixture
+def encoder():
+    fix_random_seed(0)
+    model = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
+                         attention_dropout=0.0, output_dropout=0.0)
+    model.initialize(X=[numpy.zeros((2, 5), dtype="float32")])
+    return model
+
+
+def arrays(*lengths, seed=0):
+    rng = numpy.random.default_rng(seed)
+    return [rng.normal(size=(n, 5)).astype("float32") for n in lengths]
+
+
+def test_padding_does_not_change_outputs(encoder):
+    short, long = arrays(3, 9)
+    (alone,) = encoder.predict([short])
+    batched = encoder.predict([long, short])
+    assert batched[1].shape == (3, WIDTH)
+    numpy.testing.assert_allclose(batched[1], alone, rtol=1e-5, atol=1e-5)
+    # Garbage in the padding of the torch module's input changes nothing either.
+    module = torch_module(encoder).eval()
+    padded = torch.tensor(numpy.random.default_rng(4).normal(size=(1, 9, 5)).astype("float32"))
+    padded[0, :3] = torch.tensor(short)
+    mask = torch.tensor([[i < 3 for i in range(9)]])
+    output = module(padded, mask).detach().numpy()
+    numpy.testing.assert_allclose(output[0, :3], alone, rtol=1e-5, atol=1e-5)
+    assert not output[0, 3:].any()
+
+
+def test_gradients_reach_inputs_and_weights(encoder):
+    X = arrays(4, 2)
+    Y, backprop = encoder.begin_update(X)
+    dX = backprop([numpy.ones_like(y) for y in Y])
+    assert [d.shape for d in dX] == [x.shape for x in X]
+    assert all(numpy.abs(d).sum() > 0 for d in dX)
+    module = torch_module(encoder)
+    for name, param in module.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+def window_bias(length: int, window: int) -> numpy.ndarray:
+    steps = numpy.arange(length)
+    far = numpy.abs(steps[:, None] - steps[None, :]) > window
+    return numpy.where(far, -numpy.inf, 0.0).astype("float32")
+
+
+def test_window_bias_blocks_far_tokens():
+    """Attention limited to |t - j| <= 1 in each of 2 layers: a token reaches 2 positions away."""
+    fix_random_seed(0)
+    model = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
+                         attention_dropout=0.0, output_dropout=0.0)
+    (x,) = arrays(8)
+    model.initialize(X=[x])
+    changed = x.copy()
+    changed[3] += 5.0
+    prior = AttentionPrior(bias=[window_bias(8, 1), window_bias(8, 1)])
+    windowed = model.predict(([x, changed], prior))
+    unreached = [0, 6, 7]
+    numpy.testing.assert_allclose(windowed[0][unreached], windowed[1][unreached], rtol=1e-5, atol=1e-6)
+    for position in range(1, 6):
+        assert not numpy.allclose(windowed[0][position], windowed[1][position])
+    free = model.predict([x, changed])
+    assert not numpy.allclose(free[0][unreached], free[1][unreached])
+
+
+def test_prior_scale_of_ones_changes_nothing(encoder):
+    X = arrays(4, 6)
+    plain = encoder.predict(X)
+    ones = encoder.predict((X, AttentionPrior(scale=[numpy.ones((len(x), len(x)), "float32") for x in X])))
+    for a, b in zip(plain, ones):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    doubled = encoder.predict((X, AttentionPrior(scale=[numpy.full((len(x), len(x)), 3.0, "float32") for x in X])))
+    assert not numpy.allclose(plain[1], doubled[1])
+
+
+def test_prior_backprop_returns_the_prior(encoder):
+    X = arrays(4, 0, 6)
+    prior = AttentionPrior(bias=[window_bias(len(x), 2) for x in X])
+    Y, backprop = encoder.begin_update((X, prior))
+    assert [y.shape for y in Y] == [(4, WIDTH), (0, WIDTH), (6, WIDTH)]
+    dX, d_prior = backprop([numpy.ones_like(y) for y in Y])
+    assert d_prior is prior
+    assert [d.shape for d in dX] == [x.shape for x in X]
+
+
+def test_prior_shape_errors(encoder):
+    X = arrays(4, 6)
+    with pytest.raises(ValueError, match="doc 1 has shape"):
+        encoder.predict((X, AttentionPrior(bias=[window_bias(4, 1), window_bias(5, 1)])))
+    with pytest.raises(ValueError, match="1 arrays for 2 docs"):
+        encoder.predict((X, AttentionPrior(scale=[numpy.ones((4, 4), "float32")])))
+
+
+@pytest.mark.parametrize("settings", [{"head_width": 5}, {"n_heads": 0}, {"depth": 0}])
+def test_bad_sizes_raise(settings):
+    with pytest.raises(ValueError, match="TENEREncoder"):
+        TENEREncoder(**settings)
+
+
+def test_bytes_round_trip_rebuilds_sizes(encoder):
+    X = arrays(3, 5)
+    fresh = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2)
+    assert not torch_module(fresh).is_built
+    fresh.from_bytes(encoder.to_bytes())
+    assert isinstance(torch_module(fresh), TENER) and torch_module(fresh).is_built
+    for a, b in zip(encoder.predict(X), fresh.predict(X)):
+        numpy.testing.assert_array_equal(a, b)
