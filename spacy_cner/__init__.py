@@ -3,6 +3,7 @@ from .architectures import build_crf_tagger
 from .layers.bilstm import BiLSTMEncoder
 from .layers.char_bigram_embed import CharBigramEmbed
 from .layers.crf import CRF, crf_decode
+from .layers.scalar_mix import ScalarMix
 from .layers.tener import AttentionPrior, TENEREncoder
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 
@@ -12,6 +13,7 @@ __all__ = [
     "CharBigramEmbed",
     "CRF",
     "CRFEntityRecognizer",
+    "ScalarMix",
     "TENEREncoder",
     "build_crf_tagger",
     "crf_decode",

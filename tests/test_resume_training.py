@@ -1,4 +1,4 @@
-"""Slow: the default CPU config learns real Resume NER data (pytest -m slow)."""
+"""Slow: the CPU configs learn real Resume NER data (pytest -m slow)."""
 from pathlib import Path
 
 import pytest
@@ -13,8 +13,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 RESUME = REPO_ROOT.parent / "shared" / "data" / "resume"
 
 
+# config: (training steps, minimum test F1). 600 steps (about 4 epochs) of the default
+# config reach about 0.91 test F1; TENER learns slower (about 0.88 dev F1 after 1000).
+# A broken model stays far below either.
+CONFIGS = {"default": (600, 0.85), "tener": (1000, 0.85)}
+
+
 @pytest.mark.slow
-def test_default_config_learns_resume(tmp_path):
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_config_learns_resume(tmp_path, config):
     if not (RESUME / "train.char.bmes").exists():
         pytest.skip(f"Resume NER not found at {RESUME} (the shared data folder is absent)")
     from typer.testing import CliRunner
@@ -26,13 +33,12 @@ def test_default_config_learns_resume(tmp_path):
     overrides = {
         "paths.train": str(tmp_path / "train.spacy"),
         "paths.dev": str(tmp_path / "dev.spacy"),
-        "training.max_steps": 600,
-        "training.eval_frequency": 300,
+        "training.max_steps": CONFIGS[config][0],
+        "training.eval_frequency": 200,
     }
-    train(REPO_ROOT / "configs" / "default.cfg", tmp_path / "model", overrides=overrides)
+    train(REPO_ROOT / "configs" / f"{config}.cfg", tmp_path / "model", overrides=overrides)
     nlp = spacy.load(tmp_path / "model" / "model-best")
     docs = DocBin().from_disk(tmp_path / "test.spacy").get_docs(nlp.vocab)
     scores = nlp.evaluate([Example(nlp.make_doc(doc.text), doc) for doc in docs])
-    # 600 steps (about 4 epochs) reach about 0.91 test F1; a broken model stays far below.
-    assert scores["ents_f"] > 0.85
+    assert scores["ents_f"] > CONFIGS[config][1]
     assert set(scores["ents_per_type"]) == {"CONT", "EDU", "LOC", "NAME", "ORG", "PRO", "RACE", "TITLE"}

@@ -82,6 +82,13 @@ ROWS = {
         lambda: make_arrays(5, [3, 0, 5, 1]),
         doc_input=False,
     ),
+    "spacy-cner.ScalarMix.v1": Row(
+        "layers",
+        "n_layers = 3\n",
+        lambda: [a.reshape(3, -1, 2) for a in make_arrays(2, [9, 0, 3])],
+        doc_input=False,
+        dropout=False,
+    ),
     "spacy-cner.CRF.v1": Row(
         "layers", "", make_crf_input, split=split_crf_input, Y=TAG_NAMES, doc_input=False, dropout=False
     ),
