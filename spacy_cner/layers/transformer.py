@@ -1,0 +1,297 @@
+"""A Hugging Face transformer as a spaCy tok2vec, with every hidden layer fine-tuned.
+
+Loading, the tokenizer and serialisation are spacy-transformers' (HFWrapper,
+huggingface_from_pretrained), so any BERT-style model works by name or local path,
+and a saved or packaged pipeline carries its weights, config and vocab.
+Unlike spacy-transformers' TransformerModel, which backpropagates into
+last_hidden_state only, the backward pass here feeds the gradient of every hidden
+state it uses into the transformer: with a scalar mix (NEZHA paper eqs. 11-12)
+all L + 1 layers are fine-tuned through the mix.
+
+Long docs are split at sentence ends into windows the model can take
+(spacy_cner.windows); tokens get the mean of their wordpieces' vectors.
+"""
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy
+from spacy.tokens import Doc
+from spacy.util import SimpleFrozenDict, registry
+from spacy_transformers.data_classes import HFObjects
+from spacy_transformers.layers.hf_wrapper import HFWrapper
+from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
+from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
+from thinc.types import Floats2d, Ints1d
+
+from ..windows import SENTENCE_ENDS, Window, split_windows
+from .scalar_mix import ScalarMix
+
+InT = List[Doc]
+OutT = List[Floats2d]
+
+
+@registry.architectures("spacy-cner.TransformerTok2Vec.v1")
+def TransformerTok2Vec(
+    name: str,
+    scalar_mix: bool = True,
+    window_size: int = 0,
+    max_batch_windows: int = 64,
+    tokenizer_config: Dict[str, Any] = SimpleFrozenDict(),
+    transformer_config: Dict[str, Any] = SimpleFrozenDict(),
+    mixed_precision: bool = False,
+    grad_scaler_config: Dict[str, Any] = SimpleFrozenDict(),
+) -> Model[InT, OutT]:
+    """Token vectors from a Hugging Face encoder (BERT, RoBERTa-style, NEZHA).
+
+    name (str): Model name on the Hugging Face hub or a local path, e.g. "bert-base-chinese".
+        Read at initialize only: a saved pipeline carries the weights.
+    scalar_mix (bool): Mix all L + 1 hidden states with trained weights (spacy-cner.ScalarMix.v1);
+        False uses the last layer.
+    window_size (int): Most wordpieces per window, special tokens included; 0 is the model's maximum.
+    max_batch_windows (int): At prediction, windows per transformer call (bounds memory on long docs).
+    tokenizer_config (Dict[str, Any]): Keyword arguments for the tokenizer's from_pretrained.
+    transformer_config (Dict[str, Any]): Keyword arguments for the model config's from_pretrained.
+    mixed_precision (bool): Run the transformer in mixed precision (GPU).
+    grad_scaler_config (Dict[str, Any]): Settings of the gradient scaler for mixed precision.
+    RETURNS (Model[List[Doc], List[Floats2d]]): The tok2vec.
+    """
+    hf_objects = HFObjects(None, None, None, dict(tokenizer_config), dict(transformer_config))
+    transformer = HFWrapper(
+        hf_objects,
+        convert_inputs=_convert_inputs,
+        convert_outputs=_convert_outputs,
+        mixed_precision=mixed_precision,
+        grad_scaler_config=dict(grad_scaler_config),
+    )
+    transformer.attrs["all_layers"] = scalar_mix
+    layers = [transformer]
+    refs = {"transformer": transformer}
+    if scalar_mix:
+        mix = ScalarMix()
+        layers.append(mix)
+        refs["scalar_mix"] = mix
+    return Model(
+        "transformer_tok2vec",
+        forward,
+        init=init,
+        layers=layers,
+        refs=refs,
+        dims={"nO": None},
+        attrs={"name": name, "window_size": window_size, "max_batch_windows": max_batch_windows},
+    )
+
+
+def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
+    """Load the pretrained model (once: a deserialized model already has its weights)."""
+    transformer = model.get_ref("transformer")
+    shim = transformer.shims[0]
+    if shim._hfmodel.transformer is None:
+        hf_objects = huggingface_from_pretrained(
+            model.attrs["name"],
+            dict(shim._hfmodel._init_tokenizer_config),
+            dict(shim._hfmodel._init_transformer_config),
+        )
+        shim._model = hf_objects.transformer
+        shim._hfmodel = hf_objects
+    config = shim._hfmodel.transformer.config
+    model.set_dim("nO", config.hidden_size, force=True)
+    if model.has_ref("scalar_mix"):
+        mix = model.get_ref("scalar_mix")
+        if not mix.has_dim("nL"):
+            mix.set_dim("nL", config.num_hidden_layers + 1)
+        if not mix.has_param("alpha"):
+            mix.initialize()
+
+
+@dataclass
+class DocPlan:
+    """How one doc is fed to the transformer."""
+
+    input_ids: List[int]  # the doc's wordpieces, no special tokens
+    windows: List[Window]
+    token_wordpieces: Ints1d  # wordpiece indices of token 0, then token 1, ...
+    token_lengths: Ints1d  # number of wordpieces per token (0 for whitespace)
+
+
+def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    """Windows -> transformer -> (scalar mix) -> mean over each token's wordpieces."""
+    transformer = model.get_ref("transformer")
+    tokenizer = transformer.shims[0]._hfmodel.tokenizer
+    if tokenizer is None:
+        raise ValueError("The transformer is not loaded: initialize the pipeline (or load a saved one) first.")
+    width = model.get_dim("nO")
+    max_length, content_offset = _window_geometry(model, tokenizer)
+    plans = [_plan_doc(doc, tokenizer, max_length) for doc in docs]
+    windows = [(d, window) for d, plan in enumerate(plans) for window in plan.windows]
+    # Training runs all windows at once (one backward pass); prediction in chunks of
+    # similar length, so a long doc needs only a chunk's hidden states at a time.
+    if is_train:
+        chunks = [list(range(len(windows)))] if windows else []
+    else:
+        by_length = sorted(range(len(windows)), key=lambda i: windows[i][1].end - windows[i][1].start)
+        size = max(1, model.attrs["max_batch_windows"])
+        chunks = [by_length[i : i + size] for i in range(0, len(by_length), size)]
+    row_of_window = {}  # window index -> row of its first wordpiece in all_rows
+    outputs, backprops = [], []
+    offset = 0
+    for chunk in chunks:
+        batch = _window_batch(model, tokenizer, [(plans[windows[i][0]], windows[i][1]) for i in chunk])
+        rows, backprop_chunk = _encode(model, batch, is_train)
+        n_steps = batch["input_ids"].shape[1]
+        for position, i in enumerate(chunk):
+            row_of_window[i] = offset + position * n_steps + content_offset
+        offset += rows.shape[0]
+        outputs.append(rows)
+        backprops.append(backprop_chunk)
+    all_rows = model.ops.xp.concatenate(outputs) if outputs else model.ops.alloc2f(0, width)
+    gather, lengths = _token_rows(model, plans, windows, row_of_window)
+    tokens = model.ops.reduce_mean(all_rows[gather], lengths)
+    splits = numpy.cumsum([len(doc) for doc in docs])[:-1]
+    Y = model.ops.xp.split(tokens, splits) if len(docs) > 1 else [tokens]
+
+    def backprop(dY: OutT) -> InT:
+        d_tokens = model.ops.xp.concatenate(dY) if dY else model.ops.alloc2f(0, width)
+        d_gathered = model.ops.backprop_reduce_mean(d_tokens, lengths)
+        d_rows = model.ops.alloc2f(*all_rows.shape)
+        model.ops.scatter_add(d_rows, gather, d_gathered)
+        start = 0
+        for rows, backprop_chunk in zip(outputs, backprops):
+            backprop_chunk(d_rows[start : start + rows.shape[0]])
+            start += rows.shape[0]
+        return docs
+
+    return Y, backprop
+
+
+def _encode(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[Floats2d, Callable]:
+    """Run one padded batch of windows; rows (batch * length, width) and their backprop."""
+    transformer = model.get_ref("transformer")
+    # shape: (n_layers, batch, length, width)
+    layers, backprop_layers = transformer(batch, is_train)
+    n_layers, n_windows, n_steps, width = layers.shape
+    flat = layers.reshape(n_layers, n_windows * n_steps, width)
+    if model.has_ref("scalar_mix"):
+        (rows,), backprop_mix = model.get_ref("scalar_mix")([flat], is_train)
+    else:
+        rows = flat[-1]
+
+        def backprop_mix(d_rows):
+            return [d_rows[0][None]]
+
+    def backprop(d_rows: Floats2d) -> None:
+        (d_flat,) = backprop_mix([d_rows])
+        backprop_layers(d_flat.reshape(n_layers, n_windows, n_steps, width))
+
+    return rows, backprop
+
+
+def _window_geometry(model: Model, tokenizer) -> Tuple[int, int]:
+    """Most content wordpieces per window, and where the content starts after the special tokens."""
+    config = model.get_ref("transformer").shims[0]._hfmodel.transformer.config
+    limit = model.attrs["window_size"]
+    if not limit:
+        limit = min(tokenizer.model_max_length, getattr(config, "max_position_embeddings", 512))
+    n_special = tokenizer.num_special_tokens_to_add(pair=False)
+    if limit - n_special < 2:
+        raise ValueError(
+            f"Transformer window_size {limit} leaves {limit - n_special} wordpieces after the "
+            f"{n_special} special tokens; use a window_size of at least {n_special + 2}."
+        )
+    probe = tokenizer.build_inputs_with_special_tokens([-1])
+    return limit - n_special, probe.index(-1)
+
+
+def _plan_doc(doc: Doc, tokenizer, max_length: int) -> DocPlan:
+    """Tokenize a doc into wordpieces, align them to its tokens and split it into windows."""
+    if not doc.text:
+        empty = numpy.zeros((0,), dtype="i")
+        return DocPlan([], [], empty, numpy.zeros((len(doc),), dtype="i"))
+    encoding = tokenizer(
+        doc.text,
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        truncation=False,
+        verbose=False,
+    )
+    offsets = encoding["offset_mapping"]
+    char_to_token = numpy.full(len(doc.text), -1, dtype="i")
+    for token in doc:
+        char_to_token[token.idx : token.idx + len(token.text)] = token.i
+    token_wordpieces: List[List[int]] = [[] for _ in doc]
+    for j, (start, end) in enumerate(offsets):
+        for t in numpy.unique(char_to_token[start:end]):
+            if t >= 0:
+                token_wordpieces[t].append(j)
+    starts = numpy.asarray([start for start, _ in offsets], dtype="i")
+    # A sentence ends after a token of SENTENCE_ENDS (or one holding a newline).
+    sentence_ends = [
+        int(numpy.searchsorted(starts, token.idx + len(token.text)))
+        for token in doc
+        if token.text in SENTENCE_ENDS or "\n" in token.text
+    ]
+    windows = split_windows(sentence_ends, len(offsets), max_length)
+    flat = [j for wordpieces in token_wordpieces for j in wordpieces]
+    return DocPlan(
+        list(encoding["input_ids"]),
+        windows,
+        numpy.asarray(flat, dtype="i"),
+        numpy.asarray([len(w) for w in token_wordpieces], dtype="i"),
+    )
+
+
+def _window_batch(model: Model, tokenizer, items: List[Tuple[DocPlan, Window]]) -> Dict[str, Any]:
+    """Padded input_ids and attention_mask, each (n_windows, length), with special tokens."""
+    sequences = [tokenizer.build_inputs_with_special_tokens(plan.input_ids[w.start : w.end]) for plan, w in items]
+    n_steps = max(len(sequence) for sequence in sequences)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    input_ids = numpy.full((len(sequences), n_steps), pad_id, dtype="int64")
+    attention_mask = numpy.zeros((len(sequences), n_steps), dtype="int64")
+    for i, sequence in enumerate(sequences):
+        input_ids[i, : len(sequence)] = sequence
+        attention_mask[i, : len(sequence)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def _token_rows(model: Model, plans: List[DocPlan], windows, row_of_window) -> Tuple[Ints1d, Ints1d]:
+    """For every token's wordpieces, the row of all_rows that holds it (read from its owning window)."""
+    gathers = []
+    window_index = 0
+    for plan in plans:
+        rows = numpy.zeros((len(plan.input_ids),), dtype="i")
+        for window in plan.windows:
+            first = row_of_window[window_index] - window.start
+            rows[window.own_start : window.own_end] = first + numpy.arange(window.own_start, window.own_end)
+            window_index += 1
+        gathers.append(rows[plan.token_wordpieces])
+    gather = numpy.concatenate(gathers) if gathers else numpy.zeros((0,), dtype="i")
+    lengths = numpy.concatenate([plan.token_lengths for plan in plans]) if plans else numpy.zeros((0,), dtype="i")
+    return model.ops.asarray1i(gather), model.ops.asarray1i(lengths)
+
+
+def _convert_inputs(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    device = model.shims[0]._hfmodel.transformer.device
+    kwargs = {
+        "input_ids": xp2torch(model.ops.asarray(batch["input_ids"]), device=device),
+        "attention_mask": xp2torch(model.ops.asarray(batch["attention_mask"]), device=device),
+        "output_hidden_states": model.attrs["all_layers"],
+        "return_dict": True,
+    }
+    return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: []
+
+
+def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
+    """Stack the hidden states used, (n_layers, batch, length, width); backprop into each of them."""
+    _, output = inputs_outputs
+    tensors = tuple(output.hidden_states) if model.attrs["all_layers"] else (output.last_hidden_state,)
+    layers = model.ops.xp.stack([torch2xp(tensor.detach().float()) for tensor in tensors])
+
+    def backprop(d_layers) -> ArgsKwargs:
+        grads = [
+            xp2torch(model.ops.asarray(d_layers[i]), device=tensor.device).to(tensor.dtype)
+            for i, tensor in enumerate(tensors)
+        ]
+        return ArgsKwargs(args=(list(tensors),), kwargs={"grad_tensors": grads})
+
+    return layers, backprop

@@ -1,0 +1,72 @@
+"""Split a long doc's wordpieces into transformer-sized windows that keep sentences whole.
+
+The NEZHA-BiLSTM-CRF paper cuts long texts at the last full stop before 512
+characters. Here a window holds as many whole sentences as fit; a sentence longer
+than a window is covered by overlapping windows instead, and each wordpiece is
+read from the window where it sits farthest from an edge. Every wordpiece belongs
+to exactly one window, so every token gets a vector and nothing is cut off.
+"""
+from dataclasses import dataclass
+from typing import List, Sequence
+
+# Characters after which a sentence ends (Chinese and ASCII), newlines included.
+SENTENCE_ENDS = frozenset("。！？!?;；\n")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Wordpieces [start, end) are fed to the model; [own_start, own_end) are read from it."""
+
+    start: int
+    end: int
+    own_start: int
+    own_end: int
+
+
+def split_windows(sentence_ends: Sequence[int], n_wordpieces: int, max_length: int) -> List[Window]:
+    """Windows of at most max_length wordpieces over a doc of n_wordpieces.
+
+    sentence_ends (Sequence[int]): Sorted wordpiece offsets where a sentence ends
+        (a cut may go there).
+    n_wordpieces (int): The doc's number of wordpieces.
+    max_length (int): The most wordpieces a window may hold (>= 2).
+    RETURNS (List[Window]): In order; their owned ranges tile [0, n_wordpieces).
+    """
+    if max_length < 2:
+        raise ValueError(f"Windows need room for at least 2 wordpieces, got max_length {max_length}.")
+    cuts = sorted({end for end in sentence_ends if 0 < end < n_wordpieces} | {n_wordpieces})
+    windows: List[Window] = []
+    start = 0
+    cut_index = 0
+    while start < n_wordpieces:
+        while cuts[cut_index] <= start:
+            cut_index += 1
+        # The farthest sentence end that fits in one window.
+        best = None
+        index = cut_index
+        while index < len(cuts) and cuts[index] - start <= max_length:
+            best = cuts[index]
+            index += 1
+        if best is not None:
+            windows.append(Window(start, best, start, best))
+            start = best
+        else:
+            # One sentence longer than a window: overlapping windows up to its end.
+            end = cuts[cut_index]
+            windows.extend(_overlapping(start, end, max_length))
+            start = end
+    return windows
+
+
+def _overlapping(start: int, end: int, max_length: int) -> List[Window]:
+    """Windows over [start, end) with a stride of half a window; ownership splits each overlap in half."""
+    stride = max(1, max_length // 2)
+    starts = list(range(start, end - max_length, stride)) + [end - max_length]
+    spans = [(s, s + max_length) for s in starts]
+    windows = []
+    own_start = start
+    for i, (s, e) in enumerate(spans):
+        own_end = end if i == len(spans) - 1 else (spans[i + 1][0] + e) // 2
+        windows.append(Window(s, e, own_start, own_end))
+        own_start = own_end
+    return windows

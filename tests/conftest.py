@@ -1,0 +1,51 @@
+"""Tiny Hugging Face models that tests build locally: no hub, no downloads."""
+import warnings
+from pathlib import Path
+
+import pytest
+
+# Every character the tests' texts use, plus Latin/digit wordpieces; deduplicated, in order.
+CHARACTERS = "我在北京市工作张三去了上海李四是阿里巴巴的员工王五住广州腾讯总部深圳，。！？；中国人民银行"
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDPIECES = ["a", "##b", "ab", "1", "##2"]
+SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+    # No dropout: predictions and training steps are comparable.
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+
+
+def write_tiny_model(path: Path, kind: str) -> Path:
+    """Write a randomly initialised 2-layer BERT or NEZHA and its tokenizer to path."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast, NezhaConfig, NezhaModel
+
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = SPECIAL + list(dict.fromkeys(CHARACTERS)) + WORDPIECES
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf8")
+    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"))
+    torch.manual_seed(0)
+    if kind == "bert":
+        model = BertModel(BertConfig(vocab_size=len(vocab), **SIZES))
+    else:
+        model = NezhaModel(NezhaConfig(vocab_size=len(vocab), max_relative_position=16, **SIZES))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.save_pretrained(str(path))
+        tokenizer.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-bert", "bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_nezha(tmp_path_factory) -> Path:
+    return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-nezha", "nezha")

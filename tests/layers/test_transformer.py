@@ -1,0 +1,145 @@
+"""TransformerTok2Vec with tiny local BERT and NEZHA models: gradients reach every fused layer."""
+import numpy
+import pytest
+import spacy
+import torch
+from thinc.api import fix_random_seed
+
+from spacy_cner.layers.transformer import TransformerTok2Vec
+
+TEXTS = ["我在北京市工作。张三去了上海！", "", "李四 ab 12", "中国人民银行"]
+
+
+@pytest.fixture(params=["bert", "nezha"])
+def model_path(request, tiny_bert, tiny_nezha):
+    return {"bert": tiny_bert, "nezha": tiny_nezha}[request.param]
+
+
+def make_docs(texts=TEXTS):
+    nlp = spacy.blank("zh")
+    return [nlp.make_doc(text) for text in texts]
+
+
+def make_tok2vec(path, **settings):
+    fix_random_seed(0)
+    model = TransformerTok2Vec(str(path), **settings)
+    model.initialize(X=make_docs())
+    return model
+
+
+def hf_model(model):
+    return model.get_ref("transformer").shims[0]._model
+
+
+def test_shapes_empty_docs_and_whitespace(model_path):
+    model = make_tok2vec(model_path)
+    docs = make_docs()
+    Y = model.predict(docs)
+    assert [y.shape for y in Y] == [(len(doc), 32) for doc in docs]
+    for doc, y in zip(docs, Y):
+        for token, row in zip(doc, y):
+            # Whitespace has no wordpieces and gets zeros; every other token a vector.
+            assert bool(numpy.abs(row).sum() > 0) == (not token.is_space), (doc.text, token.text)
+
+
+def reference_tokens(model, text, alpha, gamma):
+    """The same computation in plain PyTorch: mix of all hidden states, one wordpiece per character."""
+    tokenizer = model.get_ref("transformer").shims[0]._hfmodel.tokenizer
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    output = hf_model(model)(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
+    weights = torch.softmax(alpha, dim=0)
+    mixed = gamma * sum(w * h for w, h in zip(weights, output.hidden_states))
+    return mixed[0, 1 : 1 + len(text)]  # drop [CLS] and [SEP]
+
+
+def test_gradients_match_pytorch_reference_and_reach_the_embeddings(model_path):
+    """All mix weight on layer 1: the embedding matrix still gets its gradient, as in PyTorch."""
+    model = make_tok2vec(model_path)
+    mix = model.get_ref("scalar_mix")
+    alpha = numpy.asarray([-30.0, 30.0, -30.0], dtype="float32")
+    mix.set_param("alpha", alpha)
+    mix.set_param("gamma", numpy.asarray([1.5], dtype="float32"))
+    text = "我在北京市工作"
+    (y,), backprop = model.begin_update(make_docs([text]))
+    dy = numpy.random.default_rng(0).normal(size=y.shape).astype("float32")
+    hf_model(model).zero_grad()
+    backprop([dy])
+    embeddings = hf_model(model).embeddings.word_embeddings.weight
+    ours = embeddings.grad.clone()
+    assert ours.abs().sum() > 0
+    ours_alpha = mix.get_grad("alpha").copy()
+
+    hf_model(model).zero_grad()
+    alpha_torch = torch.tensor(alpha, requires_grad=True)
+    expected = reference_tokens(model, text, alpha_torch, torch.tensor(1.5))
+    numpy.testing.assert_allclose(y, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
+    (expected * torch.tensor(dy)).sum().backward()
+    torch.testing.assert_close(ours, embeddings.grad, rtol=1e-4, atol=1e-6)
+    numpy.testing.assert_allclose(ours_alpha, alpha_torch.grad.numpy(), rtol=1e-3, atol=1e-6)
+
+
+def test_every_layer_is_fine_tuned(tiny_bert):
+    """Each transformer layer's weights get a gradient from the mix's loss."""
+    model = make_tok2vec(tiny_bert)
+    Y, backprop = model.begin_update(make_docs())
+    hf_model(model).zero_grad()
+    backprop([numpy.ones_like(y) for y in Y])
+    for layer in hf_model(model).encoder.layer:
+        assert layer.attention.self.query.weight.grad.abs().sum() > 0
+
+
+def test_last_layer_without_scalar_mix(tiny_bert):
+    model = make_tok2vec(tiny_bert, scalar_mix=False)
+    assert not model.has_ref("scalar_mix")
+    text = "张三去了上海"
+    (y,) = model.predict(make_docs([text]))
+    tokenizer = model.get_ref("transformer").shims[0]._hfmodel.tokenizer
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    expected = hf_model(model)(input_ids=ids).last_hidden_state[0, 1:-1]
+    numpy.testing.assert_allclose(y, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_windows_cut_at_sentence_ends(tiny_bert):
+    """Two sentences that do not fit one window are encoded as if each were alone."""
+    first, second = "我在北京市工作。", "张三去了上海！"
+    model = make_tok2vec(tiny_bert, window_size=12)  # 10 wordpieces + [CLS], [SEP]
+    (together,) = model.predict(make_docs([first + second]))
+    alone = model.predict(make_docs([first, second]))
+    numpy.testing.assert_allclose(together, numpy.concatenate(alone), rtol=1e-5, atol=1e-6)
+
+
+def test_long_doc_every_token_in_bounded_batches(tiny_bert):
+    """20,000 characters with a 64-wordpiece model: every token gets a vector; the
+    transformer never sees more than max_batch_windows windows per call at prediction."""
+    model = make_tok2vec(tiny_bert, max_batch_windows=8)
+    sentence = "中国人民银行在北京市工作。"
+    # Sentences, then one unpunctuated run longer than a window.
+    text = sentence * 1500 + "张三去了上海" * 100
+    assert len(text) == 20100
+    batch_sizes = []
+    hook = hf_model(model).register_forward_pre_hook(
+        lambda module, args, kwargs: batch_sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    (y,) = model.predict(make_docs([text]))
+    hook.remove()
+    assert y.shape == (len(text), 32)
+    assert numpy.isfinite(y).all() and (numpy.abs(y).sum(axis=1) > 0).all()
+    assert max(batch_sizes) <= 8 and sum(batch_sizes) > 300
+
+
+def test_bytes_round_trip_needs_no_model_files(model_path, tmp_path):
+    model = make_tok2vec(model_path)
+    docs = make_docs()
+    expected = model.predict(docs)
+    fresh = TransformerTok2Vec(str(tmp_path / "not-there"))
+    fresh.from_bytes(model.to_bytes())
+    # spacy-transformers' from_bytes rebuilds the model from its saved config, which
+    # selects the eager attention kernel where from_pretrained chose sdpa: equal up to rounding.
+    for a, b in zip(expected, fresh.predict(docs)):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_window_size_too_small_raises(tiny_bert):
+    model = make_tok2vec(tiny_bert, window_size=3)
+    with pytest.raises(ValueError, match="window_size of at least 4"):
+        model.predict(make_docs())

@@ -1,0 +1,56 @@
+"""Windows over long docs: whole sentences where they fit, overlaps otherwise, nothing lost."""
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacy_cner.windows import Window, split_windows
+
+
+def test_short_doc_is_one_window():
+    assert split_windows([3, 7], 9, 510) == [Window(0, 9, 0, 9)]
+
+
+def test_cuts_at_the_last_sentence_end_that_fits():
+    # Sentences end at 4, 8 and 12 of 15 wordpieces; 10 fit in a window.
+    assert split_windows([4, 8, 12], 15, 10) == [Window(0, 8, 0, 8), Window(8, 15, 8, 15)]
+
+
+def test_long_sentence_gets_overlapping_windows():
+    windows = split_windows([2], 20, 8)
+    assert windows[0] == Window(0, 2, 0, 2)
+    rest = windows[1:]
+    assert all(w.end - w.start == 8 for w in rest)
+    assert rest[0].start == 2 and rest[-1].end == 20
+    # Overlapping windows, each read in its middle part.
+    assert all(a.end > b.start for a, b in zip(rest, rest[1:]))
+    assert [w.own_start for w in rest[1:]] == [w.own_end for w in rest[:-1]]
+
+
+def test_bad_size_raises():
+    with pytest.raises(ValueError, match="max_length 1"):
+        split_windows([], 5, 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(0, 120),
+    max_length=st.integers(2, 30),
+    ends=st.lists(st.integers(0, 130), max_size=25),
+)
+def test_windows_tile_the_doc(n, max_length, ends):
+    windows = split_windows(sorted(ends), n, max_length)
+    owned = [i for w in windows for i in range(w.own_start, w.own_end)]
+    assert owned == list(range(n))
+    for w in windows:
+        assert 0 <= w.start <= w.own_start < w.own_end <= w.end <= n
+        assert w.end - w.start <= max_length
+    cuts = {e for e in ends if 0 < e < n} | {0, n}
+    for w in windows:
+        if w.start == w.own_start and w.end == w.own_end and w.end - w.start < max_length:
+            # A window of whole sentences starts and ends at sentence ends
+            assert w.start in cuts and w.end in cuts
+    # A sentence that fits in a window is never cut: no window boundary falls inside it.
+    sorted_cuts = sorted(cuts)
+    for a, b in zip(sorted_cuts, sorted_cuts[1:]):
+        if b - a <= max_length:
+            assert any(w.start <= a and b <= w.end and w.own_start <= a and b <= w.own_end for w in windows)
