@@ -5,6 +5,7 @@ from .layers.char_bigram_embed import CharBigramEmbed
 from .layers.crf import CRF, crf_decode
 from .layers.scalar_mix import ScalarMix
 from .layers.tener import AttentionPrior, TENEREncoder
+from .layers.transformer import TransformerTok2Vec
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "CRFEntityRecognizer",
     "ScalarMix",
     "TENEREncoder",
+    "TransformerTok2Vec",
     "build_crf_tagger",
     "crf_decode",
     "make_crf_ner",

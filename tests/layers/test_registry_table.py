@@ -58,9 +58,14 @@ class Row:
     Y: Optional[Any] = None  # passed to initialize
     doc_input: bool = True  # docs carry no gradient
     dropout: bool = True  # the config sets dropout > 0
+    fixture: Optional[str] = None  # a conftest fixture whose value fills {fixture} in config
+    exact_bytes: bool = True  # from_bytes reproduces outputs bit for bit
 
-    def resolve(self, name: str) -> Model:
-        text = f"[model]\n@{self.registry} = \"{name}\"\n{self.config}"
+    def resolve(self, name: str, request) -> Model:
+        config = self.config
+        if self.fixture is not None:
+            config = config.replace("{fixture}", str(request.getfixturevalue(self.fixture)))
+        text = f"[model]\n@{self.registry} = \"{name}\"\n{config}"
         return registry.resolve(Config().from_str(text))["model"]
 
 
@@ -88,6 +93,15 @@ ROWS = {
         lambda: [a.reshape(3, -1, 2) for a in make_arrays(2, [9, 0, 3])],
         doc_input=False,
         dropout=False,
+    ),
+    "spacy-cner.TransformerTok2Vec.v1": Row(
+        "architectures",
+        'name = "{fixture}"\nscalar_mix = true\nwindow_size = 8\n',
+        make_docs,
+        dropout=False,  # the tiny model has none
+        fixture="tiny_bert",
+        # spacy-transformers rebuilds the model with the eager attention kernel, not sdpa.
+        exact_bytes=False,
     ),
     "spacy-cner.CRF.v1": Row(
         "layers", "", make_crf_input, split=split_crf_input, Y=TAG_NAMES, doc_input=False, dropout=False
@@ -150,18 +164,18 @@ def outputs(Y) -> List[numpy.ndarray]:
     return [numpy.asarray(y) for y in Y]
 
 
-def initialized(name: str) -> Model:
+def initialized(name: str, request) -> Model:
     fix_random_seed(0)
     row = ROWS[name]
-    model = row.resolve(name)
+    model = row.resolve(name, request)
     model.initialize(X=row.make_X(), Y=row.Y)
     return model
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
-def test_forward_backprop(name):
+def test_forward_backprop(name, request):
     row = ROWS[name]
-    model = initialized(name)
+    model = initialized(name, request)
     X = row.make_X()
     Y, backprop = model.begin_update(X)
     Ys = outputs(Y)
@@ -196,9 +210,9 @@ def test_forward_backprop(name):
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
-def test_batch_equals_items(name):
+def test_batch_equals_items(name, request):
     row = ROWS[name]
-    model = initialized(name)
+    model = initialized(name, request)
     X = row.make_X()
     batch = outputs(model.predict(X))
     for item_X, y in zip(row.split(X), batch):
@@ -208,9 +222,9 @@ def test_batch_equals_items(name):
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
-def test_no_dropout_at_predict(name):
+def test_no_dropout_at_predict(name, request):
     row = ROWS[name]
-    model = initialized(name)
+    model = initialized(name, request)
     X = row.make_X()
     first, second = outputs(model.predict(X)), outputs(model.predict(X))
     for a, b in zip(first, second):
@@ -223,13 +237,16 @@ def test_no_dropout_at_predict(name):
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
-def test_bytes_round_trip_into_fresh_model(name):
+def test_bytes_round_trip_into_fresh_model(name, request):
     row = ROWS[name]
-    model = initialized(name)
+    model = initialized(name, request)
     X = row.make_X()
     expected = outputs(model.predict(X))
     fix_random_seed(1)  # the fresh model must not rely on the same random init
-    fresh = row.resolve(name)
+    fresh = row.resolve(name, request)
     fresh.from_bytes(model.to_bytes())
     for a, b in zip(expected, outputs(fresh.predict(X))):
-        numpy.testing.assert_array_equal(a, b)
+        if row.exact_bytes:
+            numpy.testing.assert_array_equal(a, b)
+        else:
+            numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
