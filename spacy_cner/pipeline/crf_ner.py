@@ -12,6 +12,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats2d, Ints1d
 
+from ..adversarial import EmbeddingAttack
 from ..layers.crf import crf_decode
 from ..tags import (
     CONTINUE_PREFIXES,
@@ -56,11 +57,19 @@ IOB_INSIDE, IOB_BEGIN = 1, 3
         "model": DEFAULT_MODEL,
         "scheme": "BIOES",
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+        "adversarial": None,
+        "tok2vec_learn_rate_scale": 1.0,
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
 def make_crf_ner(
-    nlp: Language, name: str, model: Model, scheme: str, scorer: Optional[Callable]
+    nlp: Language,
+    name: str,
+    model: Model,
+    scheme: str,
+    scorer: Optional[Callable],
+    adversarial: Optional[EmbeddingAttack],
+    tok2vec_learn_rate_scale: float,
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -68,8 +77,20 @@ def make_crf_ner(
         e.g. spacy-cner.CRFTagger.v1.
     scheme (str): Tag scheme of the CRF, "BIOES" (default) or "BIO".
     scorer (Optional[Callable]): Scoring method; spaCy's NER scorer by default.
+    adversarial (Optional[EmbeddingAttack]): Adversarial training on the embeddings,
+        spacy-cner.fgm.v1 or spacy-cner.fgsm.v1; None trains on clean inputs only.
+    tok2vec_learn_rate_scale (float): The tok2vec's (e.g. the transformer's) learning
+        rate as a multiple of the optimizer's, which the layers above it use.
     """
-    return CRFEntityRecognizer(nlp.vocab, model, name, scheme=scheme, scorer=scorer)
+    return CRFEntityRecognizer(
+        nlp.vocab,
+        model,
+        name,
+        scheme=scheme,
+        scorer=scorer,
+        adversarial=adversarial,
+        tok2vec_learn_rate_scale=tok2vec_learn_rate_scale,
+    )
 
 
 class CRFEntityRecognizer(TrainablePipe):
@@ -89,12 +110,21 @@ class CRFEntityRecognizer(TrainablePipe):
         *,
         scheme: str = "BIOES",
         scorer: Optional[Callable] = ner_score,
+        adversarial: Optional[EmbeddingAttack] = None,
+        tok2vec_learn_rate_scale: float = 1.0,
     ) -> None:
         self.vocab = vocab
         self.model = model
         self.name = name
         self.scorer = scorer
-        self.cfg: Dict = {"labels": [], "scheme": validate_scheme(scheme)}
+        self.adversarial = adversarial
+        if not tok2vec_learn_rate_scale > 0:
+            raise ValueError(f"tok2vec_learn_rate_scale must be positive, got {tok2vec_learn_rate_scale}.")
+        self.cfg: Dict = {
+            "labels": [],
+            "scheme": validate_scheme(scheme),
+            "tok2vec_learn_rate_scale": tok2vec_learn_rate_scale,
+        }
 
     @property
     def labels(self) -> Tuple[str, ...]:
@@ -177,6 +207,10 @@ class CRFEntityRecognizer(TrainablePipe):
     ) -> Dict[str, float]:
         """Learn from a batch of examples.
 
+        With adversarial training, a second forward/backward pass on perturbed
+        embeddings adds its gradients before the optimizer step (its loss is
+        reported as "<name>_adversarial").
+
         examples (Iterable[Example]): The gold examples.
         drop (float): The dropout rate.
         sgd (Optional[Optimizer]): The optimizer.
@@ -191,13 +225,46 @@ class CRFEntityRecognizer(TrainablePipe):
         if not examples:
             return losses
         set_dropout_rate(self.model, drop)
-        emissions, backprop = self.model.begin_update([eg.predicted for eg in examples])
+        docs = [eg.predicted for eg in examples]
+        emissions, backprop = self.model.begin_update(docs)
         loss, d_emissions = self.get_loss(examples, emissions)
         backprop(d_emissions)
+        if self.adversarial is not None:
+            restore = self.adversarial.perturb(self.model)
+            try:
+                emissions, backprop = self.model.begin_update(docs)
+                adversarial_loss, d_emissions = self.get_loss(examples, emissions)
+                backprop(d_emissions)
+            finally:
+                restore()
+            key = f"{self.name}_adversarial"
+            losses[key] = losses.get(key, 0.0) + adversarial_loss
         if sgd is not None:
             self.finish_update(sgd)
         losses[self.name] += loss
         return losses
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """Update the weights, the tok2vec's at tok2vec_learn_rate_scale times the optimizer's rate.
+
+        sgd (Optimizer): The optimizer.
+        """
+        scale = self.cfg.get("tok2vec_learn_rate_scale", 1.0)
+        if scale == 1.0:
+            self.model.finish_update(sgd)
+            return
+        tok2vec_nodes = {node.id for node in self.model.get_ref("tok2vec").walk()}
+        scaled = _ScaledOptimizer(sgd, scale)
+        for node in self.model.walk():
+            optimizer = scaled if node.id in tok2vec_nodes else sgd
+            for shim in node.shims:
+                shim.finish_update(optimizer)
+        for node in self.model.walk():
+            optimizer = scaled if node.id in tok2vec_nodes else sgd
+            for name in node.param_names:
+                if node.has_grad(name):
+                    param, _ = optimizer((node.id, name), node.get_param(name), node.get_grad(name))
+                    node.set_param(name, param)
 
     def get_loss(self, examples: Iterable[Example], scores: List[Floats2d]) -> Tuple[float, List[Floats2d]]:
         """The CRF negative log-likelihood of the gold tags and its gradient.
@@ -295,3 +362,17 @@ class CRFEntityRecognizer(TrainablePipe):
             if ent.end < len(doc):
                 allowed[ent.end] *= opening
         return self.model.ops.asarray2f(allowed)
+
+
+class _ScaledOptimizer:
+    """An optimizer whose learning rate is `scale` times the wrapped one's (schedules included)."""
+
+    def __init__(self, optimizer: Optimizer, scale: float):
+        self._optimizer = optimizer
+        self._scale = scale
+
+    def __call__(self, key, weights, gradient, *, lr_scale: float = 1.0):
+        return self._optimizer(key, weights, gradient, lr_scale=lr_scale * self._scale)
+
+    def __getattr__(self, name):
+        return getattr(self._optimizer, name)

@@ -1,0 +1,102 @@
+"""Adversarial training on the embeddings: FGM (Miyato et al. 2017) and FGSM (Goodfellow et al. 2015).
+
+The NEZHA-BiLSTM-CRF paper's AT: after the clean backward pass, the embedding
+matrices are moved along their gradient, r = epsilon * g / ||g||_2 (FGM) or
+r = epsilon * sign(g) (FGSM); a second forward/backward pass on the perturbed
+embeddings adds its gradients to the clean ones, the embeddings are restored,
+and the optimizer takes one step with both.
+
+The perturbed matrices are the input embeddings of every Hugging Face model in the
+pipe (`get_input_embeddings()`) and every thinc HashEmbed table (the character and
+bigram embeddings of the CPU configs, spaCy's MultiHashEmbed).
+"""
+from dataclasses import dataclass
+from typing import Callable, List
+
+import torch
+from spacy.util import registry
+from thinc.api import Model
+
+
+@registry.misc("spacy-cner.fgm.v1")
+def fgm(epsilon: float = 1.0) -> "EmbeddingAttack":
+    """FGM: perturb each embedding matrix by epsilon * g / ||g||_2.
+
+    epsilon (float): The perturbation's L2 norm per matrix.
+    RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
+    """
+    return EmbeddingAttack("fgm", epsilon)
+
+
+@registry.misc("spacy-cner.fgsm.v1")
+def fgsm(epsilon: float = 0.01) -> "EmbeddingAttack":
+    """FGSM: perturb each embedding matrix by epsilon * sign(g).
+
+    epsilon (float): The perturbation of every entry with a non-zero gradient.
+    RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
+    """
+    return EmbeddingAttack("fgsm", epsilon)
+
+
+@dataclass(frozen=True)
+class EmbeddingAttack:
+    """A gradient-based perturbation of a model's embedding matrices."""
+
+    method: str
+    epsilon: float
+
+    def __post_init__(self):
+        if self.method not in ("fgm", "fgsm"):
+            raise ValueError(f"Unknown adversarial method {self.method!r}: use 'fgm' or 'fgsm'.")
+        if not self.epsilon > 0:
+            raise ValueError(f"Adversarial epsilon must be positive, got {self.epsilon}.")
+
+    def perturbation(self, xp, gradient):
+        """r for one matrix's gradient: FGM's scaled unit vector or FGSM's signs (xp: numpy, cupy or torch)."""
+        if self.method == "fgsm":
+            return self.epsilon * xp.sign(gradient)
+        norm = float((gradient * gradient).sum()) ** 0.5
+        if norm == 0.0 or norm != norm:  # no gradient, or an overflowed one (nan)
+            return gradient * 0
+        return gradient * (self.epsilon / norm)
+
+    def perturb(self, model: Model) -> Callable[[], None]:
+        """Add the perturbation to every embedding matrix with a gradient.
+
+        model (Model): The pipe's model, after the clean backward pass.
+        RETURNS (Callable[[], None]): Puts the saved matrices back, bit for bit.
+        """
+        restores: List[Callable[[], None]] = []
+        for node in model.walk():
+            if node.name == "hashembed" and node.has_grad("E"):
+                table = node.get_param("E")
+                node.set_param("E", table + self.perturbation(node.ops.xp, node.get_grad("E")))
+                restores.append(lambda node=node, table=table: node.set_param("E", table))
+            for shim in node.shims:
+                get_embeddings = getattr(shim._model, "get_input_embeddings", None)
+                if not callable(get_embeddings):
+                    continue
+                weight = get_embeddings().weight
+                if weight.grad is None:
+                    continue
+                with torch.no_grad():
+                    saved = weight.detach().clone()
+                    weight.add_(self.perturbation(torch, weight.grad.float()).to(weight.dtype))
+                restores.append(lambda weight=weight, saved=saved: _copy_into(weight, saved))
+        if not restores:
+            raise ValueError(
+                f"Adversarial training ({self.method}) found no embedding matrix with a gradient "
+                "in the model: it perturbs HashEmbed tables and Hugging Face input embeddings "
+                "inside the pipe's own model (not an upstream tok2vec or transformer it listens to)."
+            )
+
+        def restore() -> None:
+            for undo in restores:
+                undo()
+
+        return restore
+
+
+def _copy_into(weight: torch.Tensor, saved: torch.Tensor) -> None:
+    with torch.no_grad():
+        weight.copy_(saved)

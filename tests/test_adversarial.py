@@ -1,0 +1,125 @@
+"""FGM/FGSM adversarial training: a harder second pass, embeddings restored bit for bit."""
+import numpy
+import pytest
+import spacy
+import torch
+from spacy.training import Example
+from thinc.api import SGD, fix_random_seed
+
+from spacy_cner.adversarial import EmbeddingAttack, fgm, fgsm
+
+TRAIN_DATA = [
+    ("我在北京市工作", [(2, 5, "LOC")]),
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
+]
+ENCODER = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0}
+CPU_TOK2VEC = {
+    "@architectures": "spacy-cner.CharBigramEmbed.v1",
+    "width": 16, "char_rows": 200, "bigram_rows": 300, "dropout": 0.0, "bigram_dropout": 0.0,
+}
+
+
+def transformer_tok2vec(path):
+    return {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(path)}
+
+
+def make_nlp(tok2vec, **settings):
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": ENCODER}
+    nlp.add_pipe("crf_ner", config={"model": model, **settings})
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    nlp.initialize(lambda: examples)
+    return nlp, examples
+
+
+def embedding_matrices(nlp):
+    """Copies of every matrix an attack perturbs."""
+    model = nlp.get_pipe("crf_ner").model
+    tables = [node.get_param("E").copy() for node in model.walk() if node.name == "hashembed"]
+    for node in model.walk():
+        for shim in node.shims:
+            if hasattr(shim._model, "get_input_embeddings"):
+                tables.append(shim._model.get_input_embeddings().weight.detach().numpy().copy())
+    return tables
+
+
+@pytest.fixture(params=["cpu", "transformer"])
+def tok2vec(request, tiny_bert):
+    return CPU_TOK2VEC if request.param == "cpu" else transformer_tok2vec(tiny_bert)
+
+
+@pytest.mark.parametrize("attack", [{"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0},
+                                    {"@misc": "spacy-cner.fgsm.v1", "epsilon": 0.05}])
+def test_adversarial_loss_is_higher_and_embeddings_are_restored(tok2vec, attack):
+    nlp, examples = make_nlp(tok2vec, adversarial=attack)
+    before = embedding_matrices(nlp)
+    assert before
+    losses = nlp.get_pipe("crf_ner").update(examples)  # no optimizer: the weights must not move
+    assert losses["crf_ner_adversarial"] > losses["crf_ner"] > 0
+    for saved, now in zip(before, embedding_matrices(nlp)):
+        numpy.testing.assert_array_equal(saved, now)
+
+
+def test_adversarial_pass_adds_its_gradients(tok2vec):
+    """The update's gradients are the clean pass's plus the perturbed pass's."""
+    grads = {}
+    for attack in (None, {"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0}):
+        nlp, examples = make_nlp(tok2vec, adversarial=attack)
+        output_layer = nlp.get_pipe("crf_ner").model.get_ref("output_layer")
+        nlp.get_pipe("crf_ner").update(examples)
+        grads[attack is None] = output_layer.get_grad("W").copy()
+    assert not numpy.allclose(grads[True], grads[False])
+
+
+def test_training_with_fgm_learns(tok2vec):
+    nlp, examples = make_nlp(tok2vec, adversarial={"@misc": "spacy-cner.fgm.v1", "epsilon": 0.5})
+    optimizer = nlp.create_optimizer()
+    for _ in range(40):
+        nlp.update(examples, sgd=optimizer)
+    assert nlp.evaluate(examples)["ents_f"] == 1.0
+
+
+def test_perturbation_maths():
+    gradient = numpy.asarray([[3.0, 0.0], [-4.0, 0.0]])
+    numpy.testing.assert_allclose(fgm(2.0).perturbation(numpy, gradient), [[1.2, 0.0], [-1.6, 0.0]])
+    numpy.testing.assert_allclose(fgsm(0.1).perturbation(numpy, gradient), [[0.1, 0.0], [-0.1, 0.0]])
+    assert not fgm(1.0).perturbation(numpy, numpy.zeros((2, 2))).any()
+    r = fgm(0.7).perturbation(torch, torch.randn(5, 3))
+    assert float(r.norm()) == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("method,epsilon", [("pgd", 1.0), ("fgm", 0.0)])
+def test_bad_settings_raise(method, epsilon):
+    with pytest.raises(ValueError):
+        EmbeddingAttack(method, epsilon)
+
+
+def test_no_embeddings_to_attack_raises():
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("tok2vec")
+    listener = {"@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "*"}
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": listener, "encoder": ENCODER}
+    nlp.add_pipe("crf_ner", config={"model": model, "adversarial": {"@misc": "spacy-cner.fgm.v1"}})
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    optimizer = nlp.initialize(lambda: examples)
+    with pytest.raises(ValueError, match="found no embedding matrix"):
+        nlp.update(examples, sgd=optimizer)
+
+
+def test_tok2vec_learn_rate_scale(tok2vec):
+    """With plain SGD, the tok2vec's weights move scale times as far; the layers above as before."""
+    moves = {}
+    for scale in (1.0, 0.25):
+        nlp, examples = make_nlp(tok2vec, tok2vec_learn_rate_scale=scale)
+        model = nlp.get_pipe("crf_ner").model
+        tables = embedding_matrices(nlp)
+        output_before = model.get_ref("output_layer").get_param("W").copy()
+        nlp.update(examples, sgd=SGD(0.1))
+        moved = [numpy.abs(after - before).sum() for before, after in zip(tables, embedding_matrices(nlp))]
+        output_moved = numpy.abs(model.get_ref("output_layer").get_param("W") - output_before).sum()
+        moves[scale] = (sum(moved), output_moved)
+    assert moves[0.25][0] == pytest.approx(0.25 * moves[1.0][0], rel=1e-3)
+    assert moves[0.25][1] == pytest.approx(moves[1.0][1], rel=1e-5)
