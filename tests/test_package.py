@@ -1,23 +1,36 @@
 """A `spacy package` build of a trained pipeline installs and loads without importing spacy_cner."""
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import spacy
 from spacy.training import Example
 from thinc.api import fix_random_seed
 
-TINY_MODEL = {
-    "@architectures": "spacy-cner.CRFTagger.v1",
-    "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 200, "bigram_rows": 200, "bigram_dropout": 0.0},
-    "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0},
+ENCODER = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0}
+CPU_TOK2VEC = {
+    "@architectures": "spacy-cner.CharBigramEmbed.v1",
+    "width": 16, "char_rows": 200, "bigram_rows": 200, "bigram_dropout": 0.0,
 }
 TRAIN = [("李四在上海工作", [(0, 2, "PER"), (3, 5, "LOC")]), ("王五去北京", [(0, 2, "PER"), (3, 5, "LOC")])]
 
 
-def test_spacy_package_build_installs_and_loads(tmp_path):
+@pytest.fixture(params=["cpu", "bert", "nezha"])
+def tok2vec(request):
+    """The CPU embeddings, or a tiny local transformer (the package must carry its weights)."""
+    if request.param == "cpu":
+        return CPU_TOK2VEC
+    path = request.getfixturevalue(f"tiny_{request.param}")
+    return {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(path)}
+
+
+def test_spacy_package_build_installs_and_loads(tmp_path, tok2vec):
     fix_random_seed(0)
     nlp = spacy.blank("zh")
-    nlp.add_pipe("crf_ner", config={"model": TINY_MODEL})
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": ENCODER}
+    nlp.add_pipe("crf_ner", config={"model": model})
     examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN]
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(30):
@@ -42,6 +55,15 @@ def test_spacy_package_build_installs_and_loads(tmp_path):
         "assert 'spacy_cner' in sys.modules\n"
         "print([(ent.text, ent.label_) for ent in doc.ents])\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    # The transformer's own files are moved away: the package must carry everything.
+    source = Path(tok2vec["name"]) if "name" in tok2vec else None
+    if source is not None:
+        source.rename(source.with_name(source.name + "-moved"))
+    try:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    finally:
+        if source is not None:
+            source.with_name(source.name + "-moved").rename(source)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(expected)

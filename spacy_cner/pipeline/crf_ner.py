@@ -14,6 +14,7 @@ from thinc.types import Floats2d, Ints1d
 
 from ..adversarial import EmbeddingAttack
 from ..layers.crf import crf_decode
+from ..layers.scalar_mix import layer_weights
 from ..tags import (
     CONTINUE_PREFIXES,
     biluo_to_tags,
@@ -140,6 +141,28 @@ class CRFEntityRecognizer(TrainablePipe):
     def tag_names(self) -> List[str]:
         """The CRF's tags: "O" and each label's scheme prefixes."""
         return get_tag_names(self.labels, self.cfg["scheme"])
+
+    def scalar_mix_weights(self) -> Optional[Dict[str, object]]:
+        """The tok2vec's learned layer mix, or None if it has no scalar mix.
+
+        RETURNS (Optional[Dict[str, object]]): {"weights": softmax weight per layer
+            (0 = embedding output), "gamma": the scale}. Also saved in the pipe's cfg.
+        """
+        tok2vec = self.model.get_ref("tok2vec") if self.model.has_ref("tok2vec") else None
+        if tok2vec is None or not tok2vec.has_ref("scalar_mix"):
+            return None
+        mix = tok2vec.get_ref("scalar_mix")
+        return layer_weights(mix) if mix.has_param("alpha") else None
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        """Serialize the pipe; its cfg records the learned scalar mix, for reading without loading."""
+        self._record_scalar_mix()
+        return super().to_bytes(exclude=exclude)
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        """Save the pipe; its cfg file records the learned scalar mix, for reading without loading."""
+        self._record_scalar_mix()
+        super().to_disk(path, exclude=exclude)
 
     def add_label(self, label: str) -> int:
         """Add an entity label before initialization.
@@ -315,6 +338,11 @@ class CRFEntityRecognizer(TrainablePipe):
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
+
+    def _record_scalar_mix(self) -> None:
+        weights = self.scalar_mix_weights()
+        if weights is not None:
+            self.cfg["scalar_mix"] = weights
 
     def _gold_constraints(self, example: Example) -> Floats2d:
         """Per token, 1 for the gold tag, or for every tag where gold is missing."""
