@@ -92,12 +92,18 @@ def spacy_ner_config(path: Path) -> Path:
     return path
 
 
-def train(config: Path, corpus: Path, out: Path, seed: int, max_steps: int, one_thread: bool) -> dict:
-    """Train in a child process; returns its wall time and peak resident memory."""
+def train(
+    config: Path, corpus: Path, out: Path, seed: int, max_steps: int, one_thread: bool, extra: tuple = ()
+) -> dict:
+    """Train in a child process; returns its wall time and peak resident memory.
+
+    extra: more `--section.key=value` config overrides.
+    """
     overrides = [
         f"--paths.train={corpus / 'train.spacy'}",
         f"--paths.dev={corpus / 'dev.spacy'}",
         f"--system.seed={seed}",
+        *extra,
     ]
     if max_steps:
         overrides += [f"--training.max_steps={max_steps}", "--training.max_epochs=0"]

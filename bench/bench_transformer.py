@@ -1,0 +1,157 @@
+"""Resume NER with a small random BERT: our BERT-CRF, +DF, +DF+AT vs spacy-transformers + spaCy ner.
+
+Usage: python bench/bench_transformer.py [--data ../shared/data/resume] [--out bench/runs/transformer]
+       [--layers 4] [--width 256] [--max-steps 1500] [--jobs 1] [--write BENCHMARKS.md]
+
+No pretrained weights can be downloaded here, so every system fine-tunes the same
+randomly initialised BERT (its vocabulary: the corpus's characters), for the same
+number of steps with the same learning-rate schedule (linear warm-up over 5% of the
+steps, then linear decay), batch size and dropout. It measures what the architectures
+add on top of one encoder, and the cost of each, not the accuracy of a pretrained model.
+"""
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench_resume import ROOT, _cpu_count, _cpu_name, convert, evaluate, train
+
+# key: (name in the table, config, settings the config text gets)
+SYSTEMS = {
+    "crf": ("spacy-cner BERT-CRF (configs/bert_crf.cfg)", "bert_crf.cfg", {}),
+    "df": ("spacy-cner BERT-CRF + DF (scalar mix)", "bert_crf.cfg", {"scalar_mix": True}),
+    "df_at": ("spacy-cner BERT-CRF + DF + AT (FGM)", "bert_crf.cfg", {"scalar_mix": True, "fgm": True}),
+    "spacy": ("spacy-transformers transformer + spaCy ner (init config -p ner -G)", None, {}),
+}
+FGM_BLOCK = '\n[components.crf_ner.adversarial]\n@misc = "spacy-cner.fgm.v1"\nepsilon = 1.0\n'
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "transformer")
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--max-steps", type=int, default=1500)
+    parser.add_argument("--learn-rate", type=float, default=5e-4, help="peak rate for every system")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
+    parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
+    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    args = parser.parse_args()
+    if not (args.data / "train.char.bmes").exists():
+        sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
+    args.out.mkdir(parents=True, exist_ok=True)
+    corpus = convert(args.data, args.out / "corpus")
+    model_dir = write_random_bert(args.data, args.out / "random-bert", args.layers, args.width)
+    warmup = max(1, args.max_steps // 20)
+    schedule = [
+        f"--training.optimizer.learn_rate.initial_rate={args.learn_rate}",
+        f"--training.optimizer.learn_rate.warmup_steps={warmup}",
+        f"--training.optimizer.learn_rate.total_steps={args.max_steps}",
+        "--training.dropout=0.1",
+        "--training.batcher.size=2000",
+        f"--training.eval_frequency={max(1, args.max_steps // 6)}",
+    ]
+    runs = {}
+    for key in args.systems:
+        name, config_name, settings = SYSTEMS[key]
+        if config_name is None:
+            config = spacy_transformers_config(args.out / "spacy_trf_ner.cfg")
+            extra = schedule + [f"--components.transformer.model.name={model_dir}",
+                                "--training.accumulate_gradient=1", "--training.batcher.discard_oversize=false"]
+        else:
+            config = our_config(config_name, settings, args.out / f"{key}.cfg")
+            # The encoder is random: it gets the same rate as the layers above it.
+            extra = schedule + [f"--vars.transformer={model_dir}", "--components.crf_ner.tok2vec_learn_rate_scale=1.0"]
+        runs[key] = (config, extra)
+
+    def train_run(key: str) -> dict:
+        config, extra = runs[key]
+        out = args.out / key
+        out.mkdir(parents=True, exist_ok=True)
+        stats = train(config, corpus, out, 0, args.max_steps, args.jobs > 1, tuple(extra))
+        (out / "training_stats.json").write_text(json.dumps(stats))
+        return stats
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        training = dict(zip(args.systems, pool.map(train_run, args.systems)))
+    models = {key: args.out / key / "model-best" for key in args.systems}
+    scores = evaluate(models, list(args.systems), corpus, args.repeats)
+    table = render(training, scores, args)
+    print(table)
+    if args.write is not None:
+        with args.write.open("a", encoding="utf8") as file_:
+            file_.write("\n" + table)
+
+
+def write_random_bert(data: Path, path: Path, layers: int, width: int) -> Path:
+    """A randomly initialised BERT whose vocabulary is every character of the corpus."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    characters = set()
+    for split in ("train", "dev", "test"):
+        for line in (data / f"{split}.char.bmes").read_text(encoding="utf8").splitlines():
+            if line.strip():
+                characters.add(line.split()[0])
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(characters)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf8")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=width, num_hidden_layers=layers,
+                        num_attention_heads=max(1, width // 64), intermediate_size=4 * width)
+    BertModel(config).save_pretrained(str(path))
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(str(path))
+    return path
+
+
+def our_config(config_name: str, settings: dict, path: Path) -> Path:
+    text = (ROOT / "configs" / config_name).read_text(encoding="utf8")
+    if settings.get("scalar_mix"):
+        text = text.replace("scalar_mix = false", "scalar_mix = true")
+    if settings.get("fgm"):
+        text = text.replace("tok2vec_learn_rate_scale = 0.5\n", "tok2vec_learn_rate_scale = 0.5\n" + FGM_BLOCK)
+    path.write_text(text, encoding="utf8")
+    return path
+
+
+def spacy_transformers_config(path: Path) -> Path:
+    """spaCy's transformer NER config for Chinese, as `spacy init config -G` writes it."""
+    from bench_resume import run
+
+    run([sys.executable, "-m", "spacy", "init", "config", str(path), "-l", "zh", "-p", "ner", "-G", "--force"],
+        quiet=True)
+    return path
+
+
+def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
+    import datetime
+    import platform
+
+    command = "python bench/bench_transformer.py " + " ".join(sys.argv[1:])
+    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    lines = [
+        f"### Resume NER, random {args.layers}-layer BERT (width {args.width}), "
+        f"{args.max_steps} steps ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `{command.strip()}`  ",
+        f"Machine: {machine}  ",
+        "Test split, model chosen on dev. Inference: `nlp.pipe(batch_size=256)` over the test texts, "
+        f"best of {args.repeats} passes, the systems alternating.",
+        "",
+        "| system | test P | test R | test F1 | training wall time | training peak RSS | inference chars/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for key in args.systems:
+        s, t = scores[key], training[key]
+        lines.append(
+            f"| {SYSTEMS[key][0]} | {s['p'] * 100:.2f} | {s['r'] * 100:.2f} | {s['f'] * 100:.2f} | "
+            f"{t['seconds'] / 60:.1f} min | {t['peak_mb']:.0f} MB | {s['chars_per_s']:,.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
