@@ -1,0 +1,57 @@
+"""`spacy project run` trains and evaluates the TENER and a transformer config end to end (toy corpus)."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import spacy
+import srsly
+from spacy.tokens import DocBin
+from spacy.training import Example
+from spacy.util import load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TRAIN_DATA = [
+    ("我在北京市工作", [(2, 5, "LOC")]),
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
+]
+SMALL_TENER = {
+    "components.crf_ner.model.encoder.n_heads": 2,
+    "components.crf_ner.model.encoder.head_width": 8,
+    "components.crf_ner.model.encoder.ffn_width": 16,
+    "components.crf_ner.model.tok2vec.width": 16,
+}
+
+
+def project_copy(tmp_path: Path, config: str, overrides: dict) -> Path:
+    """The project with a toy corpus and configs/small.cfg: `config` with `overrides`."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(REPO_ROOT / "project.yml", project)
+    shutil.copytree(REPO_ROOT / "configs", project / "configs")
+    load_config(REPO_ROOT / "configs" / f"{config}.cfg", overrides=overrides).to_disk(project / "configs" / "small.cfg")
+    corpus = project / "corpus" / "resume"
+    corpus.mkdir(parents=True)
+    nlp = spacy.blank("zh")
+    docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in TRAIN_DATA]
+    for split in ("train", "dev", "test"):
+        DocBin(docs=docs).to_disk(corpus / f"{split}.spacy")
+    return project
+
+
+@pytest.mark.parametrize("config", ["tener", "bert_crf"])
+def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
+    overrides = SMALL_TENER if config == "tener" else {"vars.transformer": str(tiny_bert)}
+    project = project_copy(tmp_path, config, overrides)
+    for command in ("train-demo", "evaluate-demo"):
+        args = [sys.executable, "-m", "spacy", "project", "run", command, str(project),
+                "--vars.config", "small", "--vars.demo_max_steps", "4"]
+        result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    metrics = srsly.read_json(project / "metrics" / "resume_demo.json")
+    assert "ents_f" in metrics
+    nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
+    encoder = nlp.get_pipe("crf_ner").model.get_ref("tok2vec" if config == "bert_crf" else "encoder")
+    assert encoder.name == ("transformer_tok2vec" if config == "bert_crf" else "tener")
