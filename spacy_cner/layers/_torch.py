@@ -85,6 +85,17 @@ def set_torch_module(model: Model, module: SizedModule) -> None:
     shim._model = module.to(shim.device)
 
 
+def build_for_input_width(model: Model, arrays: Optional[List[Floats2d]], layer_name: str) -> None:
+    """Set nI from sample arrays (unless set) and build the placeholder module with it."""
+    if arrays is not None and not model.has_dim("nI"):
+        model.set_dim("nI", arrays[0].shape[1])
+    module = torch_module(model)
+    if not module.is_built:
+        if not model.has_dim("nI"):
+            raise ValueError(f"{layer_name} needs sample data or nI to initialize.")
+        set_torch_module(model, type(module)(**{**module.hparams, "nI": model.get_dim("nI")}))
+
+
 def pad_batch(
     model: Model, arrays: List[Floats2d], *, requires_grad: bool, device: Any = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:

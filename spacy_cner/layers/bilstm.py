@@ -7,10 +7,10 @@ from thinc.types import Floats2d
 
 from ._torch import (
     SizedModule,
+    build_for_input_width,
     convert_padded_outputs,
     forward_by_length,
     pad_batch,
-    set_torch_module,
     torch_module,
     unpad_batch,
     wrap_sized,
@@ -50,13 +50,7 @@ def BiLSTMEncoder(
 
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
     """Infer nI from the data and build the LSTM."""
-    if X is not None and not model.has_dim("nI"):
-        model.set_dim("nI", X[0].shape[1])
-    module = torch_module(model)
-    if not module.is_built:
-        if not model.has_dim("nI"):
-            raise ValueError("BiLSTMEncoder needs sample data or nI to initialize.")
-        set_torch_module(model, BiLSTM(**{**module.hparams, "nI": model.get_dim("nI")}))
+    build_for_input_width(model, X, "BiLSTMEncoder")
 
 
 class BiLSTM(torch.nn.Module, SizedModule):

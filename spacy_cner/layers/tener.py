@@ -14,10 +14,10 @@ from thinc.types import Floats2d
 
 from ._torch import (
     SizedModule,
+    build_for_input_width,
     convert_padded_outputs,
     forward_by_length,
     pad_batch,
-    set_torch_module,
     torch_module,
     unpad_batch,
     wrap_sized,
@@ -144,14 +144,7 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
 
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
     """Infer nI from the data and build the layers."""
-    arrays = X[0] if isinstance(X, tuple) else X
-    if arrays is not None and not model.has_dim("nI"):
-        model.set_dim("nI", arrays[0].shape[1])
-    module = torch_module(model)
-    if not module.is_built:
-        if not model.has_dim("nI"):
-            raise ValueError("TENEREncoder needs sample data or nI to initialize.")
-        set_torch_module(model, TENER(**{**module.hparams, "nI": model.get_dim("nI")}))
+    build_for_input_width(model, X[0] if isinstance(X, tuple) else X, "TENEREncoder")
 
 
 class TENER(torch.nn.Module, SizedModule):
