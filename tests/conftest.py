@@ -3,6 +3,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import srsly
 
 # Every character the tests' texts use, plus Latin/digit wordpieces; deduplicated, in order.
 CHARACTERS = "我在北京市工作张三去了上海李四是阿里巴巴的员工王五住广州腾讯总部深圳，。！？；中国人民银行"
@@ -21,19 +22,42 @@ SIZES = {
 
 
 def write_tiny_model(path: Path, kind: str) -> Path:
-    """Write a randomly initialised 2-layer BERT or NEZHA and its tokenizer to path."""
+    """Write a randomly initialised 2-layer BERT, NEZHA or RoBERTa and its tokenizer to path.
+
+    BERT and NEZHA get a WordPiece vocabulary of single characters; RoBERTa a
+    byte-level BPE without merges, so every Chinese character is 3 wordpieces.
+    """
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast, NezhaConfig, NezhaModel
+    from transformers import (
+        BertConfig,
+        BertModel,
+        BertTokenizerFast,
+        NezhaConfig,
+        NezhaModel,
+        RobertaConfig,
+        RobertaModel,
+        RobertaTokenizerFast,
+    )
+    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
 
     path.mkdir(parents=True, exist_ok=True)
-    vocab = SPECIAL + list(dict.fromkeys(CHARACTERS)) + WORDPIECES
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf8")
-    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"))
     torch.manual_seed(0)
-    if kind == "bert":
-        model = BertModel(BertConfig(vocab_size=len(vocab), **SIZES))
+    if kind == "roberta":
+        symbols = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] + list(bytes_to_unicode().values())
+        srsly.write_json(path / "vocab.json", {symbol: i for i, symbol in enumerate(symbols)})
+        (path / "merges.txt").write_text("#version: 0.2\n", encoding="utf8")
+        tokenizer = RobertaTokenizerFast(vocab_file=str(path / "vocab.json"), merges_file=str(path / "merges.txt"))
+        # RoBERTa's positions start after the padding index: 2 more than the window.
+        sizes = {**SIZES, "max_position_embeddings": SIZES["max_position_embeddings"] + 2}
+        model = RobertaModel(RobertaConfig(vocab_size=len(symbols), pad_token_id=1, **sizes))
     else:
-        model = NezhaModel(NezhaConfig(vocab_size=len(vocab), max_relative_position=16, **SIZES))
+        vocab = SPECIAL + list(dict.fromkeys(CHARACTERS)) + WORDPIECES
+        (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf8")
+        tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"))
+        if kind == "bert":
+            model = BertModel(BertConfig(vocab_size=len(vocab), **SIZES))
+        else:
+            model = NezhaModel(NezhaConfig(vocab_size=len(vocab), max_relative_position=16, **SIZES))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.save_pretrained(str(path))
@@ -49,3 +73,8 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_nezha(tmp_path_factory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-nezha", "nezha")
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory) -> Path:
+    return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-roberta", "roberta")

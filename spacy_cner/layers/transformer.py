@@ -147,7 +147,7 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
     gather, lengths = _token_rows(model, plans, windows, row_of_window)
     tokens = model.ops.reduce_mean(all_rows[gather], lengths)
     splits = numpy.cumsum([len(doc) for doc in docs])[:-1]
-    Y = model.ops.xp.split(tokens, splits) if len(docs) > 1 else [tokens]
+    Y = model.ops.xp.split(tokens, splits.tolist()) if len(docs) > 1 else [tokens]
 
     def backprop(dY: OutT) -> InT:
         d_tokens = model.ops.xp.concatenate(dY) if dY else model.ops.alloc2f(0, width)

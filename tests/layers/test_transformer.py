@@ -15,6 +15,12 @@ def model_path(request, tiny_bert, tiny_nezha):
     return {"bert": tiny_bert, "nezha": tiny_nezha}[request.param]
 
 
+@pytest.fixture(params=["bert", "nezha", "roberta"])
+def any_model_path(request):
+    """Also RoBERTa's byte-level BPE: 3 wordpieces per Chinese character."""
+    return request.getfixturevalue(f"tiny_{request.param}")
+
+
 def make_docs(texts=TEXTS):
     nlp = spacy.blank("zh")
     return [nlp.make_doc(text) for text in texts]
@@ -31,8 +37,8 @@ def hf_model(model):
     return model.get_ref("transformer").shims[0]._model
 
 
-def test_shapes_empty_docs_and_whitespace(model_path):
-    model = make_tok2vec(model_path)
+def test_shapes_empty_docs_and_whitespace(any_model_path):
+    model = make_tok2vec(any_model_path)
     docs = make_docs()
     Y = model.predict(docs)
     assert [y.shape for y in Y] == [(len(doc), 32) for doc in docs]
@@ -127,8 +133,8 @@ def test_long_doc_every_token_in_bounded_batches(tiny_bert):
     assert max(batch_sizes) <= 8 and sum(batch_sizes) > 300
 
 
-def test_bytes_round_trip_needs_no_model_files(model_path, tmp_path):
-    model = make_tok2vec(model_path)
+def test_bytes_round_trip_needs_no_model_files(any_model_path, tmp_path):
+    model = make_tok2vec(any_model_path)
     docs = make_docs()
     expected = model.predict(docs)
     fresh = TransformerTok2Vec(str(tmp_path / "not-there"))
@@ -143,3 +149,16 @@ def test_window_size_too_small_raises(tiny_bert):
     model = make_tok2vec(tiny_bert, window_size=3)
     with pytest.raises(ValueError, match="window_size of at least 4"):
         model.predict(make_docs())
+
+
+def test_token_is_the_mean_of_its_wordpieces(tiny_roberta):
+    """With byte-level BPE each character is 3 wordpieces; its vector is their mean."""
+    model = make_tok2vec(tiny_roberta, scalar_mix=False)
+    text = "北京市"
+    (y,) = model.predict(make_docs([text]))
+    tokenizer = model.get_ref("transformer").shims[0]._hfmodel.tokenizer
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    assert ids.shape[1] == 2 + 3 * len(text)
+    hidden = hf_model(model)(input_ids=ids).last_hidden_state[0, 1:-1].detach().numpy()
+    expected = hidden.reshape(len(text), 3, -1).mean(axis=1)
+    numpy.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
