@@ -12,6 +12,7 @@ import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp, xp2torch
 from thinc.types import Floats2d
 
+from ..windows import split_windows
 from ._torch import (
     SizedModule,
     build_for_input_width,
@@ -76,6 +77,7 @@ def TENEREncoder(
     output_dropout: float = 0.4,
     scale_attention: bool = False,
     key_projection: bool = False,
+    max_length: int = 512,
     nI: Optional[int] = None,
 ) -> Model[InT, OutT]:
     """Contextualise token vectors with TENER's relative-position Transformer layers.
@@ -94,6 +96,9 @@ def TENEREncoder(
     output_dropout (float): Dropout on the encoder's output (TENER's fc_dropout).
     scale_attention (bool): Divide the scores by sqrt(head_width), as the vanilla Transformer does.
     key_projection (bool): Project the keys; TENER uses the input itself as the keys.
+    max_length (int): Longer docs are encoded in overlapping windows of this many tokens,
+        each token read from the window where it is farthest from an edge, so that
+        attention memory stays bounded (it grows with the square of the length).
     nI (Optional[int]): Input width; None infers it from the data at initialize.
     RETURNS (Model[InT, List[Floats2d]]): The encoder.
     """
@@ -104,6 +109,8 @@ def TENEREncoder(
         )
     if n_heads <= 0 or depth <= 0:
         raise ValueError(f"TENEREncoder needs n_heads >= 1 and depth >= 1, got {n_heads} and {depth}.")
+    if max_length < 2:
+        raise ValueError(f"TENEREncoder max_length must be at least 2, got {max_length}.")
     width = n_heads * head_width
     hparams = {
         "nI": nI,
@@ -117,7 +124,7 @@ def TENEREncoder(
         "scale_attention": scale_attention,
         "key_projection": key_projection,
     }
-    return wrap_sized(
+    model = wrap_sized(
         "tener",
         TENER(**hparams),
         _convert_inputs,
@@ -126,18 +133,54 @@ def TENEREncoder(
         forward=forward,
         dims={"nI": nI, "nO": width},
     )
+    model.attrs["max_length"] = max_length
+    return model
 
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
-    """Encode groups of similar-length docs; empty docs get empty outputs."""
-    if not isinstance(X, tuple):
-        return forward_by_length(model, X, is_train, group_size=GROUP_SIZE)
-    arrays, prior = X
-    extras = prior.per_doc([len(array) for array in arrays])
-    Y, backprop_arrays = forward_by_length(model, arrays, is_train, group_size=GROUP_SIZE, extras=extras)
+    """Encode groups of similar-length docs (long ones in windows); empty docs get empty outputs."""
+    arrays, prior = X if isinstance(X, tuple) else (X, None)
+    extras = prior.per_doc([len(array) for array in arrays]) if prior is not None else None
+    max_length = model.attrs["max_length"]
+    if all(len(array) <= max_length for array in arrays):
+        Y, backprop_arrays = forward_by_length(model, arrays, is_train, group_size=GROUP_SIZE, extras=extras)
+    else:
+        Y, backprop_arrays = _forward_windows(model, arrays, extras, max_length, is_train)
+    if prior is None:
+        return Y, backprop_arrays
 
     def backprop(dY: OutT) -> Tuple[List[Floats2d], AttentionPrior]:
         return backprop_arrays(dY), prior
+
+    return Y, backprop
+
+
+def _forward_windows(model: Model, arrays: List[Floats2d], extras, max_length: int, is_train: bool):
+    """Encode docs longer than max_length as overlapping windows and stitch the outputs."""
+    pieces = [(i, window) for i, array in enumerate(arrays) for window in split_windows([], len(array), max_length)]
+    piece_arrays = [arrays[i][w.start : w.end] for i, w in pieces]
+    piece_extras = None
+    if extras is not None:
+        piece_extras = [
+            tuple(None if square is None else square[w.start : w.end, w.start : w.end] for square in extras[i])
+            for i, w in pieces
+        ]
+    Y_pieces, backprop_pieces = forward_by_length(
+        model, piece_arrays, is_train, group_size=GROUP_SIZE, extras=piece_extras
+    )
+    width = model.get_dim("nO")
+    Y = [model.ops.alloc2f(len(array), width) for array in arrays]
+    for (i, w), y in zip(pieces, Y_pieces):
+        Y[i][w.own_start : w.own_end] = y[w.own_start - w.start : w.own_end - w.start]
+
+    def backprop(dY: OutT) -> List[Floats2d]:
+        d_pieces = [model.ops.alloc2f(*y.shape) for y in Y_pieces]
+        for (i, w), d_piece in zip(pieces, d_pieces):
+            d_piece[w.own_start - w.start : w.own_end - w.start] = dY[i][w.own_start : w.own_end]
+        dX = [model.ops.alloc2f(*array.shape) for array in arrays]
+        for (i, w), dx in zip(pieces, backprop_pieces(d_pieces)):
+            dX[i][w.start : w.end] += dx
+        return dX
 
     return Y, backprop
 

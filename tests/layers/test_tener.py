@@ -263,3 +263,31 @@ def test_bytes_round_trip_rebuilds_sizes(encoder):
     assert isinstance(torch_module(fresh), TENER) and torch_module(fresh).is_built
     for a, b in zip(encoder.predict(X), fresh.predict(X)):
         numpy.testing.assert_array_equal(a, b)
+
+
+def test_long_docs_are_encoded_in_windows():
+    """Past max_length, overlapping windows: every token has an output, gradients add up."""
+    fix_random_seed(0)
+    settings = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=1, dropout=0.0,
+                    attention_dropout=0.0, output_dropout=0.0)
+    whole = TENEREncoder(**settings)
+    windowed = TENEREncoder(max_length=16, **settings)
+    long, short = arrays(50, 5)
+    whole.initialize(X=[long])
+    windowed.initialize(X=[long])
+    windowed.from_bytes(whole.to_bytes())
+    assert windowed.attrs["max_length"] == 512  # saved with the weights
+    windowed.attrs["max_length"] = 16
+    # A doc within max_length is encoded whole.
+    numpy.testing.assert_allclose(windowed.predict([short])[0], whole.predict([short])[0], rtol=1e-6)
+    out_long, out_short = windowed.predict([long, short])
+    assert out_long.shape == (50, WIDTH) and (numpy.abs(out_long).sum(axis=1) > 0).all()
+    # The first window is tokens 0-15 and owns the first ones: they see no token past 15.
+    (first_window,) = whole.predict([long[:16]])
+    numpy.testing.assert_allclose(out_long[:8], first_window[:8], rtol=1e-5, atol=1e-6)
+    prior = AttentionPrior(bias=[window_bias(50, 3), window_bias(5, 3)])
+    Y, backprop = windowed.begin_update(([long, short], prior))
+    rng = numpy.random.default_rng(5)
+    dX, _ = backprop([rng.normal(size=y.shape).astype("float32") for y in Y])
+    assert [d.shape for d in dX] == [(50, 5), (5, 5)]
+    assert (numpy.abs(dX[0]).sum(axis=1) > 0).all()
