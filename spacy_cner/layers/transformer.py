@@ -216,12 +216,13 @@ def _plan_doc(doc: Doc, tokenizer, max_length: int) -> DocPlan:
         verbose=False,
     )
     offsets = encoding["offset_mapping"]
-    char_to_token = numpy.full(len(doc.text), -1, dtype="i")
+    char_to_token = [-1] * len(doc.text)
     for token in doc:
-        char_to_token[token.idx : token.idx + len(token.text)] = token.i
+        char_to_token[token.idx : token.idx + len(token.text)] = [token.i] * len(token.text)
     token_wordpieces: List[List[int]] = [[] for _ in doc]
     for j, (start, end) in enumerate(offsets):
-        for t in numpy.unique(char_to_token[start:end]):
+        # A wordpiece belongs to every token it overlaps (usually one character).
+        for t in sorted(set(char_to_token[start:end])):
             if t >= 0:
                 token_wordpieces[t].append(j)
     starts = numpy.asarray([start for start, _ in offsets], dtype="i")
