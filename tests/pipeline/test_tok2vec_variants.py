@@ -51,3 +51,26 @@ def test_listener_to_shared_tok2vec(tmp_path):
     loaded = spacy.load(tmp_path / "model")
     text = "张三去了北京市"
     assert [(e.text, e.label_) for e in loaded(text).ents] == [(e.text, e.label_) for e in nlp(text).ents]
+
+
+def test_spacy_transformers_listener(tiny_bert):
+    """A spacy-transformers `transformer` component feeds crf_ner through its listener."""
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    transformer = {
+        "@architectures": "spacy-transformers.TransformerModel.v3",
+        "name": str(tiny_bert),
+        "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 32, "stride": 24},
+    }
+    nlp.add_pipe("transformer", config={"model": transformer})
+    listener = {
+        "@architectures": "spacy-transformers.TransformerListener.v1",
+        "grad_factor": 1.0,
+        "pooling": {"@layers": "reduce_mean.v1"},
+        "upstream": "*",
+    }
+    encoder = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0}
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": listener, "encoder": encoder}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    assert overfit(nlp) == 1.0
+    assert nlp.get_pipe("transformer").listening_components == ["crf_ner"]
