@@ -1,0 +1,232 @@
+"""Sentence-level robustness (Wang, Wang and Shen, CCL 2024): does a neighbour sentence change the answer?
+
+Each sample of the perturbed set joins two test sentences, X_i + X_j. Metrics
+(paper section 3.3), entity-level micro P/R/F1 as spaCy's scorer computes them:
+- S-F1: predictions on the original sentences against gold;
+- P-F1: predictions on the joined samples against gold (offsets shifted);
+- R-F1: predictions on the joined samples against the model's own predictions on
+  the separate sentences: 100 when context never changes an answer;
+- Asr (eq. 2): the share of characters of the joined samples whose predicted tag
+  (B/I/E/S/O and label) differs from the one predicted for the sentence alone.
+"""
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from spacy.language import Language
+from spacy.tokens import Doc
+
+Entity = Tuple[int, int, str]  # start char, end char (exclusive), label
+PAIRINGS = ("adjacent", "disjoint", "random")
+
+
+def evaluate_robustness(
+    nlp: Language, gold_docs: Sequence[Doc], pairing: str = "adjacent", seed: int = 0, batch_size: int = 256
+) -> "RobustnessScores":
+    """Run a pipeline on the test sentences alone and joined, and score its robustness.
+
+    nlp (Language): The pipeline; it sees raw texts, as in deployment.
+    gold_docs (Sequence[Doc]): The test sentences in file order, with gold entities.
+    pairing (str): See make_pairs.
+    seed (int): Seed of the random pairing.
+    batch_size (int): Texts per nlp.pipe batch.
+    RETURNS (RobustnessScores): The scores.
+    """
+    texts = [doc.text for doc in gold_docs]
+    gold = [_entities(doc) for doc in gold_docs]
+    alone = [_entities(doc) for doc in nlp.pipe(texts, batch_size=batch_size)]
+    pairs = make_pairs(len(texts), pairing, seed)
+    joined = (texts[i] + texts[j] for i, j in pairs)
+    in_context = [_entities(doc) for doc in nlp.pipe(joined, batch_size=batch_size)]
+    return score_robustness(texts, gold, alone, pairs, in_context)
+
+
+def make_pairs(n_sentences: int, pairing: str = "adjacent", seed: int = 0) -> List[Tuple[int, int]]:
+    """Which sentences are joined, in test-file order.
+
+    pairing (str): "adjacent": (i, i + 1) for every i, overlapping (the paper's);
+        "disjoint": (0, 1), (2, 3), ...; an odd last sentence joins none;
+        "random": each sentence i with a random other sentence, chosen with `seed`.
+    RETURNS (List[Tuple[int, int]]): (first, second) sentence indices per sample.
+    """
+    if pairing == "adjacent":
+        return [(i, i + 1) for i in range(n_sentences - 1)]
+    if pairing == "disjoint":
+        return [(i, i + 1) for i in range(0, n_sentences - 1, 2)]
+    if pairing == "random":
+        if n_sentences < 2:
+            return []
+        rng = random.Random(seed)
+        pairs = []
+        for i in range(n_sentences):
+            j = rng.randrange(n_sentences - 1)
+            pairs.append((i, j if j < i else j + 1))
+        return pairs
+    raise ValueError(f"Unknown pairing {pairing!r}: use one of {', '.join(PAIRINGS)}.")
+
+
+def join_entities(first: Sequence[Entity], second: Sequence[Entity], offset: int) -> List[Entity]:
+    """The entities of X_i + X_j: the second sentence's shifted by len(X_i) characters."""
+    return list(first) + [(start + offset, end + offset, label) for start, end, label in second]
+
+
+@dataclass
+class PRF:
+    """Entity-level micro counts and scores."""
+
+    tp: int = 0
+    n_predicted: int = 0
+    n_reference: int = 0
+
+    def add(self, predicted: Set[Entity], reference: Set[Entity]) -> None:
+        self.tp += len(predicted & reference)
+        self.n_predicted += len(predicted)
+        self.n_reference += len(reference)
+
+    @property
+    def p(self) -> float:
+        return self.tp / self.n_predicted if self.n_predicted else 0.0
+
+    @property
+    def r(self) -> float:
+        return self.tp / self.n_reference if self.n_reference else 0.0
+
+    @property
+    def f(self) -> float:
+        return 2 * self.p * self.r / (self.p + self.r) if self.p + self.r else 0.0
+
+    def to_dict(self) -> Dict[str, float]:
+        return {"p": self.p, "r": self.r, "f": self.f}
+
+
+@dataclass
+class ChangedEntity:
+    """An entity the context made appear, disappear or change label."""
+
+    sample: int  # index into the pairs
+    sentence: int  # index of the test sentence it is in
+    start: int  # character offsets in that sentence
+    end: int
+    text: str
+    before: Optional[str]  # label predicted for the sentence alone (None: no entity)
+    after: Optional[str]  # label predicted in context
+
+    def to_dict(self) -> Dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RobustnessScores:
+    """S-F1, P-F1, R-F1 and Asr, overall and per entity type, and what changed."""
+
+    standard: PRF = field(default_factory=PRF)
+    perturbed: PRF = field(default_factory=PRF)
+    robust: PRF = field(default_factory=PRF)
+    per_type: Dict[str, Dict[str, PRF]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(PRF)))
+    n_chars: int = 0
+    n_changed_chars: int = 0
+    changed: List[ChangedEntity] = field(default_factory=list)
+
+    @property
+    def attack_success_rate(self) -> float:
+        """Asr (eq. 2): changed characters / characters of the joined samples."""
+        return self.n_changed_chars / self.n_chars if self.n_chars else 0.0
+
+    def to_dict(self) -> Dict[str, object]:
+        return {
+            "ents_f": self.standard.f,
+            "standard": self.standard.to_dict(),
+            "perturbed": self.perturbed.to_dict(),
+            "robust": self.robust.to_dict(),
+            "attack_success_rate": self.attack_success_rate,
+            "n_chars": self.n_chars,
+            "n_changed_chars": self.n_changed_chars,
+            "per_type": {
+                label: {name: prf.to_dict() for name, prf in metrics.items()}
+                for label, metrics in sorted(self.per_type.items())
+            },
+            "changed": [entity.to_dict() for entity in self.changed],
+        }
+
+
+def score_robustness(
+    texts: Sequence[str],
+    gold: Sequence[Sequence[Entity]],
+    alone: Sequence[Sequence[Entity]],
+    pairs: Sequence[Tuple[int, int]],
+    in_context: Sequence[Sequence[Entity]],
+) -> RobustnessScores:
+    """The robustness metrics from predictions (character offsets throughout).
+
+    texts: the test sentences; gold: their gold entities; alone: the model's
+    entities for each sentence on its own; pairs: the joined samples (make_pairs);
+    in_context: the model's entities for each joined text texts[i] + texts[j].
+    RETURNS (RobustnessScores): The scores and the list of changed entities.
+    """
+    if not (len(texts) == len(gold) == len(alone)):
+        raise ValueError(f"Got {len(texts)} texts, {len(gold)} gold and {len(alone)} predicted entity lists.")
+    if len(pairs) != len(in_context):
+        raise ValueError(f"Got {len(pairs)} pairs but {len(in_context)} predictions in context.")
+    scores = RobustnessScores()
+    for i in range(len(texts)):
+        _add(scores, "standard", set(alone[i]), set(gold[i]))
+    for sample, ((i, j), predicted) in enumerate(zip(pairs, in_context)):
+        offset = len(texts[i])
+        predicted = set(predicted)
+        _add(scores, "perturbed", predicted, set(join_entities(gold[i], gold[j], offset)))
+        expected = set(join_entities(alone[i], alone[j], offset))
+        _add(scores, "robust", predicted, expected)
+        length = offset + len(texts[j])
+        before_tags, after_tags = char_tags(expected, length), char_tags(predicted, length)
+        scores.n_chars += length
+        scores.n_changed_chars += sum(a != b for a, b in zip(before_tags, after_tags))
+        text = texts[i] + texts[j]
+        for start, end, before, after in _differences(expected, predicted):
+            sentence, shift = (i, 0) if start < offset else (j, offset)
+            scores.changed.append(
+                ChangedEntity(sample, sentence, start - shift, end - shift, text[start:end], before, after)
+            )
+    return scores
+
+
+def char_tags(entities: Iterable[Entity], length: int) -> List[str]:
+    """One tag per character: O, or B-/I-/E-/S- and the label."""
+    tags = ["O"] * length
+    for start, end, label in entities:
+        if end - start == 1:
+            tags[start] = f"S-{label}"
+            continue
+        tags[start] = f"B-{label}"
+        for k in range(start + 1, end - 1):
+            tags[k] = f"I-{label}"
+        tags[end - 1] = f"E-{label}"
+    return tags
+
+
+def _entities(doc: Doc) -> List[Entity]:
+    return [(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents]
+
+
+def _add(scores: RobustnessScores, name: str, predicted: Set[Entity], reference: Set[Entity]) -> None:
+    getattr(scores, name).add(predicted, reference)
+    for label in {e[2] for e in predicted} | {e[2] for e in reference}:
+        scores.per_type[label][name].add(
+            {e for e in predicted if e[2] == label}, {e for e in reference if e[2] == label}
+        )
+
+
+def _differences(before: Set[Entity], after: Set[Entity]) -> List[Tuple[int, int, Optional[str], Optional[str]]]:
+    """(start, end, label before, label after) for each span whose entity changed.
+
+    A span predicted with another label counts once, as a relabelling; a span
+    only in one of the two sets appeared or disappeared.
+    """
+    before_labels = {(s, e): label for s, e, label in before}
+    after_labels = {(s, e): label for s, e, label in after}
+    changed = []
+    for span in sorted(set(before_labels) | set(after_labels)):
+        old, new = before_labels.get(span), after_labels.get(span)
+        if old != new:
+            changed.append((span[0], span[1], old, new))
+    return changed
