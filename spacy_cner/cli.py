@@ -201,3 +201,50 @@ def show_ents_command(
     msg.info(text)
     rows = [(ent.text, ent.label_, ent.start_char, ent.end_char) for ent in doc.ents]
     msg.table(rows, header=("entity", "label", "start", "end"), divider=True)
+
+
+class Pairing(str, Enum):
+    """How `robustness` joins test sentences."""
+
+    adjacent = "adjacent"
+    disjoint = "disjoint"
+    random = "random"
+
+
+@app.command("robustness")
+def robustness_command(
+    model: str = typer.Argument(..., help="Pipeline name or path."),
+    data: Path = typer.Argument(..., exists=True, dir_okay=False, help="Test corpus (.spacy), sentences in file order."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json and report.html."),
+    pairing: Pairing = typer.Option(Pairing.adjacent, "--pairing", help="Which sentences to join."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random pairing."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch."),
+    max_examples: int = typer.Option(200, "--max-examples", help="Changed samples shown in the report."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU to run on; -1 for CPU."),
+) -> None:
+    """Sentence-level robustness: S-, P-, R-F1 and Asr of a pipeline when test sentences are joined."""
+    import spacy
+    from spacy.cli._util import setup_gpu
+
+    from .robustness import evaluate_robustness
+    from .robustness_report import render_report
+
+    setup_gpu(gpu_id)
+    nlp = spacy.load(model)
+    docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
+    if len(docs) < 2:
+        msg.fail(f"{data} holds {len(docs)} doc(s); joining sentences needs at least 2.", exits=1)
+    msg.info(f"{len(docs)} sentences from {data}, {pairing.value} pairs")
+    scores = evaluate_robustness(nlp, docs, pairing.value, seed, batch_size, progress=True)
+    output.mkdir(parents=True, exist_ok=True)
+    result = scores.to_dict()
+    result.update({"model": model, "data": str(data), "pairing": pairing.value, "seed": seed})
+    srsly.write_json(output / "metrics.json", result)
+    (output / "report.html").write_text(render_report(scores, model, max_examples), encoding="utf8")
+    rows = [(name, f"{result[key]['p'] * 100:.2f}", f"{result[key]['r'] * 100:.2f}", f"{result[key]['f'] * 100:.2f}")
+            for key, name in (("standard", "S-F1"), ("perturbed", "P-F1"), ("robust", "R-F1"))]
+    msg.table(rows, header=("metric", "P", "R", "F1"), divider=True)
+    msg.good(
+        f"Asr {scores.attack_success_rate * 100:.3f}% ({scores.n_changed_chars} of {scores.n_chars} characters), "
+        f"{len(scores.changed)} changed entities; wrote {output / 'metrics.json'} and {output / 'report.html'}"
+    )

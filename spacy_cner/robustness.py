@@ -16,13 +16,19 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from spacy.language import Language
 from spacy.tokens import Doc
+from tqdm import tqdm
 
 Entity = Tuple[int, int, str]  # start char, end char (exclusive), label
 PAIRINGS = ("adjacent", "disjoint", "random")
 
 
 def evaluate_robustness(
-    nlp: Language, gold_docs: Sequence[Doc], pairing: str = "adjacent", seed: int = 0, batch_size: int = 256
+    nlp: Language,
+    gold_docs: Sequence[Doc],
+    pairing: str = "adjacent",
+    seed: int = 0,
+    batch_size: int = 256,
+    progress: bool = False,
 ) -> "RobustnessScores":
     """Run a pipeline on the test sentences alone and joined, and score its robustness.
 
@@ -31,15 +37,23 @@ def evaluate_robustness(
     pairing (str): See make_pairs.
     seed (int): Seed of the random pairing.
     batch_size (int): Texts per nlp.pipe batch.
-    RETURNS (RobustnessScores): The scores.
+    progress (bool): Show progress bars (on stderr).
+    RETURNS (RobustnessScores): The scores; .inputs holds what was scored.
     """
     texts = [doc.text for doc in gold_docs]
     gold = [_entities(doc) for doc in gold_docs]
-    alone = [_entities(doc) for doc in nlp.pipe(texts, batch_size=batch_size)]
     pairs = make_pairs(len(texts), pairing, seed)
-    joined = (texts[i] + texts[j] for i, j in pairs)
-    in_context = [_entities(doc) for doc in nlp.pipe(joined, batch_size=batch_size)]
-    return score_robustness(texts, gold, alone, pairs, in_context)
+    joined = [texts[i] + texts[j] for i, j in pairs]
+    docs_alone = nlp.pipe(texts, batch_size=batch_size)
+    docs_joined = nlp.pipe(joined, batch_size=batch_size)
+    if progress:
+        docs_alone = tqdm(docs_alone, total=len(texts), desc="sentences alone", unit="sent")
+        docs_joined = tqdm(docs_joined, total=len(joined), desc="joined pairs", unit="pair")
+    alone = [_entities(doc) for doc in docs_alone]
+    in_context = [_entities(doc) for doc in docs_joined]
+    scores = score_robustness(texts, gold, alone, pairs, in_context)
+    scores.inputs = {"texts": texts, "gold": gold, "alone": alone, "pairs": pairs, "in_context": in_context}
+    return scores
 
 
 def make_pairs(n_sentences: int, pairing: str = "adjacent", seed: int = 0) -> List[Tuple[int, int]]:
@@ -127,6 +141,8 @@ class RobustnessScores:
     n_chars: int = 0
     n_changed_chars: int = 0
     changed: List[ChangedEntity] = field(default_factory=list)
+    # What was scored (texts, gold, alone, pairs, in_context), for reports.
+    inputs: Dict[str, list] = field(default_factory=dict)
 
     @property
     def attack_success_rate(self) -> float:

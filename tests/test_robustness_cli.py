@@ -1,0 +1,74 @@
+"""`python -m spacy_cner robustness`: metrics.json and an HTML report that renders in a browser."""
+import shutil
+import subprocess
+
+import pytest
+import spacy
+import srsly
+from spacy.language import Language
+from spacy.tokens import DocBin, Span
+from spacy.training import Example
+from typer.testing import CliRunner
+
+from spacy_cner.cli import app
+
+TEXTS = ["深圳特区成立", "张三来了", "深圳特区"]
+GOLD = [[(0, 4, "ORG")], [(0, 2, "PER")], [(0, 4, "GPE")]]
+
+
+@Language.component("test_context_sensitive_ner")
+def context_sensitive_ner(doc):
+    """深圳特区 is GPE at the start of a text and ORG after other text, as in the paper's example."""
+    spans = []
+    for name, label in (("深圳特区", None), ("张三", "PER")):
+        start = doc.text.find(name)
+        while start >= 0:
+            span = doc.char_span(start, start + len(name), label=label or ("GPE" if start == 0 else "ORG"))
+            spans.append(span)
+            start = doc.text.find(name, start + 1)
+    doc.ents = [span for span in spans if isinstance(span, Span)]
+    return doc
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    path = tmp_path_factory.mktemp("robustness")
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("test_context_sensitive_ner")
+    nlp.to_disk(path / "model")
+    docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in zip(TEXTS, GOLD)]
+    DocBin(docs=docs).to_disk(path / "test.spacy")
+    args = ["robustness", str(path / "model"), str(path / "test.spacy"), "--output", str(path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return path / "out"
+
+
+def test_metrics_json(report):
+    metrics = srsly.read_json(report / "metrics.json")
+    # Pairs (0, 1): 深圳特区 stays GPE (at the start); (1, 2): it turns ORG after 张三来了.
+    changed = [(c["sentence"], c["text"], c["before"], c["after"]) for c in metrics["changed"]]
+    assert changed == [(2, "深圳特区", "GPE", "ORG")]
+    assert metrics["robust"]["f"] == pytest.approx(0.75)  # 3 of the 4 entities kept
+    assert metrics["attack_success_rate"] == pytest.approx(4 / (10 + 8))
+    assert metrics["pairing"] == "adjacent"
+
+
+def test_report_renders_the_changed_entities_in_chromium(report):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium package)")
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (report / "report.html").as_uri()]
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "Sentences 1 + 2: 深圳特区: GPE → ORG" in dom
+    assert "ORG ✱" in dom  # the changed entity, highlighted in the "in context" rendering
+    assert "<svg" in dom and "R-F1" in dom
+
+
+def test_too_few_sentences(tmp_path):
+    nlp = spacy.blank("zh")
+    nlp.to_disk(tmp_path / "model")
+    DocBin(docs=[nlp.make_doc("张三")]).to_disk(tmp_path / "one.spacy")
+    result = CliRunner().invoke(app, ["robustness", str(tmp_path / "model"), str(tmp_path / "one.spacy"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "needs at least 2" in result.output
