@@ -123,3 +123,14 @@ def test_tok2vec_learn_rate_scale(tok2vec):
         moves[scale] = (sum(moved), output_moved)
     assert moves[0.25][0] == pytest.approx(0.25 * moves[1.0][0], rel=1e-3)
     assert moves[0.25][1] == pytest.approx(moves[1.0][1], rel=1e-5)
+
+
+def test_attacks_resolve_in_a_fresh_process():
+    """A config naming @misc = "spacy-cner.fgm.v1" resolves without importing spacy_cner (entry points)."""
+    import subprocess
+    import sys
+
+    code = "from spacy.util import registry; print(registry.misc.get('spacy-cner.fgsm.v1')(0.1).method)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "fgsm"
