@@ -31,8 +31,9 @@ class AttentionPrior:
 
     Rows are queries, columns keys. In every layer and head the scores are
     multiplied by `scale`, then `bias` is added, before the padding mask and the
-    softmax. A bias of -inf blocks attention (a window constraint); a scale of
-    beta * W + 1 sharpens attention between the tokens that W marks.
+    softmax. A bias of -inf blocks attention (a window constraint), but every
+    token must keep at least one key; a scale of beta * W + 1 sharpens attention
+    between the tokens that W marks.
     """
 
     bias: Optional[List[Floats2d]] = None
@@ -78,6 +79,7 @@ def TENEREncoder(
     scale_attention: bool = False,
     key_projection: bool = False,
     max_length: int = 512,
+    attention_window: Optional[int] = None,
     nI: Optional[int] = None,
 ) -> Model[InT, OutT]:
     """Contextualise token vectors with TENER's relative-position Transformer layers.
@@ -99,6 +101,9 @@ def TENEREncoder(
     max_length (int): Longer docs are encoded in overlapping windows of this many tokens,
         each token read from the window where it is farthest from an edge, so that
         attention memory stays bounded (it grows with the square of the length).
+    attention_window (Optional[int]): Sliding-window constraint (Wang, Wang and Shen 2024,
+        eq. 18): a token attends only to tokens at most this far away, in training and
+        prediction; None attends to the whole doc.
     nI (Optional[int]): Input width; None infers it from the data at initialize.
     RETURNS (Model[InT, List[Floats2d]]): The encoder.
     """
@@ -111,6 +116,8 @@ def TENEREncoder(
         raise ValueError(f"TENEREncoder needs n_heads >= 1 and depth >= 1, got {n_heads} and {depth}.")
     if max_length < 2:
         raise ValueError(f"TENEREncoder max_length must be at least 2, got {max_length}.")
+    if attention_window is not None and attention_window < 0:
+        raise ValueError(f"TENEREncoder attention_window must be >= 0 or null, got {attention_window}.")
     width = n_heads * head_width
     hparams = {
         "nI": nI,
@@ -123,6 +130,7 @@ def TENEREncoder(
         "output_dropout": output_dropout,
         "scale_attention": scale_attention,
         "key_projection": key_projection,
+        "attention_window": attention_window,
     }
     model = wrap_sized(
         "tener",
@@ -205,8 +213,10 @@ class TENER(torch.nn.Module, SizedModule):
         output_dropout: float,
         scale_attention: bool,
         key_projection: bool,
+        attention_window: Optional[int] = None,
     ):
         super().__init__()
+        self.attention_window = attention_window
         self.hparams = {
             "nI": nI,
             "n_heads": n_heads,
@@ -218,6 +228,7 @@ class TENER(torch.nn.Module, SizedModule):
             "output_dropout": output_dropout,
             "scale_attention": scale_attention,
             "key_projection": key_projection,
+            "attention_window": attention_window,
         }
         width = n_heads * head_width
         self.register_buffer("_device_marker", torch.zeros(0), persistent=False)
@@ -252,6 +263,16 @@ class TENER(torch.nn.Module, SizedModule):
         attention_bias, attention_scale: optional (batch, length, length) score
         adjustments (see AttentionPrior). Padding positions of the output are zero.
         """
+        if self.attention_window is not None:
+            steps = torch.arange(inputs.shape[1], device=inputs.device)
+            # shape: (batch, length, length); -inf where |t - j| > attention_window. Padding
+            # queries stay unconstrained: a row with no key left would make NaNs that the
+            # zero attention weights on padding keys could not cancel (0 * NaN).
+            far = (steps.unsqueeze(1) - steps.unsqueeze(0)).abs() > self.attention_window
+            far = far.unsqueeze(0) & mask.unsqueeze(2)
+            window_bias = torch.zeros(far.shape, dtype=inputs.dtype, device=inputs.device)
+            window_bias = window_bias.masked_fill(far, float("-inf"))
+            attention_bias = window_bias if attention_bias is None else attention_bias + window_bias
         hidden = self.input_layer(inputs)
         for layer in self.layers:
             hidden = layer(hidden, mask, attention_bias, attention_scale)

@@ -291,3 +291,28 @@ def test_long_docs_are_encoded_in_windows():
     dX, _ = backprop([rng.normal(size=y.shape).astype("float32") for y in Y])
     assert [d.shape for d in dX] == [(50, 5), (5, 5)]
     assert (numpy.abs(dX[0]).sum(axis=1) > 0).all()
+
+
+def test_attention_window_setting_equals_the_window_prior():
+    """attention_window = w gives what a -inf bias beyond w gives, in training too."""
+    fix_random_seed(0)
+    settings = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
+                    attention_dropout=0.0, output_dropout=0.0)
+    free = TENEREncoder(**settings)
+    windowed = TENEREncoder(attention_window=1, **settings)
+    X = arrays(8, 3)
+    free.initialize(X=X)
+    windowed.initialize(X=X)
+    torch_module(windowed).load_state_dict(torch_module(free).state_dict())
+    prior = AttentionPrior(bias=[window_bias(len(x), 1) for x in X])
+    expected = free.predict((X, prior))
+    for a, b in zip(windowed.predict(X), expected):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    trained, _ = windowed.begin_update(X)
+    for a, b in zip(trained, expected):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # Saved with the weights: a fresh model rebuilt from bytes keeps the window.
+    fresh = TENEREncoder(**settings)
+    fresh.from_bytes(windowed.to_bytes())
+    for a, b in zip(fresh.predict(X), expected):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
