@@ -36,6 +36,7 @@ def TransformerTok2Vec(
     scalar_mix: bool = True,
     window_size: int = 0,
     max_batch_windows: int = 64,
+    attention_window: Optional[int] = None,
     tokenizer_config: Dict[str, Any] = SimpleFrozenDict(),
     transformer_config: Dict[str, Any] = SimpleFrozenDict(),
     mixed_precision: bool = False,
@@ -49,6 +50,10 @@ def TransformerTok2Vec(
         False uses the last layer.
     window_size (int): Most wordpieces per window, special tokens included; 0 is the model's maximum.
     max_batch_windows (int): At prediction, windows per transformer call (bounds memory on long docs).
+    attention_window (Optional[int]): Sliding-window constraint (Wang, Wang and Shen 2024, eq. 18):
+        a wordpiece attends only to wordpieces whose tokens are at most this many tokens away
+        (special tokens sit just before the first and after the last token), through a 3-D
+        attention mask, in training and prediction; None attends to the whole window.
     tokenizer_config (Dict[str, Any]): Keyword arguments for the tokenizer's from_pretrained.
     transformer_config (Dict[str, Any]): Keyword arguments for the model config's from_pretrained.
     mixed_precision (bool): Run the transformer in mixed precision (GPU).
@@ -77,7 +82,12 @@ def TransformerTok2Vec(
         layers=layers,
         refs=refs,
         dims={"nO": None},
-        attrs={"name": name, "window_size": window_size, "max_batch_windows": max_batch_windows},
+        attrs={
+            "name": name,
+            "window_size": window_size,
+            "max_batch_windows": max_batch_windows,
+            "attention_window": attention_window,
+        },
     )
 
 
@@ -111,6 +121,8 @@ class DocPlan:
     windows: List[Window]
     token_wordpieces: Ints1d  # wordpiece indices of token 0, then token 1, ...
     token_lengths: Ints1d  # number of wordpieces per token (0 for whitespace)
+    # Per wordpiece, the index of the first token it overlaps (of the one before, if none).
+    wordpiece_tokens: List[int]
 
 
 def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, Callable]:
@@ -135,7 +147,8 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
     outputs, backprops = [], []
     offset = 0
     for chunk in chunks:
-        batch = _window_batch(model, tokenizer, [(plans[windows[i][0]], windows[i][1]) for i in chunk])
+        items = [(plans[windows[i][0]], windows[i][1]) for i in chunk]
+        batch = _window_batch(model, tokenizer, items, content_offset)
         rows, backprop_chunk = _encode(model, batch, is_train)
         n_steps = batch["input_ids"].shape[1]
         for position, i in enumerate(chunk):
@@ -205,7 +218,7 @@ def _plan_doc(doc: Doc, tokenizer, max_length: int) -> DocPlan:
     """Tokenize a doc into wordpieces, align them to its tokens and split it into windows."""
     if not doc.text:
         empty = numpy.zeros((0,), dtype="i")
-        return DocPlan([], [], empty, numpy.zeros((len(doc),), dtype="i"))
+        return DocPlan([], [], empty, numpy.zeros((len(doc),), dtype="i"), [])
     encoding = tokenizer(
         doc.text,
         add_special_tokens=False,
@@ -220,11 +233,13 @@ def _plan_doc(doc: Doc, tokenizer, max_length: int) -> DocPlan:
     for token in doc:
         char_to_token[token.idx : token.idx + len(token.text)] = [token.i] * len(token.text)
     token_wordpieces: List[List[int]] = [[] for _ in doc]
+    wordpiece_tokens: List[int] = []
     for j, (start, end) in enumerate(offsets):
         # A wordpiece belongs to every token it overlaps (usually one character).
-        for t in sorted(set(char_to_token[start:end])):
-            if t >= 0:
-                token_wordpieces[t].append(j)
+        overlapped = [t for t in sorted(set(char_to_token[start:end])) if t >= 0]
+        for t in overlapped:
+            token_wordpieces[t].append(j)
+        wordpiece_tokens.append(overlapped[0] if overlapped else (wordpiece_tokens[-1] if wordpiece_tokens else 0))
     starts = numpy.asarray([start for start, _ in offsets], dtype="i")
     # A sentence ends after a token of SENTENCE_ENDS (or one holding a newline).
     sentence_ends = [
@@ -239,11 +254,17 @@ def _plan_doc(doc: Doc, tokenizer, max_length: int) -> DocPlan:
         windows,
         numpy.asarray(flat, dtype="i"),
         numpy.asarray([len(w) for w in token_wordpieces], dtype="i"),
+        wordpiece_tokens,
     )
 
 
-def _window_batch(model: Model, tokenizer, items: List[Tuple[DocPlan, Window]]) -> Dict[str, Any]:
-    """Padded input_ids and attention_mask, each (n_windows, length), with special tokens."""
+def _window_batch(
+    model: Model, tokenizer, items: List[Tuple[DocPlan, Window]], content_offset: int
+) -> Dict[str, Any]:
+    """Padded input_ids (n_windows, length) and attention_mask, with special tokens.
+
+    The mask is (n_windows, length), or (n_windows, length, length) with an attention window.
+    """
     sequences = [tokenizer.build_inputs_with_special_tokens(plan.input_ids[w.start : w.end]) for plan, w in items]
     n_steps = max(len(sequence) for sequence in sequences)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -252,7 +273,21 @@ def _window_batch(model: Model, tokenizer, items: List[Tuple[DocPlan, Window]]) 
     for i, sequence in enumerate(sequences):
         input_ids[i, : len(sequence)] = sequence
         attention_mask[i, : len(sequence)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask}
+    window = model.attrs.get("attention_window")
+    if window is None:
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+    # Token coordinates of every position; special tokens sit just outside the content.
+    coordinates = numpy.zeros((len(sequences), n_steps), dtype="f")
+    for i, ((plan, w), sequence) in enumerate(zip(items, sequences)):
+        content = plan.wordpiece_tokens[w.start : w.end]
+        end = content_offset + len(content)
+        coordinates[i, :content_offset] = content[0] - 1
+        coordinates[i, content_offset:end] = content
+        coordinates[i, end : len(sequence)] = content[-1] + 1
+    near = numpy.abs(coordinates[:, :, None] - coordinates[:, None, :]) <= window
+    # shape: (n_windows, query, key); padding queries keep the plain mask
+    square = numpy.where(attention_mask[:, :, None] == 1, near, True) & (attention_mask[:, None, :] == 1)
+    return {"input_ids": input_ids, "attention_mask": square.astype("int64")}
 
 
 def _token_rows(model: Model, plans: List[DocPlan], windows, row_of_window) -> Tuple[Ints1d, Ints1d]:

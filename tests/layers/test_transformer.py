@@ -162,3 +162,18 @@ def test_token_is_the_mean_of_its_wordpieces(tiny_roberta):
     hidden = hf_model(model)(input_ids=ids).last_hidden_state[0, 1:-1].detach().numpy()
     expected = hidden.reshape(len(text), 3, -1).mean(axis=1)
     numpy.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["bert", "nezha"])
+def test_attention_window_blocks_far_tokens(kind, request):
+    """attention_window = 1 in a 2-layer model: a change reaches 2 tokens away, no further."""
+    model = make_tok2vec(request.getfixturevalue(f"tiny_{kind}"), attention_window=1)
+    text = "我在北京市工作张三去了上海"
+    changed = text[:8] + "李" + text[9:]  # token 8 differs
+    (a,), (b,) = model.predict(make_docs([text])), model.predict(make_docs([changed]))
+    far = [0, 1, 2, 3, 4, 5, 11, 12]
+    numpy.testing.assert_allclose(a[far], b[far], rtol=1e-5, atol=1e-6)
+    assert not numpy.allclose(a[6:11], b[6:11])
+    free = make_tok2vec(request.getfixturevalue(f"tiny_{kind}"))
+    (c,), (d,) = free.predict(make_docs([text])), free.predict(make_docs([changed]))
+    assert not numpy.allclose(c[far], d[far])
