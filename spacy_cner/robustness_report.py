@@ -4,7 +4,7 @@ from typing import Dict, List, Sequence
 
 from spacy import displacy
 
-from .robustness import Entity, RobustnessScores
+from .robustness import Entity, RobustnessScores, join_entities
 
 # displaCy colours: changed entities stand out; labels of unchanged ones stay grey.
 CHANGED_COLOUR = "#ff6b6b"
@@ -90,8 +90,7 @@ def _example(inputs: Dict[str, list], sample: int, changed: List) -> str:
     texts = inputs["texts"]
     offset = len(texts[i])
     text = texts[i] + texts[j]
-    alone = [(s, e, label) for s, e, label in inputs["alone"][i]]
-    alone += [(s + offset, e + offset, label) for s, e, label in inputs["alone"][j]]
+    alone = join_entities(inputs["alone"][i], inputs["alone"][j], offset)
     # A changed entity's offsets are within its sentence (i first, j second; i != j).
     changed_spans = {(c.start + (0 if c.sentence == i else offset), c.end + (0 if c.sentence == i else offset))
                      for c in changed}
