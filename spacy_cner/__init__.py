@@ -7,6 +7,7 @@ from .layers.scalar_mix import ScalarMix
 from .layers.tener import AttentionPrior, TENEREncoder
 from .layers.transformer import TransformerTok2Vec
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
+from .robustness import make_robust_ner_scorer
 
 __all__ = [
     "AttentionPrior",
@@ -20,4 +21,5 @@ __all__ = [
     "build_crf_tagger",
     "crf_decode",
     "make_crf_ner",
+    "make_robust_ner_scorer",
 ]

@@ -12,10 +12,13 @@ Each sample of the perturbed set joins two test sentences, X_i + X_j. Metrics
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from spacy.language import Language
+from spacy.scorer import get_ner_prf
 from spacy.tokens import Doc
+from spacy.training import Example
+from spacy.util import registry
 from tqdm import tqdm
 
 Entity = Tuple[int, int, str]  # start char, end char (exclusive), label
@@ -54,6 +57,60 @@ def evaluate_robustness(
     scores = score_robustness(texts, gold, alone, pairs, in_context)
     scores.inputs = {"texts": texts, "gold": gold, "alone": alone, "pairs": pairs, "in_context": in_context}
     return scores
+
+
+@registry.scorers("spacy-cner.robust_ner_scorer.v1")
+def make_robust_ner_scorer(pairing: str = "adjacent", seed: int = 0, batch_size: int = 64) -> "RobustNERScorer":
+    """spaCy's NER scores plus R-F1 and friends on the joined dev sentences.
+
+    For crf_ner's `scorer` setting: the dev scores gain ents_robust_p/r/f (R-F1),
+    ents_robust_per_type, ents_perturbed_p/r/f (P-F1) and ents_asr, so that
+    [training.score_weights] can select models for robustness. Scoring runs the
+    pipeline once more on the joined pairs (about twice the dev text again).
+
+    pairing (str): See make_pairs; "adjacent" joins dev docs i and i + 1 in file order.
+    seed (int): Seed of the random pairing.
+    batch_size (int): Joined texts per nlp.pipe batch.
+    """
+    make_pairs(2, pairing, seed)  # fail on an unknown pairing at config time
+    return RobustNERScorer(pairing, seed, batch_size)
+
+
+class RobustNERScorer:
+    """A scorer that runs the pipeline on joined examples; see make_robust_ner_scorer."""
+
+    # The pipe calls it with nlp=<its pipeline>: scorers get no pipeline otherwise.
+    needs_pipeline = True
+
+    def __init__(self, pairing: str, seed: int, batch_size: int) -> None:
+        self.pairing = pairing
+        self.seed = seed
+        self.batch_size = batch_size
+
+    def __call__(self, examples: Iterable[Example], *, nlp: Optional[Language] = None, **kwargs) -> Dict[str, Any]:
+        examples = list(examples)
+        scores = get_ner_prf(examples, **kwargs)
+        if nlp is None:
+            raise ValueError(
+                "spacy-cner.robust_ner_scorer.v1 needs the pipeline to run on joined examples; it is "
+                "called by crf_ner with nlp=..., as the `scorer` of a crf_ner component."
+            )
+        texts = [eg.reference.text for eg in examples]
+        gold = [_entities(eg.reference) for eg in examples]
+        alone = [_entities(eg.predicted) for eg in examples]
+        pairs = make_pairs(len(texts), self.pairing, self.seed)
+        joined = (texts[i] + texts[j] for i, j in pairs)
+        in_context = [_entities(doc) for doc in nlp.pipe(joined, batch_size=self.batch_size)]
+        robustness = score_robustness(texts, gold, alone, pairs, in_context)
+        for name, prf in (("robust", robustness.robust), ("perturbed", robustness.perturbed)):
+            scores.update({f"ents_{name}_{key}": value for key, value in prf.to_dict().items()})
+        scores["ents_robust_per_type"] = {
+            label: metrics["robust"].to_dict()
+            for label, metrics in sorted(robustness.per_type.items())
+            if "robust" in metrics
+        }
+        scores["ents_asr"] = robustness.attack_success_rate
+        return scores
 
 
 def make_pairs(n_sentences: int, pairing: str = "adjacent", seed: int = 0) -> List[Tuple[int, int]]:

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 import srsly
+from spacy.language import Language
+from spacy.tokens import Span
 
 # Every character the tests' texts use, plus Latin/digit wordpieces; deduplicated, in order.
 CHARACTERS = "我在北京市工作张三去了上海李四是阿里巴巴的员工王五住广州腾讯总部深圳，。！？；中国人民银行"
@@ -78,3 +80,22 @@ def tiny_nezha(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_roberta(tmp_path_factory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-roberta", "roberta")
+
+
+# Texts for test_context_sensitive_ner: adjacent pairs are (0, 1) and (1, 2).
+CONTEXT_TEXTS = ["深圳特区成立", "张三来了", "深圳特区"]
+CONTEXT_GOLD = [[(0, 4, "ORG")], [(0, 2, "PER")], [(0, 4, "GPE")]]
+
+
+@Language.component("test_context_sensitive_ner")
+def context_sensitive_ner(doc):
+    """深圳特区 is GPE at the start of a text and ORG after other text, as in the paper's example."""
+    spans = []
+    for name, label in (("深圳特区", None), ("张三", "PER")):
+        start = doc.text.find(name)
+        while start >= 0:
+            span = doc.char_span(start, start + len(name), label=label or ("GPE" if start == 0 else "ORG"))
+            spans.append(span)
+            start = doc.text.find(name, start + 1)
+    doc.ents = [span for span in spans if isinstance(span, Span)]
+    return doc

@@ -5,29 +5,13 @@ import subprocess
 import pytest
 import spacy
 import srsly
-from spacy.language import Language
-from spacy.tokens import DocBin, Span
+from spacy.tokens import DocBin
 from spacy.training import Example
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
 
-TEXTS = ["深圳特区成立", "张三来了", "深圳特区"]
-GOLD = [[(0, 4, "ORG")], [(0, 2, "PER")], [(0, 4, "GPE")]]
-
-
-@Language.component("test_context_sensitive_ner")
-def context_sensitive_ner(doc):
-    """深圳特区 is GPE at the start of a text and ORG after other text, as in the paper's example."""
-    spans = []
-    for name, label in (("深圳特区", None), ("张三", "PER")):
-        start = doc.text.find(name)
-        while start >= 0:
-            span = doc.char_span(start, start + len(name), label=label or ("GPE" if start == 0 else "ORG"))
-            spans.append(span)
-            start = doc.text.find(name, start + 1)
-    doc.ents = [span for span in spans if isinstance(span, Span)]
-    return doc
+from conftest import CONTEXT_GOLD as GOLD, CONTEXT_TEXTS as TEXTS
 
 
 @pytest.fixture(scope="module")

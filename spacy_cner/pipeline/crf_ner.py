@@ -1,5 +1,6 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+import weakref
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import ENT_IOB, IS_SPACE, SENT_START
@@ -49,6 +50,9 @@ dropout = 0.5
 DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
 # spaCy's ENT_IOB codes for tokens inside and at the start of an entity.
 IOB_INSIDE, IOB_BEGIN = 1, 3
+# Each pipe's pipeline (weakly: pipes are pickled, pipelines own their pipes), for
+# scorers that run the pipeline, such as spacy-cner.robust_ner_scorer.v1.
+_PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weakref.WeakKeyDictionary()
 
 
 @Language.factory(
@@ -83,7 +87,7 @@ def make_crf_ner(
     tok2vec_learn_rate_scale (float): The tok2vec's (e.g. the transformer's) learning
         rate as a multiple of the optimizer's, which the layers above it use.
     """
-    return CRFEntityRecognizer(
+    pipe = CRFEntityRecognizer(
         nlp.vocab,
         model,
         name,
@@ -92,6 +96,8 @@ def make_crf_ner(
         adversarial=adversarial,
         tok2vec_learn_rate_scale=tok2vec_learn_rate_scale,
     )
+    _PIPELINES[pipe] = weakref.ref(nlp)
+    return pipe
 
 
 class CRFEntityRecognizer(TrainablePipe):
@@ -153,6 +159,16 @@ class CRFEntityRecognizer(TrainablePipe):
             return None
         mix = tok2vec.get_ref("scalar_mix")
         return layer_weights(mix) if mix.has_param("alpha") else None
+
+    def score(self, examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
+        """Score a batch of examples with the configured scorer.
+
+        A scorer with `needs_pipeline` (spacy-cner.robust_ner_scorer.v1) also gets
+        nlp=<the pipeline this pipe is in>, to run it on new texts.
+        """
+        if getattr(self.scorer, "needs_pipeline", False):
+            kwargs["nlp"] = self._pipeline()
+        return super().score(examples, **kwargs)
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         """Serialize the pipe; its cfg records the learned scalar mix, for reading without loading."""
@@ -321,6 +337,8 @@ class CRFEntityRecognizer(TrainablePipe):
         labels (Optional[Sequence[str]]): Labels, e.g. from `spacy init labels`.
         """
         validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
+        if nlp is not None:
+            _PIPELINES[self] = weakref.ref(nlp)
         if labels is not None:
             for label in labels:
                 self.add_label(label)
@@ -338,6 +356,18 @@ class CRFEntityRecognizer(TrainablePipe):
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
+
+    def _pipeline(self) -> Language:
+        """The pipeline this pipe was created or initialized in."""
+        ref = _PIPELINES.get(self)
+        nlp = ref() if ref is not None else None
+        if nlp is None or not any(pipe is self for _, pipe in nlp.pipeline):
+            raise ValueError(
+                f"The scorer of '{self.name}' runs the pipeline, but '{self.name}' is not in the pipeline "
+                "it was created or initialized in (a sourced or copied component?). Initialize it "
+                "in its pipeline, or use spacy.ner_scorer.v1."
+            )
+        return nlp
 
     def _record_scalar_mix(self) -> None:
         weights = self.scalar_mix_weights()

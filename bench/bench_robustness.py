@@ -1,0 +1,147 @@
+"""Resume NER: sentence-level robustness (Wang, Wang and Shen 2024, Table 4), side by side.
+
+Usage: python bench/bench_robustness.py [--data ../shared/data/resume] [--out bench/runs/robustness]
+       [--systems bilstm tener tener_cl tener_cs bert bert_cs] [--max-steps 2500]
+       [--bert-steps 500] [--window 2] [--beta 1.0] [--jobs 2] [--reuse] [--write BENCHMARKS.md]
+
+Trains each system on the train split (model chosen on dev), then scores it on the
+test split alone and with adjacent test sentences joined: S-F1, P-F1, R-F1 and Asr
+(spacy_cner.robustness). The CPU systems train for --max-steps, the random BERT ones
+for --bert-steps with bench_transformer.py's schedule. With --reuse, a system whose
+model and training stats are already in --out is not trained again.
+"""
+import argparse
+import datetime
+import json
+import platform
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench_resume import ROOT, _cpu_count, _cpu_name, convert, run, train
+from bench_transformer import our_config, write_random_bert
+
+# key: (name in the table, config, extra overrides (formatted with the arguments), is a BERT system)
+SYSTEMS = {
+    "bilstm": ("BiLSTM-CRF (default.cfg)", "default.cfg", [], False),
+    "tener": ("TENER-CRF (tener.cfg)", "tener.cfg", [], False),
+    "tener_cl": (
+        "TENER-CRF + cl (entity_attention_scale = {beta})", "tener.cfg",
+        ["--components.crf_ner.model.encoder.entity_attention_scale={beta}"], False,
+    ),
+    "tener_cs": (
+        "TENER-CRF + cs (attention_window = {window})", "tener.cfg",
+        ["--components.crf_ner.model.encoder.attention_window={window}"], False,
+    ),
+    "bert": ("random BERT-CRF (bert_crf.cfg)", "bert_crf.cfg", [], True),
+    "bert_cs": (
+        "random BERT-CRF + cs (attention_window = {window})", "bert_crf.cfg",
+        ["--components.crf_ner.model.tok2vec.attention_window={window}"], True,
+    ),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "robustness")
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--max-steps", type=int, default=2500, help="training steps of the CPU systems")
+    parser.add_argument("--bert-steps", type=int, default=500, help="training steps of the BERT systems")
+    parser.add_argument("--layers", type=int, default=4, help="random BERT layers")
+    parser.add_argument("--width", type=int, default=256, help="random BERT width")
+    parser.add_argument("--window", type=int, default=2, help="w of the sliding-window constraint (cs)")
+    parser.add_argument("--beta", type=float, default=1.0, help="beta of the entity-label enhancement (cl)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
+    parser.add_argument("--reuse", action="store_true", help="keep systems already trained in --out")
+    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    args = parser.parse_args()
+    if not (args.data / "train.char.bmes").exists():
+        sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
+    args.out.mkdir(parents=True, exist_ok=True)
+    corpus = convert(args.data, args.out / "corpus")
+    settings = {"window": args.window, "beta": args.beta}
+    bert_dir = None
+    if any(SYSTEMS[key][3] for key in args.systems):
+        bert_dir = write_random_bert(args.data, args.out / "random-bert", args.layers, args.width)
+
+    def train_run(key: str) -> dict:
+        _, config_name, extra, is_bert = SYSTEMS[key]
+        out = args.out / key
+        stats_path = out / "training_stats.json"
+        if args.reuse and stats_path.exists() and (out / "model-best").exists():
+            return json.loads(stats_path.read_text())
+        out.mkdir(parents=True, exist_ok=True)
+        overrides = [item.format(**settings) for item in extra]
+        config = ROOT / "configs" / config_name
+        steps = args.max_steps
+        if is_bert:
+            config = our_config(config_name, {}, out / config_name)
+            overrides += bert_schedule(args.bert_steps, bert_dir)
+            steps = args.bert_steps
+        stats = train(config, corpus, out, args.seed, steps, args.jobs > 1, tuple(overrides))
+        stats_path.write_text(json.dumps(stats))
+        return stats
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        training = dict(zip(args.systems, pool.map(train_run, args.systems)))
+    scores = {key: score(args.out / key, corpus) for key in args.systems}
+    table = render(training, scores, settings, args)
+    print(table)
+    if args.write is not None:
+        with args.write.open("a", encoding="utf8") as file_:
+            file_.write("\n" + table)
+
+
+def bert_schedule(steps: int, model_dir: Path) -> list:
+    """bench_transformer.py's schedule: peak 5e-4, 5% warm-up, linear decay, dropout 0.1."""
+    return [
+        f"--vars.transformer={model_dir}",
+        "--components.crf_ner.tok2vec_learn_rate_scale=1.0",
+        "--training.optimizer.learn_rate.initial_rate=0.0005",
+        f"--training.optimizer.learn_rate.warmup_steps={max(1, steps // 20)}",
+        f"--training.optimizer.learn_rate.total_steps={steps}",
+        "--training.dropout=0.1",
+        "--training.batcher.size=2000",
+        f"--training.eval_frequency={max(1, steps // 6)}",
+    ]
+
+
+def score(system_dir: Path, corpus: Path) -> dict:
+    """The robustness command on the system's best model; its metrics.json."""
+    output = system_dir / "robustness"
+    run([sys.executable, "-m", "spacy_cner", "robustness", str(system_dir / "model-best"),
+         str(corpus / "test.spacy"), "--output", str(output)], quiet=True)
+    return json.loads((output / "metrics.json").read_text(encoding="utf8"))
+
+
+def render(training: dict, scores: dict, settings: dict, args: argparse.Namespace) -> str:
+    """The Markdown table, with the command, date and machine."""
+    command = "python bench/bench_robustness.py " + " ".join(sys.argv[1:])
+    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    lines = [
+        f"### Resume NER robustness (Table 4), {datetime.date.today().isoformat()}",
+        "",
+        f"Command: `{command.strip()}`  ",
+        f"Machine: {machine}  ",
+        f"Seed {args.seed}; CPU systems {args.max_steps} steps, random BERT ({args.layers} layers, width "
+        f"{args.width}) {args.bert_steps} steps; model chosen on dev; test split alone (S-F1) and as "
+        "adjacent joined pairs (P-F1, R-F1, Asr).",
+        "",
+        "| system | S-F1 | P-F1 | R-F1 | Asr | changed entities | training wall time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for key in args.systems:
+        metrics = scores[key]
+        lines.append(
+            f"| {SYSTEMS[key][0].format(**settings)} | {metrics['standard']['f'] * 100:.2f} | "
+            f"{metrics['perturbed']['f'] * 100:.2f} | {metrics['robust']['f'] * 100:.2f} | "
+            f"{metrics['attack_success_rate'] * 100:.3f}% | {len(metrics['changed'])} | "
+            f"{training[key]['seconds'] / 60:.1f} min |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
