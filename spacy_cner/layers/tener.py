@@ -12,6 +12,7 @@ import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp, xp2torch
 from thinc.types import Floats2d
 
+from ..entity_attention import check_scale, entity_scale, gold_entity_ids
 from ..windows import split_windows
 from ._torch import (
     SizedModule,
@@ -80,6 +81,7 @@ def TENEREncoder(
     key_projection: bool = False,
     max_length: int = 512,
     attention_window: Optional[int] = None,
+    entity_attention_scale: float = 0.0,
     nI: Optional[int] = None,
 ) -> Model[InT, OutT]:
     """Contextualise token vectors with TENER's relative-position Transformer layers.
@@ -104,6 +106,10 @@ def TENEREncoder(
     attention_window (Optional[int]): Sliding-window constraint (Wang, Wang and Shen 2024,
         eq. 18): a token attends only to tokens at most this far away, in training and
         prediction; None attends to the whole doc.
+    entity_attention_scale (float): Entity-label enhancement, beta of Wang, Wang and Shen
+        2024 (eqs. 15-16): in training, the scores between tokens of the same gold entity
+        are multiplied by 1 + beta (crf_ner provides the gold entities); 0 turns it off.
+        Prediction is unchanged.
     nI (Optional[int]): Input width; None infers it from the data at initialize.
     RETURNS (Model[InT, List[Floats2d]]): The encoder.
     """
@@ -118,6 +124,7 @@ def TENEREncoder(
         raise ValueError(f"TENEREncoder max_length must be at least 2, got {max_length}.")
     if attention_window is not None and attention_window < 0:
         raise ValueError(f"TENEREncoder attention_window must be >= 0 or null, got {attention_window}.")
+    check_scale(entity_attention_scale, "TENEREncoder")
     width = n_heads * head_width
     hparams = {
         "nI": nI,
@@ -142,13 +149,18 @@ def TENEREncoder(
         dims={"nI": nI, "nO": width},
     )
     model.attrs["max_length"] = max_length
+    model.attrs["entity_attention_scale"] = entity_attention_scale
     return model
 
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
     """Encode groups of similar-length docs (long ones in windows); empty docs get empty outputs."""
     arrays, prior = X if isinstance(X, tuple) else (X, None)
-    extras = prior.per_doc([len(array) for array in arrays]) if prior is not None else None
+    lengths = [len(array) for array in arrays]
+    extras = prior.per_doc(lengths) if prior is not None else None
+    beta = model.attrs.get("entity_attention_scale", 0.0)
+    if is_train and beta:
+        extras = _add_entity_scale(model, extras, lengths, beta)
     max_length = model.attrs["max_length"]
     if all(len(array) <= max_length for array in arrays):
         Y, backprop_arrays = forward_by_length(model, arrays, is_train, group_size=GROUP_SIZE, extras=extras)
@@ -161,6 +173,17 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
         return backprop_arrays(dY), prior
 
     return Y, backprop
+
+
+def _add_entity_scale(model: Model, extras, lengths: List[int], beta: float):
+    """Multiply each doc's attention scale by beta * W_cl + J, if crf_ner is training on the docs."""
+    entity_ids = gold_entity_ids(lengths=lengths)
+    if entity_ids is None:
+        return extras
+    scales = [model.ops.asarray2f(entity_scale(ids, beta)) for ids in entity_ids]
+    if extras is None:
+        return [(None, scale) for scale in scales]
+    return [(bias, scale if old is None else old * scale) for (bias, old), scale in zip(extras, scales)]
 
 
 def _forward_windows(model: Model, arrays: List[Floats2d], extras, max_length: int, is_train: bool):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy
+import torch
 from spacy.tokens import Doc
 from spacy.util import SimpleFrozenDict, registry
 from spacy_transformers.data_classes import HFObjects
@@ -22,7 +23,9 @@ from spacy_transformers.layers.hf_wrapper import HFWrapper
 from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
 from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Ints1d
+from torch.overrides import TorchFunctionMode
 
+from ..entity_attention import NO_ENTITY, check_scale, entity_scale, gold_entity_ids
 from ..windows import SENTENCE_ENDS, Window, split_windows
 from .scalar_mix import ScalarMix
 
@@ -37,6 +40,7 @@ def TransformerTok2Vec(
     window_size: int = 0,
     max_batch_windows: int = 64,
     attention_window: Optional[int] = None,
+    entity_attention_scale: float = 0.0,
     tokenizer_config: Dict[str, Any] = SimpleFrozenDict(),
     transformer_config: Dict[str, Any] = SimpleFrozenDict(),
     mixed_precision: bool = False,
@@ -54,12 +58,19 @@ def TransformerTok2Vec(
         a wordpiece attends only to wordpieces whose tokens are at most this many tokens away
         (special tokens sit just before the first and after the last token), through a 3-D
         attention mask, in training and prediction; None attends to the whole window.
+    entity_attention_scale (float): Entity-label enhancement, beta of Wang, Wang and Shen
+        2024 (eqs. 15-16): in training, the attention scores (before the softmax) between
+        wordpieces of the same gold entity are multiplied by 1 + beta in every layer and
+        head (crf_ner provides the gold entities); 0 turns it off. Prediction is unchanged.
+        Needs attention computed through a softmax (eager attention); models whose
+        attention kernel fuses it away raise an error.
     tokenizer_config (Dict[str, Any]): Keyword arguments for the tokenizer's from_pretrained.
     transformer_config (Dict[str, Any]): Keyword arguments for the model config's from_pretrained.
     mixed_precision (bool): Run the transformer in mixed precision (GPU).
     grad_scaler_config (Dict[str, Any]): Settings of the gradient scaler for mixed precision.
     RETURNS (Model[List[Doc], List[Floats2d]]): The tok2vec.
     """
+    check_scale(entity_attention_scale, "TransformerTok2Vec")
     hf_objects = HFObjects(None, None, None, dict(tokenizer_config), dict(transformer_config))
     transformer = HFWrapper(
         hf_objects,
@@ -87,6 +98,7 @@ def TransformerTok2Vec(
             "window_size": window_size,
             "max_batch_windows": max_batch_windows,
             "attention_window": attention_window,
+            "entity_attention_scale": entity_attention_scale,
         },
     )
 
@@ -135,6 +147,8 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
     max_length, content_offset = _window_geometry(model, tokenizer)
     plans = [_plan_doc(doc, tokenizer, max_length) for doc in docs]
     windows = [(d, window) for d, plan in enumerate(plans) for window in plan.windows]
+    beta = model.attrs.get("entity_attention_scale", 0.0)
+    entity_ids = gold_entity_ids(docs=docs) if is_train and beta else None
     # Training runs all windows at once (one backward pass); prediction in chunks of
     # similar length, so a long doc needs only a chunk's hidden states at a time.
     if is_train:
@@ -149,6 +163,9 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
     for chunk in chunks:
         items = [(plans[windows[i][0]], windows[i][1]) for i in chunk]
         batch = _window_batch(model, tokenizer, items, content_offset)
+        if entity_ids is not None:
+            window_ids = [entity_ids[windows[i][0]] for i in chunk]
+            batch["entity_scale"] = _entity_scale(items, window_ids, batch, content_offset, beta)
         rows, backprop_chunk = _encode(model, batch, is_train)
         n_steps = batch["input_ids"].shape[1]
         for position, i in enumerate(chunk):
@@ -179,8 +196,21 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
 def _encode(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[Floats2d, Callable]:
     """Run one padded batch of windows; rows (batch * length, width) and their backprop."""
     transformer = model.get_ref("transformer")
-    # shape: (n_layers, batch, length, width)
-    layers, backprop_layers = transformer(batch, is_train)
+    if "entity_scale" in batch:
+        hf_model = transformer.shims[0]._hfmodel.transformer
+        scale = torch.as_tensor(batch["entity_scale"], device=hf_model.device)[:, None]
+        with _ScaleAttentionScores(scale) as mode:
+            layers, backprop_layers = transformer(batch, is_train)
+        if mode.n_scaled < hf_model.config.num_hidden_layers:
+            raise ValueError(
+                f"entity_attention_scale scaled the attention scores of {mode.n_scaled} of "
+                f"{hf_model.config.num_hidden_layers} layers of {type(hf_model).__name__}: it needs "
+                "attention computed through torch's softmax (eager attention, as in BERT, RoBERTa "
+                "and NEZHA). Set entity_attention_scale = 0 for this model."
+            )
+    else:
+        # shape: (n_layers, batch, length, width)
+        layers, backprop_layers = transformer(batch, is_train)
     n_layers, n_windows, n_steps, width = layers.shape
     flat = layers.reshape(n_layers, n_windows * n_steps, width)
     if model.has_ref("scalar_mix"):
@@ -290,6 +320,51 @@ def _window_batch(
     return {"input_ids": input_ids, "attention_mask": square.astype("int64")}
 
 
+def _entity_scale(
+    items: List[Tuple[DocPlan, Window]], entity_ids: List[Ints1d], batch: Dict[str, Any], content_offset: int, beta: float
+) -> numpy.ndarray:
+    """beta * W_cl + J per window (n_windows, length, length), over wordpieces; special tokens and padding 1."""
+    n_windows, n_steps = batch["input_ids"].shape
+    scale = numpy.ones((n_windows, n_steps, n_steps), dtype="float32")
+    for i, ((plan, w), ids) in enumerate(zip(items, entity_ids)):
+        positions = numpy.full((n_steps,), NO_ENTITY, dtype="i")
+        tokens = numpy.asarray(plan.wordpiece_tokens[w.start : w.end], dtype="i")
+        positions[content_offset : content_offset + len(tokens)] = ids[tokens]
+        scale[i] = entity_scale(positions, beta)
+    return scale
+
+
+class _ScaleAttentionScores(TorchFunctionMode):
+    """Multiply the input of every attention softmax, (batch, heads, length, length), by a scale.
+
+    Eager attention computes softmax(scores + mask); with a scale of 1 wherever the
+    mask blocks (special tokens, padding), softmax((scores + mask) * scale) equals
+    softmax(scores * scale + mask), the enhanced attention.
+    """
+
+    SOFTMAXES = (torch.nn.functional.softmax, torch.softmax, torch.Tensor.softmax)
+
+    def __init__(self, scale: torch.Tensor) -> None:
+        super().__init__()
+        self.scale = scale  # shape: (batch, 1, length, length)
+        self.n_scaled = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SOFTMAXES and args and self._is_scores(args[0]):
+            self.n_scaled += 1
+            args = (args[0] * self.scale.to(args[0].dtype),) + tuple(args[1:])
+        return func(*args, **kwargs)
+
+    def _is_scores(self, tensor) -> bool:
+        return (
+            isinstance(tensor, torch.Tensor)
+            and tensor.dim() == 4
+            and tensor.shape[0] == self.scale.shape[0]
+            and tensor.shape[2:] == self.scale.shape[2:]
+        )
+
+
 def _token_rows(model: Model, plans: List[DocPlan], windows, row_of_window) -> Tuple[Ints1d, Ints1d]:
     """For every token's wordpieces, the row of all_rows that holds it (read from its owning window)."""
     gathers = []
@@ -314,6 +389,9 @@ def _convert_inputs(model: Model, batch: Dict[str, Any], is_train: bool) -> Tupl
         "output_hidden_states": model.attrs["all_layers"],
         "return_dict": True,
     }
+    if "entity_scale" in batch:
+        # Fused attention kernels (sdpa) fall back to eager attention, whose softmax can be scaled.
+        kwargs["output_attentions"] = True
     return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: []
 
 

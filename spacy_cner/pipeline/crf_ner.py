@@ -1,5 +1,6 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
 import weakref
+from contextlib import nullcontext
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
@@ -14,6 +15,7 @@ from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats2d, Ints1d
 
 from ..adversarial import EmbeddingAttack
+from ..entity_attention import example_entity_ids, training_gold
 from ..layers.crf import crf_decode
 from ..layers.scalar_mix import layer_weights
 from ..tags import (
@@ -248,7 +250,8 @@ class CRFEntityRecognizer(TrainablePipe):
 
         With adversarial training, a second forward/backward pass on perturbed
         embeddings adds its gradients before the optimizer step (its loss is
-        reported as "<name>_adversarial").
+        reported as "<name>_adversarial"). Encoders with an entity_attention_scale
+        see the examples' gold entities in these passes (spacy_cner.entity_attention).
 
         examples (Iterable[Example]): The gold examples.
         drop (float): The dropout rate.
@@ -265,19 +268,22 @@ class CRFEntityRecognizer(TrainablePipe):
             return losses
         set_dropout_rate(self.model, drop)
         docs = [eg.predicted for eg in examples]
-        emissions, backprop = self.model.begin_update(docs)
-        loss, d_emissions = self.get_loss(examples, emissions)
-        backprop(d_emissions)
-        if self.adversarial is not None:
-            restore = self.adversarial.perturb(self.model)
-            try:
-                emissions, backprop = self.model.begin_update(docs)
-                adversarial_loss, d_emissions = self.get_loss(examples, emissions)
-                backprop(d_emissions)
-            finally:
-                restore()
-            key = f"{self.name}_adversarial"
-            losses[key] = losses.get(key, 0.0) + adversarial_loss
+        # Encoders with an entity-label enhancement read the gold entities in training.
+        gold = [example_entity_ids(eg) for eg in examples] if self._uses_gold_entities() else None
+        with training_gold(docs, gold) if gold is not None else nullcontext():
+            emissions, backprop = self.model.begin_update(docs)
+            loss, d_emissions = self.get_loss(examples, emissions)
+            backprop(d_emissions)
+            if self.adversarial is not None:
+                restore = self.adversarial.perturb(self.model)
+                try:
+                    emissions, backprop = self.model.begin_update(docs)
+                    adversarial_loss, d_emissions = self.get_loss(examples, emissions)
+                    backprop(d_emissions)
+                finally:
+                    restore()
+                key = f"{self.name}_adversarial"
+                losses[key] = losses.get(key, 0.0) + adversarial_loss
         if sgd is not None:
             self.finish_update(sgd)
         losses[self.name] += loss
@@ -356,6 +362,10 @@ class CRFEntityRecognizer(TrainablePipe):
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
+
+    def _uses_gold_entities(self) -> bool:
+        """Whether a layer of the model has an entity-label enhancement (entity_attention_scale > 0)."""
+        return any(node.attrs.get("entity_attention_scale") for node in self.model.walk())
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in."""

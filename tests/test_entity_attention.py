@@ -1,0 +1,235 @@
+"""Entity-label attention enhancement (cl): gold entities sharpen attention in training, never in prediction."""
+import math
+from pathlib import Path
+
+import numpy
+import pytest
+import spacy
+import torch
+from spacy.training import Example
+from spacy.util import load_config
+from thinc.api import fix_random_seed
+
+from spacy_cner.entity_attention import (
+    NO_ENTITY,
+    entity_scale,
+    example_entity_ids,
+    gold_entity_ids,
+    training_gold,
+)
+from spacy_cner.layers.tener import AttentionPrior, TENEREncoder
+from spacy_cner.layers.transformer import _ScaleAttentionScores, _entity_scale, _plan_doc, _window_batch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TRAIN_DATA = [
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("我在北京市工作", [(2, 5, "LOC")]),
+    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
+]
+
+
+def make_examples(nlp=None):
+    nlp = nlp or spacy.blank("zh")
+    return [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN_DATA]
+
+
+def test_example_entity_ids():
+    nlp = spacy.blank("zh")
+    # Adjacent entities, a one-token entity, and a token with missing annotation ("-").
+    doc = nlp.make_doc("张三李四去了京")
+    example = Example.from_dict(doc, {"entities": ["B-PER", "L-PER", "B-PER", "L-PER", "-", "O", "U-LOC"]})
+    assert example_entity_ids(example).tolist() == [0, 0, 1, 1, NO_ENTITY, NO_ENTITY, 2]
+
+
+def test_entity_scale_is_beta_w_plus_j():
+    ids = numpy.asarray([0, 0, NO_ENTITY, 1, 1, 1], dtype="i")
+    scale = entity_scale(ids, 2.0)
+    expected = numpy.ones((6, 6), dtype="float32")
+    expected[0:2, 0:2] = 3.0
+    expected[3:6, 3:6] = 3.0
+    numpy.testing.assert_array_equal(scale, expected)
+
+
+def test_gold_is_only_visible_inside_training_gold():
+    docs = [example.predicted for example in make_examples()]
+    ids = [numpy.zeros((len(doc),), dtype="i") for doc in docs]
+    assert gold_entity_ids(docs=docs) is None
+    with training_gold(docs, ids):
+        for found in (gold_entity_ids(docs=docs), gold_entity_ids(lengths=[len(doc) for doc in docs])):
+            assert len(found) == len(ids) and all(a is b for a, b in zip(found, ids))
+        # Other docs (e.g. a tok2vec updated by another component) see nothing.
+        assert gold_entity_ids(docs=[spacy.blank("zh").make_doc(doc.text) for doc in docs]) is None
+        with pytest.raises(ValueError, match="one input row per token"):
+            gold_entity_ids(lengths=[1, 2, 3])
+    assert gold_entity_ids(docs=docs) is None
+
+
+# TENER: the scale goes in as an attention prior (tested against the naive loop in layers/test_tener.py).
+
+
+def tener(beta):
+    fix_random_seed(0)
+    model = TENEREncoder(n_heads=2, head_width=8, depth=2, dropout=0.0, attention_dropout=0.0,
+                         output_dropout=0.0, entity_attention_scale=beta)
+    model.initialize(X=[numpy.zeros((2, 5), dtype="float32")])
+    return model
+
+
+def test_tener_scales_scores_in_training_only():
+    rng = numpy.random.default_rng(0)
+    X = [rng.normal(size=(n, 5)).astype("float32") for n in (6, 4)]
+    ids = [numpy.asarray([0, 0, -1, 1, 1, 1], dtype="i"), numpy.asarray([-1, 0, 0, -1], dtype="i")]
+    docs = [spacy.blank("zh").make_doc("x" * len(x)) for x in X]
+    enhanced, plain = tener(2.0), tener(0.0)
+    for a, b in zip(enhanced.predict(X), plain.predict(X)):
+        numpy.testing.assert_array_equal(a, b)
+    # Training outside crf_ner's update: no gold entities, no change.
+    for a, b in zip(enhanced.begin_update(X)[0], plain.begin_update(X)[0]):
+        numpy.testing.assert_allclose(a, b, rtol=1e-6)
+    with training_gold(docs, ids):
+        trained, _ = enhanced.begin_update(X)
+        predicted = enhanced.predict(X)
+        untouched, _ = plain.begin_update(X)
+    prior = AttentionPrior(scale=[entity_scale(i, 2.0) for i in ids])
+    reference, _ = plain.begin_update((X, prior))
+    for a, b, c, d in zip(trained, reference, predicted, untouched):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        numpy.testing.assert_allclose(c, d, rtol=1e-5, atol=1e-6)
+    assert not numpy.allclose(trained[0], untouched[0], atol=1e-4)
+
+
+def test_tener_multiplies_an_existing_prior_scale():
+    X = [numpy.random.default_rng(1).normal(size=(5, 5)).astype("float32")]
+    ids = [numpy.asarray([0, 0, 0, -1, -1], dtype="i")]
+    docs = [spacy.blank("zh").make_doc("x" * 5)]
+    window = numpy.full((5, 5), 0.5, dtype="float32")
+    with training_gold(docs, ids):
+        both, _ = tener(1.5).begin_update((X, AttentionPrior(scale=[window])))
+    expected, _ = tener(0.0).begin_update((X, AttentionPrior(scale=[window * entity_scale(ids[0], 1.5)])))
+    numpy.testing.assert_allclose(both[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
+def test_negative_beta_raises():
+    with pytest.raises(ValueError, match="entity_attention_scale must be >= 0"):
+        TENEREncoder(entity_attention_scale=-1.0)
+
+
+# Hugging Face encoders: the input of each attention softmax is scaled.
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_scaled_bert_attention_matches_reference(tiny_bert, implementation):
+    from transformers import BertModel
+
+    model = BertModel.from_pretrained(str(tiny_bert), attn_implementation=implementation).eval()
+    ids = torch.tensor([[2, 10, 11, 12, 13, 3, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])
+    entity_ids = numpy.asarray([-1, 0, 0, -1, 1, -1, -1], dtype="i")
+    scale = torch.tensor(entity_scale(entity_ids, 2.0))[None, None]
+    with _ScaleAttentionScores(scale) as mode:
+        output = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
+    assert mode.n_scaled == model.config.num_hidden_layers
+    attention = model.encoder.layer[0].attention.self
+    hidden = output.hidden_states[0]
+
+    def heads(x):
+        return x.view(1, 7, attention.num_attention_heads, attention.attention_head_size).transpose(1, 2)
+
+    scores = heads(attention.query(hidden)) @ heads(attention.key(hidden)).transpose(-1, -2)
+    scores = scores / math.sqrt(attention.attention_head_size)
+    blocked = torch.finfo(torch.float32).min * (1 - mask[:, None, None, :].float())
+    expected = torch.softmax(scores * scale + blocked, dim=-1)
+    torch.testing.assert_close(output.attentions[0], expected, rtol=1e-5, atol=1e-6)
+    plain = model(input_ids=ids, attention_mask=mask, output_attentions=True).attentions[0]
+    assert not torch.allclose(plain, expected, atol=1e-4)
+
+
+def test_wordpiece_scale_follows_tokens(tiny_roberta):
+    """RoBERTa's 3 wordpieces per character: all wordpieces of an entity's characters share the scale."""
+    from spacy_cner.layers.transformer import TransformerTok2Vec
+
+    model = TransformerTok2Vec(str(tiny_roberta), window_size=64)
+    doc = spacy.blank("zh").make_doc("张三去了")
+    model.initialize(X=[doc])
+    tokenizer = model.get_ref("transformer").shims[0]._hfmodel.tokenizer
+    plan = _plan_doc(doc, tokenizer, 60)
+    items = [(plan, plan.windows[0])]
+    batch = _window_batch(model, tokenizer, items, 1)
+    scale = _entity_scale(items, [numpy.asarray([0, 0, -1, -1], dtype="i")], batch, 1, 2.0)
+    assert scale.shape == (1, 14, 14)  # <s>, 4 x 3 wordpieces, </s>
+    expected = numpy.ones((14, 14), dtype="float32")
+    expected[1:7, 1:7] = 3.0
+    numpy.testing.assert_array_equal(scale[0], expected)
+
+
+def transformer_pipeline(path, beta, window=None):
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    tok2vec = {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(path),
+               "entity_attention_scale": beta, "attention_window": window}
+    nlp.add_pipe("crf_ner", config={"model": {"@architectures": "spacy-cner.CRFTagger.v1", "encoder": None,
+                                              "tok2vec": tok2vec}})
+    examples = make_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    return nlp, examples, optimizer
+
+
+def tener_pipeline(beta):
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    # No dropout anywhere: the two pipelines' training steps must be comparable.
+    overrides = {
+        "components.crf_ner.model.encoder.entity_attention_scale": beta,
+        "components.crf_ner.model.encoder.n_heads": 2,
+        "components.crf_ner.model.encoder.head_width": 8,
+        "components.crf_ner.model.tok2vec.dropout": 0.0,
+        "components.crf_ner.model.tok2vec.bigram_dropout": 0.0,
+        "components.crf_ner.model.encoder.dropout": 0.0,
+        "components.crf_ner.model.encoder.attention_dropout": 0.0,
+        "components.crf_ner.model.encoder.output_dropout": 0.0,
+    }
+    model = load_config(REPO_ROOT / "configs" / "tener.cfg", overrides=overrides)["components"]["crf_ner"]["model"]
+    nlp.add_pipe("crf_ner", config={"model": dict(model)})
+    examples = make_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    return nlp, examples, optimizer
+
+
+def parameters(nlp):
+    return numpy.concatenate([
+        nlp.get_pipe("crf_ner").model.ops.to_numpy(node.get_param(name)).ravel()
+        for node in nlp.get_pipe("crf_ner").model.walk() for name in node.param_names if node.has_param(name)
+    ] + [p.detach().numpy().ravel() for node in nlp.get_pipe("crf_ner").model.walk()
+         for shim in node.shims for p in shim._model.parameters()])
+
+
+@pytest.mark.parametrize("kind", ["tener", "bert", "nezha"])
+def test_cl_changes_training_only(kind, request):
+    """Same weights: identical predictions; one identical update step: different weights."""
+    if kind == "tener":
+        (enhanced, examples, sgd_a), (plain, _, sgd_b) = tener_pipeline(3.0), tener_pipeline(0.0)
+    else:
+        path = request.getfixturevalue(f"tiny_{kind}")
+        (enhanced, examples, sgd_a), (plain, _, sgd_b) = transformer_pipeline(path, 3.0), transformer_pipeline(path, 0.0)
+    texts = [text for text, _ in TRAIN_DATA]
+    numpy.testing.assert_array_equal(parameters(enhanced), parameters(plain))
+    a = [enhanced.get_pipe("crf_ner").model.predict([enhanced.make_doc(t)])[0] for t in texts]
+    b = [plain.get_pipe("crf_ner").model.predict([plain.make_doc(t)])[0] for t in texts]
+    for x, y in zip(a, b):
+        numpy.testing.assert_array_equal(x, y)
+    losses_a, losses_b = {}, {}
+    enhanced.update(examples, sgd=sgd_a, drop=0.0, losses=losses_a)
+    plain.update(make_examples(plain), sgd=sgd_b, drop=0.0, losses=losses_b)
+    assert losses_a["crf_ner"] != pytest.approx(losses_b["crf_ner"], rel=1e-6)
+    assert not numpy.allclose(parameters(enhanced), parameters(plain), rtol=0, atol=1e-7)
+
+
+def test_cl_with_attention_window_and_fgm(tiny_nezha):
+    """cl, cs and adversarial training together: the update runs and both passes see the gold."""
+    nlp, examples, optimizer = transformer_pipeline(tiny_nezha, 2.0, window=2)
+    ner = nlp.get_pipe("crf_ner")
+    ner.adversarial = spacy.util.registry.resolve({"a": {"@misc": "spacy-cner.fgm.v1"}})["a"]
+    losses = {}
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer, drop=0.0, losses=losses)
+    assert losses["crf_ner"] > 0 and losses["crf_ner_adversarial"] > 0
