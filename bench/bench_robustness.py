@@ -1,7 +1,7 @@
 """Resume NER: sentence-level robustness (Wang, Wang and Shen 2024, Table 4), side by side.
 
 Usage: python bench/bench_robustness.py [--data ../shared/data/resume] [--out bench/runs/robustness]
-       [--systems bilstm tener tener_cl tener_cs bert bert_cs] [--max-steps 2500]
+       [--systems bilstm tener tener_cl tener_cs tener_cs_sb bilstm_sb bert bert_cs] [--max-steps 2500]
        [--bert-steps 500] [--window 2] [--beta 1.0] [--jobs 2] [--reuse] [--write BENCHMARKS.md]
 
 Trains each system on the train split (model chosen on dev), then scores it on the
@@ -32,6 +32,14 @@ SYSTEMS = {
     "tener_cs": (
         "TENER-CRF + cs (attention_window = {window})", "tener.cfg",
         ["--components.crf_ner.model.encoder.attention_window={window}"], False,
+    ),
+    "tener_cs_sb": (
+        "TENER-CRF + cs (attention_window = {window}) + sentence_bigrams", "tener.cfg",
+        ["--components.crf_ner.model.encoder.attention_window={window}",
+         "--components.crf_ner.model.tok2vec.sentence_bigrams=true"], False,
+    ),
+    "bilstm_sb": (
+        "BiLSTM-CRF + sentence_bigrams", "default.cfg", ["--components.crf_ner.model.tok2vec.sentence_bigrams=true"], False,
     ),
     "bert": ("random BERT-CRF (bert_crf.cfg)", "bert_crf.cfg", [], True),
     "bert_cs": (

@@ -8,6 +8,8 @@ from spacy.util import registry
 from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
+from ..windows import SENTENCE_ENDS
+
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
 # Key that stands in for a bigram hidden by bigram_dropout.
@@ -25,6 +27,7 @@ def CharBigramEmbed(
     dropout: float = 0.0,
     embed_width: Optional[int] = None,
     bigram_dropout: float = 0.0,
+    sentence_bigrams: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
     """Character + bigram embedding for Chinese, as a spaCy tok2vec.
 
@@ -42,6 +45,9 @@ def CharBigramEmbed(
         Narrower tables train faster: every step updates every row.
     bigram_dropout (float): In training, the share of bigrams replaced by an
         unknown-bigram key, so the model does not lean on rare bigrams alone.
+    sentence_bigrams (bool): No bigram spans a sentence end (a token of 。！？!?;； or
+        a newline): the tokens on either side get the doc-boundary bigram instead, so a
+        sentence has the same features alone and after another sentence (robustness).
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     embed_width = embed_width or width
@@ -51,16 +57,18 @@ def CharBigramEmbed(
         tables.append(HashEmbed(embed_width, bigram_rows, column=2, seed=13, dropout=dropout))
     mix = Maxout(width, embed_width * len(tables), nP=3, dropout=dropout, normalize=True)
     model = chain(
-        ngram_keys(prev_bigram, bigram_dropout),
+        ngram_keys(prev_bigram, bigram_dropout, sentence_bigrams),
         with_array(chain(concatenate(*tables), mix)),
     )
     model.set_dim("nO", width)
     return model
 
 
-def ngram_keys(prev_bigram: bool, bigram_dropout: float = 0.0) -> Model[List[Doc], List[Ints2d]]:
+def ngram_keys(
+    prev_bigram: bool, bigram_dropout: float = 0.0, sentence_bigrams: bool = False
+) -> Model[List[Doc], List[Ints2d]]:
     """Per doc, the uint64 keys (n_tokens, 2 or 3): token, next bigram, previous bigram."""
-    attrs = {"prev_bigram": prev_bigram, "bigram_dropout": bigram_dropout}
+    attrs = {"prev_bigram": prev_bigram, "bigram_dropout": bigram_dropout, "sentence_bigrams": sentence_bigrams}
     return Model("ngram_keys", _ngram_keys_forward, attrs=attrs)
 
 
@@ -70,11 +78,18 @@ def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[
     for doc in docs:
         token_keys = xp.asarray(doc.to_array(NORM), dtype="uint64")
         padded = xp.concatenate([xp.asarray([BOUNDARY], dtype="uint64"), token_keys, xp.asarray([BOUNDARY], dtype="uint64")])
-        # Key of the bigram (padded[i], padded[i + 1]); uint64 arithmetic wraps.
-        pair_keys = padded[:-1] * xp.uint64(BIGRAM_MIX) + padded[1:]
-        columns = [token_keys, pair_keys[1:]]
+        left, right = padded[:-2].copy(), padded[2:].copy()
+        if model.attrs.get("sentence_bigrams"):
+            ends = [t.i for t in doc[:-1] if t.text in SENTENCE_ENDS or "\n" in t.text]
+            if ends:
+                ends = xp.asarray(ends)
+                right[ends] = BOUNDARY
+                left[ends + 1] = BOUNDARY
+        # Keys of the bigrams (left, token) and (token, right); uint64 arithmetic wraps.
+        mix = xp.uint64(BIGRAM_MIX)
+        columns = [token_keys, token_keys * mix + right]
         if model.attrs["prev_bigram"]:
-            columns.append(pair_keys[:-1])
+            columns.append(left * mix + token_keys)
         doc_keys = xp.stack(columns, axis=1) if len(doc) else xp.zeros((0, len(columns)), dtype="uint64")
         if is_train and model.attrs["bigram_dropout"] > 0:
             dropped = numpy.random.random_sample(doc_keys[:, 1:].shape) < model.attrs["bigram_dropout"]

@@ -97,3 +97,21 @@ def test_bigram_dropout_hides_bigrams_in_training_only():
     # Characters are never hidden, and visible bigrams keep their keys.
     numpy.testing.assert_array_equal(train_keys[:, 0], predict_keys[:, 0])
     numpy.testing.assert_array_equal(train_keys[:, 1:][~hidden], predict_keys[:, 1:][~hidden])
+
+
+def test_sentence_bigrams_give_each_sentence_its_features_alone(nlp):
+    """With sentence_bigrams, 张三来了。李四走了 has the keys of its two sentences alone; without, not."""
+    first, second, joined = (nlp.make_doc(text) for text in ("张三来了。", "李四走了", "张三来了。李四走了"))
+    split = ngram_keys(True, sentence_bigrams=True)
+    alone = split.predict([first, second])
+    (together,) = split.predict([joined])
+    numpy.testing.assert_array_equal(together, numpy.concatenate(alone))
+    (crossing,) = ngram_keys(True).predict([joined])
+    assert (crossing[4] != together[4]).any() and (crossing[5] != together[5]).any()
+    numpy.testing.assert_array_equal(crossing[:4], together[:4])
+    # Embeddings follow the keys: the second sentence's vectors are its vectors alone.
+    fix_random_seed(0)
+    model = CharBigramEmbed(WIDTH, char_rows=100, bigram_rows=200, sentence_bigrams=True)
+    model.initialize()
+    (vectors,) = model.predict([joined])
+    numpy.testing.assert_allclose(vectors[5:], model.predict([second])[0], rtol=1e-6)

@@ -1,0 +1,296 @@
+"""Lexicons for the lexicon adapter (LEBERT, Liu et al. 2021): loading, and matching words to characters.
+
+A lexicon is a list of words, optionally with frequencies and word vectors. It
+loads from a word list (one word per line, optional frequency and tag columns,
+as jieba's dict.txt), from word vectors in word2vec text format (first line
+"count dim", as the Tencent AI Lab embeddings), or from jieba's own dictionary.
+Matching finds, for each character of a text, the lexicon words that cover it
+(LEBERT's char-words pairs) with a pygtrie trie.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+import pygtrie
+import srsly
+
+PathLike = Union[str, Path]
+# A matched word: (start char, end char (exclusive), word index).
+Match = Tuple[int, int, int]
+
+
+@dataclass
+class LoadStats:
+    """What loading kept and left out, for the user to check."""
+
+    path: str
+    n_lines: int = 0
+    n_words: int = 0
+    too_short: int = 0
+    too_long: int = 0
+    too_rare: int = 0
+    duplicates: int = 0
+    over_max_words: int = 0
+
+
+class Lexicon:
+    """Words (and optionally frequencies and vectors) with a trie for matching them in text."""
+
+    def __init__(
+        self,
+        words: Sequence[str],
+        vectors: Optional[numpy.ndarray] = None,
+        frequencies: Optional[Sequence[int]] = None,
+    ) -> None:
+        """words (Sequence[str]): Unique, non-empty words without whitespace.
+        vectors (Optional[numpy.ndarray]): (len(words), dim) float vectors, one row per word.
+        frequencies (Optional[Sequence[int]]): One count per word.
+        """
+        self.words = list(words)
+        self.index: Dict[str, int] = {}
+        for i, word in enumerate(self.words):
+            if not isinstance(word, str) or not word or any(c.isspace() for c in word):
+                raise ValueError(f"Invalid lexicon word {word!r} (entry {i}): words are non-empty, without whitespace.")
+            if word in self.index:
+                raise ValueError(f"Lexicon word {word!r} occurs twice (entries {self.index[word]} and {i}).")
+            self.index[word] = i
+        if vectors is not None:
+            vectors = numpy.asarray(vectors, dtype="float32")
+            if vectors.ndim != 2 or len(vectors) != len(self.words):
+                raise ValueError(f"Lexicon vectors have shape {vectors.shape}; expected ({len(self.words)}, dim).")
+        if frequencies is not None and len(frequencies) != len(self.words):
+            raise ValueError(f"Got {len(frequencies)} frequencies for {len(self.words)} lexicon words.")
+        self.vectors = vectors
+        self.frequencies = None if frequencies is None else numpy.asarray(frequencies, dtype="int64")
+        self.max_word_length = max((len(word) for word in self.words), default=0)
+        self._trie: Optional[pygtrie.CharTrie] = None
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    @property
+    def trie(self) -> pygtrie.CharTrie:
+        """Word -> index trie, built on first use (about 10 s and 450 MB per million words)."""
+        if self._trie is None:
+            trie = pygtrie.CharTrie()
+            for i, word in enumerate(self.words):
+                trie[word] = i
+            self._trie = trie
+        return self._trie
+
+    def find(self, text: str) -> List[Match]:
+        """Every occurrence of every lexicon word in text, by start then length."""
+        trie = self.trie
+        limit = self.max_word_length
+        found = []
+        for start in range(len(text)):
+            for word, i in trie.prefixes(text[start : start + limit]):
+                found.append((start, start + len(word), i))
+        return found
+
+    def match(self, text: str, max_words_per_char: int) -> List[List[Match]]:
+        """For each character, the words that cover it, at most max_words_per_char of them.
+
+        When more words cover a character, the longest are kept (then the earliest):
+        LEBERT keeps the shortest and earliest, which drops whole entities such as
+        长江大桥 in 南京市长江大桥 with a cap of 3, while the short words it keeps are
+        mostly inside the long ones. Within each character's list, words are in text order.
+        """
+        if max_words_per_char < 1:
+            raise ValueError(f"max_words_per_char must be at least 1, got {max_words_per_char}.")
+        covering: List[List[Match]] = [[] for _ in text]
+        for match in self.find(text):
+            for position in range(match[0], match[1]):
+                covering[position].append(match)
+        result = []
+        for words in covering:
+            if len(words) > max_words_per_char:
+                kept = sorted(words, key=lambda m: (m[0] - m[1], m[0]))[:max_words_per_char]
+                words = sorted(kept)
+            result.append(words)
+        return result
+
+    # Loading
+
+    @classmethod
+    def from_word_list(
+        cls,
+        path: PathLike,
+        *,
+        min_word_length: int = 2,
+        max_word_length: Optional[int] = None,
+        min_frequency: Optional[int] = None,
+        max_words: Optional[int] = None,
+        encoding: str = "utf8",
+    ) -> Tuple["Lexicon", LoadStats]:
+        """Load "word [frequency] [tag]" lines (jieba's dict.txt format); blank lines are skipped.
+
+        min_word_length (int): Shorter words are left out; single characters are the
+            model's own tokens already.
+        max_word_length (Optional[int]): Longer words are left out.
+        min_frequency (Optional[int]): Words with a lower frequency are left out (needs
+            a frequency on every line).
+        max_words (Optional[int]): Keep the most frequent words (file order without frequencies).
+        RETURNS (Tuple[Lexicon, LoadStats]): The lexicon and what was left out.
+        """
+        stats = LoadStats(path=str(path))
+        entries: Dict[str, Optional[int]] = {}
+        with open(path, encoding=encoding) as file_:
+            for line_number, line in enumerate(file_, start=1):
+                stats.n_lines += 1
+                fields = line.lstrip("\ufeff").split()
+                if not fields:
+                    continue
+                word, frequency = fields[0], None
+                if len(fields) > 1 and _is_int(fields[1]):
+                    frequency = int(fields[1])
+                elif min_frequency is not None:
+                    raise ValueError(f"{path}, line {line_number}: min_frequency is set but the line has no frequency: {line.strip()!r}")
+                if len(fields) > 3 or (len(fields) == 3 and frequency is None):
+                    raise ValueError(
+                        f"{path}, line {line_number}: expected 'word [frequency] [tag]', got {line.strip()!r}"
+                    )
+                if not _keep(word, frequency, min_word_length, max_word_length, min_frequency, stats):
+                    continue
+                if word in entries:
+                    stats.duplicates += 1
+                    continue
+                entries[word] = frequency
+        words = list(entries)
+        frequencies = list(entries.values())
+        has_frequencies = all(f is not None for f in frequencies)
+        if max_words is not None and len(words) > max_words:
+            stats.over_max_words = len(words) - max_words
+            if has_frequencies:
+                order = sorted(range(len(words)), key=lambda i: -frequencies[i])[:max_words]
+                order.sort()
+                words = [words[i] for i in order]
+                frequencies = [frequencies[i] for i in order]
+            else:
+                words, frequencies = words[:max_words], frequencies[:max_words]
+        stats.n_words = len(words)
+        return cls(words, frequencies=frequencies if has_frequencies and words else None), stats
+
+    @classmethod
+    def from_word2vec(
+        cls,
+        path: PathLike,
+        *,
+        min_word_length: int = 2,
+        max_word_length: Optional[int] = None,
+        max_words: Optional[int] = None,
+        encoding: str = "utf8",
+    ) -> Tuple["Lexicon", LoadStats]:
+        """Load word vectors in word2vec text format: "count dim", then "word v1 ... v_dim" lines.
+
+        Lines must hold exactly dim numbers, and the file `count` vectors (else an error
+        names the line or the file): a truncated download fails instead of loading part
+        of it. max_words stops reading after that many kept words (these files are sorted
+        by frequency); the count is then not checked.
+        RETURNS (Tuple[Lexicon, LoadStats]): The lexicon with its vectors, and what was left out.
+        """
+        stats = LoadStats(path=str(path))
+        words: List[str] = []
+        seen = set()
+        rows: List[numpy.ndarray] = []
+        n_vectors = 0
+        with open(path, encoding=encoding) as file_:
+            header = file_.readline().lstrip("\ufeff").split()
+            if len(header) != 2 or not all(_is_int(value) for value in header):
+                raise ValueError(f"{path}, line 1: expected the word2vec header 'count dim', got {' '.join(header)!r}")
+            count, dim = int(header[0]), int(header[1])
+            for line_number, line in enumerate(file_, start=2):
+                stats.n_lines += 1
+                fields = line.split()
+                if not fields:
+                    continue
+                if max_words is not None and len(words) >= max_words:
+                    stats.over_max_words = count - n_vectors
+                    break
+                n_vectors += 1
+                word = fields[0]
+                if len(fields) != dim + 1:
+                    raise ValueError(
+                        f"{path}, line {line_number}: expected a word and {dim} numbers, got "
+                        f"{len(fields) - 1} values after {word!r}"
+                    )
+                if not _keep(word, None, min_word_length, max_word_length, None, stats):
+                    continue
+                if word in seen:
+                    stats.duplicates += 1
+                    continue
+                try:
+                    rows.append(numpy.asarray(fields[1:], dtype="float32"))
+                except ValueError as error:
+                    raise ValueError(f"{path}, line {line_number}: {error}") from error
+                seen.add(word)
+                words.append(word)
+        if n_vectors != count and not stats.over_max_words:
+            raise ValueError(f"{path}: the header says {count} vectors but the file has {n_vectors} (truncated?)")
+        stats.n_words = len(words)
+        vectors = numpy.stack(rows) if rows else numpy.zeros((0, dim), dtype="float32")
+        return cls(words, vectors=vectors), stats
+
+    @classmethod
+    def from_jieba(cls, **options) -> Tuple["Lexicon", LoadStats]:
+        """jieba's installed dictionary (about 350k words; `pip install spacy-cner[jieba]`).
+
+        options: as for from_word_list.
+        """
+        try:
+            import jieba
+        except ImportError as error:
+            raise ImportError(
+                "The jieba lexicon needs jieba: pip install 'spacy-cner[jieba]' (or give a word list)."
+            ) from error
+        return cls.from_word_list(Path(jieba.__file__).parent / "dict.txt", **options)
+
+    # Serialisation: words as one string, vectors as float16 bytes.
+
+    def to_bytes(self) -> bytes:
+        """The lexicon as bytes (vectors stored in float16, half the size of float32)."""
+        msg = {"words": "\n".join(self.words), "frequencies": None, "vectors": None}
+        if self.frequencies is not None:
+            msg["frequencies"] = self.frequencies.astype("<i8").tobytes()
+        if self.vectors is not None:
+            msg["vectors"] = self.vectors.astype("<f2").tobytes()
+            msg["dim"] = int(self.vectors.shape[1])
+        return srsly.msgpack_dumps(msg)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Lexicon":
+        msg = srsly.msgpack_loads(data)
+        words = msg["words"].split("\n") if msg["words"] else []
+        frequencies = None if msg["frequencies"] is None else numpy.frombuffer(msg["frequencies"], dtype="<i8")
+        vectors = None
+        if msg["vectors"] is not None:
+            vectors = numpy.frombuffer(msg["vectors"], dtype="<f2").reshape(len(words), msg["dim"]).astype("float32")
+        return cls(words, vectors=vectors, frequencies=frequencies)
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
+def _keep(
+    word: str,
+    frequency: Optional[int],
+    min_length: int,
+    max_length: Optional[int],
+    min_frequency: Optional[int],
+    stats: LoadStats,
+) -> bool:
+    if len(word) < min_length:
+        stats.too_short += 1
+        return False
+    if max_length is not None and len(word) > max_length:
+        stats.too_long += 1
+        return False
+    if min_frequency is not None and frequency is not None and frequency < min_frequency:
+        stats.too_rare += 1
+        return False
+    return True
