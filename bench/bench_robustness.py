@@ -8,7 +8,8 @@ Trains each system on the train split (model chosen on dev), then scores it on t
 test split alone and with adjacent test sentences joined: S-F1, P-F1, R-F1 and Asr
 (spacy_cner.robustness). The CPU systems train for --max-steps, the random BERT ones
 for --bert-steps with bench_transformer.py's schedule. With --reuse, a system whose
-model and training stats are already in --out is not trained again.
+model and training stats are already in --out is not trained again (nor scored again
+when its metrics are newer than its model).
 """
 import argparse
 import datetime
@@ -62,7 +63,7 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=1.0, help="beta of the entity-label enhancement (cl)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
-    parser.add_argument("--reuse", action="store_true", help="keep systems already trained in --out")
+    parser.add_argument("--reuse", action="store_true", help="keep systems already trained (and scored) in --out")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     args = parser.parse_args()
     if not (args.data / "train.char.bmes").exists():
@@ -94,7 +95,7 @@ def main() -> None:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         training = dict(zip(args.systems, pool.map(train_run, args.systems)))
-    scores = {key: score(args.out / key, corpus) for key in args.systems}
+    scores = {key: score(args.out / key, corpus, args.reuse) for key in args.systems}
     table = render(training, scores, settings, args)
     print(table)
     if args.write is not None:
@@ -116,9 +117,12 @@ def bert_schedule(steps: int, model_dir: Path) -> list:
     ]
 
 
-def score(system_dir: Path, corpus: Path) -> dict:
-    """The robustness command on the system's best model; its metrics.json."""
+def score(system_dir: Path, corpus: Path, reuse: bool) -> dict:
+    """The robustness command on the system's best model; its metrics.json (kept with --reuse)."""
     output = system_dir / "robustness"
+    metrics = output / "metrics.json"
+    if reuse and metrics.exists() and metrics.stat().st_mtime > (system_dir / "model-best").stat().st_mtime:
+        return json.loads(metrics.read_text(encoding="utf8"))
     run([sys.executable, "-m", "spacy_cner", "robustness", str(system_dir / "model-best"),
          str(corpus / "test.spacy"), "--output", str(output)], quiet=True)
     return json.loads((output / "metrics.json").read_text(encoding="utf8"))
