@@ -45,10 +45,7 @@ def main() -> None:
         help="skip training: evaluate the models and reuse the training stats of an earlier run in --out",
     )
     args = parser.parse_args()
-    if not (args.data / "train.char.bmes").exists():
-        sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
-    args.out.mkdir(parents=True, exist_ok=True)
-    corpus = convert(args.data, args.out / "corpus")
+    corpus = prepare_corpus(args.data, args.out)
     configs = {
         key: ROOT / "configs" / SYSTEMS[key][1] if SYSTEMS[key][1] else spacy_ner_config(args.out / "spacy_ner.cfg")
         for key in args.systems
@@ -74,6 +71,14 @@ def main() -> None:
     if args.write is not None:
         with args.write.open("a", encoding="utf8") as file_:
             file_.write("\n" + table)
+
+
+def prepare_corpus(data: Path, out: Path) -> Path:
+    """Check that data holds Resume, and convert it into out/corpus."""
+    if not (data / "train.char.bmes").exists():
+        sys.exit(f"No Resume data in {data}: pass --data DIR with train/dev/test.char.bmes")
+    out.mkdir(parents=True, exist_ok=True)
+    return convert(data, out / "corpus")
 
 
 def convert(data: Path, corpus: Path) -> Path:

@@ -19,8 +19,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name, convert, run, train
-from bench_transformer import our_config, write_random_bert
+from bench_resume import ROOT, _cpu_count, _cpu_name, prepare_corpus, run, train
+from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config, extra overrides (formatted with the arguments), is a BERT system)
 SYSTEMS = {
@@ -66,10 +66,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="keep systems already trained (and scored) in --out")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     args = parser.parse_args()
-    if not (args.data / "train.char.bmes").exists():
-        sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
-    args.out.mkdir(parents=True, exist_ok=True)
-    corpus = convert(args.data, args.out / "corpus")
+    corpus = prepare_corpus(args.data, args.out)
     settings = {"window": args.window, "beta": args.beta}
     bert_dir = None
     if any(SYSTEMS[key][3] for key in args.systems):
@@ -87,7 +84,10 @@ def main() -> None:
         steps = args.max_steps
         if is_bert:
             config = our_config(config_name, {}, out / config_name)
-            overrides += bert_schedule(args.bert_steps, bert_dir)
+            # bench_transformer.py's: a random encoder trains at the same rate as the layers above it.
+            overrides += training_schedule(args.bert_steps, 5e-4) + [
+                f"--vars.transformer={bert_dir}", "--components.crf_ner.tok2vec_learn_rate_scale=1.0"
+            ]
             steps = args.bert_steps
         stats = train(config, corpus, out, args.seed, steps, args.jobs > 1, tuple(overrides))
         stats_path.write_text(json.dumps(stats))
@@ -101,20 +101,6 @@ def main() -> None:
     if args.write is not None:
         with args.write.open("a", encoding="utf8") as file_:
             file_.write("\n" + table)
-
-
-def bert_schedule(steps: int, model_dir: Path) -> list:
-    """bench_transformer.py's schedule: peak 5e-4, 5% warm-up, linear decay, dropout 0.1."""
-    return [
-        f"--vars.transformer={model_dir}",
-        "--components.crf_ner.tok2vec_learn_rate_scale=1.0",
-        "--training.optimizer.learn_rate.initial_rate=0.0005",
-        f"--training.optimizer.learn_rate.warmup_steps={max(1, steps // 20)}",
-        f"--training.optimizer.learn_rate.total_steps={steps}",
-        "--training.dropout=0.1",
-        "--training.batcher.size=2000",
-        f"--training.eval_frequency={max(1, steps // 6)}",
-    ]
 
 
 def score(system_dir: Path, corpus: Path, reuse: bool) -> dict:

@@ -15,7 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name, convert, evaluate, train
+from bench_resume import ROOT, _cpu_count, _cpu_name, evaluate, prepare_corpus, train
 
 # key: (name in the table, config, settings the config text gets)
 SYSTEMS = {
@@ -40,20 +40,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     args = parser.parse_args()
-    if not (args.data / "train.char.bmes").exists():
-        sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
-    args.out.mkdir(parents=True, exist_ok=True)
-    corpus = convert(args.data, args.out / "corpus")
+    corpus = prepare_corpus(args.data, args.out)
     model_dir = write_random_bert(args.data, args.out / "random-bert", args.layers, args.width)
-    warmup = max(1, args.max_steps // 20)
-    schedule = [
-        f"--training.optimizer.learn_rate.initial_rate={args.learn_rate}",
-        f"--training.optimizer.learn_rate.warmup_steps={warmup}",
-        f"--training.optimizer.learn_rate.total_steps={args.max_steps}",
-        "--training.dropout=0.1",
-        "--training.batcher.size=2000",
-        f"--training.eval_frequency={max(1, args.max_steps // 6)}",
-    ]
+    schedule = training_schedule(args.max_steps, args.learn_rate)
     runs = {}
     for key in args.systems:
         name, config_name, settings = SYSTEMS[key]
@@ -84,6 +73,18 @@ def main() -> None:
     if args.write is not None:
         with args.write.open("a", encoding="utf8") as file_:
             file_.write("\n" + table)
+
+
+def training_schedule(steps: int, learn_rate: float) -> list:
+    """The same schedule for every system: linear warm-up over 5% of the steps, linear decay."""
+    return [
+        f"--training.optimizer.learn_rate.initial_rate={learn_rate}",
+        f"--training.optimizer.learn_rate.warmup_steps={max(1, steps // 20)}",
+        f"--training.optimizer.learn_rate.total_steps={steps}",
+        "--training.dropout=0.1",
+        "--training.batcher.size=2000",
+        f"--training.eval_frequency={max(1, steps // 6)}",
+    ]
 
 
 def write_random_bert(data: Path, path: Path, layers: int, width: int) -> Path:
