@@ -42,6 +42,9 @@ bigram_rows = 20000
 prev_bigram = true
 dropout = 0.1
 bigram_dropout = 0.3
+# Off here, on in configs/: loading a pipeline saved before the setting existed
+# fills it from this default, and must not change how that pipeline reads text.
+sentence_bigrams = false
 
 [model.encoder]
 @layers = "spacy-cner.BiLSTMEncoder.v1"
