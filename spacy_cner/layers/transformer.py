@@ -338,8 +338,9 @@ class _ScaleAttentionScores(TorchFunctionMode):
     """Multiply the input of every attention softmax, (batch, heads, length, length), by a scale.
 
     Eager attention computes softmax(scores + mask); with a scale of 1 wherever the
-    mask blocks (special tokens, padding), softmax((scores + mask) * scale) equals
-    softmax(scores * scale + mask), the enhanced attention.
+    mask blocks special tokens and padding, softmax((scores + mask) * scale) equals
+    softmax(scores * scale + mask), the enhanced attention (a pair of one entity that an
+    attention window blocks only gets blocked harder).
     """
 
     SOFTMAXES = (torch.nn.functional.softmax, torch.softmax, torch.Tensor.softmax)
