@@ -1,0 +1,116 @@
+"""Lexicon loading and matching: time and memory, jieba's dictionary and a synthetic 1M-word vector file.
+
+Usage: python bench/bench_lexicon.py [--data ../shared/data/resume] [--words 1000000] [--dim 50]
+       [--cap 3] [--write BENCHMARKS.md]
+
+Each measurement runs in a child process: wall time and the growth of its peak resident
+memory. Matching throughput: Lexicon.match over every character of Resume test.
+"""
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from bench_resume import ROOT, _cpu_count, _cpu_name
+
+CHILD = """
+import json, resource, sys, time
+from spacy_cner.lexicon import Lexicon
+def peak_mb(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+kind, path, data, cap = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+base = peak_mb(); start = time.perf_counter()
+lexicon, _ = Lexicon.from_jieba() if kind == "jieba" else Lexicon.from_word2vec(path)
+loaded = time.perf_counter()
+lexicon.trie
+built = time.perf_counter()
+out = {"words": len(lexicon), "load_s": loaded - start, "trie_s": built - loaded, "peak_mb": peak_mb() - base,
+       "bytes_mb": len(lexicon.to_bytes()) / 2**20}
+if data:
+    texts = ["".join(line.split()[0] for line in block.splitlines() if line.strip())
+             for block in open(data, encoding="utf8").read().split("\\n\\n")]
+    n_chars = sum(len(t) for t in texts); start = time.perf_counter()
+    n_pairs = sum(len(words) for t in texts for words in lexicon.match(t, cap))
+    out.update(chars_per_s=n_chars / (time.perf_counter() - start), pairs_per_char=n_pairs / n_chars)
+print(json.dumps(out))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "lexicon")
+    parser.add_argument("--words", type=int, default=1_000_000)
+    parser.add_argument("--dim", type=int, default=50)
+    parser.add_argument("--cap", type=int, default=3, help="max_words_per_char for matching")
+    parser.add_argument("--write", type=Path, default=None)
+    args = parser.parse_args()
+    test = args.data / "test.char.bmes"
+    if not test.exists():
+        sys.exit(f"No Resume data in {args.data}: pass --data DIR with test.char.bmes")
+    args.out.mkdir(parents=True, exist_ok=True)
+    synthetic = write_vectors(args.out / f"synthetic-{args.words}x{args.dim}.txt", args.words, args.dim)
+    results = {
+        "jieba dict.txt": measure("jieba", "", test, args.cap),
+        f"synthetic word2vec, {args.words:,} x {args.dim}": measure("word2vec", synthetic, test, args.cap),
+    }
+    table = render(results, args)
+    print(table)
+    if args.write is not None:
+        with args.write.open("a", encoding="utf8") as file_:
+            file_.write("\n" + table)
+
+
+def write_vectors(path: Path, n_words: int, dim: int) -> Path:
+    """Random 2-6 character words of 6,000 common code points, random vectors (kept across runs)."""
+    if path.exists():
+        return path
+    import numpy
+
+    rng = numpy.random.default_rng(0)
+    words = set()
+    while len(words) < n_words:
+        lengths = rng.integers(2, 7, size=n_words)
+        codes = rng.integers(0x4E00, 0x4E00 + 6000, size=(n_words, 6))
+        words.update("".join(map(chr, row[:n])) for row, n in zip(codes, lengths))
+    words = sorted(words)[:n_words]
+    with path.open("w", encoding="utf8") as file_:
+        file_.write(f"{n_words} {dim}\n")
+        for start in range(0, n_words, 10_000):
+            block = rng.normal(size=(min(10_000, n_words - start), dim)).round(4)
+            file_.writelines(f"{w} {' '.join(map(str, row))}\n" for w, row in zip(words[start:], block))
+    return path
+
+
+def measure(kind: str, path, data: Path, cap: int) -> dict:
+    result = subprocess.run([sys.executable, "-c", CHILD, kind, str(path), str(data), str(cap)],
+                            cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"Failed: {kind}\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def render(results: dict, args: argparse.Namespace) -> str:
+    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    lines = [
+        f"### Lexicon loading and matching ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/bench_lexicon.py {' '.join(sys.argv[1:])}`  ",
+        f"Machine: {machine}  ",
+        f"One child process per lexicon; matching: every character of Resume test, max_words_per_char {args.cap}.",
+        "",
+        "| lexicon | words | load | trie build | peak RSS growth | saved size | matching chars/s | words per char |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['words']:,} | {r['load_s']:.1f} s | {r['trie_s']:.1f} s | {r['peak_mb']:.0f} MB | "
+            f"{r['bytes_mb']:.0f} MB | {r['chars_per_s']:,.0f} | {r['pairs_per_char']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
