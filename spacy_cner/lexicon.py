@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy
 import pygtrie
 import srsly
+from spacy.tokens import Doc
 
 PathLike = Union[str, Path]
 # A matched word: (start char, end char (exclusive), word index).
@@ -106,12 +107,22 @@ class Lexicon:
         for match in self.find(text):
             for position in range(match[0], match[1]):
                 covering[position].append(match)
+        return [_longest_first(words, max_words_per_char) for words in covering]
+
+    def match_tokens(self, doc: Doc, max_words_per_char: int) -> List[List[Match]]:
+        """For each token of a doc, the words that cover any of its characters (same cap and policy).
+
+        In a blank "zh" pipeline tokens are characters and this is match(doc.text);
+        a word token (segmented doc) gets the words over its characters. Whitespace gets none.
+        """
+        per_char = self.match(doc.text, max_words_per_char)
         result = []
-        for words in covering:
-            if len(words) > max_words_per_char:
-                kept = sorted(words, key=lambda m: (m[0] - m[1], m[0]))[:max_words_per_char]
-                words = sorted(kept)
-            result.append(words)
+        for token in doc:
+            if token.is_space:
+                result.append([])
+                continue
+            words = {m for chars in per_char[token.idx : token.idx + len(token.text)] for m in chars}
+            result.append(_longest_first(list(words), max_words_per_char))
         return result
 
     # Loading
@@ -270,6 +281,13 @@ class Lexicon:
         if msg["vectors"] is not None:
             vectors = numpy.frombuffer(msg["vectors"], dtype="<f2").reshape(len(words), msg["dim"]).astype("float32")
         return cls(words, vectors=vectors, frequencies=frequencies)
+
+
+def _longest_first(words: List[Match], cap: int) -> List[Match]:
+    """At most cap words, the longest (then earliest) kept, in text order."""
+    if len(words) > cap:
+        words = sorted(words, key=lambda m: (m[0] - m[1], m[0]))[:cap]
+    return sorted(words)
 
 
 def _is_int(text: str) -> bool:
