@@ -97,7 +97,7 @@ def render(results: dict, args: argparse.Namespace) -> str:
     lines = [
         f"### Lexicon loading and matching ({datetime.date.today().isoformat()})",
         "",
-        f"Command: `python bench/bench_lexicon.py {' '.join(sys.argv[1:])}`  ",
+        f"Command: `{('python bench/bench_lexicon.py ' + ' '.join(sys.argv[1:])).strip()}`  ",
         f"Machine: {machine}  ",
         f"One child process per lexicon; matching: every character of Resume test, max_words_per_char {args.cap}.",
         "",
