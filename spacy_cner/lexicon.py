@@ -207,13 +207,14 @@ class Lexicon:
         stats = LoadStats(path=str(path))
         words: List[str] = []
         seen = set()
-        rows: List[numpy.ndarray] = []
         n_vectors = 0
         with open(path, encoding=encoding) as file_:
             header = file_.readline().lstrip("\ufeff").split()
             if len(header) != 2 or not all(_is_int(value) for value in header):
                 raise ValueError(f"{path}, line 1: expected the word2vec header 'count dim', got {' '.join(header)!r}")
             count, dim = int(header[0]), int(header[1])
+            # Filled in place: no list of rows next to the matrix at the peak.
+            vectors = numpy.empty((count if max_words is None else min(count, max_words), dim), dtype="float32")
             for line_number, line in enumerate(file_, start=2):
                 stats.n_lines += 1
                 fields = line.split()
@@ -224,6 +225,8 @@ class Lexicon:
                     break
                 n_vectors += 1
                 word = fields[0]
+                if n_vectors > count:
+                    raise ValueError(f"{path}, line {line_number}: more vectors than the header's {count}")
                 if len(fields) != dim + 1:
                     raise ValueError(
                         f"{path}, line {line_number}: expected a word and {dim} numbers, got "
@@ -235,7 +238,7 @@ class Lexicon:
                     stats.duplicates += 1
                     continue
                 try:
-                    rows.append(numpy.asarray(fields[1:], dtype="float32"))
+                    vectors[len(words)] = fields[1:]
                 except ValueError as error:
                     raise ValueError(f"{path}, line {line_number}: {error}") from error
                 seen.add(word)
@@ -243,7 +246,8 @@ class Lexicon:
         if n_vectors != count and not stats.over_max_words:
             raise ValueError(f"{path}: the header says {count} vectors but the file has {n_vectors} (truncated?)")
         stats.n_words = len(words)
-        vectors = numpy.stack(rows) if rows else numpy.zeros((0, dim), dtype="float32")
+        if len(words) < len(vectors):
+            vectors = vectors[: len(words)].copy()
         return cls(words, vectors=vectors), stats
 
     @classmethod

@@ -140,3 +140,9 @@ def test_match_tokens_of_character_and_word_docs():
     by_token = [[lexicon.words[i] for _, _, i in matches] for matches in lexicon.match_tokens(words, 3)]
     assert by_token == [["南京市"], ["南京市", "市长", "长江大桥"], ["长江大桥", "大桥"]]
     assert [[lexicon.words[i] for _, _, i in m] for m in lexicon.match_tokens(words, 1)][1] == ["长江大桥"]
+
+
+def test_word2vec_with_more_vectors_than_its_header(tmp_path):
+    path = write(tmp_path / "vectors.txt", "1 2\n南京 1 2\n长江 3 4\n")
+    with pytest.raises(ValueError, match=r"vectors.txt, line 3: more vectors than the header's 1"):
+        Lexicon.from_word2vec(path)
