@@ -7,8 +7,9 @@ embeddings adds its gradients to the clean ones, the embeddings are restored,
 and the optimizer takes one step with both.
 
 The perturbed matrices are the input embeddings of every Hugging Face model in the
-pipe (`get_input_embeddings()`) and every thinc HashEmbed table (the character and
-bigram embeddings of the CPU configs, spaCy's MultiHashEmbed).
+pipe (`get_input_embeddings()`), every thinc HashEmbed table (the character and
+bigram embeddings of the CPU configs, spaCy's MultiHashEmbed) and the trained word
+table of a lexicon adapter (frozen lexicon vectors have no gradient and stay put).
 """
 from dataclasses import dataclass
 from typing import Callable, List
@@ -76,8 +77,9 @@ class EmbeddingAttack:
                 get_embeddings = getattr(shim._model, "get_input_embeddings", None)
                 if not callable(get_embeddings):
                     continue
-                weight = get_embeddings().weight
-                if weight.grad is None:
+                embeddings = get_embeddings()
+                weight = None if embeddings is None else embeddings.weight
+                if weight is None or weight.grad is None:
                     continue
                 with torch.no_grad():
                     saved = weight.detach().clone()

@@ -15,6 +15,8 @@ import numpy
 import pygtrie
 import srsly
 from spacy.tokens import Doc
+from spacy.util import registry
+from wasabi import msg
 
 PathLike = Union[str, Path]
 # A matched word: (start char, end char (exclusive), word index).
@@ -115,15 +117,34 @@ class Lexicon:
         In a blank "zh" pipeline tokens are characters and this is match(doc.text);
         a word token (segmented doc) gets the words over its characters. Whitespace gets none.
         """
-        per_char = self.match(doc.text, max_words_per_char)
+        spans = [(0, 0) if token.is_space else (token.idx, token.idx + len(token.text)) for token in doc]
+        return self.match_spans(doc.text, spans, max_words_per_char)
+
+    def match_spans(self, text: str, spans: Sequence[Tuple[int, int]], max_words_per_char: int) -> List[List[Match]]:
+        """For each (start, end) character span of text (a token, a wordpiece), the words
+        that cover any of its characters, with match's cap and policy."""
+        per_char = self.match(text, max_words_per_char)
         result = []
-        for token in doc:
-            if token.is_space:
-                result.append([])
+        for start, end in spans:
+            if end - start == 1:
+                result.append(per_char[start])
                 continue
-            words = {m for chars in per_char[token.idx : token.idx + len(token.text)] for m in chars}
+            words = {m for chars in per_char[start:end] for m in chars}
             result.append(_longest_first(list(words), max_words_per_char))
         return result
+
+    def word_ids(self, text: str, spans: Sequence[Tuple[int, int]], max_words_per_char: int) -> numpy.ndarray:
+        """match_spans as an array (n_spans, max_words_per_char) of word indices, -1 for none."""
+        ids = numpy.full((len(spans), max_words_per_char), -1, dtype="int64")
+        for i, words in enumerate(self.match_spans(text, spans, max_words_per_char)):
+            ids[i, : len(words)] = [m[2] for m in words]
+        return ids
+
+    def __getstate__(self) -> Dict:
+        # The trie is rebuilt on first use: pickles stay small (nlp.pipe with n_process > 1).
+        state = dict(self.__dict__)
+        state["_trie"] = None
+        return state
 
     # Loading
 
@@ -316,3 +337,63 @@ def _keep(
         stats.too_rare += 1
         return False
     return True
+
+
+@registry.misc("spacy-cner.lexicon.v1")
+def make_lexicon(
+    source: str = "jieba",
+    format: str = "auto",
+    min_word_length: int = 2,
+    max_word_length: Optional[int] = None,
+    min_frequency: Optional[int] = None,
+    max_words: Optional[int] = None,
+    encoding: str = "utf8",
+) -> Lexicon:
+    """A lexicon for the lexicon adapter, for [initialize.components.crf_ner.lexicon].
+
+    Read at initialize only: the trained pipeline carries the lexicon (and its vectors).
+
+    source (str): "jieba" (jieba's installed dictionary, offline) or the path of a word
+        list ("word [frequency] [tag]" lines) or of word2vec text vectors ("count dim" first).
+    format (str): "auto" (word2vec when the first line is "count dim"), "word_list" or "word2vec".
+    min_word_length, max_word_length, min_frequency, max_words: as Lexicon.from_word_list
+        (min_frequency needs a word list with frequencies).
+    encoding (str): The file's encoding.
+    RETURNS (Lexicon): The lexicon; what loading left out is printed.
+    """
+    options = {"min_word_length": min_word_length, "max_word_length": max_word_length, "max_words": max_words}
+    if format not in ("auto", "word_list", "word2vec"):
+        raise ValueError(f"Unknown lexicon format {format!r}: use 'auto', 'word_list' or 'word2vec'.")
+    if source == "jieba":
+        if format == "word2vec":
+            raise ValueError("The jieba lexicon is a word list, not word2vec vectors.")
+        lexicon, stats = Lexicon.from_jieba(min_frequency=min_frequency, encoding=encoding, **options)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ValueError(f"Lexicon file not found: {source} (give a word list, word2vec text vectors or 'jieba').")
+        if format == "auto":
+            format = "word2vec" if _is_word2vec_header(path, encoding) else "word_list"
+        if format == "word2vec":
+            if min_frequency is not None:
+                raise ValueError(f"{source}: word2vec files have no frequencies; leave min_frequency unset.")
+            lexicon, stats = Lexicon.from_word2vec(path, encoding=encoding, **options)
+        else:
+            lexicon, stats = Lexicon.from_word_list(path, min_frequency=min_frequency, encoding=encoding, **options)
+    left_out = {
+        "shorter than min_word_length": stats.too_short,
+        "longer than max_word_length": stats.too_long,
+        "below min_frequency": stats.too_rare,
+        "duplicates": stats.duplicates,
+        "over max_words": stats.over_max_words,
+    }
+    details = ", ".join(f"{count:,} {reason}" for reason, count in left_out.items() if count)
+    vectors = "" if lexicon.vectors is None else f" with {lexicon.vectors.shape[1]}-d vectors"
+    msg.info(f"Lexicon {stats.path}: {len(lexicon):,} words{vectors}" + (f"; left out {details}" if details else ""))
+    return lexicon
+
+
+def _is_word2vec_header(path: Path, encoding: str) -> bool:
+    with open(path, encoding=encoding) as file_:
+        fields = file_.readline().lstrip("\ufeff").split()
+    return len(fields) == 2 and all(_is_int(value) for value in fields)

@@ -43,6 +43,34 @@ def deserialize_sized(module: SizedModule, data: bytes, device: "torch.device") 
     return rebuilt.to(device)
 
 
+def finish_update_in_place(shim: PyTorchShim, optimizer: Any) -> None:
+    """thinc's PyTorchShim.finish_update, but writing the new weights into the parameters.
+
+    thinc's version replaces each parameter's .data with a tensor made from the
+    optimizer's array (through DLPack); on CPU every step then keeps memory of about
+    half the parameters' size alive (measured with torch 2.13: a 12.8 MB table grew
+    the process by 5 MB per step, without bound).
+    """
+    for name, param in shim._model.named_parameters():
+        if param.grad is None:
+            continue
+        if not shim._grad_scaler.found_inf:  # no update when a gradient overflowed
+            weights, _ = optimizer((shim.id, name), torch2xp(param.data), torch2xp(param.grad))
+            new = xp2torch(weights, device=param.device)
+            if new.data_ptr() != param.data.data_ptr():
+                with torch.no_grad():
+                    param.data.copy_(new)
+        param.grad.zero_()
+    shim._grad_scaler.update()
+
+
+class InPlacePyTorchShim(PyTorchShim):
+    """A PyTorchShim whose finish_update does not leak memory (finish_update_in_place)."""
+
+    def finish_update(self, optimizer: Any) -> None:
+        finish_update_in_place(self, optimizer)
+
+
 def wrap_sized(
     name: str,
     module: SizedModule,
@@ -58,7 +86,7 @@ def wrap_sized(
 
     forward defaults to PyTorchWrapper's: convert_inputs, the module, convert_outputs.
     """
-    shim = PyTorchShim(
+    shim = InPlacePyTorchShim(
         module,
         mixed_precision=mixed_precision,
         serialize_model=serialize_sized,

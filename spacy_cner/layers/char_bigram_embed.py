@@ -28,6 +28,7 @@ def CharBigramEmbed(
     embed_width: Optional[int] = None,
     bigram_dropout: float = 0.0,
     sentence_bigrams: bool = False,
+    lexicon_adapter: Optional[Model] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
     """Character + bigram embedding for Chinese, as a spaCy tok2vec.
 
@@ -48,6 +49,8 @@ def CharBigramEmbed(
     sentence_bigrams (bool): No bigram spans a sentence end (a token of 。！？!?;； or
         a newline): the tokens on either side get the doc-boundary bigram instead, so a
         sentence has the same features alone and after another sentence (robustness).
+    lexicon_adapter (Optional[Model]): spacy-cner.LexiconAdapter.v1, to fuse the lexicon
+        words that cover each character into its vector (LEBERT's adapter, on CPU).
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     embed_width = embed_width or width
@@ -61,7 +64,35 @@ def CharBigramEmbed(
         with_array(chain(concatenate(*tables), mix)),
     )
     model.set_dim("nO", width)
-    return model
+    if lexicon_adapter is None:
+        return model
+    lexicon_adapter.set_dim("nI", width)
+    return Model(
+        "char_bigram_lexicon",
+        _lexicon_forward,
+        init=_lexicon_init,
+        layers=[model, lexicon_adapter],
+        refs={"lexicon_adapter": lexicon_adapter},
+        dims={"nO": width},
+    )
+
+
+def _lexicon_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    embed, adapter = model.layers
+    embed.initialize(X=X)
+    adapter.initialize()
+
+
+def _lexicon_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    """The embeddings, then the lexicon adapter over them."""
+    embed, adapter = model.layers
+    X, backprop_embed = embed(docs, is_train)
+    Y, backprop_adapter = adapter((docs, X), is_train)
+
+    def backprop(dY: List[Floats2d]) -> List[Doc]:
+        return backprop_embed(backprop_adapter(dY))
+
+    return Y, backprop
 
 
 def ngram_keys(

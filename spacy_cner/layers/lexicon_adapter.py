@@ -8,8 +8,37 @@ that cover it (spacy_cner.lexicon.Lexicon.match):
     out  = LayerNorm(h_i + dropout(z_i))               (eq. 7)
 A character that no word covers gets z_i = 0: out = LayerNorm(h_i).
 """
+import copy
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy
 import torch
+from spacy.strings import hash_string
+from spacy.tokens import Doc
+from thinc.api import ArgsKwargs, Model, NumpyOps, registry, torch2xp
+from thinc.model import deserialize_attr, serialize_attr
+from thinc.types import Floats2d
 from torch import nn
+
+from ..lexicon import Lexicon
+from ._torch import (
+    SizedModule,
+    convert_padded_outputs,
+    forward_by_length,
+    pad_batch,
+    set_torch_module,
+    torch_module,
+    unpad_batch,
+    wrap_sized,
+)
+
+InT = Tuple[List[Doc], List[Floats2d]]
+OutT = List[Floats2d]
+# Docs per adapter call outside a transformer; groups of similar length keep the padding small.
+GROUP_SIZE = 16
+# Hashed rows per word of a trained word table, and their seed.
+HASHES = 2
+HASH_SEED = 17
 
 
 class LexiconAdapterModule(nn.Module):
@@ -37,3 +66,244 @@ class LexiconAdapterModule(nn.Module):
         weights = torch.softmax(scores.masked_fill(~has_words, 0.0), dim=-1) * word_mask
         fused = torch.einsum("blm,blmd->bld", weights, values)
         return self.norm(hidden + self.dropout(fused))
+
+
+class LexiconSlot:
+    """The lexicon of a lexicon adapter layer, kept in its attrs and saved with its weights."""
+
+    def __init__(self, lexicon: Optional[Lexicon] = None) -> None:
+        self.lexicon = lexicon
+        self._rows: Optional[Tuple[Tuple[int, bool], numpy.ndarray]] = None
+
+    def rows(self, n_rows: int, hashed: bool) -> numpy.ndarray:
+        """Per word, its rows of the embedding table (n_words, HASHES or 1); cached."""
+        key = (n_rows, hashed)
+        if self._rows is None or self._rows[0] != key:
+            words = self.lexicon.words
+            if not words:
+                rows = numpy.zeros((0, HASHES if hashed else 1), dtype="int64")
+            elif hashed:
+                keys = numpy.fromiter((hash_string(word) for word in words), dtype="uint64", count=len(words))
+                rows = NumpyOps().hash(keys, HASH_SEED)[:, :HASHES].astype("int64") % n_rows
+            else:
+                rows = numpy.arange(len(words), dtype="int64")[:, None]
+            self._rows = (key, rows)
+        return self._rows[1]
+
+    def __getstate__(self) -> Dict:
+        return {"lexicon": self.lexicon, "_rows": None}
+
+
+@serialize_attr.register(LexiconSlot)
+def _serialize_slot(_, value: LexiconSlot, name: str, model: Model) -> bytes:
+    return b"" if value.lexicon is None else value.lexicon.to_bytes()
+
+
+@deserialize_attr.register(LexiconSlot)
+def _deserialize_slot(_, value: bytes, name: str, model: Model) -> LexiconSlot:
+    return LexiconSlot(Lexicon.from_bytes(value) if value else None)
+
+
+class LexiconAdapterNet(torch.nn.Module, SizedModule):
+    """Word embeddings (a trained table, or frozen vectors) and the adapter that fuses them."""
+
+    def __init__(
+        self, hidden_width: Optional[int], word_width: int, n_rows: int, hashed: bool, dropout: float
+    ) -> None:
+        super().__init__()
+        self.hparams = {
+            "hidden_width": hidden_width,
+            "word_width": word_width,
+            "n_rows": n_rows,
+            "hashed": hashed,
+            "dropout": dropout,
+        }
+        # A trained table (n_rows > 0), or frozen vectors that the lexicon holds and
+        # set_frozen attaches: not a parameter, not in the state dict (saved once, in float16).
+        self.table = torch.nn.Embedding(n_rows, word_width) if n_rows else None
+        if self.table is not None:
+            bound = (3.0 / word_width) ** 0.5  # LEBERT's random word embeddings
+            torch.nn.init.uniform_(self.table.weight, -bound, bound)
+        self.frozen: Optional[torch.Tensor] = None
+        self.adapter = LexiconAdapterModule(hidden_width, word_width, dropout) if hidden_width else None
+
+    @property
+    def is_built(self) -> bool:
+        return self.adapter is not None
+
+    def get_input_embeddings(self) -> Optional[torch.nn.Embedding]:
+        """The trained word table, which adversarial training perturbs; None when frozen."""
+        return self.table
+
+    def set_frozen(self, vectors: numpy.ndarray) -> None:
+        device = self.adapter.norm.weight.device
+        self.frozen = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype="float32")).to(device)
+
+    def forward(self, hidden: torch.Tensor, rows: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+        """hidden (batch, length, hidden_width); rows (batch, length, n_words, n_hashes), the
+        table rows of each word (summed); word_mask (batch, length, n_words)."""
+        table = self.table.weight if self.table is not None else self.frozen
+        if table is None:
+            raise ValueError("The lexicon adapter's frozen word vectors are not attached.")
+        words = torch.nn.functional.embedding(rows, table).sum(dim=-2)
+        return self.adapter(hidden, words.to(hidden.dtype), word_mask)
+
+
+@registry.layers("spacy-cner.LexiconAdapter.v1")
+def LexiconAdapter(
+    max_words_per_char: int = 3,
+    word_width: int = 64,
+    word_rows: int = 50000,
+    fine_tune_vectors: bool = False,
+    dropout: float = 0.1,
+    nI: Optional[int] = None,
+) -> Model[InT, OutT]:
+    """LEBERT's Lexicon Adapter: lexicon words fused into per-token hidden states.
+
+    Takes (docs, hidden states per token) and returns the fused states (same width).
+    On CPU pipelines it follows the character + bigram embeddings (the lexicon_adapter of
+    spacy-cner.CharBigramEmbed.v1); in a transformer it follows layer k (the lexicon_adapter
+    and lexicon_layer of spacy-cner.TransformerTok2Vec.v1). The lexicon comes from the
+    pipe's initialize (e.g. [initialize.components.crf_ner.lexicon] with
+    spacy-cner.lexicon.v1) and is saved with the layer, vectors in float16.
+
+    max_words_per_char (int): Most words per character; the longest are kept (spacy_cner.lexicon).
+    word_width (int): Width of the trained word embeddings when the lexicon has no vectors.
+    word_rows (int): Rows of that table: each word sums 2 hashed rows, so a 350k-word
+        lexicon trains a table of this size, not one row per word.
+    fine_tune_vectors (bool): With a vector lexicon, train the vectors (a full float32
+        table in the saved pipeline) instead of keeping them frozen (float16, no gradient).
+    dropout (float): Dropout on the fused word vector (eq. 7).
+    nI (Optional[int]): Width of the hidden states; None takes it from the data or the transformer.
+    RETURNS (Model[Tuple[List[Doc], List[Floats2d]], List[Floats2d]]): The adapter.
+    """
+    if max_words_per_char < 1:
+        raise ValueError(f"max_words_per_char must be at least 1, got {max_words_per_char}.")
+    placeholder = LexiconAdapterNet(None, word_width, 0, False, dropout)
+    model = wrap_sized(
+        "lexicon_adapter",
+        placeholder,
+        _convert_inputs,
+        convert_padded_outputs,
+        init=init,
+        forward=forward,
+        dims={"nI": nI, "nO": nI},
+    )
+    model.attrs.update(
+        {
+            "lexicon": LexiconSlot(),
+            "max_words_per_char": max_words_per_char,
+            "word_width": word_width,
+            "word_rows": word_rows,
+            "fine_tune_vectors": fine_tune_vectors,
+            "dropout": dropout,
+        }
+    )
+    return model
+
+
+def set_lexicon(model: Model, lexicon: Lexicon) -> None:
+    """Give a lexicon adapter layer its lexicon (before initialize)."""
+    model.attrs["lexicon"] = LexiconSlot(lexicon)
+
+
+def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
+    """Build the word embeddings and the adapter for the lexicon and the hidden width."""
+    slot = model.attrs["lexicon"]
+    if slot.lexicon is None:
+        raise ValueError(
+            "The lexicon adapter has no lexicon. Set one in the training config, e.g.\n"
+            "[initialize.components.crf_ner.lexicon]\n@misc = \"spacy-cner.lexicon.v1\"\n"
+            "source = \"jieba\"\nor pass lexicon= to the pipe's initialize."
+        )
+    if X is not None and X[1] and not model.has_dim("nI"):
+        model.set_dim("nI", X[1][0].shape[1])
+    if not model.has_dim("nI"):
+        raise ValueError("The lexicon adapter needs sample data or nI to initialize.")
+    width = model.get_dim("nI")
+    model.set_dim("nO", width, force=True)
+    lexicon = slot.lexicon
+    dropout = model.attrs["dropout"]
+    if lexicon.vectors is None:
+        module = LexiconAdapterNet(width, model.attrs["word_width"], model.attrs["word_rows"], True, dropout)
+    elif model.attrs["fine_tune_vectors"]:
+        module = LexiconAdapterNet(width, lexicon.vectors.shape[1], max(len(lexicon), 1), False, dropout)
+        with torch.no_grad():
+            module.table.weight[: len(lexicon)] = torch.from_numpy(lexicon.vectors)
+        # The trained table holds the vectors now: the saved lexicon needs only the words.
+        words_only = copy.copy(lexicon)
+        words_only.vectors = None
+        model.attrs["lexicon"] = LexiconSlot(words_only)
+    else:
+        module = LexiconAdapterNet(width, lexicon.vectors.shape[1], 0, False, dropout)
+    set_torch_module(model, module)
+    _prepared(model)
+
+
+def _prepared(model: Model) -> LexiconAdapterNet:
+    """The module, with the lexicon's frozen vectors attached (after loading, on first use)."""
+    module = torch_module(model)
+    if not module.is_built:
+        raise ValueError("The lexicon adapter is not initialized: initialize the pipeline (or load a saved one).")
+    if module.table is None and module.frozen is None:
+        module.set_frozen(model.attrs["lexicon"].lexicon.vectors)
+    return module
+
+
+def word_ids(model: Model, text: str, spans: Sequence[Tuple[int, int]]) -> numpy.ndarray:
+    """Per (start, end) character span of text, its words' indices (n_spans, max_words_per_char), -1 for none."""
+    return model.attrs["lexicon"].lexicon.word_ids(text, spans, model.attrs["max_words_per_char"])
+
+
+def token_word_ids(model: Model, doc: Doc) -> numpy.ndarray:
+    """word_ids for the doc's tokens; whitespace tokens get none."""
+    spans = [(0, 0) if token.is_space else (token.idx, token.idx + len(token.text)) for token in doc]
+    return word_ids(model, doc.text, spans)
+
+
+def word_rows(model: Model, ids: numpy.ndarray, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Word indices (..., n_words), -1 for none -> the table rows (..., n_words, n_hashes) and the mask."""
+    module = _prepared(model)
+    mapping = model.attrs["lexicon"].rows(module.hparams["n_rows"], module.hparams["hashed"])
+    ids = numpy.asarray(ids)
+    mask = ids >= 0
+    if mapping.shape[0]:
+        rows = mapping[numpy.where(mask, ids, 0)]
+    else:  # an empty lexicon: nothing matches
+        rows = numpy.zeros(ids.shape + (1,), dtype="int64")
+    return torch.as_tensor(rows, device=device), torch.as_tensor(mask, device=device)
+
+
+def fuse(model: Model, hidden: torch.Tensor, ids: numpy.ndarray) -> torch.Tensor:
+    """Run the adapter on a padded batch of hidden states inside a torch graph (a transformer).
+
+    hidden (batch, length, width); ids (batch, length, n_words) word indices, -1 for none.
+    """
+    module = _prepared(model)
+    rows, mask = word_rows(model, ids, hidden.device)
+    return module(hidden, rows, mask)
+
+
+def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    """Fuse each doc's matched words into its token vectors; returns the input gradients."""
+    docs, X = inputs
+    ids = [token_word_ids(model, doc) for doc in docs]
+    # The backprop returns the gradient of the hidden states (the docs get none).
+    return forward_by_length(model, X, is_train, group_size=GROUP_SIZE, extras=ids)
+
+
+def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    X, ids = inputs
+    module = _prepared(model)
+    device = module.adapter.norm.weight.device
+    hidden, _ = pad_batch(model, X, requires_grad=is_train, device=device)
+    padded = numpy.full(tuple(hidden.shape[:2]) + (model.attrs["max_words_per_char"],), -1, dtype="int64")
+    for i, doc_ids in enumerate(ids):
+        padded[i, : len(doc_ids)] = doc_ids
+    rows, mask = word_rows(model, padded, device)
+    lengths = [len(x) for x in X]
+
+    def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:
+        return unpad_batch(torch2xp(d_inputs.args[0]), lengths)
+
+    return ArgsKwargs(args=(hidden, rows, mask), kwargs={}), backprop

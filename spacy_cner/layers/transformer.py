@@ -11,6 +11,7 @@ all L + 1 layers are fine-tuned through the mix.
 Long docs are split at sentence ends into windows the model can take
 (spacy_cner.windows); tokens get the mean of their wordpieces' vectors.
 """
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -19,6 +20,7 @@ import torch
 from spacy.tokens import Doc
 from spacy.util import SimpleFrozenDict, registry
 from spacy_transformers.data_classes import HFObjects
+from spacy_transformers.layers.hf_shim import HFShim
 from spacy_transformers.layers.hf_wrapper import HFWrapper
 from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
 from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
@@ -27,6 +29,8 @@ from torch.overrides import TorchFunctionMode
 
 from ..entity_attention import NO_ENTITY, check_scale, entity_scale, gold_entity_ids
 from ..windows import SENTENCE_ENDS, Window, split_windows
+from ._torch import finish_update_in_place, torch_module
+from .lexicon_adapter import fuse, word_ids
 from .scalar_mix import ScalarMix
 
 InT = List[Doc]
@@ -41,6 +45,8 @@ def TransformerTok2Vec(
     max_batch_windows: int = 64,
     attention_window: Optional[int] = None,
     entity_attention_scale: float = 0.0,
+    lexicon_adapter: Optional[Model] = None,
+    lexicon_layer: int = 1,
     tokenizer_config: Dict[str, Any] = SimpleFrozenDict(),
     transformer_config: Dict[str, Any] = SimpleFrozenDict(),
     mixed_precision: bool = False,
@@ -64,6 +70,12 @@ def TransformerTok2Vec(
         head (crf_ner provides the gold entities); 0 turns it off. Prediction is unchanged.
         Needs attention computed through a softmax (eager attention); models whose
         attention kernel fuses it away raise an error.
+    lexicon_adapter (Optional[Model]): spacy-cner.LexiconAdapter.v1 (LEBERT): fuses the
+        lexicon words that cover each wordpiece's characters into its hidden state after
+        transformer layer lexicon_layer, so the layers above it (and the scalar mix of
+        hidden states lexicon_layer...L) see them. Special tokens get no words.
+    lexicon_layer (int): k, the layer after which the adapter runs (1 = after the first
+        layer, LEBERT's best; 0 = on the embedding output).
     tokenizer_config (Dict[str, Any]): Keyword arguments for the tokenizer's from_pretrained.
     transformer_config (Dict[str, Any]): Keyword arguments for the model config's from_pretrained.
     mixed_precision (bool): Run the transformer in mixed precision (GPU).
@@ -71,6 +83,8 @@ def TransformerTok2Vec(
     RETURNS (Model[List[Doc], List[Floats2d]]): The tok2vec.
     """
     check_scale(entity_attention_scale, "TransformerTok2Vec")
+    if lexicon_layer < 0:
+        raise ValueError(f"lexicon_layer must be 0 (the embeddings) or a layer number, got {lexicon_layer}.")
     hf_objects = HFObjects(None, None, None, dict(tokenizer_config), dict(transformer_config))
     transformer = HFWrapper(
         hf_objects,
@@ -79,6 +93,7 @@ def TransformerTok2Vec(
         mixed_precision=mixed_precision,
         grad_scaler_config=dict(grad_scaler_config),
     )
+    transformer.shims[0].__class__ = InPlaceHFShim
     transformer.attrs["all_layers"] = scalar_mix
     layers = [transformer]
     refs = {"transformer": transformer}
@@ -86,6 +101,9 @@ def TransformerTok2Vec(
         mix = ScalarMix()
         layers.append(mix)
         refs["scalar_mix"] = mix
+    if lexicon_adapter is not None:
+        layers.append(lexicon_adapter)
+        refs["lexicon_adapter"] = lexicon_adapter
     return Model(
         "transformer_tok2vec",
         forward,
@@ -99,8 +117,16 @@ def TransformerTok2Vec(
             "max_batch_windows": max_batch_windows,
             "attention_window": attention_window,
             "entity_attention_scale": entity_attention_scale,
+            "lexicon_layer": lexicon_layer,
         },
     )
+
+
+class InPlaceHFShim(HFShim):
+    """spacy-transformers' HFShim with a finish_update that does not leak memory (see _torch)."""
+
+    def finish_update(self, optimizer) -> None:
+        finish_update_in_place(self, optimizer)
 
 
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
@@ -123,6 +149,15 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
             mix.set_dim("nL", config.num_hidden_layers + 1)
         if not mix.has_param("alpha"):
             mix.initialize()
+    if model.has_ref("lexicon_adapter"):
+        if model.attrs["lexicon_layer"] > config.num_hidden_layers:
+            raise ValueError(
+                f"lexicon_layer is {model.attrs['lexicon_layer']} but {type(shim._model).__name__} has "
+                f"{config.num_hidden_layers} layers."
+            )
+        adapter = model.get_ref("lexicon_adapter")
+        adapter.set_dim("nI", config.hidden_size, force=True)
+        adapter.initialize()
 
 
 @dataclass
@@ -135,6 +170,8 @@ class DocPlan:
     token_lengths: Ints1d  # number of wordpieces per token (0 for whitespace)
     # Per wordpiece, the index of the first token it overlaps (of the one before, if none).
     wordpiece_tokens: List[int]
+    # With a lexicon adapter: per wordpiece, the indices of its lexicon words, -1 for none.
+    wordpiece_words: Optional[numpy.ndarray] = None
 
 
 def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, Callable]:
@@ -145,7 +182,8 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
         raise ValueError("The transformer is not loaded: initialize the pipeline (or load a saved one) first.")
     width = model.get_dim("nO")
     max_length, content_offset = _window_geometry(model, tokenizer)
-    plans = [_plan_doc(doc, tokenizer, max_length) for doc in docs]
+    adapter = model.get_ref("lexicon_adapter") if model.has_ref("lexicon_adapter") else None
+    plans = [_plan_doc(doc, tokenizer, max_length, adapter) for doc in docs]
     windows = [(d, window) for d, plan in enumerate(plans) for window in plan.windows]
     beta = model.attrs.get("entity_attention_scale", 0.0)
     entity_ids = gold_entity_ids(docs=docs) if is_train and beta else None
@@ -196,6 +234,33 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
 def _encode(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[Floats2d, Callable]:
     """Run one padded batch of windows; rows (batch * length, width) and their backprop."""
     transformer = model.get_ref("transformer")
+    with _lexicon_hook(model, batch, is_train):
+        layers, backprop_layers = _run_transformer(model, batch, is_train)
+    n_layers, n_windows, n_steps, width = layers.shape
+    flat = layers.reshape(n_layers, n_windows * n_steps, width)
+    if model.has_ref("scalar_mix"):
+        (rows,), backprop_mix = model.get_ref("scalar_mix")([flat], is_train)
+    else:
+        rows = flat[-1]
+
+        def backprop_mix(d_rows):
+            return [d_rows[0][None]]
+
+    def backprop(d_rows: Floats2d) -> None:
+        (d_flat,) = backprop_mix([d_rows])
+        d_layers = d_flat.reshape(n_layers, n_windows, n_steps, width)
+        if model.has_ref("lexicon_adapter"):
+            adapter = torch_module(model.get_ref("lexicon_adapter"))
+            _backward_unscaled(adapter, transformer.shims[0]._grad_scaler, lambda: backprop_layers(d_layers))
+        else:
+            backprop_layers(d_layers)
+
+    return rows, backprop
+
+
+def _run_transformer(model: Model, batch: Dict[str, Any], is_train: bool):
+    """The transformer's hidden states (n_layers, batch, length, width) and their backprop."""
+    transformer = model.get_ref("transformer")
     if "entity_scale" in batch:
         hf_model = transformer.shims[0]._hfmodel.transformer
         scale = torch.as_tensor(batch["entity_scale"], device=hf_model.device)[:, None]
@@ -211,21 +276,68 @@ def _encode(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[Floats
     else:
         # shape: (n_layers, batch, length, width)
         layers, backprop_layers = transformer(batch, is_train)
-    n_layers, n_windows, n_steps, width = layers.shape
-    flat = layers.reshape(n_layers, n_windows * n_steps, width)
-    if model.has_ref("scalar_mix"):
-        (rows,), backprop_mix = model.get_ref("scalar_mix")([flat], is_train)
-    else:
-        rows = flat[-1]
+    return layers, backprop_layers
 
-        def backprop_mix(d_rows):
-            return [d_rows[0][None]]
 
-    def backprop(d_rows: Floats2d) -> None:
-        (d_flat,) = backprop_mix([d_rows])
-        backprop_layers(d_flat.reshape(n_layers, n_windows, n_steps, width))
+@contextmanager
+def _lexicon_hook(model: Model, batch: Dict[str, Any], is_train: bool):
+    """With a lexicon adapter, replace the output of layer k by the adapter's while the transformer runs."""
+    if not model.has_ref("lexicon_adapter"):
+        yield
+        return
+    adapter = model.get_ref("lexicon_adapter")
+    hf_model = model.get_ref("transformer").shims[0]._hfmodel.transformer
+    module = _adapter_site(hf_model, model.attrs["lexicon_layer"])
+    ids = batch["word_ids"]
+    torch_module(adapter).train(is_train)
 
-    return rows, backprop
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return (fuse(adapter, output[0], ids),) + tuple(output[1:])
+        return fuse(adapter, output, ids)
+
+    handle = module.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def _adapter_site(hf_model, layer: int) -> torch.nn.Module:
+    """The module whose output the adapter replaces: the embeddings (0) or transformer layer `layer`."""
+    name = type(hf_model).__name__
+    if layer == 0:
+        embeddings = getattr(hf_model, "embeddings", None)
+        if not isinstance(embeddings, torch.nn.Module):
+            raise ValueError(f"lexicon_layer 0 needs the model's embeddings module; {name} has no 'embeddings'.")
+        return embeddings
+    n_layers = hf_model.config.num_hidden_layers
+    candidates = [getattr(getattr(hf_model, "encoder", None), "layer", None)]
+    candidates += [m for m in hf_model.modules() if isinstance(m, torch.nn.ModuleList)]
+    for layers in candidates:
+        if isinstance(layers, torch.nn.ModuleList) and len(layers) == n_layers:
+            return layers[layer - 1]
+    raise ValueError(f"Found no list of {n_layers} transformer layers in {name} for the lexicon adapter.")
+
+
+def _backward_unscaled(module: torch.nn.Module, scaler, run_backward: Callable[[], None]) -> None:
+    """Run the transformer's backward pass; with mixed precision, unscale the module's new gradients.
+
+    The transformer's grad scaler scales the gradients that flow into the adapter inside it,
+    but unscales only the transformer's own parameters.
+    """
+    if not getattr(scaler, "_enabled", False):
+        run_backward()
+        return
+    params = [p for p in module.parameters() if p.requires_grad]
+    saved = [p.grad for p in params]
+    for param in params:
+        param.grad = None
+    run_backward()
+    scaler.unscale([p.grad for p in params if p.grad is not None])
+    for param, grad in zip(params, saved):
+        if grad is not None:
+            param.grad = grad if param.grad is None else param.grad + grad
 
 
 def _window_geometry(model: Model, tokenizer) -> Tuple[int, int]:
@@ -244,7 +356,7 @@ def _window_geometry(model: Model, tokenizer) -> Tuple[int, int]:
     return limit - n_special, probe.index(-1)
 
 
-def _plan_doc(doc: Doc, tokenizer, max_length: int) -> DocPlan:
+def _plan_doc(doc: Doc, tokenizer, max_length: int, adapter: Optional[Model] = None) -> DocPlan:
     """Tokenize a doc into wordpieces, align them to its tokens and split it into windows."""
     if not doc.text:
         empty = numpy.zeros((0,), dtype="i")
@@ -285,6 +397,7 @@ def _plan_doc(doc: Doc, tokenizer, max_length: int) -> DocPlan:
         numpy.asarray(flat, dtype="i"),
         numpy.asarray([len(w) for w in token_wordpieces], dtype="i"),
         wordpiece_tokens,
+        None if adapter is None else word_ids(adapter, doc.text, offsets),
     )
 
 
@@ -303,9 +416,17 @@ def _window_batch(
     for i, sequence in enumerate(sequences):
         input_ids[i, : len(sequence)] = sequence
         attention_mask[i, : len(sequence)] = 1
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if model.has_ref("lexicon_adapter"):
+        # shape: (n_windows, length, max_words_per_char); special tokens and padding get none
+        cap = model.get_ref("lexicon_adapter").attrs["max_words_per_char"]
+        ids = numpy.full((len(sequences), n_steps, cap), -1, dtype="int64")
+        for i, (plan, w) in enumerate(items):
+            ids[i, content_offset : content_offset + w.end - w.start] = plan.wordpiece_words[w.start : w.end]
+        batch["word_ids"] = ids
     window = model.attrs.get("attention_window")
     if window is None:
-        return {"input_ids": input_ids, "attention_mask": attention_mask}
+        return batch
     # Token coordinates of every position; special tokens sit just outside the content.
     coordinates = numpy.zeros((len(sequences), n_steps), dtype="f")
     for i, ((plan, w), sequence) in enumerate(zip(items, sequences)):
@@ -317,7 +438,8 @@ def _window_batch(
     near = numpy.abs(coordinates[:, :, None] - coordinates[:, None, :]) <= window
     # shape: (n_windows, query, key); padding queries keep the plain mask
     square = numpy.where(attention_mask[:, :, None] == 1, near, True) & (attention_mask[:, None, :] == 1)
-    return {"input_ids": input_ids, "attention_mask": square.astype("int64")}
+    batch["attention_mask"] = square.astype("int64")
+    return batch
 
 
 def _entity_scale(

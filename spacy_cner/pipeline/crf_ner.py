@@ -17,6 +17,8 @@ from thinc.types import Floats2d, Ints1d
 from ..adversarial import EmbeddingAttack
 from ..entity_attention import example_entity_ids, training_gold
 from ..layers.crf import crf_decode
+from ..layers.lexicon_adapter import set_lexicon
+from ..lexicon import Lexicon
 from ..layers.scalar_mix import layer_weights
 from ..tags import (
     CONTINUE_PREFIXES,
@@ -301,7 +303,10 @@ class CRFEntityRecognizer(TrainablePipe):
         if scale == 1.0:
             self.model.finish_update(sgd)
             return
-        tok2vec_nodes = {node.id for node in self.model.get_ref("tok2vec").walk()}
+        # A lexicon adapter inside the tok2vec is new, like the layers above: full rate.
+        adapters = [n for n in self.model.walk() if n.name == "lexicon_adapter"]
+        own_rate = {node.id for adapter in adapters for node in adapter.walk()}
+        tok2vec_nodes = {node.id for node in self.model.get_ref("tok2vec").walk()} - own_rate
         scaled = _ScaledOptimizer(sgd, scale)
         for node in self.model.walk():
             optimizer = scaled if node.id in tok2vec_nodes else sgd
@@ -338,12 +343,17 @@ class CRFEntityRecognizer(TrainablePipe):
         *,
         nlp: Optional[Language] = None,
         labels: Optional[Sequence[str]] = None,
+        lexicon: Optional[Lexicon] = None,
     ) -> None:
         """Take labels from `labels` or the examples, then initialize the model.
 
         get_examples (Callable[[], Iterable[Example]]): Returns the training examples.
         nlp (Optional[Language]): The current nlp object.
         labels (Optional[Sequence[str]]): Labels, e.g. from `spacy init labels`.
+        lexicon (Optional[Lexicon]): For a model with a lexicon adapter
+            (spacy-cner.LexiconAdapter.v1): its words and vectors, e.g. from
+            [initialize.components.crf_ner.lexicon] with spacy-cner.lexicon.v1. It is
+            saved with the pipe; None keeps the lexicon a loaded pipe already has.
         """
         validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
         if nlp is not None:
@@ -361,10 +371,25 @@ class CRFEntityRecognizer(TrainablePipe):
                 "none were given. Check the corpus, or set [initialize.components."
                 f"{self.name}.labels]."
             )
+        self._set_lexicon(lexicon)
         doc_sample = [eg.predicted for eg in get_examples() if len(eg.predicted)][:10]
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
+
+    def _set_lexicon(self, lexicon: Optional[Lexicon]) -> None:
+        """Give every lexicon adapter in the model the lexicon."""
+        adapters = [node for node in self.model.walk() if node.name == "lexicon_adapter"]
+        if lexicon is None:
+            return
+        if not adapters:
+            raise ValueError(
+                f"'{self.name}' got a lexicon but its model has no lexicon adapter: add "
+                "spacy-cner.LexiconAdapter.v1 as the lexicon_adapter of the tok2vec "
+                "(see configs/lexicon.cfg), or remove the lexicon from [initialize.components]."
+            )
+        for adapter in adapters:
+            set_lexicon(adapter, lexicon)
 
     def _uses_gold_entities(self) -> bool:
         """Whether a layer of the model has an entity-label enhancement (entity_attention_scale > 0)."""

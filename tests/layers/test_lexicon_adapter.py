@@ -80,3 +80,164 @@ def test_gradients_reach_every_parameter_and_no_nan(inputs):
     for name, param in module.named_parameters():
         assert param.grad is not None and torch.isfinite(param.grad).all(), name
         assert param.grad.abs().sum() > 0, name
+
+
+# The thinc layer spacy-cner.LexiconAdapter.v1 (CPU use: after the character + bigram embeddings).
+
+LEXICON_WORDS = ["北京", "北京市", "市长", "长江", "长江大桥", "大桥", "Python", "2020年"]
+
+
+def adapter_model(lexicon, **options):
+    import spacy
+    from thinc.api import fix_random_seed
+
+    from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
+    from spacy_cner.layers.lexicon_adapter import LexiconAdapter, set_lexicon
+
+    fix_random_seed(0)
+    adapter = LexiconAdapter(**{"word_width": 6, "word_rows": 50, "dropout": 0.0, **options})
+    set_lexicon(adapter, lexicon)
+    model = CharBigramEmbed(8, char_rows=50, bigram_rows=50, lexicon_adapter=adapter)
+    nlp = spacy.blank("zh")
+    model.initialize(X=[nlp.make_doc("北京市长江大桥")])
+    return model, nlp
+
+
+def test_layer_fuses_matched_words_only():
+    from spacy_cner.layers._torch import torch_module
+    from spacy_cner.lexicon import Lexicon
+
+    model, nlp = adapter_model(Lexicon(LEXICON_WORDS))
+    embed, adapter = model.layers
+    docs = [nlp.make_doc(text) for text in ["北京市长江大桥", "我", "", "用 Python 在2020年"]]
+    X = embed.predict(docs)
+    Y = model.predict(docs)
+    assert [y.shape for y in Y] == [(len(doc), 8) for doc in docs]
+    norm = torch_module(adapter).adapter.norm
+    for doc, x, y in zip(docs, X, Y):
+        plain = torch.nn.functional.layer_norm(torch.tensor(x), (8,), norm.weight, norm.bias, norm.eps).detach()
+        matched = adapter.attrs["lexicon"].lexicon.match_tokens(doc, 3)
+        for i, words in enumerate(matched):
+            # No word: LayerNorm(h) exactly; a word: something else.
+            assert torch.allclose(torch.tensor(y[i]), plain[i], atol=1e-5) == (not words), (doc.text, i)
+    assert sum(bool(words) for words in adapter.attrs["lexicon"].lexicon.match_tokens(docs[3], 3)) > 0
+
+
+def test_layer_gradients_and_batch_of_one():
+    import numpy
+
+    from spacy_cner.layers._torch import torch_module
+    from spacy_cner.lexicon import Lexicon
+
+    model, nlp = adapter_model(Lexicon(LEXICON_WORDS))
+    adapter = model.get_ref("lexicon_adapter")
+    docs = [nlp.make_doc("北京市长江大桥")]
+    Y, backprop = model.begin_update(docs)
+    backprop([numpy.random.default_rng(0).normal(size=y.shape).astype("f") for y in Y])
+    grads = {name: param.grad for name, param in torch_module(adapter).named_parameters()}
+    assert all(grad is not None and grad.abs().sum() > 0 for grad in grads.values()), grads.keys()
+    # The hashed word table: only the rows of matched words get a gradient.
+    rows = adapter.attrs["lexicon"].rows(50, True)
+    touched = set(numpy.flatnonzero(grads["table.weight"].abs().sum(dim=1).numpy()))
+    assert touched <= set(rows.ravel().tolist()) and touched
+
+
+def test_hashed_rows_are_stable_and_two_per_word():
+    from spacy_cner.layers.lexicon_adapter import HASHES, LexiconSlot
+    from spacy_cner.lexicon import Lexicon
+
+    rows = LexiconSlot(Lexicon(LEXICON_WORDS)).rows(1000, True)
+    again = LexiconSlot(Lexicon(list(reversed(LEXICON_WORDS)))).rows(1000, True)
+    assert rows.shape == (len(LEXICON_WORDS), HASHES) and (rows >= 0).all() and (rows < 1000).all()
+    assert (rows == again[::-1]).all()  # a word's rows depend on the word only
+    assert len({tuple(r) for r in rows.tolist()}) == len(LEXICON_WORDS)
+    assert LexiconSlot(Lexicon([])).rows(1000, True).shape == (0, HASHES)
+
+
+def vector_lexicon():
+    import numpy
+
+    from spacy_cner.lexicon import Lexicon
+
+    vectors = numpy.random.default_rng(0).normal(size=(len(LEXICON_WORDS), 5)).astype("f")
+    return Lexicon(LEXICON_WORDS, vectors=vectors)
+
+
+def test_frozen_vectors_are_used_not_trained_and_saved_once():
+    import numpy
+
+    from spacy_cner.layers._torch import torch_module
+    from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
+    from spacy_cner.layers.lexicon_adapter import LexiconAdapter
+
+    lexicon = vector_lexicon()
+    model, nlp = adapter_model(lexicon)
+    adapter = model.get_ref("lexicon_adapter")
+    module = torch_module(adapter)
+    assert module.table is None and module.get_input_embeddings() is None
+    assert module.frozen.shape == (len(LEXICON_WORDS), 5)
+    assert all(param.data_ptr() != module.frozen.data_ptr() for param in module.parameters())
+    docs = [nlp.make_doc("北京市长江大桥")]
+    before = model.predict(docs)[0]
+    # Frozen vectors in the state dict would be saved twice; the lexicon keeps them in float16.
+    assert all("frozen" not in key for key in module.state_dict())
+    loaded = CharBigramEmbed(8, char_rows=50, bigram_rows=50, lexicon_adapter=LexiconAdapter(word_width=6, word_rows=50))
+    loaded.from_bytes(model.to_bytes())
+    numpy.testing.assert_allclose(loaded.predict(docs)[0], before, atol=1e-3)  # float16 vectors
+    # The vectors matter: other vectors, other output.
+    module.frozen = module.frozen * 3
+    assert not numpy.allclose(model.predict(docs)[0], before, atol=1e-3)
+
+
+def test_fine_tuned_vectors_start_from_the_file_and_train():
+    from spacy_cner.layers._torch import torch_module
+
+    lexicon = vector_lexicon()
+    model, nlp = adapter_model(lexicon, fine_tune_vectors=True)
+    adapter = model.get_ref("lexicon_adapter")
+    table = torch_module(adapter).table.weight
+    torch.testing.assert_close(table.detach(), torch.from_numpy(lexicon.vectors))
+    # The trained table holds the vectors: the saved lexicon keeps the words only.
+    assert adapter.attrs["lexicon"].lexicon.vectors is None
+    assert adapter.attrs["lexicon"].lexicon.words == LEXICON_WORDS
+    assert torch_module(adapter).get_input_embeddings() is not None
+
+
+def test_layer_without_a_lexicon_fails_clearly():
+    from spacy_cner.layers.lexicon_adapter import LexiconAdapter
+
+    with pytest.raises(ValueError, match=r"initialize.components.crf_ner.lexicon"):
+        LexiconAdapter(nI=4).initialize()
+    with pytest.raises(ValueError, match="max_words_per_char"):
+        LexiconAdapter(max_words_per_char=0)
+
+
+def test_empty_lexicon_changes_nothing_but_the_norm():
+    from spacy_cner.layers._torch import torch_module
+    from spacy_cner.lexicon import Lexicon
+
+    model, nlp = adapter_model(Lexicon([]))
+    embed, adapter = model.layers
+    docs = [nlp.make_doc("北京市长江大桥")]
+    norm = torch_module(adapter).adapter.norm
+    plain = torch.nn.functional.layer_norm(torch.tensor(embed.predict(docs)[0]), (8,), norm.weight, norm.bias, norm.eps)
+    torch.testing.assert_close(torch.tensor(model.predict(docs)[0]), plain.detach())
+
+
+def test_backward_unscaled_with_a_grad_scaler():
+    """Mixed precision: the transformer's scaler scales the adapter's gradients; they come back unscaled."""
+    from thinc.shims.pytorch_grad_scaler import PyTorchGradScaler
+
+    from spacy_cner.layers.transformer import _backward_unscaled
+
+    module = torch.nn.Linear(2, 1)
+    module.weight.grad = torch.ones_like(module.weight)  # from an earlier pass, already unscaled
+    scaler = PyTorchGradScaler(enabled=True, init_scale=8.0)
+    x = torch.ones(1, 2)
+
+    def run_backward():
+        (module(x).sum() * 8.0).backward()  # what the scaler (scale 8) does to the output gradient
+
+    _backward_unscaled(module, scaler, run_backward)
+    torch.testing.assert_close(module.weight.grad, torch.full((1, 2), 2.0))
+    torch.testing.assert_close(module.bias.grad, torch.ones(1))
