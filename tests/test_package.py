@@ -17,13 +17,23 @@ CPU_TOK2VEC = {
 TRAIN = [("李四在上海工作", [(0, 2, "PER"), (3, 5, "LOC")]), ("王五去北京", [(0, 2, "PER"), (3, 5, "LOC")])]
 
 
-@pytest.fixture(params=["cpu", "bert", "nezha"])
+ADAPTER = {"@layers": "spacy-cner.LexiconAdapter.v1", "word_width": 8, "word_rows": 64}
+LEXICON = ["李四", "上海", "北京", "工作"]
+
+
+@pytest.fixture(params=["cpu", "bert", "nezha", "cpu_lexicon", "bert_lexicon"])
 def tok2vec(request):
-    """The CPU embeddings, or a tiny local transformer (the package must carry its weights)."""
-    if request.param == "cpu":
-        return CPU_TOK2VEC
-    path = request.getfixturevalue(f"tiny_{request.param}")
-    return {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(path)}
+    """The CPU embeddings, or a tiny local transformer (the package must carry its weights),
+    optionally with a lexicon adapter (the package must carry its lexicon)."""
+    kind = request.param.split("_")[0]
+    if kind == "cpu":
+        tok2vec = dict(CPU_TOK2VEC)
+    else:
+        path = request.getfixturevalue(f"tiny_{kind}")
+        tok2vec = {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(path)}
+    if request.param.endswith("_lexicon"):
+        tok2vec["lexicon_adapter"] = ADAPTER
+    return tok2vec
 
 
 def test_spacy_package_build_installs_and_loads(tmp_path, tok2vec):
@@ -32,10 +42,22 @@ def test_spacy_package_build_installs_and_loads(tmp_path, tok2vec):
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": ENCODER}
     nlp.add_pipe("crf_ner", config={"model": model})
     examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN]
+    lexicon_file = None
+    if "lexicon_adapter" in tok2vec:
+        lexicon_file = tmp_path / "words.txt"
+        lexicon_file.write_text("\n".join(LEXICON) + "\n", encoding="utf8")
+        nlp.config["initialize"]["components"] = {
+            "crf_ner": {"lexicon": {"@misc": "spacy-cner.lexicon.v1", "source": str(lexicon_file)}}
+        }
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(30):
         nlp.update(examples, sgd=optimizer)
     expected = [(ent.text, ent.label_) for ent in nlp("李四在上海工作").ents]
+    if lexicon_file is not None:
+        # Loading needs neither the lexicon file nor its loader.
+        lexicon_file.unlink()
+        adapter = nlp.get_pipe("crf_ner").model.get_ref("tok2vec").get_ref("lexicon_adapter")
+        assert adapter.attrs["lexicon"].lexicon.words == LEXICON
     nlp.to_disk(tmp_path / "model")
     (tmp_path / "packages").mkdir()
     spacy_cli = [sys.executable, "-m", "spacy", "package", str(tmp_path / "model"), str(tmp_path / "packages")]

@@ -1,4 +1,4 @@
-"""`spacy project run` trains and evaluates the TENER and a transformer config end to end (toy corpus)."""
+"""`spacy project run` trains and evaluates the TENER, a transformer and the lexicon configs end to end (toy corpus)."""
 import shutil
 import subprocess
 import sys
@@ -41,9 +41,16 @@ def project_copy(tmp_path: Path, config: str, overrides: dict) -> Path:
     return project
 
 
-@pytest.mark.parametrize("config", ["tener", "bert_crf"])
+SMALL_LEXICON = {
+    "components.crf_ner.model.tok2vec.width": 16,
+    "components.crf_ner.model.tok2vec.lexicon_adapter.word_rows": 64,
+    "components.crf_ner.model.encoder.width": 16,
+}
+
+
+@pytest.mark.parametrize("config", ["tener", "bert_crf", "lexicon", "lebert"])
 def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
-    overrides = SMALL_TENER if config == "tener" else {"vars.transformer": str(tiny_bert)}
+    overrides = {"tener": SMALL_TENER, "lexicon": SMALL_LEXICON}.get(config, {"vars.transformer": str(tiny_bert)})
     project = project_copy(tmp_path, config, overrides)
     for command in ("train-demo", "evaluate-demo"):
         args = [sys.executable, "-m", "spacy", "project", "run", command, str(project),
@@ -53,5 +60,9 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
     metrics = srsly.read_json(project / "metrics" / "resume_demo.json")
     assert "ents_f" in metrics
     nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
-    encoder = nlp.get_pipe("crf_ner").model.get_ref("tok2vec" if config == "bert_crf" else "encoder")
-    assert encoder.name == ("transformer_tok2vec" if config == "bert_crf" else "tener")
+    model = nlp.get_pipe("crf_ner").model
+    encoder = model.get_ref("encoder" if config == "tener" else "tok2vec")
+    assert encoder.name == {"tener": "tener", "lexicon": "char_bigram_lexicon"}.get(config, "transformer_tok2vec")
+    if config in ("lexicon", "lebert"):
+        # The project's default lexicon: jieba's dictionary, saved with the pipeline.
+        assert len(encoder.get_ref("lexicon_adapter").attrs["lexicon"].lexicon) > 300_000

@@ -1,0 +1,165 @@
+"""Resume NER: LEBERT's Lexicon Adapter on and off, CPU BiLSTM-CRF and random BERT-CRF, 3 seeds each.
+
+Usage: python bench/bench_lexicon_adapter.py [--data ../shared/data/resume] [--out bench/runs/lexicon_adapter]
+       [--systems cpu cpu_lexicon bert bert_lexicon] [--seeds 0 1 2] [--max-steps 2000]
+       [--bert-steps 500] [--layers 4] [--width 256] [--jobs 2] [--reuse] [--write BENCHMARKS.md]
+
+Each system trains once per seed on the train split (model chosen on dev) and is scored
+on test. The CPU systems (default.cfg, lexicon.cfg: jieba's dictionary, hashed word
+embeddings trained from scratch) train for --max-steps; the BERT ones (bert_crf.cfg,
+lebert.cfg: adapter after layer 1) fine-tune the same random BERT for --bert-steps with
+bench_transformer.py's schedule. The runs are ordered so that with --jobs 2 a system's
+runs with and without the adapter for one seed train at the same time, each on one
+thread, and the next pair starts when both are done. With --reuse, a run whose model
+and training stats are already in --out is not trained again (nor scored again when its
+test_scores.json is newer than its training stats).
+"""
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench_resume import ROOT, _cpu_count, _cpu_name, evaluate, prepare_corpus, train
+from bench_transformer import our_config, training_schedule, write_random_bert
+
+# key: (name in the table, config in configs/, is a BERT system)
+SYSTEMS = {
+    "cpu": ("BiLSTM-CRF (default.cfg)", "default.cfg", False),
+    "cpu_lexicon": ("BiLSTM-CRF + Lexicon Adapter (lexicon.cfg, jieba)", "lexicon.cfg", False),
+    "bert": ("random BERT-CRF (bert_crf.cfg)", "bert_crf.cfg", True),
+    "bert_lexicon": ("random BERT-CRF + Lexicon Adapter after layer 1 (lebert.cfg, jieba)", "lebert.cfg", True),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "lexicon_adapter")
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--max-steps", type=int, default=2000, help="training steps of the CPU systems")
+    parser.add_argument("--bert-steps", type=int, default=500, help="training steps of the BERT systems")
+    parser.add_argument("--layers", type=int, default=4, help="random BERT layers")
+    parser.add_argument("--width", type=int, default=256, help="random BERT width")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
+    parser.add_argument("--reuse", action="store_true", help="keep runs already trained (and scored) in --out")
+    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    args = parser.parse_args()
+    args.systems = [key for key in SYSTEMS if key in args.systems]
+    corpus = prepare_corpus(args.data, args.out)
+    bert_dir = None
+    if any(SYSTEMS[key][2] for key in args.systems):
+        bert_dir = write_random_bert(args.data, args.out / "random-bert", args.layers, args.width)
+    # With and without the adapter next to each other, seed by seed: cpu s0, cpu_lexicon s0,
+    # cpu s1, ... then the BERT systems.
+    runs = [
+        (key, seed)
+        for is_bert in (False, True)
+        for seed in args.seeds
+        for key in args.systems
+        if SYSTEMS[key][2] == is_bert
+    ]
+
+    def train_run(run: tuple) -> dict:
+        key, seed = run
+        _, config_name, is_bert = SYSTEMS[key]
+        out = args.out / key / f"seed{seed}"
+        stats_path = out / "training_stats.json"
+        if args.reuse and stats_path.exists() and (out / "model-best").exists():
+            return json.loads(stats_path.read_text())
+        out.mkdir(parents=True, exist_ok=True)
+        config, steps, overrides = ROOT / "configs" / config_name, args.max_steps, []
+        if is_bert:
+            config = our_config(config_name, {}, out / config_name)
+            # bench_transformer.py's: a random encoder trains at the same rate as the layers above it.
+            overrides = training_schedule(args.bert_steps, 5e-4) + [
+                f"--vars.transformer={bert_dir}", "--components.crf_ner.tok2vec_learn_rate_scale=1.0"
+            ]
+            steps = args.bert_steps
+        stats = train(config, corpus, out, seed, steps, args.jobs > 1, tuple(overrides))
+        stats_path.write_text(json.dumps(stats))
+        return stats
+
+    # In waves of --jobs runs: a pair starts together, the next one when both are done.
+    training = {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for start in range(0, len(runs), args.jobs):
+            wave = runs[start:start + args.jobs]
+            training.update(zip(wave, pool.map(train_run, wave)))
+    scores = score(runs, args.out, corpus, args.reuse)
+    table = render(training, scores, args)
+    print(table)
+    if args.write is not None:
+        with args.write.open("a", encoding="utf8") as file_:
+            file_.write("\n" + table)
+
+
+def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:
+    """Test P/R/F1 of every run's best model, in one child process.
+
+    With reuse, a run's test_scores.json is kept when it is newer than its training_stats.json.
+    """
+    scores, todo = {}, {}
+    for key, seed in runs:
+        run_dir = out / key / f"seed{seed}"
+        path = run_dir / "test_scores.json"
+        if reuse and path.exists() and path.stat().st_mtime > (run_dir / "training_stats.json").stat().st_mtime:
+            scores[(key, seed)] = json.loads(path.read_text())
+        else:
+            todo[f"{key}/seed{seed}"] = run_dir / "model-best"
+    if todo:
+        for name, result in evaluate(todo, [], corpus, 0).items():
+            key, seed = name.split("/seed")
+            (out / name / "test_scores.json").write_text(json.dumps(result))
+            scores[(key, int(seed))] = result
+    return scores
+
+
+def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
+    """The Markdown table, with the command, date and machine."""
+    command = "python bench/bench_lexicon_adapter.py " + " ".join(sys.argv[1:])
+    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    seeds = args.seeds
+    if args.jobs > 1:
+        threads = (
+            f"{args.jobs} trainings at a time on one thread each, sharing {args.jobs} cores: a system's "
+            "runs with and without the adapter for one seed train side by side"
+        )
+    else:
+        threads = "one training at a time"
+    lines = [
+        f"### Resume NER, Lexicon Adapter on and off ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `{command.strip()}`  ",
+        f"Machine: {machine}  ",
+        f"Seeds {', '.join(map(str, seeds))} ({threads}). CPU systems {args.max_steps} steps; random BERT "
+        f"({args.layers} layers, width {args.width}, the same initial weights for every seed) "
+        f"{args.bert_steps} steps with bench_transformer.py's schedule. Lexicon: jieba's dictionary, "
+        "word embeddings hashed and trained from scratch. Test split, model chosen on dev; P, R and F1 "
+        "are means over seeds, F1 with the sample standard deviation, then each seed's F1; "
+        "wall time and peak RSS: means over seeds of the training process.",
+        "",
+        "| system | test P | test R | test F1 | F1 per seed | training wall time | training peak RSS |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for key in args.systems:
+        per_seed = [scores[(key, seed)] for seed in seeds]
+        runs = [training[(key, seed)] for seed in seeds]
+        f1 = [s["f"] * 100 for s in per_seed]
+        spread = f" ± {statistics.stdev(f1):.2f}" if len(f1) > 1 else ""
+        lines.append(
+            f"| {SYSTEMS[key][0]} | {statistics.mean(s['p'] for s in per_seed) * 100:.2f} | "
+            f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | "
+            f"{statistics.mean(f1):.2f}{spread} | {', '.join(f'{f:.2f}' for f in f1)} | "
+            f"{statistics.mean(r['seconds'] for r in runs) / 60:.1f} min | "
+            f"{statistics.mean(r['peak_mb'] for r in runs):.0f} MB |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
