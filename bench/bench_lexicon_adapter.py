@@ -91,7 +91,10 @@ def main() -> None:
             wave = runs[start:start + args.jobs]
             training.update(zip(wave, pool.map(train_run, wave)))
     scores = score(runs, args.out, corpus, args.reuse)
-    table = render(training, scores, args)
+    # Inference speed of each system's first-seed model, the systems alternating.
+    first = {key: args.out / key / f"seed{args.seeds[0]}" / "model-best" for key in args.systems}
+    speeds = {key: result["chars_per_s"] for key, result in evaluate(first, list(first), corpus, 3).items()}
+    table = render(training, scores, speeds, args)
     print(table)
     if args.write is not None:
         with args.write.open("a", encoding="utf8") as file_:
@@ -119,7 +122,7 @@ def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:
     return scores
 
 
-def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
+def render(training: dict, scores: dict, speeds: dict, args: argparse.Namespace) -> str:
     """The Markdown table, with the command, date and machine."""
     command = "python bench/bench_lexicon_adapter.py " + " ".join(sys.argv[1:])
     machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
@@ -141,10 +144,11 @@ def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
         f"{args.bert_steps} steps with bench_transformer.py's schedule. Lexicon: jieba's dictionary, "
         "word embeddings hashed and trained from scratch. Test split, model chosen on dev; P, R and F1 "
         "are means over seeds, F1 with the sample standard deviation, then each seed's F1; "
-        "wall time and peak RSS: means over seeds of the training process.",
+        "wall time and peak RSS: means over seeds of the training process; inference: characters per "
+        f"second of the seed-{seeds[0]} model over the test split (nlp.pipe, best of 3 passes, one process).",
         "",
-        "| system | test P | test R | test F1 | F1 per seed | training wall time | training peak RSS |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+        "| system | test P | test R | test F1 | F1 per seed | training wall time | training peak RSS | inference chars/s |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
     for key in args.systems:
         per_seed = [scores[(key, seed)] for seed in seeds]
@@ -156,7 +160,7 @@ def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
             f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | "
             f"{statistics.mean(f1):.2f}{spread} | {', '.join(f'{f:.2f}' for f in f1)} | "
             f"{statistics.mean(r['seconds'] for r in runs) / 60:.1f} min | "
-            f"{statistics.mean(r['peak_mb'] for r in runs):.0f} MB |"
+            f"{statistics.mean(r['peak_mb'] for r in runs):.0f} MB | {speeds[key]:,.0f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -295,7 +295,8 @@ class CRFEntityRecognizer(TrainablePipe):
         return losses
 
     def finish_update(self, sgd: Optimizer) -> None:
-        """Update the weights, the tok2vec's at tok2vec_learn_rate_scale times the optimizer's rate.
+        """Update the weights, the tok2vec's at tok2vec_learn_rate_scale times the optimizer's rate
+        (except a lexicon adapter's inside the tok2vec: new weights, the full rate).
 
         sgd (Optimizer): The optimizer.
         """
