@@ -108,7 +108,13 @@ class LexiconAdapterNet(torch.nn.Module, SizedModule):
     """Word embeddings (a trained table, or frozen vectors) and the adapter that fuses them."""
 
     def __init__(
-        self, hidden_width: Optional[int], word_width: int, n_rows: int, hashed: bool, dropout: float
+        self,
+        hidden_width: Optional[int],
+        word_width: int,
+        n_rows: int,
+        hashed: bool,
+        dropout: float,
+        word_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.hparams = {
@@ -117,13 +123,16 @@ class LexiconAdapterNet(torch.nn.Module, SizedModule):
             "n_rows": n_rows,
             "hashed": hashed,
             "dropout": dropout,
+            "word_dropout": word_dropout,
         }
         # A trained table (n_rows > 0), or frozen vectors that the lexicon holds and
         # set_frozen attaches: not a parameter, not in the state dict (saved once, in float16).
+        # The table starts at zero: a word that training never saw stays the zero vector,
+        # "a word of unknown identity", as a word hidden by word_dropout is.
         self.table = torch.nn.Embedding(n_rows, word_width) if n_rows else None
         if self.table is not None:
-            bound = (3.0 / word_width) ** 0.5  # LEBERT's random word embeddings
-            torch.nn.init.uniform_(self.table.weight, -bound, bound)
+            torch.nn.init.zeros_(self.table.weight)
+        self.word_dropout = word_dropout
         self.frozen: Optional[torch.Tensor] = None
         self.adapter = LexiconAdapterModule(hidden_width, word_width, dropout) if hidden_width else None
 
@@ -146,6 +155,11 @@ class LexiconAdapterNet(torch.nn.Module, SizedModule):
         if table is None:
             raise ValueError("The lexicon adapter's frozen word vectors are not attached.")
         words = torch.nn.functional.embedding(rows, table).sum(dim=-2)
+        if self.training and self.word_dropout > 0:
+            # Hide words' identities (not the words): the adapter learns to use a word it
+            # has no trained vector for, as it meets them in new text.
+            keep = torch.rand(word_mask.shape, device=words.device) >= self.word_dropout
+            words = words * keep.unsqueeze(-1).to(words.dtype)
         return self.adapter(hidden, words.to(hidden.dtype), word_mask)
 
 
@@ -156,6 +170,7 @@ def LexiconAdapter(
     word_rows: int = 50000,
     fine_tune_vectors: bool = False,
     dropout: float = 0.1,
+    word_dropout: float = 0.0,
     nI: Optional[int] = None,
 ) -> Model[InT, OutT]:
     """LEBERT's Lexicon Adapter: lexicon words fused into per-token hidden states.
@@ -174,6 +189,9 @@ def LexiconAdapter(
     fine_tune_vectors (bool): With a vector lexicon, train the vectors (a full float32
         table in the saved pipeline) instead of keeping them frozen (float16, no gradient).
     dropout (float): Dropout on the fused word vector (eq. 7).
+    word_dropout (float): In training, the share of matched words whose embedding is
+        replaced by zeros, the embedding that words never seen in training keep in the
+        zero-initialised table: the model learns to use words it has no vector for.
     nI (Optional[int]): Width of the hidden states; None takes it from the data or the transformer.
     RETURNS (Model[Tuple[List[Doc], List[Floats2d]], List[Floats2d]]): The adapter.
     """
@@ -197,6 +215,7 @@ def LexiconAdapter(
             "word_rows": word_rows,
             "fine_tune_vectors": fine_tune_vectors,
             "dropout": dropout,
+            "word_dropout": word_dropout,
         }
     )
     return model
@@ -223,11 +242,11 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
     width = model.get_dim("nI")
     model.set_dim("nO", width, force=True)
     lexicon = slot.lexicon
-    dropout = model.attrs["dropout"]
+    dropouts = {"dropout": model.attrs["dropout"], "word_dropout": model.attrs.get("word_dropout", 0.0)}
     if lexicon.vectors is None:
-        module = LexiconAdapterNet(width, model.attrs["word_width"], model.attrs["word_rows"], True, dropout)
+        module = LexiconAdapterNet(width, model.attrs["word_width"], model.attrs["word_rows"], True, **dropouts)
     elif model.attrs["fine_tune_vectors"]:
-        module = LexiconAdapterNet(width, lexicon.vectors.shape[1], max(len(lexicon), 1), False, dropout)
+        module = LexiconAdapterNet(width, lexicon.vectors.shape[1], max(len(lexicon), 1), False, **dropouts)
         with torch.no_grad():
             module.table.weight[: len(lexicon)] = torch.from_numpy(lexicon.vectors)
         # The trained table holds the vectors now: the saved lexicon needs only the words.
@@ -235,7 +254,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
         words_only.vectors = None
         model.attrs["lexicon"] = LexiconSlot(words_only)
     else:
-        module = LexiconAdapterNet(width, lexicon.vectors.shape[1], 0, False, dropout)
+        module = LexiconAdapterNet(width, lexicon.vectors.shape[1], 0, False, **dropouts)
     set_torch_module(model, module)
     _prepared(model)
 
