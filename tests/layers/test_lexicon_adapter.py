@@ -132,6 +132,11 @@ def test_layer_gradients_and_batch_of_one():
     model, nlp = adapter_model(Lexicon(LEXICON_WORDS))
     adapter = model.get_ref("lexicon_adapter")
     docs = [nlp.make_doc("北京市长江大桥")]
+    table = torch_module(adapter).table.weight
+    # The table starts at zero (no word has a vector yet), so W1 gets no gradient at first.
+    assert not table.detach().any()
+    with torch.no_grad():
+        table.normal_()  # as after some training
     Y, backprop = model.begin_update(docs)
     backprop([numpy.random.default_rng(0).normal(size=y.shape).astype("f") for y in Y])
     grads = {name: param.grad for name, param in torch_module(adapter).named_parameters()}
@@ -241,3 +246,23 @@ def test_backward_unscaled_with_a_grad_scaler():
     _backward_unscaled(module, scaler, run_backward)
     torch.testing.assert_close(module.weight.grad, torch.full((1, 2), 2.0))
     torch.testing.assert_close(module.bias.grad, torch.ones(1))
+
+
+def test_word_dropout_hides_word_identities_in_training_only():
+    from spacy_cner.layers.lexicon_adapter import LexiconAdapterNet
+
+    torch.manual_seed(0)
+    module = LexiconAdapterNet(8, 6, 20, True, dropout=0.0, word_dropout=1.0)
+    with torch.no_grad():
+        module.table.weight.normal_()
+    hidden = torch.randn(1, 4, 8)
+    rows = torch.randint(0, 20, (1, 4, 3, 2))
+    mask = torch.tensor([[[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 1]]], dtype=torch.bool)
+    hidden_words = module.train()(hidden, rows, mask)
+    trained = module.eval()(hidden, rows, mask)
+    with torch.no_grad():
+        module.table.weight.zero_()
+    unknown = module(hidden, rows, mask)
+    # word_dropout 1: every word is "a word without a vector", in training only.
+    torch.testing.assert_close(hidden_words, unknown)
+    assert not torch.allclose(trained, unknown)
