@@ -60,6 +60,7 @@ class Row:
     dropout: bool = True  # the config sets dropout > 0
     fixture: Optional[str] = None  # a conftest fixture whose value fills {fixture} in config
     exact_bytes: bool = True  # from_bytes reproduces outputs bit for bit
+    prepare: Optional[Callable[[Model], None]] = None  # what the pipe does before initialize
 
     def resolve(self, name: str, request) -> Model:
         config = self.config
@@ -67,6 +68,23 @@ class Row:
             config = config.replace("{fixture}", str(request.getfixturevalue(self.fixture)))
         text = f"[model]\n@{self.registry} = \"{name}\"\n{config}"
         return registry.resolve(Config().from_str(text))["model"]
+
+
+def docs_and_arrays(width: int):
+    docs = make_docs()
+    return docs, make_arrays(width, [len(doc) for doc in docs])
+
+
+def split_docs_and_arrays(X):
+    docs, arrays = X
+    return [([doc], [array]) for doc, array in zip(docs, arrays)]
+
+
+def give_lexicon(model: Model) -> None:
+    from spacy_cner.layers.lexicon_adapter import set_lexicon
+    from spacy_cner.lexicon import Lexicon
+
+    set_lexicon(model, Lexicon(["北京", "中国", "首都", "上海", "爱上"]))
 
 
 ROWS = {
@@ -102,6 +120,14 @@ ROWS = {
         fixture="tiny_bert",
         # spacy-transformers rebuilds the model with the eager attention kernel, not sdpa.
         exact_bytes=False,
+    ),
+    "spacy-cner.LexiconAdapter.v1": Row(
+        "layers",
+        "max_words_per_char = 2\nword_width = 4\nword_rows = 30\ndropout = 0.3\nnI = 6\n",
+        lambda: docs_and_arrays(6),
+        split=split_docs_and_arrays,
+        doc_input=True,  # (docs, arrays): the backprop returns the arrays' gradient only
+        prepare=give_lexicon,
     ),
     "spacy-cner.CRF.v1": Row(
         "layers", "", make_crf_input, split=split_crf_input, Y=TAG_NAMES, doc_input=False, dropout=False
@@ -168,6 +194,8 @@ def initialized(name: str, request) -> Model:
     fix_random_seed(0)
     row = ROWS[name]
     model = row.resolve(name, request)
+    if row.prepare is not None:
+        row.prepare(model)
     model.initialize(X=row.make_X(), Y=row.Y)
     return model
 
