@@ -23,6 +23,8 @@ CONFIGS = {
     "nezha_bilstm_crf": ("nezha", True, False, False),
     "nezha_bilstm_crf_df": ("nezha", True, True, False),
     "nezha_bilstm_crf_df_at": ("nezha", True, True, True),
+    # with the lexicon adapter after layer 1, jieba's dictionary (tests/test_lexicon_pipeline.py has more)
+    "lebert": ("bert", False, False, False),
 }
 
 
