@@ -213,6 +213,9 @@ def test_spacy_train_and_the_saved_pipeline_carries_its_lexicon(name, tmp_path, 
     assert (lexicon.vectors is not None) == vectors
     if kind:
         assert nlp.get_pipe("crf_ner").model.get_ref("tok2vec").attrs["lexicon_layer"] == 1
+    # The pipe saves the lexicon under its own key, not in the model's weights.
+    assert (model_path / "crf_ner" / "lexicon").exists()
+    assert "阿里巴巴".encode("utf8") not in (model_path / "crf_ner" / "model").read_bytes()
     expected = [[list(e) for e in ents] for ents in entities(nlp)]
     scores = [float(v) for v in nlp.get_pipe("crf_ner").model.predict([nlp.make_doc(TEXTS[0])])[0].ravel()]
     # A fresh interpreter, without the lexicon file (nor jieba's), loads and predicts the same.
@@ -257,3 +260,22 @@ def test_pipe_n_process_with_the_adapter(tmp_path):
     expected = entities(nlp, texts)
     multi = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, n_process=2, batch_size=2)]
     assert multi == expected
+
+
+def test_pipe_bytes_carry_the_lexicon():
+    nlp, examples = make_nlp({**CPU_TOK2VEC, "lexicon_adapter": ADAPTER})
+    optimizer = Adam(0.01)
+    for _ in range(10):
+        nlp.update(examples, sgd=optimizer)
+    data = nlp.get_pipe("crf_ner").to_bytes()
+    fresh = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": {**CPU_TOK2VEC, "lexicon_adapter": ADAPTER}, "encoder": None}
+    pipe = fresh.add_pipe("crf_ner", config={"model": model})
+    pipe.from_bytes(data)
+    adapter = pipe.model.get_ref("tok2vec").get_ref("lexicon_adapter")
+    assert adapter.attrs["lexicon"].lexicon.words == WORDS
+    assert entities(fresh) == entities(nlp)
+    without = spacy.blank("zh").add_pipe("crf_ner", config={"model": model})
+    without.from_bytes(nlp.get_pipe("crf_ner").to_bytes(exclude=["lexicon"]))
+    with pytest.raises(ValueError, match="has no lexicon"):
+        without.model.predict([nlp.make_doc("北京")])

@@ -69,7 +69,11 @@ class LexiconAdapterModule(nn.Module):
 
 
 class LexiconSlot:
-    """The lexicon of a lexicon adapter layer, kept in its attrs and saved with its weights."""
+    """The lexicon of a lexicon adapter layer, for matching at run time.
+
+    Not saved with the layer's weights: the pipe saves it under its own key (crf_ner's
+    to_disk "lexicon"), as side data from initialize.
+    """
 
     def __init__(self, lexicon: Optional[Lexicon] = None) -> None:
         self.lexicon = lexicon
@@ -96,11 +100,13 @@ class LexiconSlot:
 
 @serialize_attr.register(LexiconSlot)
 def _serialize_slot(_, value: LexiconSlot, name: str, model: Model) -> bytes:
-    return b"" if value.lexicon is None else value.lexicon.to_bytes()
+    # thinc leaves out attrs whose serializer raises TypeError.
+    raise TypeError("The lexicon is saved by the pipe, not with the model.")
 
 
 @deserialize_attr.register(LexiconSlot)
 def _deserialize_slot(_, value: bytes, name: str, model: Model) -> LexiconSlot:
+    # Only models saved when the lexicon was still a model attr hold one.
     return LexiconSlot(Lexicon.from_bytes(value) if value else None)
 
 
@@ -180,7 +186,7 @@ def LexiconAdapter(
     spacy-cner.CharBigramEmbed.v1); in a transformer it follows layer k (the lexicon_adapter
     and lexicon_layer of spacy-cner.TransformerTok2Vec.v1). The lexicon comes from the
     pipe's initialize (e.g. [initialize.components.crf_ner.lexicon] with
-    spacy-cner.lexicon.v1) and is saved with the layer, vectors in float16.
+    spacy-cner.lexicon.v1); the pipe saves it (vectors in float16) and gives it back on loading.
 
     max_words_per_char (int): Most words per character; the longest are kept (spacy_cner.lexicon).
     word_width (int): Width of the trained word embeddings when the lexicon has no vectors.
@@ -222,8 +228,13 @@ def LexiconAdapter(
 
 
 def set_lexicon(model: Model, lexicon: Lexicon) -> None:
-    """Give a lexicon adapter layer its lexicon (before initialize)."""
+    """Give a lexicon adapter layer its lexicon (before initialize, and after loading)."""
     model.attrs["lexicon"] = LexiconSlot(lexicon)
+
+
+def adapter_lexicon(model: Model) -> Optional[Lexicon]:
+    """A lexicon adapter layer's lexicon (None before one is set)."""
+    return model.attrs["lexicon"].lexicon
 
 
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
@@ -265,13 +276,23 @@ def _prepared(model: Model) -> LexiconAdapterNet:
     if not module.is_built:
         raise ValueError("The lexicon adapter is not initialized: initialize the pipeline (or load a saved one).")
     if module.table is None and module.frozen is None:
-        module.set_frozen(model.attrs["lexicon"].lexicon.vectors)
+        module.set_frozen(_required_lexicon(model).vectors)
     return module
+
+
+def _required_lexicon(model: Model) -> Lexicon:
+    lexicon = adapter_lexicon(model)
+    if lexicon is None:
+        raise ValueError(
+            "The lexicon adapter has no lexicon: the crf_ner pipe gives it one at initialize and "
+            "when it loads; a model loaded on its own needs spacy_cner.layers.lexicon_adapter.set_lexicon."
+        )
+    return lexicon
 
 
 def word_ids(model: Model, text: str, spans: Sequence[Tuple[int, int]]) -> numpy.ndarray:
     """Per (start, end) character span of text, its words' indices (n_spans, max_words_per_char), -1 for none."""
-    return model.attrs["lexicon"].lexicon.word_ids(text, spans, model.attrs["max_words_per_char"])
+    return _required_lexicon(model).word_ids(text, spans, model.attrs["max_words_per_char"])
 
 
 def token_word_ids(model: Model, doc: Doc) -> numpy.ndarray:

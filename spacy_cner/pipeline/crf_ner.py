@@ -1,9 +1,11 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
 import weakref
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
+import srsly
 from spacy.attrs import ENT_IOB, IS_SPACE, SENT_START
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
@@ -17,9 +19,9 @@ from thinc.types import Floats2d, Ints1d
 from ..adversarial import EmbeddingAttack
 from ..entity_attention import example_entity_ids, training_gold
 from ..layers.crf import crf_decode
-from ..layers.lexicon_adapter import set_lexicon
-from ..lexicon import Lexicon
+from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
+from ..lexicon import Lexicon
 from ..tags import (
     CONTINUE_PREFIXES,
     biluo_to_tags,
@@ -178,14 +180,45 @@ class CRFEntityRecognizer(TrainablePipe):
         return super().score(examples, **kwargs)
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
-        """Serialize the pipe; its cfg records the learned scalar mix, for reading without loading."""
+        """Serialize the pipe; its cfg records the learned scalar mix, for reading without loading.
+
+        A model with lexicon adapters gets its lexicons saved under the key "lexicon".
+        """
         self._record_scalar_mix()
-        return super().to_bytes(exclude=exclude)
+        data = super().to_bytes(exclude=exclude)
+        lexicons = self._lexicon_bytes()
+        if lexicons is None or "lexicon" in exclude:
+            return data
+        msg = srsly.msgpack_loads(data)
+        msg["lexicon"] = lexicons
+        return srsly.msgpack_dumps(msg)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
+        """Load the pipe, and the lexicons of its lexicon adapters."""
+        super().from_bytes(bytes_data, exclude=exclude)
+        msg = srsly.msgpack_loads(bytes_data)
+        if "lexicon" in msg and "lexicon" not in exclude:
+            self._load_lexicons(msg["lexicon"], "bytes")
+        return self
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
-        """Save the pipe; its cfg file records the learned scalar mix, for reading without loading."""
+        """Save the pipe; its cfg file records the learned scalar mix, for reading without loading.
+
+        A model with lexicon adapters gets its lexicons saved in the file "lexicon".
+        """
         self._record_scalar_mix()
         super().to_disk(path, exclude=exclude)
+        lexicons = self._lexicon_bytes()
+        if lexicons is not None and "lexicon" not in exclude:
+            (Path(path) / "lexicon").write_bytes(lexicons)
+
+    def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
+        """Load the pipe, and the lexicons of its lexicon adapters."""
+        super().from_disk(path, exclude=exclude)
+        lexicon_path = Path(path) / "lexicon"
+        if lexicon_path.exists() and "lexicon" not in exclude:
+            self._load_lexicons(lexicon_path.read_bytes(), str(lexicon_path))
+        return self
 
     def add_label(self, label: str) -> int:
         """Add an entity label before initialization.
@@ -378,9 +411,30 @@ class CRFEntityRecognizer(TrainablePipe):
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
 
+    def _lexicon_adapters(self) -> List[Model]:
+        return [node for node in self.model.walk() if node.name == "lexicon_adapter"]
+
+    def _lexicon_bytes(self) -> Optional[bytes]:
+        """The lexicon of each lexicon adapter (vectors in float16), or None without any."""
+        lexicons = [adapter_lexicon(adapter) for adapter in self._lexicon_adapters()]
+        if not lexicons or any(lexicon is None for lexicon in lexicons):
+            return None
+        return srsly.msgpack_dumps([lexicon.to_bytes() for lexicon in lexicons])
+
+    def _load_lexicons(self, data: bytes, source: str) -> None:
+        adapters = self._lexicon_adapters()
+        lexicons = srsly.msgpack_loads(data)
+        if len(lexicons) != len(adapters):
+            raise ValueError(
+                f"{source} holds {len(lexicons)} lexicons but the model of '{self.name}' has "
+                f"{len(adapters)} lexicon adapters."
+            )
+        for adapter, lexicon in zip(adapters, lexicons):
+            set_lexicon(adapter, Lexicon.from_bytes(lexicon))
+
     def _set_lexicon(self, lexicon: Optional[Lexicon]) -> None:
         """Give every lexicon adapter in the model the lexicon."""
-        adapters = [node for node in self.model.walk() if node.name == "lexicon_adapter"]
+        adapters = self._lexicon_adapters()
         if lexicon is None:
             return
         if not adapters:

@@ -173,7 +173,8 @@ def test_frozen_vectors_are_used_not_trained_and_saved_once():
 
     from spacy_cner.layers._torch import torch_module
     from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
-    from spacy_cner.layers.lexicon_adapter import LexiconAdapter
+    from spacy_cner.layers.lexicon_adapter import LexiconAdapter, set_lexicon
+    from spacy_cner.lexicon import Lexicon
 
     lexicon = vector_lexicon()
     model, nlp = adapter_model(lexicon)
@@ -184,10 +185,16 @@ def test_frozen_vectors_are_used_not_trained_and_saved_once():
     assert all(param.data_ptr() != module.frozen.data_ptr() for param in module.parameters())
     docs = [nlp.make_doc("北京市长江大桥")]
     before = model.predict(docs)[0]
-    # Frozen vectors in the state dict would be saved twice; the lexicon keeps them in float16.
+    # Frozen vectors in the state dict would be saved twice; the pipe saves the lexicon (float16).
     assert all("frozen" not in key for key in module.state_dict())
-    loaded = CharBigramEmbed(8, char_rows=50, bigram_rows=50, lexicon_adapter=LexiconAdapter(word_width=6, word_rows=50))
-    loaded.from_bytes(model.to_bytes())
+    data = model.to_bytes()
+    assert len(data) < lexicon.vectors.nbytes + 20_000  # not in the model's bytes
+    loaded_adapter = LexiconAdapter(word_width=6, word_rows=50)
+    loaded = CharBigramEmbed(8, char_rows=50, bigram_rows=50, lexicon_adapter=loaded_adapter)
+    loaded.from_bytes(data)
+    with pytest.raises(ValueError, match="has no lexicon"):
+        loaded.predict(docs)
+    set_lexicon(loaded_adapter, Lexicon.from_bytes(lexicon.to_bytes()))
     numpy.testing.assert_allclose(loaded.predict(docs)[0], before, atol=1e-3)  # float16 vectors
     # The vectors matter: other vectors, other output.
     module.frozen = module.frozen * 3
