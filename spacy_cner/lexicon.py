@@ -117,8 +117,7 @@ class Lexicon:
         In a blank "zh" pipeline tokens are characters and this is match(doc.text);
         a word token (segmented doc) gets the words over its characters. Whitespace gets none.
         """
-        spans = [(0, 0) if token.is_space else (token.idx, token.idx + len(token.text)) for token in doc]
-        return self.match_spans(doc.text, spans, max_words_per_char)
+        return self.match_spans(doc.text, token_spans(doc), max_words_per_char)
 
     def match_spans(self, text: str, spans: Sequence[Tuple[int, int]], max_words_per_char: int) -> List[List[Match]]:
         """For each (start, end) character span of text (a token, a wordpiece), the words
@@ -306,6 +305,11 @@ class Lexicon:
         if msg["vectors"] is not None:
             vectors = numpy.frombuffer(msg["vectors"], dtype="<f2").reshape(len(words), msg["dim"]).astype("float32")
         return cls(words, vectors=vectors, frequencies=frequencies)
+
+
+def token_spans(doc: Doc) -> List[Tuple[int, int]]:
+    """Each token's (start, end) characters in doc.text; whitespace tokens get an empty span."""
+    return [(0, 0) if token.is_space else (token.idx, token.idx + len(token.text)) for token in doc]
 
 
 def _longest_first(words: List[Match], cap: int) -> List[Match]:

@@ -16,11 +16,11 @@ import torch
 from spacy.strings import hash_string
 from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, NumpyOps, registry, torch2xp
-from thinc.model import deserialize_attr, serialize_attr
+from thinc.model import serialize_attr
 from thinc.types import Floats2d
 from torch import nn
 
-from ..lexicon import Lexicon
+from ..lexicon import Lexicon, token_spans
 from ._torch import (
     SizedModule,
     convert_padded_outputs,
@@ -102,12 +102,6 @@ class LexiconSlot:
 def _serialize_slot(_, value: LexiconSlot, name: str, model: Model) -> bytes:
     # thinc leaves out attrs whose serializer raises TypeError.
     raise TypeError("The lexicon is saved by the pipe, not with the model.")
-
-
-@deserialize_attr.register(LexiconSlot)
-def _deserialize_slot(_, value: bytes, name: str, model: Model) -> LexiconSlot:
-    # Only models saved when the lexicon was still a model attr hold one.
-    return LexiconSlot(Lexicon.from_bytes(value) if value else None)
 
 
 class LexiconAdapterNet(torch.nn.Module, SizedModule):
@@ -253,7 +247,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
     width = model.get_dim("nI")
     model.set_dim("nO", width, force=True)
     lexicon = slot.lexicon
-    dropouts = {"dropout": model.attrs["dropout"], "word_dropout": model.attrs.get("word_dropout", 0.0)}
+    dropouts = {"dropout": model.attrs["dropout"], "word_dropout": model.attrs["word_dropout"]}
     if lexicon.vectors is None:
         module = LexiconAdapterNet(width, model.attrs["word_width"], model.attrs["word_rows"], True, **dropouts)
     elif model.attrs["fine_tune_vectors"]:
@@ -297,13 +291,13 @@ def word_ids(model: Model, text: str, spans: Sequence[Tuple[int, int]]) -> numpy
 
 def token_word_ids(model: Model, doc: Doc) -> numpy.ndarray:
     """word_ids for the doc's tokens; whitespace tokens get none."""
-    spans = [(0, 0) if token.is_space else (token.idx, token.idx + len(token.text)) for token in doc]
-    return word_ids(model, doc.text, spans)
+    return word_ids(model, doc.text, token_spans(doc))
 
 
-def word_rows(model: Model, ids: numpy.ndarray, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+def word_rows(
+    model: Model, module: LexiconAdapterNet, ids: numpy.ndarray, device: torch.device
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Word indices (..., n_words), -1 for none -> the table rows (..., n_words, n_hashes) and the mask."""
-    module = _prepared(model)
     mapping = model.attrs["lexicon"].rows(module.hparams["n_rows"], module.hparams["hashed"])
     ids = numpy.asarray(ids)
     mask = ids >= 0
@@ -320,7 +314,7 @@ def fuse(model: Model, hidden: torch.Tensor, ids: numpy.ndarray) -> torch.Tensor
     hidden (batch, length, width); ids (batch, length, n_words) word indices, -1 for none.
     """
     module = _prepared(model)
-    rows, mask = word_rows(model, ids, hidden.device)
+    rows, mask = word_rows(model, module, ids, hidden.device)
     return module(hidden, rows, mask)
 
 
@@ -340,7 +334,7 @@ def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, C
     padded = numpy.full(tuple(hidden.shape[:2]) + (model.attrs["max_words_per_char"],), -1, dtype="int64")
     for i, doc_ids in enumerate(ids):
         padded[i, : len(doc_ids)] = doc_ids
-    rows, mask = word_rows(model, padded, device)
+    rows, mask = word_rows(model, module, padded, device)
     lengths = [len(x) for x in X]
 
     def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:

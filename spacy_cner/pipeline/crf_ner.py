@@ -196,8 +196,10 @@ class CRFEntityRecognizer(TrainablePipe):
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
         """Load the pipe, and the lexicons of its lexicon adapters."""
         super().from_bytes(bytes_data, exclude=exclude)
+        if not self._lexicon_adapters() or "lexicon" in exclude:
+            return self  # no need to read the (possibly large) bytes a second time
         msg = srsly.msgpack_loads(bytes_data)
-        if "lexicon" in msg and "lexicon" not in exclude:
+        if "lexicon" in msg:
             self._load_lexicons(msg["lexicon"], "bytes")
         return self
 
