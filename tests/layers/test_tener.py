@@ -186,11 +186,14 @@ def test_padding_does_not_change_outputs(encoder):
 
 
 def test_gradients_reach_inputs_and_weights(encoder):
+    """A gradient that varies across the width: the encoder ends in a LayerNorm, whose input
+    gradient is zero analytically for a gradient constant across the width (ones_like)."""
     X = arrays(4, 2)
     Y, backprop = encoder.begin_update(X)
-    dX = backprop([numpy.ones_like(y) for y in Y])
+    rng = numpy.random.default_rng(0)
+    dX = backprop([rng.standard_normal(y.shape).astype("float32") for y in Y])
     assert [d.shape for d in dX] == [x.shape for x in X]
-    assert all(numpy.abs(d).sum() > 0 for d in dX)
+    assert all(numpy.abs(d).max() > 1e-3 for d in dX)
     module = torch_module(encoder)
     for name, param in module.named_parameters():
         assert param.grad is not None and param.grad.abs().sum() > 0, name
