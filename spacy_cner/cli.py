@@ -20,6 +20,8 @@ app = typer.Typer(
     add_completion=False,
 )
 msg = Printer()
+# Lines listed per kind of note; repairs are all listed.
+_NOTES_SHOWN = 5
 
 
 class InputFormat(str, Enum):
@@ -29,6 +31,9 @@ class InputFormat(str, Enum):
     chars = "chars"
     chars_seg = "chars-seg"
     cluener = "cluener"
+    doccano = "doccano"
+    prodigy = "prodigy"
+    labelstudio = "labelstudio"
 
 
 class TagScheme(str, Enum):
@@ -58,8 +63,9 @@ def convert_command(
     ),
     format: InputFormat = typer.Option(
         InputFormat.auto, "--format", "-f",
-        help="chars: `char tag` lines; chars-seg: `科0 tag` lines (Weibo); cluener: JSON lines; "
-        "auto: detect from the content.",
+        help="chars: `char tag` lines; chars-seg: `科0 tag` lines (Weibo); cluener, doccano, "
+        "prodigy: JSON lines; labelstudio: Label Studio's JSON export; auto: detect from the "
+        "content.",
     ),
     scheme: TagScheme = typer.Option(
         TagScheme.auto, "--scheme", "-s",
@@ -108,12 +114,71 @@ def print_stats(stats: ConversionStats) -> None:
         rows = sorted(stats.entity_counts.items())
         rows.append(("total", stats.n_entities))
         msg.table(rows, header=("type", "entities"), divider=True, aligns=("l", "r"))
+    if stats.notes:
+        msg.info(f"{len(stats.notes)} notes (nothing changed)")
+        msg.table(sorted(stats.note_counts.items()), header=("note", "count"), divider=True,
+                  aligns=("l", "r"))
+        for kind in sorted(stats.note_counts):
+            notes = [note for note in stats.notes if note.kind == kind]
+            for note in notes[:_NOTES_SHOWN]:
+                print(f"{stats.path}:{note.line}: [{kind}] {note.message}")
+            if len(notes) > _NOTES_SHOWN:
+                print(f"... and {len(notes) - _NOTES_SHOWN} more [{kind}]")
     if stats.repairs:
         msg.warn(f"{stats.n_repairs} repairs")
         rows = sorted(stats.repair_counts.items())
         msg.table(rows, header=("repair", "count"), divider=True, aligns=("l", "r"))
         for repair in sorted(stats.repairs, key=lambda repair: repair.line):
             print(f"{stats.path}:{repair.line}: [{repair.kind}] {repair.message}")
+
+
+class ExportFormat(str, Enum):
+    """Output formats of `export`."""
+
+    chars = "chars"
+    cluener = "cluener"
+    doccano = "doccano"
+
+
+class ExportScheme(str, Enum):
+    """Tag schemes `export --format chars` writes."""
+
+    bioes = "bioes"
+    bio = "bio"
+    bmes = "bmes"
+
+
+@app.command("export")
+def export_command(
+    input_path: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="Input corpus (.spacy DocBin)."
+    ),
+    output_path: Path = typer.Argument(..., help="Output file."),
+    format: ExportFormat = typer.Option(
+        ExportFormat.chars, "--format", "-f",
+        help="chars: `token<TAB>tag` lines; cluener or doccano: JSON lines.",
+    ),
+    scheme: ExportScheme = typer.Option(
+        ExportScheme.bioes, "--scheme", "-s", help="Tag scheme of --format chars."
+    ),
+) -> None:
+    """Write a DocBin's docs and entities in a format `convert` (and annotation tools) read."""
+    from spacy.vocab import Vocab
+
+    from .export import export_docs
+
+    docs = DocBin().from_disk(input_path).get_docs(Vocab())
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        stats = export_docs(docs, output_path, format=format.value, scheme=scheme.value)
+    except ValueError as err:
+        msg.fail("Export failed")
+        print(f"{input_path}: {err}")
+        raise typer.Exit(code=1)
+    unannotated = f" ({stats.n_unannotated} without entity annotation)" if stats.n_unannotated else ""
+    msg.good(
+        f"Saved {stats.n_docs} docs{unannotated}, {stats.n_entities} entities to {output_path}"
+    )
 
 
 @app.command("fetch-assets")

@@ -12,7 +12,10 @@ from spacy.vocab import Vocab
 # (start, end, label) with token offsets and an exclusive end, like spaCy spans.
 EntitySpan = Tuple[int, int, str]
 
-FORMATS = ("auto", "chars", "chars-seg", "cluener")
+# chars-style formats (one token per line) and annotation-tool formats (text + offsets)
+TAG_FORMATS = ("chars", "chars-seg")
+OFFSET_FORMATS = ("cluener", "doccano", "prodigy", "labelstudio")
+FORMATS = ("auto",) + TAG_FORMATS + OFFSET_FORMATS
 SCHEMES = ("auto", "bio", "iob", "bmes", "bioes")
 # Prefixes each scheme allows besides "O"; the second item is the continuation prefix.
 SCHEME_PREFIXES: Dict[str, Tuple[str, ...]] = {
@@ -25,7 +28,11 @@ SCHEME_NAMES = {"bio": "BIO (IOB2)", "iob": "IOB (IOB1)", "bmes": "BMES", "bioes
 REPAIR_OPTION = "--repair (repair=True)"
 
 _COLUMN_SEP = re.compile(r"[ \t]+")
-_ASCII_DIGITS = "0123456789"
+# The tag: the last field of a line, after the last run of spaces/tabs.
+_LAST_FIELD = re.compile(r"^(?P<before>.*?)(?P<sep>[ \t]+)(?P<tag>[^ \t]+)$", re.DOTALL)
+_SEG_DIGITS = re.compile(r"^(?P<char>.+?)(?P<position>[0-9]{1,2})$", re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+DOCSTART = "-DOCSTART-"
 _BOM = b"\xef\xbb\xbf"
 # How many token lines the format sniffer looks at before deciding chars vs chars-seg.
 _SNIFF_LINES = 50
@@ -54,6 +61,14 @@ class ConversionStats:
     n_unannotated: int = 0
     entity_counts: Counter = field(default_factory=Counter)
     repairs: List[Repair] = field(default_factory=list)
+    # Things worth knowing that changed nothing (multi-character tokens, skipped -DOCSTART-
+    # lines, rejected Prodigy answers): kept out of `repairs`, as strict mode accepts them.
+    notes: List[Repair] = field(default_factory=list)
+
+    @property
+    def note_counts(self) -> Counter:
+        """Number of notes per kind."""
+        return Counter(note.kind for note in self.notes)
 
     @property
     def repair_counts(self) -> Counter:
@@ -69,10 +84,17 @@ class ConversionStats:
 class _Problems:
     """Raises a ValueError for a problem, or records it as a Repair when repairing."""
 
-    def __init__(self, path: str, repair: bool, repairs: List[Repair]) -> None:
+    def __init__(
+        self, path: str, repair: bool, repairs: List[Repair], notes: Optional[List[Repair]] = None
+    ) -> None:
         self.path = path
         self.repair = repair
         self.repairs = repairs
+        self.notes = [] if notes is None else notes
+
+    def note(self, kind: str, line: int, sentence: int, message: str) -> None:
+        """Record something the report should mention but that is not a problem."""
+        self.notes.append(Repair(kind, line, sentence, message))
 
     def __call__(self, kind: str, line: int, sentence: int, message: str, fix: str) -> None:
         if not self.repair:
@@ -132,14 +154,14 @@ def iter_docs(
     if format == "auto":
         format = detect_format(path)
     stats.format = format
-    problems = _Problems(str(path), repair, stats.repairs)
-    if format == "cluener":
+    problems = _Problems(str(path), repair, stats.repairs, stats.notes)
+    if format in OFFSET_FORMATS:
         if scheme != "auto":
             raise ValueError(
-                f"--scheme for {path}: expected 'auto' with format cluener (its spans carry "
+                f"--scheme for {path}: expected 'auto' with format {format} (its spans carry "
                 f"offsets, not tags), got {scheme!r}. Drop --scheme."
             )
-        for tokens, spans in read_cluener(path, problems=problems):
+        for tokens, spans in read_offset_records(path, format, problems=problems):
             yield _make_doc(vocab, tokens, spans, stats)
     else:
         if scheme == "auto":
@@ -160,25 +182,56 @@ def detect_format(path: Union[str, Path]) -> str:
     """Guess the input format from the first lines of a file.
 
     path (Union[str, Path]): The input file.
-    RETURNS (str): "cluener" if the first non-empty line is a JSON object, "chars-seg" if the
-        tokens look like a character followed by a digit (科0), else "chars".
+    RETURNS (str): For a first non-empty line that is a JSON object: "cluener" (a "label"
+        object), "doccano" (a "label" or "entities" list), "prodigy" ("spans"); "labelstudio"
+        for a file that is one JSON array of tasks; else "chars-seg" if every token looks like
+        a character followed by a word-position number (科0, s15), else "chars". A chars file
+        whose first character is `{` or `[` stays "chars": only JSON that parses counts.
     """
+    path = Path(path)
     n_seen = 0
     n_seg = 0
-    for _, text in _iter_lines(Path(path), problems=None):
-        stripped = text.strip(" \t")
-        if not stripped:
+    for _, text in _iter_lines(path, problems=None):
+        if not text.strip(" \t"):
             if n_seen:
                 break
             continue
-        if n_seen == 0 and stripped.startswith("{"):
-            return "cluener"
-        token = _COLUMN_SEP.split(stripped)[0]
+        if n_seen == 0:
+            json_format = _detect_json_format(path, text)
+            if json_format is not None:
+                return json_format
+        if text.startswith(DOCSTART):
+            continue
+        fields = _split_last_field(text.rstrip(" \t"))
         n_seen += 1
-        n_seg += len(token) == 2 and token[1] in _ASCII_DIGITS
+        n_seg += fields is not None and _SEG_DIGITS.match(fields[0]) is not None
         if n_seen >= _SNIFF_LINES:
             break
     return "chars-seg" if n_seen and n_seg == n_seen else "chars"
+
+
+def _detect_json_format(path: Path, first_line: str) -> Optional[str]:
+    """The JSON format of a file from its first non-empty line, or None if it is not JSON."""
+    stripped = first_line.strip()
+    if stripped.startswith("["):
+        try:
+            tasks = json.loads(path.read_text(encoding="utf8", errors="replace").lstrip("\ufeff"))
+        except json.JSONDecodeError:
+            return None
+        return "labelstudio" if isinstance(tasks, list) else None
+    if not stripped.startswith("{"):
+        return None
+    try:
+        record = json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    if "spans" in record:
+        return "prodigy"
+    if isinstance(record.get("label"), list) or isinstance(record.get("entities"), list):
+        return "doccano"
+    return "cluener"
 
 
 def detect_scheme(tags: Iterable[str]) -> str:
@@ -234,36 +287,98 @@ def read_sentences(
     tags: List[str] = []
     lines: List[int] = []
     for line_no, text in _iter_lines(path, problems=problems, sentence=lambda: index):
-        stripped = text.strip(" \t")
-        if not stripped:
+        text = text.rstrip(" \t")
+        if not text.strip(" \t"):
             if tokens:
                 yield Sentence(index, tokens, tags, lines)
                 index += 1
                 tokens, tags, lines = [], [], []
             continue
-        columns = _COLUMN_SEP.split(stripped)
-        if len(columns) == 1:
-            problems(
-                "missing_tag", line_no, index,
-                f"line {stripped!r} has no tag: expected `char<space or tab>tag`, got 1 column",
-                "tag it O",
-            )
-            columns.append("O")
-        elif len(columns) > 2:
-            problems(
-                "extra_columns", line_no, index,
-                f"line {stripped!r} has {len(columns)} columns: expected 2 (`char tag`)",
-                f"keep the first and the last column ({columns[0]!r}, {columns[-1]!r})",
-            )
-            columns = [columns[0], columns[-1]]
-        token, tag = columns
-        if format == "chars-seg":
-            token = _strip_seg_digit(token, line_no, index, problems)
+        if text.startswith(DOCSTART):
+            problems.note("docstart", line_no, index, f"skipped the line {text!r}")
+            continue
+        parsed = _parse_token_line(text, format, line_no, index, problems)
+        if parsed is None:
+            continue
+        token, tag = parsed
         tokens.append(token)
         tags.append(tag)
         lines.append(line_no)
     if tokens:
         yield Sentence(index, tokens, tags, lines)
+
+
+def _split_last_field(text: str) -> Optional[Tuple[str, str]]:
+    """Split a token line at its last run of spaces/tabs: (token, tag), or None if it has none.
+
+    The token may itself be a space (` \tO`, `  O`) or another blank (U+3000, U+00A0): when
+    nothing but spaces/tabs comes before the tag, the token is that run less its last
+    character, the separator.
+    """
+    match = _LAST_FIELD.match(text)
+    if match is None:
+        return None
+    before, sep, tag = match.group("before", "sep", "tag")
+    if before:
+        return before, tag
+    return sep[:-1], tag
+
+
+def _parse_token_line(
+    text: str, format: str, line_no: int, index: int, problems: _Problems
+) -> Optional[Tuple[str, str]]:
+    """(token, tag) of one non-blank line without trailing spaces/tabs; None to drop it."""
+    fields = _split_last_field(text)
+    if fields is None:
+        problems(
+            "missing_tag", line_no, index,
+            f"line {text!r} has no tag: expected `char<space or tab>tag`, got 1 column",
+            "tag it O",
+        )
+        fields = (text, "O")
+    token, tag = fields
+    if not token:
+        problems(
+            "missing_token", line_no, index,
+            f"line {text!r} has a tag but no character before it: expected `char<space or "
+            f"tab>tag` (a space as the character is written `<space><tab>tag`)",
+            "drop the line (it holds no text)",
+        )
+        return None
+    columns = _COLUMN_SEP.split(token.strip(" \t"))
+    if len(columns) > 1:
+        problems(
+            "extra_columns", line_no, index,
+            f"line {text!r} has {len(columns) + 1} columns: expected 2 (`char tag`)",
+            f"keep the first and the last column ({columns[0]!r}, {tag!r})",
+        )
+        token = columns[0]
+    tag = _clean_tag(tag, line_no, index, problems)
+    if format == "chars-seg":
+        token = _strip_seg_digits(token, line_no, index, problems)
+    if len(token) > 1:
+        problems.note(
+            "multi_char_token", line_no, index,
+            f"token {token!r} has {len(token)} code points: kept whole as one token",
+        )
+    return token, tag
+
+
+def _clean_tag(
+    tag: str, line: int, sentence: int, problems: _Problems, what: str = "tag"
+) -> str:
+    """The tag (or label) without invisible characters (NBSP, \\x0b, zero-width space...)."""
+    invisible = [char for char in tag if char.isspace() or not char.isprintable()]
+    if not invisible:
+        return tag
+    cleaned = "".join(char for char in tag if char not in invisible)
+    problems(
+        f"invisible_in_{what}", line, sentence,
+        f"{what} {tag!r} contains invisible characters {''.join(invisible)!r}: expected a "
+        f"{what} of visible characters only",
+        f"remove them, keeping the {what} {cleaned or 'O'!r}",
+    )
+    return cleaned or "O"
 
 
 def decode_tags(
@@ -297,35 +412,54 @@ def decode_tags(
     return spans, repairs
 
 
-def read_cluener(
+def read_offset_records(
     path: Union[str, Path],
+    format: str = "cluener",
     repair: bool = False,
     problems: Optional[_Problems] = None,
 ) -> Iterator[Tuple[List[str], Optional[List[EntitySpan]]]]:
-    """Stream CLUENER JSON lines as characters and checked entity spans.
+    """Stream the records of an annotation-tool file as characters and checked entity spans.
 
-    path (Union[str, Path]): JSON lines `{"text": ..., "label": {type: {surface: [[s, e], ...]}}}`,
-        `e` inclusive.
+    path (Union[str, Path]): The input file.
+    format (str): "cluener" (JSON lines `{"text", "label": {type: {surface: [[s, e], ...]}}}`,
+        `e` inclusive), "doccano" (JSON lines `{"text", "label": [[s, e, type], ...]}` or
+        `"entities": [{"start_offset", "end_offset", "label"}]`), "prodigy" (JSON lines
+        `{"text", "spans": [{"start", "end", "label"}], "answer"}`) or "labelstudio" (a JSON
+        export: `[{"data": {"text"}, "annotations": [{"result": [{"value": {"start", "end",
+        "labels"}}]}]}]`). Offsets are characters, the end exclusive unless said otherwise.
     repair (bool): Drop bad records and spans and report them instead of raising (ignored if
         `problems` is given).
     YIELDS (Tuple[List[str], Optional[List[EntitySpan]]]): The characters and the spans (exclusive
-        end, sorted), or None when the record has no "label" (unannotated, e.g. a test set).
+        end, sorted), or None when the record carries no annotation (e.g. a test set).
     """
     path = Path(path)
+    if format not in OFFSET_FORMATS:
+        raise ValueError(
+            f"format for read_offset_records: expected one of {', '.join(OFFSET_FORMATS)}, got "
+            f"{format!r}. Use read_sentences for one-token-per-line files."
+        )
     if problems is None:
         problems = _Problems(str(path), repair, [])
     index = 0
-    for line_no, text in _iter_lines(path, problems=problems, sentence=lambda: index):
-        if not text.strip():
+    read_record = _RECORD_READERS[format]
+    records = (
+        _iter_json_array(path, problems)
+        if format == "labelstudio"
+        else _iter_json_lines(path, problems, lambda: index)
+    )
+    for line_no, record in records:
+        parsed = read_record(record, line_no, index, problems)
+        if parsed is None:
             continue
-        record = _parse_cluener_record(text, line_no, index, problems)
-        if record is None:
-            continue
-        sentence_text, label = record
+        text, candidates = parsed
+        text = _replace_surrogates(text, line_no, index, problems)
         spans = None
-        if label is not None:
-            spans = _cluener_spans(sentence_text, label, line_no, index, problems)
-        yield list(sentence_text), spans
+        if candidates is not None:
+            checked = [_check_span(text, *span, line_no, index, problems) for span in candidates]
+            spans = _resolve_overlaps(
+                text, [span for span in checked if span is not None], line_no, index, problems
+            )
+        yield list(text), spans
         index += 1
 
 
@@ -467,72 +601,151 @@ def _split_tag(
     return "O", ""
 
 
-def _strip_seg_digit(token: str, line: int, sentence: int, problems: _Problems) -> str:
-    """Strip the word-position digit from a chars-seg token like 科0."""
-    if len(token) == 2 and token[1] in _ASCII_DIGITS:
+def _strip_seg_digits(token: str, line: int, sentence: int, problems: _Problems) -> str:
+    """The character of a chars-seg token: everything before its 1-2 position digits.
+
+    `科0` -> 科, `s15` -> s (position 15 of a long Latin word), `115` -> 1 (the digit 1 at
+    position 15), `\ufffd\ufffd0` -> both U+FFFD (a multi-code-point character is kept whole).
+    """
+    if len(token) > 1 and token.isdigit() and token.isascii():
         return token[0]
-    if len(token) > 1 and token[-1] in _ASCII_DIGITS:
-        fixed, fix = token[:-1], f"strip the last digit, keeping {token[:-1]!r}"
-    else:
-        fixed, fix = token, f"keep the token {token!r} as it is"
+    match = _SEG_DIGITS.match(token)
+    if match is not None:
+        return match.group("char")
     problems(
         "bad_token", line, sentence,
-        f"token {token!r} is not a character followed by a word-position digit: expected e.g. "
-        f"'科0' (format chars-seg; use --format chars if the file has no digits)",
-        fix,
+        f"token {token!r} is not a character followed by a word-position number: expected "
+        f"e.g. '科0' or 's15' (format chars-seg; use --format chars if the file has no digits)",
+        f"keep the token {token!r} as it is",
     )
-    return fixed
+    return token
 
 
-def _parse_cluener_record(
-    text: str, line: int, sentence: int, problems: _Problems
-) -> Optional[Tuple[str, Optional[dict]]]:
-    """Parse one CLUENER line into (text, label or None); None if the line was dropped."""
+# (label, start, end exclusive, surface or None, description for messages)
+_CandidateSpan = Tuple[str, int, int, Optional[str], str]
+
+
+def _iter_json_lines(
+    path: Path, problems: _Problems, sentence: Callable[[], int]
+) -> Iterator[Tuple[int, dict]]:
+    """Yield (line, record) for each JSON object line; bad lines are problems."""
+    for line_no, text in _iter_lines(path, problems=problems, sentence=sentence):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as err:
+            problems(
+                "invalid_json", line_no, sentence(),
+                f"invalid JSON ({err.msg} at column {err.colno}): expected one JSON object per "
+                f"line, got {_preview(text)}",
+                "drop this line",
+            )
+            continue
+        if not isinstance(record, dict):
+            problems(
+                "invalid_record", line_no, sentence(),
+                f"expected a JSON object, got {type(record).__name__} {_preview(text)}",
+                "drop this line",
+            )
+            continue
+        yield line_no, record
+
+
+def _iter_json_array(path: Path, problems: _Problems) -> Iterator[Tuple[int, dict]]:
+    """Yield (line where the task starts, task) for each object of a JSON array file.
+
+    json.load would give the tasks but not their lines; raw_decode element by element keeps
+    each task's position for error messages.
+    """
+    raw = path.read_bytes()
     try:
-        record = json.loads(text)
-    except json.JSONDecodeError as err:
+        text = raw.decode("utf8").lstrip("\ufeff")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
         problems(
-            "invalid_json", line, sentence,
-            f"invalid JSON ({err.msg} at column {err.colno}): expected one JSON object per line, "
-            f"got {_preview(text)}",
-            "drop this line",
+            "bad_utf8", line, 0,
+            f"invalid UTF-8 ({err.reason}): expected UTF-8 text, got "
+            f"{raw[max(0, err.start - 6):err.end + 6]!r}; re-encode the file",
+            "replace the bad bytes with U+FFFD",
         )
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-        got = type(record).__name__ if not isinstance(record, dict) else (
-            f"text={_preview(repr(record.get('text')))}"
+        text = raw.decode("utf8", errors="replace").lstrip("\ufeff")
+    decoder = json.JSONDecoder()
+    pos = _skip_space(text, 0)
+    if not text.startswith("[", pos):
+        raise ValueError(
+            f"{path}:1: expected a Label Studio JSON export (a JSON array of tasks), got "
+            f"{_preview(text[pos:pos + 40])}. Export the project as JSON from Label Studio."
         )
+    pos = _skip_space(text, pos + 1)
+    line, counted = 1, 0
+    while pos < len(text) and text[pos] != "]":
+        line += text.count("\n", counted, pos)
+        counted = pos
+        try:
+            task, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path}:{err.lineno}: invalid JSON ({err.msg} at column {err.colno}): expected "
+                f"a JSON array of tasks. Fix the file or export it again."
+            ) from None
+        if isinstance(task, dict):
+            yield line, task
+        else:
+            problems(
+                "invalid_record", line, 0,
+                f"expected a task object, got {type(task).__name__}", "drop this task",
+            )
+        pos = _skip_space(text, pos)
+        if text.startswith(",", pos):
+            pos = _skip_space(text, pos + 1)
+
+
+def _skip_space(text: str, pos: int) -> int:
+    """The first position at or after pos that is not JSON whitespace."""
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _record_text(record: dict, line: int, sentence: int, problems: _Problems) -> Optional[str]:
+    """The non-empty "text" of a record, or None (a problem) when it has none."""
+    text = record.get("text")
+    if not isinstance(text, str):
         problems(
             "invalid_record", line, sentence,
-            f'record is not a CLUENER object: expected {{"text": str, "label": {{...}}}}, '
-            f"got {got}",
-            "drop this line",
+            f'record has no "text" string: expected {{"text": str, ...}}, got '
+            f"text={_preview(repr(text))}",
+            "drop this record",
         )
         return None
-    if not record["text"]:
+    if not text:
         problems(
             "empty_text", line, sentence,
             'empty "text": expected at least one character, got ""',
-            "drop this line",
+            "drop this record",
         )
         return None
+    return text
+
+
+def _read_cluener(record: dict, line: int, sentence: int, problems: _Problems):
+    """CLUENER: "label" maps each type to {surface: [[start, end_inclusive], ...]}."""
+    text = _record_text(record, line, sentence, problems)
+    if text is None:
+        return None
     label = record.get("label")
-    if label is not None and not isinstance(label, dict):
+    if label is None:
+        return text, None
+    if not isinstance(label, dict):
         problems(
             "invalid_record", line, sentence,
             f'"label" is not an object: expected {{type: {{surface: [[start, end], ...]}}}}, '
             f"got {_preview(json.dumps(label, ensure_ascii=False))}",
             "drop the label and keep the sentence unannotated",
         )
-        label = None
-    return record["text"], label
-
-
-def _cluener_spans(
-    text: str, label: dict, line: int, sentence: int, problems: _Problems
-) -> List[EntitySpan]:
-    """Check CLUENER label offsets against the text; return sorted spans with exclusive ends."""
-    candidates: List[EntitySpan] = []
+        return text, None
+    candidates: List[_CandidateSpan] = []
     for ent_type, surfaces in label.items():
         if not isinstance(surfaces, dict):
             problems(
@@ -543,50 +756,200 @@ def _cluener_spans(
             )
             continue
         for surface, offsets in surfaces.items():
-            if not isinstance(offsets, list):
-                offsets = [offsets]
-            for offset in offsets:
-                span = _check_offset(text, ent_type, surface, offset, line, sentence, problems)
-                if span is not None:
-                    candidates.append(span)
-    return _resolve_overlaps(text, candidates, line, sentence, problems)
+            for offset in offsets if isinstance(offsets, list) else [offsets]:
+                where = f"{ent_type} {surface!r} at {json.dumps(offset)}"
+                if not _is_int_pair(offset):
+                    problems(
+                        "invalid_span", line, sentence,
+                        f"{where}: expected [start, end] with integer offsets, got "
+                        f"{json.dumps(offset)}",
+                        "drop this span",
+                    )
+                    continue
+                start, end = offset
+                candidates.append((ent_type, start, end + 1, surface, where + " (end inclusive)"))
+    return text, candidates
 
 
-def _check_offset(
-    text: str, ent_type: str, surface: str, offset, line: int, sentence: int, problems: _Problems
-) -> Optional[EntitySpan]:
-    """Check one [start, end_inclusive] pair; None if it was dropped."""
-    where = f"{ent_type} {surface!r} at {json.dumps(offset)}"
-    is_pair = (
-        isinstance(offset, list)
-        and len(offset) == 2
-        and all(isinstance(x, int) and not isinstance(x, bool) for x in offset)
-    )
-    if not is_pair:
-        problems(
-            "invalid_span", line, sentence,
-            f"{where}: expected [start, end] with integer offsets, got {json.dumps(offset)}",
-            "drop this span",
-        )
+def _read_doccano(record: dict, line: int, sentence: int, problems: _Problems):
+    """doccano: "label": [[start, end, type], ...] or "entities": [{start_offset, ...}]."""
+    text = _record_text(record, line, sentence, problems)
+    if text is None:
         return None
-    start, end = offset
-    if not 0 <= start <= end < len(text):
+    if "entities" in record and not isinstance(record.get("label"), list):
+        raw = [
+            [ent.get("start_offset"), ent.get("end_offset"), ent.get("label")]
+            if isinstance(ent, dict) else ent
+            for ent in record["entities"] or []
+        ]
+    else:
+        raw = record.get("label")
+    if raw is None:
+        return text, None
+    candidates: List[_CandidateSpan] = []
+    for item in raw if isinstance(raw, list) else [raw]:
+        where = f"span {json.dumps(item, ensure_ascii=False)}"
+        if not (isinstance(item, list) and len(item) == 3 and _is_int_pair(item[:2])
+                and isinstance(item[2], str)):
+            problems(
+                "invalid_span", line, sentence,
+                f"{where}: expected [start, end, label] with integer offsets", "drop this span",
+            )
+            continue
+        candidates.append((item[2], item[0], item[1], None, where))
+    return text, candidates
+
+
+def _read_prodigy(record: dict, line: int, sentence: int, problems: _Problems):
+    """Prodigy: "spans": [{"start", "end", "label"}]; rejected or ignored answers skipped."""
+    text = _record_text(record, line, sentence, problems)
+    if text is None:
+        return None
+    answer = record.get("answer", "accept")
+    if answer != "accept":
+        problems.note("prodigy_not_accepted", line, sentence, f'skipped: "answer" is {answer!r}')
+        return None
+    spans = record.get("spans")
+    if spans is None:
+        return text, None
+    candidates: List[_CandidateSpan] = []
+    for item in spans if isinstance(spans, list) else [spans]:
+        where = f"span {json.dumps(item, ensure_ascii=False)}"
+        if not (isinstance(item, dict) and _is_int_pair([item.get("start"), item.get("end")])
+                and isinstance(item.get("label"), str)):
+            problems(
+                "invalid_span", line, sentence,
+                f'{where}: expected {{"start": int, "end": int, "label": str}}',
+                "drop this span",
+            )
+            continue
+        candidates.append((item["label"], item["start"], item["end"], item.get("text"), where))
+    return text, candidates
+
+
+def _read_labelstudio(task: dict, line: int, sentence: int, problems: _Problems):
+    """Label Studio: the task's first annotation that was not cancelled (a NER labels result)."""
+    data = task.get("data")
+    text = None
+    if isinstance(data, dict):
+        strings = [value for value in data.values() if isinstance(value, str)]
+        text = data.get("text", strings[0] if len(strings) == 1 else None)
+    text = _record_text({"text": text}, line, sentence, problems)
+    if text is None:
+        return None
+    annotations = [
+        annotation for annotation in task.get("annotations") or []
+        if isinstance(annotation, dict) and not annotation.get("was_cancelled")
+    ]
+    if not annotations:
+        return text, None
+    if len(annotations) > 1:
+        problems.note(
+            "labelstudio_annotations", line, sentence,
+            f"task {task.get('id')} has {len(annotations)} annotations: read the first",
+        )
+    candidates: List[_CandidateSpan] = []
+    for result in annotations[0].get("result") or []:
+        value = result.get("value") if isinstance(result, dict) else None
+        if not isinstance(value, dict) or "labels" not in value:
+            continue  # relations, choices, text areas: not entity spans
+        labels = value.get("labels")
+        where = f"task {task.get('id')} result {json.dumps(value, ensure_ascii=False)}"
+        if not (_is_int_pair([value.get("start"), value.get("end")]) and isinstance(labels, list)
+                and len(labels) == 1 and isinstance(labels[0], str)):
+            problems(
+                "invalid_span", line, sentence,
+                f'{where}: expected {{"start": int, "end": int, "labels": [one label]}}',
+                "drop this span",
+            )
+            continue
+        start, end = _utf16_to_chars(text, value["start"], value["end"], value.get("text"))
+        candidates.append((labels[0], start, end, value.get("text"), where))
+    return text, candidates
+
+
+_RECORD_READERS = {
+    "cluener": _read_cluener,
+    "doccano": _read_doccano,
+    "prodigy": _read_prodigy,
+    "labelstudio": _read_labelstudio,
+}
+
+
+def _is_int_pair(values) -> bool:
+    """Whether values is a list of two ints (bools excluded)."""
+    return (
+        isinstance(values, list)
+        and len(values) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in values)
+    )
+
+
+def _utf16_to_chars(text: str, start: int, end: int, surface: Optional[str]) -> Tuple[int, int]:
+    """Code point offsets for Label Studio offsets, which count UTF-16 units.
+
+    Label Studio's front end measures offsets in JavaScript string units, so each character
+    beyond U+FFFF counts twice. When a code point reading is the one that gives the surface
+    text, it is kept (files written by other tools).
+    """
+    if not text or max(text) <= "\uffff":
+        return start, end
+    units = 0
+    to_char: Dict[int, int] = {}
+    for i, char in enumerate(text):
+        to_char[units] = i
+        units += 2 if char > "\uffff" else 1
+    to_char[units] = len(text)
+    if start not in to_char or end not in to_char:
+        return start, end
+    converted = to_char[start], to_char[end]
+    if surface is None or text[converted[0]:converted[1]] == surface:
+        return converted
+    return start, end
+
+
+def _replace_surrogates(text: str, line: int, sentence: int, problems: _Problems) -> str:
+    """The text with lone surrogates (JSON "\\udcff") replaced by U+FFFD, as a problem."""
+    if not _SURROGATE.search(text):
+        return text
+    found = sorted(set(_SURROGATE.findall(text)))
+    problems(
+        "lone_surrogate", line, sentence,
+        f"text {_preview(text)} holds lone surrogates {''.join(found)!r}, which are not "
+        f"characters and cannot be written as UTF-8: expected valid Unicode text",
+        "replace each with U+FFFD (one character for one, so offsets stay right)",
+    )
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _check_span(
+    text: str, ent_type: str, start: int, end: int, surface: Optional[str], where: str,
+    line: int, sentence: int, problems: _Problems,
+) -> Optional[EntitySpan]:
+    """Check one span (exclusive end) against the text; None if it was dropped."""
+    if not 0 <= start < end <= len(text):
         problems(
             "span_out_of_range", line, sentence,
-            f"{where}: expected 0 <= start <= end < {len(text)} (text length, end inclusive), "
+            f"{where}: expected 0 <= start < end <= {len(text)} (text length, end exclusive), "
             f"got start={start}, end={end}",
             "drop this span",
         )
         return None
-    if text[start : end + 1] != surface:
+    if surface is not None and text[start:end] != _SURROGATE.sub("\ufffd", surface):
         problems(
             "surface_mismatch", line, sentence,
-            f"{where}: expected text[{start}:{end + 1}] == {surface!r}, got "
-            f"{text[start:end + 1]!r} (offsets are 0-based, end inclusive)",
+            f"{where}: expected text[{start}:{end}] == {surface!r}, got {text[start:end]!r}",
             "drop this span",
         )
         return None
-    return start, end + 1, ent_type
+    cleaned = _clean_tag(ent_type, line, sentence, problems, what="label")
+    if cleaned == "O" or not cleaned:
+        problems(
+            "invalid_span", line, sentence, f"{where}: expected a label, got {ent_type!r}",
+            "drop this span",
+        )
+        return None
+    return start, end, cleaned
 
 
 def _resolve_overlaps(
@@ -655,9 +1018,9 @@ def _iter_lines(
 def _iter_tags(path: Path, format: str) -> Iterator[str]:
     """Yield the tag column of a chars file, leniently, for scheme detection."""
     for _, text in _iter_lines(path, problems=None):
-        columns = _COLUMN_SEP.split(text.strip(" \t"))
-        if len(columns) >= 2:
-            yield columns[-1]
+        fields = _split_last_field(text.rstrip(" \t"))
+        if fields is not None and fields[0] and not text.startswith(DOCSTART):
+            yield fields[1]
 
 
 def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:

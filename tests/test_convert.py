@@ -447,3 +447,362 @@ def test_real_peoples_daily_dev():
     texts, ents = reference_parse(path.read_text(encoding="utf8"), "chars", "bio")
     assert [doc.text for doc in docs] == texts
     assert docbin_ents(docs) == ents
+
+
+# --- Real-world input: Weibo suffixes, blank tokens, invisible characters, encodings ---
+
+
+def tokens_and_ents(docs) -> List[Tuple[List[str], List[Tuple[int, int, str]]]]:
+    return [([t.text for t in doc], [(e.start, e.end, e.label_) for e in doc.ents]) for doc in docs]
+
+
+def test_weibo_two_digit_positions_and_multi_code_point_characters(tmp_path):
+    """`s15` is s at word position 15, `115` the digit 1 at 15, `��0` one two-code-point token."""
+    content = "科0\tB-PER.NAM\n比1\tI-PER.NAM\ns15\tO\n115\tO\n\ufffd\ufffd0\tO\n好0\tO\n"
+    path = write(tmp_path, content)
+    assert detect_format(path) == "chars-seg"
+    docs, stats = convert_file(path)
+    assert tokens_and_ents(docs) == [
+        (["科", "比", "s", "1", "\ufffd\ufffd", "好"], [(0, 2, "PER.NAM")])
+    ]
+    assert stats.repairs == [] and stats.note_counts == Counter({"multi_char_token": 1})
+    assert stats.notes[0].line == 5
+
+
+@pytest.mark.parametrize(
+    "line,token",
+    [(" \tI-HC", " "), ("  I-HC", " "), ("\u3000 I-HC", "\u3000"), ("\xa0 I-HC", "\xa0"),
+     ("\u3000\tI-HC", "\u3000"), (" \t I-HC", " \t")],
+    ids=["space-tab", "space-space", "ideographic", "nbsp", "ideographic-tab", "space-tab-space"],
+)
+def test_blank_character_inside_an_entity(tmp_path, line, token):
+    """A line is split at its last separator: a blank character keeps its tag and its entity."""
+    path = write(tmp_path, f"品\tB-HC\n{line}\n牌\tE-HC\n在\tO\n")
+    docs, stats = convert_file(path)
+    assert tokens_and_ents(docs) == [(["品", token, "牌", "在"], [(0, 3, "HC")])]
+    assert docs[0].text == f"品{token}牌在"
+    assert stats.repairs == []
+
+
+def test_tag_only_line_is_a_missing_character(tmp_path):
+    path = write(tmp_path, "高 B-X\n\tE-X\n")
+    with pytest.raises(ValueError, match=r":2: line '\\tE-X' has a tag but no character"):
+        convert_file(path)
+
+
+@pytest.mark.parametrize("invisible", ["\xa0", "\x0b", "\u200b"])
+def test_invisible_characters_after_a_tag(tmp_path, invisible):
+    path = write(tmp_path, f"高 B-NAME{invisible}\n勇 E-NAME\n")
+    with pytest.raises(ValueError) as excinfo:
+        convert_file(path)
+    message = str(excinfo.value)
+    assert message.startswith(f"{path}:1: tag ") and repr(invisible)[1:-1] in message
+    docs, stats = convert_file(path, repair=True)
+    assert tokens_and_ents(docs) == [(["高", "勇"], [(0, 2, "NAME")])]
+    assert stats.repair_counts == Counter({"invisible_in_tag": 1})
+
+
+def test_trailing_spaces_and_tabs_after_a_tag_are_separators(tmp_path):
+    docs, stats = convert_file(write(tmp_path, "高 B-NAME \t\n勇 E-NAME\t\n"))
+    assert tokens_and_ents(docs) == [(["高", "勇"], [(0, 2, "NAME")])]
+    assert stats.repairs == [] and stats.notes == []
+
+
+def test_lone_surrogate_in_json_names_the_line_and_repairs(tmp_path):
+    record = '{"text": "\\udcff北京", "label": {"LOC": {"北京": [[1, 2]]}}}'
+    path = write(tmp_path, OK_LINE + "\n" + record + "\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:2: text .* lone surrogates"):
+        convert_file(path)
+    docs, stats = convert_file(path, repair=True)
+    assert [doc.text for doc in docs] == ["你好", "\ufffd北京"]
+    assert [(e.start, e.end, e.label_) for e in docs[1].ents] == [(1, 3, "LOC")]
+    assert stats.repair_counts == Counter({"lone_surrogate": 1})
+    DocBin(docs=docs).to_bytes()  # the repaired text is valid Unicode
+
+
+def test_invalid_utf8_in_json_lines_names_the_line(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_bytes(OK_LINE.encode("utf8") + b'\n{"text": "\xff\xfe\xe5\x8c\x97", "label": {}}\n')
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:2: invalid UTF-8"):
+        convert_file(path)
+    docs, stats = convert_file(path, repair=True)
+    assert [doc.text for doc in docs] == ["你好", "\ufffd\ufffd北"]
+    assert stats.repair_counts == Counter({"bad_utf8": 1})
+
+
+@pytest.mark.parametrize("first", ["{", "["])
+def test_chars_file_starting_with_a_bracket_is_not_json(tmp_path, first):
+    path = write(tmp_path, f"{first} O\n北 B-LOC\n京 I-LOC\n")
+    assert detect_format(path) == "chars"
+    docs, _ = convert_file(path)
+    assert tokens_and_ents(docs) == [([first, "北", "京"], [(1, 3, "LOC")])]
+
+
+def test_docstart_lines_are_skipped_and_counted(tmp_path):
+    content = "-DOCSTART- -X- O O\n\n北 B-LOC\n京 I-LOC\n\n-DOCSTART- O\n\n好 O\n"
+    docs, stats = convert_file(write(tmp_path, content))
+    assert [doc.text for doc in docs] == ["北京", "好"]
+    assert stats.note_counts == Counter({"docstart": 2}) and stats.repairs == []
+
+
+def test_line_separators_inside_a_line_do_not_split_it(tmp_path):
+    """U+0085, U+2028, U+2029, \\x0b and \\x0c are characters here; only \\n ends a line."""
+    content = "\x85 O\n\u2028 O\n\u2029 O\n\x0b O\n\x0c O\n高 S-X\n"
+    for format, scheme in (("chars", "auto"), ("chars", "bioes")):
+        docs, stats = convert_file(write(tmp_path, content), format=format, scheme=scheme)
+        assert tokens_and_ents(docs) == [(list("\x85\u2028\u2029\x0b\x0c高"), [(5, 6, "X")])]
+    record = json.dumps({"text": "北\u2028京\x85", "label": {"LOC": {"北\u2028京": [[0, 2]]}}},
+                        ensure_ascii=False)
+    docs, _ = convert_file(write(tmp_path, record + "\n", name="x.json"))
+    assert tokens_and_ents(docs) == [(list("北\u2028京\x85"), [(0, 3, "LOC")])]
+
+
+def test_multi_character_tokens_are_reported(tmp_path, capsys):
+    from typer.testing import CliRunner
+
+    from spacy_cner.cli import app
+
+    path = write(tmp_path, "张三 S-NAME\n在 O\n北京 S-LOC\n")
+    docs, stats = convert_file(path, format="chars")
+    assert tokens_and_ents(docs) == [(["张三", "在", "北京"], [(0, 1, "NAME"), (2, 3, "LOC")])]
+    assert [(n.kind, n.line) for n in stats.notes] == [("multi_char_token", 1), ("multi_char_token", 3)]
+    result = CliRunner().invoke(app, ["convert", str(path), str(tmp_path / "out.spacy")])
+    assert result.exit_code == 0, result.output
+    assert "multi_char_token" in result.output and f"{path}:3: [multi_char_token]" in result.output
+
+
+# --- Annotation-tool formats ---
+
+DOCCANO = "\n".join([
+    json.dumps({"id": 1, "text": "张三在北京", "label": [[0, 2, "PER"], [3, 5, "LOC"]]},
+               ensure_ascii=False),
+    json.dumps({"id": 2, "text": "好的", "label": []}, ensure_ascii=False),
+    json.dumps({"text": "李四", "entities": [{"id": 7, "start_offset": 0, "end_offset": 2,
+                                             "label": "PER"}]}, ensure_ascii=False),
+]) + "\n"
+PRODIGY = "\n".join([
+    json.dumps({"text": "张三在北京", "spans": [{"start": 0, "end": 2, "label": "PER"},
+                                            {"start": 3, "end": 5, "label": "LOC"}],
+                "answer": "accept"}, ensure_ascii=False),
+    json.dumps({"text": "错的", "spans": [], "answer": "reject"}, ensure_ascii=False),
+    json.dumps({"text": "好的", "spans": []}, ensure_ascii=False),
+]) + "\n"
+LABEL_STUDIO = json.dumps([
+    {"id": 1, "data": {"text": "张三在北京"}, "annotations": [{"was_cancelled": False, "result": [
+        {"type": "labels", "value": {"start": 0, "end": 2, "text": "张三", "labels": ["PER"]}},
+        {"type": "labels", "value": {"start": 3, "end": 5, "text": "北京", "labels": ["LOC"]}},
+    ]}]},
+    # JavaScript offsets: the emoji counts as two UTF-16 units
+    {"id": 2, "data": {"text": "😀李四"}, "annotations": [{"result": [
+        {"type": "labels", "value": {"start": 2, "end": 4, "text": "李四", "labels": ["PER"]}},
+    ]}]},
+    {"id": 3, "data": {"text": "未标注"}, "annotations": []},
+], ensure_ascii=False, indent=2)
+
+
+@pytest.mark.parametrize(
+    "content,format,expected",
+    [
+        (DOCCANO, "doccano", [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]),
+                              (list("好的"), []), (list("李四"), [(0, 2, "PER")])]),
+        (PRODIGY, "prodigy", [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]),
+                              (list("好的"), [])]),
+        (LABEL_STUDIO, "labelstudio", [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]),
+                                       (list("😀李四"), [(1, 3, "PER")]), (list("未标注"), [])]),
+    ],
+    ids=["doccano", "prodigy", "labelstudio"],
+)
+def test_annotation_tool_formats(tmp_path, content, format, expected):
+    path = write(tmp_path, content, name="export.json")
+    assert detect_format(path) == format
+    docs, stats = convert_file(path)
+    assert stats.format == format
+    assert tokens_and_ents(docs) == expected
+    if format == "labelstudio":
+        assert not docs[2].has_annotation("ENT_IOB") and stats.n_unannotated == 1
+    if format == "prodigy":
+        assert stats.note_counts == Counter({"prodigy_not_accepted": 1})
+
+
+def test_label_studio_errors_name_the_task_line(tmp_path):
+    tasks = json.loads(LABEL_STUDIO)
+    tasks[1]["annotations"][0]["result"][0]["value"]["text"] = "王五"
+    path = write(tmp_path, json.dumps(tasks, ensure_ascii=False, indent=2), name="ls.json")
+    lines = path.read_text("utf8").split("\n")
+    task_line = next(i for i, text in enumerate(lines, 1) if '"id": 2' in text) - 1
+    assert lines[task_line - 1].strip() == "{"
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:{task_line}: task 2 result"):
+        convert_file(path)
+    docs, stats = convert_file(path, repair=True)
+    assert len(stats.repairs) == 1 and stats.repairs[0].line == task_line
+    assert [doc.text for doc in docs] == ["张三在北京", "😀李四", "未标注"] and docs[1].ents == ()
+
+
+def test_doccano_bad_span_is_a_problem(tmp_path):
+    path = write(tmp_path, json.dumps({"text": "北京", "label": [[0, 9, "LOC"], [0, 2]]}) + "\n")
+    with pytest.raises(ValueError, match=r":1: span \[0, 2\]: expected \[start, end, label\]"):
+        convert_file(path)
+    docs, stats = convert_file(path, repair=True)
+    assert stats.repair_counts == Counter({"span_out_of_range": 1, "invalid_span": 1})
+    assert docs[0].text == "北京" and docs[0].ents == ()
+
+
+# --- Real files: every dataset in ../shared/data, Doc texts equal to the source ---
+
+
+def reference_sentences(path: Path, sep: str) -> List[Tuple[str, List[Tuple[int, int, str]]]]:
+    """Each sentence's text and entities, read as SOURCE.md says (split at the last `sep`).
+
+    An entity starts at B-/S- (or at an I-/M-/E- with nothing open) and ends at E-/S-, at O,
+    at another opening or at a label change, so an unclosed B- counts as a one-character
+    entity, as SOURCE.md counts it.
+    """
+    sentences = []
+    chars, tags = [], []
+    for line in path.read_bytes().decode("utf8").split("\n") + [""]:
+        line = line.rstrip("\r")
+        if line == "":
+            if chars:
+                sentences.append(("".join(chars), _reference_spans(tags)))
+            chars, tags = [], []
+            continue
+        char, tag = line.rsplit(sep, 1)
+        chars.append(char)
+        tags.append(tag)
+    return sentences
+
+
+def _reference_spans(tags: List[str]) -> List[Tuple[int, int, str]]:
+    spans, start, label = [], None, None
+    for i, tag in enumerate(tags + ["O"]):
+        prefix, _, tag_label = tag.partition("-")
+        if start is not None and (prefix in ("O", "B", "S") or tag_label != label):
+            spans.append((start, i, label))
+            start = None
+        if prefix == "S":
+            spans.append((i, i + 1, tag_label))
+        elif prefix != "O" and start is None:
+            start, label = i, tag_label
+        if prefix == "E" and start is not None:
+            spans.append((start, i + 1, label))
+            start = None
+    return spans
+
+
+# (dataset, file, separator, strict conversion raises at line, sentences, chars, entities per type)
+REAL_FILES = [
+    ("ecommerce", "train.txt.bieos", "\t", 82, 3989, 119085, {"HC": 10480, "HP": 1630}),
+    ("ecommerce", "dev.txt.bieos", "\t", None, 500, 14885, {"HC": 1340, "HP": 200}),
+    ("ecommerce", "test.txt.bieos", "\t", None, 498, 14680, {"HC": 1345, "HP": 222}),
+    ("youku", "train.txt", " ", None, 8001, 136240, {"MISC": 2128, "PER": 3559, "TELEVISION": 7067}),
+    ("youku", "dev.txt", " ", None, 1000, 16346, {"MISC": 257, "PER": 424, "TELEVISION": 900}),
+    ("youku", "test.txt", " ", None, 1001, 17213, {"MISC": 246, "PER": 419, "TELEVISION": 905}),
+    ("taobao", "train.txt", " ", None, 6000, 174562,
+     {"HCCX": 20656, "HPPX": 2803, "MISC": 4322, "XH": 1616}),
+    ("taobao", "dev.txt", " ", None, 998, 29186, {"HCCX": 3430, "HPPX": 484, "MISC": 755, "XH": 272}),
+    ("taobao", "test.txt", " ", None, 1000, 29071, {"HCCX": 3378, "HPPX": 474, "MISC": 729, "XH": 285}),
+    ("resume", "dev.char.bmes", " ", None, 463, 13890, None),
+    ("resume", "test.char.bmes", " ", None, 477, 15100, None),
+    ("peoples_daily", "example.test", " ", None, 4636, 219197, {"LOC": 3658, "ORG": 2185, "PER": 1864}),
+]
+
+
+@pytest.mark.parametrize("dataset,name,sep,bad_line,n_sents,n_chars,counts", REAL_FILES,
+                         ids=[f"{case[0]}/{case[1]}" for case in REAL_FILES])
+def test_real_file_texts_and_entities_survive(dataset, name, sep, bad_line, n_sents, n_chars, counts):
+    """Counts as SOURCE.md gives them; each Doc's text is its source characters joined."""
+    path = _real_file(dataset, name)
+    if bad_line is not None:
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:{bad_line}: "):
+            convert_file(path)
+    docs, stats = convert_file(path, repair=bad_line is not None)
+    assert stats.n_repairs == (bad_line is not None)
+    reference = reference_sentences(path, sep)
+    assert (stats.n_sentences, stats.n_chars) == (n_sents, n_chars)
+    assert [doc.text for doc in docs] == [text for text, _ in reference]
+    assert all(len(doc) == len(doc.text) for doc in docs)
+    assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs] == [
+        spans for _, spans in reference
+    ]
+    if counts is not None:
+        assert dict(stats.entity_counts) == counts
+
+
+# --- Fuzz: random files in every format convert to their texts and entities ---
+
+# Characters that break naive readers: blanks, separators Python treats as line breaks,
+# controls, brackets, digits, Latin letters, an astral character.
+FUZZ_CHARS = list("北京大学张三丰的aZ19{[-") + [
+    " ", "\t", "\u3000", "\xa0", "\x85", "\u2028", "\x0b", "\x0c", "\x00", "\ufffd", "😀", "\u200d"
+]
+
+
+def _fuzz_file(format: str, scheme: str, sentences, separator: str) -> str:
+    if format == "chars":
+        blocks = []
+        for chars, spans in sentences:
+            tags = _encode(spans, len(chars), scheme)
+            blocks.append("".join(f"{c}{separator}{t}\n" for c, t in zip(chars, tags)))
+        return "\n".join(blocks) + "\n"
+    if format == "chars-seg":
+        blocks = []
+        for chars, spans in sentences:
+            tags = _encode(spans, len(chars), scheme)
+            blocks.append("".join(
+                f"{c}{i % 20}{separator}{t}\n" for i, (c, t) in enumerate(zip(chars, tags))
+            ))
+        return "\n".join(blocks) + "\n"
+    records = []
+    for chars, spans in sentences:
+        text = "".join(chars)
+        if format == "cluener":
+            label: dict = {}
+            for s, e, lab in spans:
+                label.setdefault(lab, {}).setdefault(text[s:e], []).append([s, e - 1])
+            records.append({"text": text, "label": label})
+        elif format == "doccano":
+            records.append({"text": text, "label": [[s, e, lab] for s, e, lab in spans]})
+        elif format == "prodigy":
+            records.append({"text": text, "spans": [{"start": s, "end": e, "label": lab}
+                                                    for s, e, lab in spans], "answer": "accept"})
+        else:  # Label Studio: offsets in UTF-16 units, as its front end counts them
+            def units(i):
+                return len(text[:i].encode("utf-16-le")) // 2
+            result = [{"type": "labels", "value": {"start": units(s), "end": units(e),
+                                                   "text": text[s:e], "labels": [lab]}}
+                      for s, e, lab in spans]
+            records.append({"data": {"text": text}, "annotations": [{"result": result}]})
+    if format == "labelstudio":
+        return json.dumps(records, ensure_ascii=False, indent=1)
+    return "".join(json.dumps(r, ensure_ascii=bool(len(records) % 2)) + "\n" for r in records)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_fuzz_random_files_keep_texts_and_entities(tmp_path_factory, data):
+    format = data.draw(st.sampled_from(
+        ["chars", "chars-seg", "cluener", "doccano", "prodigy", "labelstudio"]))
+    scheme = data.draw(st.sampled_from(["bio", "bioes", "bmes"]))
+    separator = data.draw(st.sampled_from(["\t", " "]))
+    sentences = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        chars = data.draw(st.lists(st.sampled_from(FUZZ_CHARS), min_size=1, max_size=10))
+        if format in ("chars", "chars-seg") and separator == " ":
+            chars = [c for c in chars if c != "\t"] or ["北"]
+        spans, i = [], 0
+        while i < len(chars):
+            length = data.draw(st.integers(0, len(chars) - i))
+            if length:
+                spans.append((i, i + length, data.draw(st.sampled_from(["PER", "LOC", "HC"]))))
+            i += max(length, 1)
+        sentences.append((chars, spans))
+    path = tmp_path_factory.mktemp("fuzz") / "input"
+    path.write_text(_fuzz_file(format, scheme, sentences, separator), encoding="utf8")
+    docs, stats = convert_file(path)
+    assert stats.format == format and stats.repairs == []
+    assert [doc.text for doc in docs] == ["".join(chars) for chars, _ in sentences]
+    assert [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs] == [
+        spans for _, spans in sentences
+    ]
+    # Each character is a token (character offsets equal token offsets)
+    assert all(len(doc) == len(doc.text) for doc in docs)
