@@ -67,6 +67,44 @@ def write_tiny_model(path: Path, kind: str) -> Path:
     return path
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIG_NAMES = sorted(p.stem for p in (REPO_ROOT / "configs").glob("*.cfg"))
+# Small widths keep the CPU configs quick; the transformer configs take the tiny models.
+SMALL_CONFIG_OVERRIDES = {
+    "default": {"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16},
+    "lexicon": {
+        "components.crf_ner.model.tok2vec.width": 16,
+        "components.crf_ner.model.tok2vec.lexicon_adapter.word_rows": 64,
+        "components.crf_ner.model.encoder.width": 16,
+    },
+    "tener": {
+        "components.crf_ner.model.encoder.n_heads": 2,
+        "components.crf_ner.model.encoder.head_width": 8,
+        "components.crf_ner.model.encoder.ffn_width": 16,
+        "components.crf_ner.model.tok2vec.width": 16,
+    },
+}
+CONFIG_TRAIN_DATA = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("我在北京市工作", [(2, 5, "LOC")])]
+
+
+def small_config_pipeline(name: str, request) -> Language:
+    """configs/<name>.cfg made small (a tiny local BERT or NEZHA for the transformer configs), initialized."""
+    from spacy.training import Example
+    from spacy.util import load_config, load_model_from_config
+    from thinc.api import fix_random_seed
+
+    path = REPO_ROOT / "configs" / f"{name}.cfg"
+    overrides = dict(SMALL_CONFIG_OVERRIDES.get(name, {}))
+    if "TransformerTok2Vec" in path.read_text(encoding="utf8"):
+        kind = "nezha" if name.startswith("nezha") else "bert"
+        overrides["vars.transformer"] = str(request.getfixturevalue(f"tiny_{kind}"))
+    config = load_config(path, overrides=overrides, interpolate=True)
+    fix_random_seed(0)
+    nlp = load_model_from_config(config, auto_fill=True)
+    nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in CONFIG_TRAIN_DATA])
+    return nlp
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-bert", "bert")

@@ -5,6 +5,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import srsly
 import torch
+from torch.nn.utils import parametrize
 from thinc.api import ArgsKwargs, Model, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d
@@ -25,6 +26,21 @@ class SizedModule:
     """
 
     hparams: Dict[str, Any]
+
+    def __reduce_ex__(self, protocol):
+        """Pickle as the constructor arguments and the weights (as serialize_sized saves them).
+
+        torch refuses to pickle a module with parametrizations (the CRF's transition
+        masks), and a pipeline must pickle for nlp.pipe(n_process=2) under spawn.
+        """
+        cls = parametrize.type_before_parametrizations(self)
+        return (_rebuild_sized, (cls, self.hparams, self.state_dict(), self.training))
+
+
+def _rebuild_sized(cls: type, hparams: Dict[str, Any], state: Dict[str, Any], training: bool) -> SizedModule:
+    module = cls(**hparams)
+    module.load_state_dict(state)
+    return module.train(training)
 
 
 def serialize_sized(module: SizedModule) -> bytes:

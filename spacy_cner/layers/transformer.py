@@ -213,12 +213,19 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
         backprops.append(backprop_chunk)
     all_rows = model.ops.xp.concatenate(outputs) if outputs else model.ops.alloc2f(0, width)
     gather, lengths = _token_rows(model, plans, windows, row_of_window)
-    tokens = model.ops.reduce_mean(all_rows[gather], lengths)
+    # Tokens without wordpieces (whitespace, control characters the tokenizer drops) get
+    # zeros; thinc's reduce_mean reads out of bounds when no token has any.
+    if len(gather):
+        tokens = model.ops.reduce_mean(all_rows[gather], lengths)
+    else:
+        tokens = model.ops.alloc2f(len(lengths), width)
     splits = numpy.cumsum([len(doc) for doc in docs])[:-1]
-    Y = model.ops.xp.split(tokens, splits.tolist()) if len(docs) > 1 else [tokens]
+    Y = model.ops.xp.split(tokens, splits.tolist()) if docs else []
 
     def backprop(dY: OutT) -> InT:
-        d_tokens = model.ops.xp.concatenate(dY) if dY else model.ops.alloc2f(0, width)
+        if not len(gather):
+            return docs
+        d_tokens = model.ops.xp.concatenate(dY)
         d_gathered = model.ops.backprop_reduce_mean(d_tokens, lengths)
         d_rows = model.ops.alloc2f(*all_rows.shape)
         model.ops.scatter_add(d_rows, gather, d_gathered)
