@@ -95,7 +95,8 @@ def _example(inputs: Dict[str, list], sample: int, changed: List) -> str:
     changed_spans = {(c.start + (0 if c.sentence == i else offset), c.end + (0 if c.sentence == i else offset))
                      for c in changed}
     descriptions = "; ".join(
-        f"{html.escape(c.text)}: {c.before or 'none'} → {c.after or 'none'}" for c in changed
+        f"{html.escape(c.text)}: {html.escape(c.before or 'none')} → {html.escape(c.after or 'none')}"
+        for c in changed
     )
     return (
         f"<div class='example' id='sample-{sample}'><p class='label'>Sentences {i} + {j}: {descriptions}</p>"
@@ -105,9 +106,11 @@ def _example(inputs: Dict[str, list], sample: int, changed: List) -> str:
 
 
 def _render(text: str, entities: Sequence[Entity], changed_spans: set) -> str:
+    """displaCy's entity markup; displaCy escapes the text but not the labels."""
     ents = []
     colours = {}
     for start, end, label in sorted(entities):
+        label = html.escape(label)
         if (start, end) in changed_spans:
             label = label + CHANGED_MARK
             colours[label] = CHANGED_COLOUR

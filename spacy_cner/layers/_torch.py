@@ -1,5 +1,6 @@
 """Helpers shared by the torch-backed layers: rebuildable modules and padding."""
 import os
+import pickle
 from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -54,9 +55,24 @@ def deserialize_sized(module: SizedModule, data: bytes, device: "torch.device") 
     """Rebuild a SizedModule of the same class from serialize_sized's bytes."""
     msg = srsly.msgpack_loads(data)
     rebuilt = type(module)(**msg["hparams"])
-    state = torch.load(BytesIO(msg["state"]), map_location=device)
-    rebuilt.load_state_dict(state)
+    rebuilt.load_state_dict(load_weights(msg["state"], device))
     return rebuilt.to(device)
+
+
+def load_weights(data: bytes, device: "torch.device") -> Dict[str, Any]:
+    """A state dict saved with torch.save, loaded with weights_only=True.
+
+    A saved pipeline is a file anyone could have edited: torch.load's default runs the
+    code a pickle names (torch < 2.6, or any torch with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1);
+    here anything but tensors and plain containers is refused.
+    """
+    try:
+        return torch.load(BytesIO(data), map_location=device, weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise pickle.UnpicklingError(
+            "Refused to load saved weights that hold more than tensors (a tampered pipeline, "
+            f"or one not saved by spacy-cner): {error}"
+        ) from error
 
 
 def finish_update_in_place(shim: PyTorchShim, optimizer: Any) -> None:

@@ -11,11 +11,14 @@ all L + 1 layers are fine-tuned through the mix.
 Long docs are split at sentence ends into windows the model can take
 (spacy_cner.windows); tokens get the mean of their wordpieces' vectors.
 """
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy
+import srsly
 import torch
 from spacy.tokens import Doc
 from spacy.util import SimpleFrozenDict, registry
@@ -23,13 +26,13 @@ from spacy_transformers.data_classes import HFObjects
 from spacy_transformers.layers.hf_shim import HFShim
 from spacy_transformers.layers.hf_wrapper import HFWrapper
 from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
-from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats2d, Ints1d
 from torch.overrides import TorchFunctionMode
 
 from ..entity_attention import NO_ENTITY, check_scale, entity_scale, gold_entity_ids
 from ..windows import SENTENCE_ENDS, Window, split_windows
-from ._torch import finish_update_in_place, torch_module
+from ._torch import finish_update_in_place, load_weights, torch_module
 from .lexicon_adapter import fuse, word_ids
 from .scalar_mix import ScalarMix
 
@@ -123,10 +126,39 @@ def TransformerTok2Vec(
 
 
 class InPlaceHFShim(HFShim):
-    """spacy-transformers' HFShim with a finish_update that does not leak memory (see _torch)."""
+    """spacy-transformers' HFShim with a finish_update that does not leak memory (see _torch),
+    and a from_bytes that loads the weights with weights_only=True (_torch.load_weights).
+    """
 
     def finish_update(self, optimizer) -> None:
         finish_update_in_place(self, optimizer)
+
+    def from_bytes(self, bytes_data: bytes) -> "InPlaceHFShim":
+        """HFShim.from_bytes, which reads the weights with torch.load's default (pickled code
+        runs on torch < 2.6): its config and tokenizer, then the weights through load_weights.
+        """
+        msg = srsly.msgpack_loads(bytes_data)
+        if not msg["config"]:  # saved before initialize: no weights
+            return super().from_bytes(bytes_data)
+        device = get_torch_default_device()
+        state = load_weights(msg["state"], device)
+        # HFShim builds the model and tokenizer from the config; its weights come below.
+        blank = BytesIO()
+        torch.save({}, blank)
+        with warnings.catch_warnings():
+            # It warns that the (empty) state does not match the model.
+            warnings.filterwarnings("ignore", message="Error loading saved torch state_dict")
+            # Under TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD it warns of loading the empty state unsafely.
+            warnings.filterwarnings("ignore", message="Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+            super().from_bytes(srsly.msgpack_dumps({**msg, "state": blank.getvalue()}))
+        try:
+            self._model.load_state_dict(state)
+        except RuntimeError as error:
+            # As HFShim does: weights saved by another transformers version may differ in buffers.
+            warnings.warn(f"Loading the transformer's weights with strict=False: {error}")
+            self._model.load_state_dict(state, strict=False)
+        self._model.to(device)
+        return self
 
 
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:

@@ -18,6 +18,7 @@ from thinc.types import Floats2d, Ints1d
 
 from ..adversarial import EmbeddingAttack
 from ..entity_attention import example_entity_ids, training_gold
+from ..layers._torch import torch_module
 from ..layers.crf import crf_decode
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
@@ -196,6 +197,7 @@ class CRFEntityRecognizer(TrainablePipe):
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
         """Load the pipe, and the lexicons of its lexicon adapters."""
         super().from_bytes(bytes_data, exclude=exclude)
+        self._check_tag_names("the cfg in the bytes")
         if not self._lexicon_adapters() or "lexicon" in exclude:
             return self  # no need to read the (possibly large) bytes a second time
         msg = srsly.msgpack_loads(bytes_data)
@@ -217,6 +219,7 @@ class CRFEntityRecognizer(TrainablePipe):
     def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
         """Load the pipe, and the lexicons of its lexicon adapters."""
         super().from_disk(path, exclude=exclude)
+        self._check_tag_names(str(Path(path) / "cfg"))
         lexicon_path = Path(path) / "lexicon"
         if lexicon_path.exists() and "lexicon" not in exclude:
             self._load_lexicons(lexicon_path.read_bytes(), str(lexicon_path))
@@ -463,6 +466,17 @@ class CRFEntityRecognizer(TrainablePipe):
                 "in its pipeline, or use spacy.ner_scorer.v1."
             )
         return nlp
+
+    def _check_tag_names(self, cfg_source: str) -> None:
+        """Raise if the loaded cfg's labels and scheme name other tags than the CRF was trained with."""
+        trained = torch_module(self.model.get_ref("crf")).tag_names
+        if trained and trained != self.tag_names:
+            raise ValueError(
+                f"{cfg_source} of '{self.name}' gives labels {list(self.labels)} with scheme "
+                f"{self.cfg['scheme']}, i.e. tags {self.tag_names}, but its model was trained with "
+                f"the tags {trained}: the cfg and the weights do not belong together. Restore the "
+                "cfg saved with the model (or retrain)."
+            )
 
     def _record_scalar_mix(self) -> None:
         weights = self.scalar_mix_weights()

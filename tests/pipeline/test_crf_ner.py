@@ -345,6 +345,28 @@ def test_to_bytes_and_from_bytes(scheme):
     assert predictions(docs) == expected
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"scheme": "BIO"},  # over a BIOES model: fewer tags
+        {"labels": ["LOC", "PER"]},  # a label removed
+        {"labels": ["LOC", "ORG", "PERSON"]},  # a label renamed: as many tags, other names
+    ],
+)
+def test_cfg_that_disagrees_with_the_weights_is_refused(edit, tmp_path):
+    nlp = load_trained("BIOES")
+    assert nlp.get_pipe("crf_ner").labels == ("LOC", "ORG", "PER")
+    nlp.to_disk(tmp_path)
+    cfg_path = tmp_path / "crf_ner" / "cfg"
+    srsly.write_json(cfg_path, {**srsly.read_json(cfg_path), **edit})
+    with pytest.raises(ValueError, match=f"{cfg_path}.*do not belong together"):
+        spacy.load(tmp_path)
+    ner_bytes = srsly.msgpack_loads(nlp.get_pipe("crf_ner").to_bytes())
+    ner_bytes["cfg"] = srsly.json_dumps({**srsly.json_loads(ner_bytes["cfg"]), **edit})
+    with pytest.raises(ValueError, match="the cfg in the bytes"):
+        make_nlp().get_pipe("crf_ner").from_bytes(srsly.msgpack_dumps(ner_bytes))
+
+
 def test_pipe_batches_equal_one_by_one():
     nlp = load_trained()
     one_by_one = predictions([nlp(text) for text in TEXTS])

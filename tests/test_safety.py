@@ -1,0 +1,86 @@
+"""A tampered pipeline cannot run code at spacy.load; report.html escapes labels and text."""
+import io
+import pickle
+
+import pytest
+import spacy
+import srsly
+import torch
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+from conftest import small_config_pipeline
+
+from spacy_cner.robustness import evaluate_robustness
+from spacy_cner.robustness_report import render_report
+
+
+class Payload:
+    """Unpickling it creates the file `marker` (any code could run instead)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def tamper(model_file, marker) -> int:
+    """Replace the torch weights of every shim in a saved thinc model by the payload; how many."""
+    evil = io.BytesIO()
+    torch.save(Payload(marker), evil)
+    msg = srsly.msgpack_loads(model_file.read_bytes())
+    n = 0
+    for node_shims in msg["shims"]:
+        for i, shim_bytes in enumerate(node_shims):
+            shim = srsly.msgpack_loads(shim_bytes)
+            if not shim.get("state"):
+                continue
+            if isinstance(shim["state"], bytes) and shim.get("config", {}).get("model_type"):
+                shim["state"] = evil.getvalue()  # a Hugging Face transformer's weights
+            else:
+                inner = srsly.msgpack_loads(shim["state"])  # spacy-cner's rebuildable modules
+                inner["state"] = evil.getvalue()
+                shim["state"] = srsly.msgpack_dumps(inner)
+            node_shims[i] = srsly.msgpack_dumps(shim)
+            n += 1
+    model_file.write_bytes(srsly.msgpack_dumps(msg))
+    return n
+
+
+@pytest.mark.parametrize("force_unsafe", [False, True])
+@pytest.mark.parametrize("name", ["default", "bert_crf"])
+def test_tampered_weights_are_refused(name, force_unsafe, request, tmp_path, monkeypatch):
+    if force_unsafe:
+        # torch.load's default runs pickled code with this set (and before torch 2.6).
+        monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    small_config_pipeline(name, request).to_disk(tmp_path / "model")
+    spacy.load(tmp_path / "model")  # untampered, it loads
+    marker = tmp_path / "pwned"
+    assert tamper(tmp_path / "model" / "crf_ner" / "model", marker) >= 1
+    with pytest.raises(pickle.UnpicklingError, match="Refused to load saved weights"):
+        spacy.load(tmp_path / "model")
+    assert not marker.exists()
+
+
+EVIL_LABEL = "<img src=x onerror=alert(1)>"
+
+
+@Language.component("test_evil_label_ner")
+def evil_label_ner(doc: Doc) -> Doc:
+    """The first two characters are an entity whose label depends on the doc's length."""
+    doc.ents = [Span(doc, 0, 2, label=EVIL_LABEL if len(doc) > 8 else "</p><b>bold</b>")]
+    return doc
+
+
+def test_report_escapes_labels_and_text():
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("test_evil_label_ner")
+    texts = ["<script>", "张三<i>x"]
+    gold = [Example.from_dict(nlp.make_doc(t), {"entities": [(0, 2, "PER")]}).reference for t in texts]
+    page = render_report(evaluate_robustness(nlp, gold), title="<title>model")
+    assert "<img" not in page and "<script>" not in page and "<b>bold" not in page and "<i>x" not in page
+    assert "<title>model" not in page.replace("<title>", "", 1)
+    # (The text's first two characters are the entity, marked up on their own.)
+    for text in (EVIL_LABEL, "</p><b>bold</b>", "<title>model", "cript>", "<i>x"):
+        assert text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in page, text
