@@ -8,6 +8,7 @@ from .layers.tener import AttentionPrior, TENEREncoder
 from .layers.transformer import TransformerTok2Vec
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 from .robustness import make_robust_ner_scorer
+from .tokenizer import LinearChineseTokenizer
 
 __all__ = [
     "AttentionPrior",
@@ -15,6 +16,7 @@ __all__ = [
     "CharBigramEmbed",
     "CRF",
     "CRFEntityRecognizer",
+    "LinearChineseTokenizer",
     "ScalarMix",
     "TENEREncoder",
     "TransformerTok2Vec",

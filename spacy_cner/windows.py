@@ -7,10 +7,21 @@ read from the window where it sits farthest from an edge. Every wordpiece belong
 to exactly one window, so every token gets a vector and nothing is cut off.
 """
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Optional, Sequence, Tuple
+
+import numpy
+from spacy.attrs import NORM, ORTH, SPACY
+from spacy.tokens import Doc
 
 # Characters after which a sentence ends (Chinese and ASCII), newlines included.
 SENTENCE_ENDS = frozenset("。！？!?;；\n")
+# What window_doc copies from a doc's tokens.
+WINDOW_ATTRS = [ORTH, NORM, SPACY]
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether a token of this text ends a sentence: one of SENTENCE_ENDS, or holding a newline."""
+    return text in SENTENCE_ENDS or "\n" in text
 
 
 @dataclass(frozen=True)
@@ -70,3 +81,47 @@ def _overlapping(start: int, end: int, max_length: int) -> List[Window]:
         windows.append(Window(s, e, own_start, own_end))
         own_start = own_end
     return windows
+
+
+def doc_windows(doc: Doc, max_length: int) -> List[Window]:
+    """Token windows over a doc, to tag a long doc in pieces (split_windows over tokens).
+
+    A cut goes after a token that ends a sentence (ends_sentence), never inside an
+    entity already set on the doc.
+    """
+    orths = doc.to_array([ORTH]).reshape(-1)
+    end_ids = [orth for orth in numpy.unique(orths).tolist() if ends_sentence(doc.vocab.strings[orth])]
+    cuts = numpy.flatnonzero(numpy.isin(orths, end_ids)) + 1
+    inside = numpy.zeros((len(doc) + 1,), dtype=bool)
+    for ent in doc.ents:
+        inside[ent.start + 1 : ent.end] = True
+    return split_windows(cuts[~inside[cuts]].tolist(), len(doc), max_length)
+
+
+def window_segments(windows: Sequence[Window]) -> List[Tuple[int, int]]:
+    """The ranges [start, end) that windows cover end to end: a window that ends at a cut
+    alone, a run of overlapping windows (over one long sentence) together.
+    """
+    segments = []
+    start = None
+    for window in windows:
+        start = window.own_start if start is None else start
+        if window.own_end == window.end:
+            segments.append((start, window.own_end))
+            start = None
+    return segments
+
+
+def window_doc(doc: Doc, window: Window, array: Optional[numpy.ndarray] = None) -> Doc:
+    """A new Doc of the tokens window.start...window.end: their texts, spaces and norms.
+
+    Span.as_doc copies every attribute of the whole doc each time (a 1M-token doc cut
+    into 2,000 windows took minutes); array, doc.to_array(WINDOW_ATTRS) computed once
+    per doc, makes each window cost its own length.
+    """
+    array = doc.to_array(WINDOW_ATTRS) if array is None else array
+    rows = array[window.start : window.end]
+    strings = doc.vocab.strings
+    words = [strings[orth] for orth in rows[:, 0].tolist()]
+    piece = Doc(doc.vocab, words=words, spaces=rows[:, 2].astype(bool).tolist())
+    return piece.from_array([NORM], rows[:, 1:2])

@@ -3,7 +3,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_cner.windows import Window, split_windows
+import spacy
+from spacy.tokens import Span
+
+from spacy_cner.windows import Window, doc_windows, split_windows, window_doc, window_segments
 
 
 def test_short_doc_is_one_window():
@@ -54,3 +57,29 @@ def test_windows_tile_the_doc(n, max_length, ends):
     for a, b in zip(sorted_cuts, sorted_cuts[1:]):
         if b - a <= max_length:
             assert any(w.start <= a and b <= w.end and w.own_start <= a and b <= w.own_end for w in windows)
+
+
+def test_doc_windows_cut_after_sentence_ends_outside_entities():
+    nlp = spacy.blank("zh")
+    doc = nlp.make_doc("张三去了上海。李四。\n王五在北京工作")
+    assert [w.end for w in doc_windows(doc, 8)] == [7, 11, 18]  # after 。 and after 。\n
+    # An entity over "。李" forbids the cut after the first 。; the window over it overlaps.
+    doc.ents = [Span(doc, 6, 8, "X")]
+    windows = doc_windows(doc, 8)
+    assert 7 not in {w.own_end for w in windows}
+    assert window_segments(windows)[0][0] == 0 and window_segments(windows)[-1][1] == len(doc)
+
+
+def test_window_segments_join_overlapping_runs():
+    windows = split_windows([2], 20, 8)  # [0, 2) alone, then overlapping windows over [2, 20)
+    assert window_segments(windows) == [(0, 2), (2, 20)]
+    assert window_segments(split_windows([4, 8, 12], 15, 10)) == [(0, 8), (8, 15)]
+
+
+def test_window_doc_keeps_text_and_norms():
+    nlp = spacy.blank("zh")
+    doc = nlp.make_doc("Ab 张三。 李四")
+    doc[0].norm_ = "custom"
+    piece = window_doc(doc, Window(0, 4, 0, 4))
+    assert piece.text == doc[0:4].text_with_ws and [t.norm_ for t in piece] == [t.norm_ for t in doc[0:4]]
+    assert window_doc(doc, Window(4, len(doc), 4, len(doc))).text == doc[4:].text

@@ -8,7 +8,7 @@ from spacy.util import registry
 from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
-from ..windows import SENTENCE_ENDS
+from ..windows import ends_sentence
 
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
@@ -111,7 +111,7 @@ def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[
         padded = xp.concatenate([xp.asarray([BOUNDARY], dtype="uint64"), token_keys, xp.asarray([BOUNDARY], dtype="uint64")])
         left, right = padded[:-2].copy(), padded[2:].copy()
         if model.attrs.get("sentence_bigrams"):
-            ends = [t.i for t in doc[:-1] if t.text in SENTENCE_ENDS or "\n" in t.text]
+            ends = [t.i for t in doc[:-1] if ends_sentence(t.text)]
             if ends:
                 ends = xp.asarray(ends)
                 right[ends] = BOUNDARY

@@ -14,6 +14,9 @@ from ._torch import SizedModule, pad_batch, set_torch_module, torch_module, unpa
 # Per-doc (length, n_tags) masks: 1 where a tag is allowed at a token.
 AllowedTags = Floats2d
 CRFInput = Tuple[List[Floats2d], List[AllowedTags]]
+# Padded positions (batch x longest) per Viterbi call: docs of similar length decode
+# together, so that one long doc does not pad a whole batch to its length.
+DECODE_BATCH_TOKENS = 65536
 # The score of a forbidden transition or tag: low enough that no path using
 # one can win, finite so that log-sum-exp stays free of NaN.
 FORBIDDEN = -1e9
@@ -63,20 +66,32 @@ def crf_decode(
     RETURNS (List[Ints1d]): The decoded tag ids; empty docs give empty arrays.
     """
     paths = [model.ops.alloc1i(0) for _ in emissions]
-    nonempty = [i for i, scores in enumerate(emissions) if len(scores)]
-    if not nonempty:
-        return paths
     crf = torch_module(model)
     device = crf.device
-    scores, mask = pad_batch(model, [emissions[i] for i in nonempty], requires_grad=False, device=device)
-    if allowed is not None:
-        allowed_mask, _ = pad_batch(model, [allowed[i] for i in nonempty], requires_grad=False, device=device)
-        scores = scores.masked_fill(allowed_mask == 0, FORBIDDEN)
-    with torch.no_grad():
-        decoded = crf.viterbi(scores, mask)
-    for i, path in zip(nonempty, decoded):
-        paths[i] = model.ops.asarray1i(path)
+    for group in length_groups([len(scores) for scores in emissions], DECODE_BATCH_TOKENS):
+        scores, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=device)
+        if allowed is not None:
+            allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=device)
+            scores = scores.masked_fill(allowed_mask == 0, FORBIDDEN)
+        with torch.no_grad():
+            decoded = crf.viterbi(scores, mask)
+        for i, path in zip(group, decoded):
+            paths[i] = model.ops.asarray1i(path)
     return paths
+
+
+def length_groups(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
+    """Indices of the non-zero lengths, sorted by length and grouped so that a group padded
+    to its longest item holds at most max_tokens (or is a single item).
+    """
+    order = sorted((i for i, length in enumerate(lengths) if length), key=lambda i: lengths[i])
+    groups: List[List[int]] = []
+    for i in order:
+        if groups and lengths[i] * (len(groups[-1]) + 1) <= max_tokens:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
 
 
 class ConstrainedCRF(TorchCRF, SizedModule):
@@ -159,10 +174,35 @@ class ConstrainedCRF(TorchCRF, SizedModule):
             return self._compute_normalizer(emissions.masked_fill(~allowed, FORBIDDEN), mask)
         return log_sums
 
-    def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
-        """The best path per sequence, shape as in forward."""
+    def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[numpy.ndarray]:
+        """The best path per sequence, shapes as in forward.
+
+        pytorch-crf's _viterbi_decode, with the backtrace vectorised over the batch: its
+        own reads one tensor element per sequence and step (.item()), which takes longer
+        than the forward pass (measured: a 100k-token doc decoded in ...).
+        """
+        n_docs, n_steps, n_tags = emissions.shape
+        lengths = mask.sum(dim=1).cpu().numpy()
+        # shape: (length, batch, n_tags): the best previous tag per step and tag
+        history = torch.zeros((max(n_steps - 1, 0), n_docs, n_tags), dtype=torch.int16, device=emissions.device)
         with parametrize.cached():
-            return self._viterbi_decode(emissions.transpose(0, 1), mask.transpose(0, 1))
+            transitions = self.transitions
+            score = self.start_transitions + emissions[:, 0]
+            for i in range(1, n_steps):
+                next_score, indices = (score.unsqueeze(2) + transitions + emissions[:, i].unsqueeze(1)).max(dim=1)
+                score = torch.where(mask[:, i].unsqueeze(1), next_score, score)
+                history[i - 1] = indices
+            score = score + self.end_transitions
+        history = history.cpu().numpy()
+        tags = numpy.zeros((n_docs, n_steps), dtype=numpy.int64)
+        rows = numpy.arange(n_docs)
+        current = score.argmax(dim=1).cpu().numpy()
+        tags[rows, lengths - 1] = current
+        for i in range(n_steps - 1, 0, -1):
+            active = i < lengths
+            current = numpy.where(active, history[i - 1, rows, current], current)
+            tags[rows[active], i - 1] = current[active]
+        return [tags[d, : lengths[d]] for d in range(n_docs)]
 
 
 def _rescale(alpha: torch.Tensor, log_scale: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -31,7 +31,7 @@ from thinc.types import Floats2d, Ints1d
 from torch.overrides import TorchFunctionMode
 
 from ..entity_attention import NO_ENTITY, check_scale, entity_scale, gold_entity_ids
-from ..windows import SENTENCE_ENDS, Window, split_windows
+from ..windows import Window, ends_sentence, split_windows
 from ._torch import finish_update_in_place, load_weights, torch_module
 from .lexicon_adapter import fuse, word_ids
 from .scalar_mix import ScalarMix
@@ -422,11 +422,11 @@ def _plan_doc(doc: Doc, tokenizer, max_length: int, adapter: Optional[Model] = N
             token_wordpieces[t].append(j)
         wordpiece_tokens.append(overlapped[0] if overlapped else (wordpiece_tokens[-1] if wordpiece_tokens else 0))
     starts = numpy.asarray([start for start, _ in offsets], dtype="i")
-    # A sentence ends after a token of SENTENCE_ENDS (or one holding a newline).
+    # A cut may go after a token that ends a sentence.
     sentence_ends = [
         int(numpy.searchsorted(starts, token.idx + len(token.text)))
         for token in doc
-        if token.text in SENTENCE_ENDS or "\n" in token.text
+        if ends_sentence(token.text)
     ]
     windows = split_windows(sentence_ends, len(offsets), max_length)
     flat = [j for wordpieces in token_wordpieces for j in wordpieces]

@@ -23,6 +23,7 @@ from ..layers.crf import crf_decode
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
+from ..windows import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 from ..tags import (
     CONTINUE_PREFIXES,
     biluo_to_tags,
@@ -58,6 +59,9 @@ depth = 1
 dropout = 0.5
 """
 DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
+# At prediction, the most tokens (summed over docs and windows) per model call: bounds the
+# memory of the layers' activations on long docs and big batches.
+EMISSION_BATCH_TOKENS = 16384
 # spaCy's ENT_IOB codes for tokens inside and at the start of an entity.
 IOB_INSIDE, IOB_BEGIN = 1, 3
 # Each pipe's pipeline (weakly: pipes are pickled, pipelines own their pipes), for
@@ -74,6 +78,7 @@ _PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weak
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
         "adversarial": None,
         "tok2vec_learn_rate_scale": 1.0,
+        "long_doc_window": 512,
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -85,6 +90,7 @@ def make_crf_ner(
     scorer: Optional[Callable],
     adversarial: Optional[EmbeddingAttack],
     tok2vec_learn_rate_scale: float,
+    long_doc_window: int,
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -96,6 +102,9 @@ def make_crf_ner(
         spacy-cner.fgm.v1 or spacy-cner.fgsm.v1; None trains on clean inputs only.
     tok2vec_learn_rate_scale (float): The tok2vec's (e.g. the transformer's) learning
         rate as a multiple of the optimizer's, which the layers above it use.
+    long_doc_window (int): At prediction, a doc of more tokens is tagged in windows of at
+        most this many tokens, cut after sentence ends (spacy_cner.windows.doc_windows), so
+        that time and memory grow linearly with its length; 0 tags every doc whole.
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,
@@ -105,6 +114,7 @@ def make_crf_ner(
         scorer=scorer,
         adversarial=adversarial,
         tok2vec_learn_rate_scale=tok2vec_learn_rate_scale,
+        long_doc_window=long_doc_window,
     )
     _PIPELINES[pipe] = weakref.ref(nlp)
     return pipe
@@ -129,6 +139,7 @@ class CRFEntityRecognizer(TrainablePipe):
         scorer: Optional[Callable] = ner_score,
         adversarial: Optional[EmbeddingAttack] = None,
         tok2vec_learn_rate_scale: float = 1.0,
+        long_doc_window: int = 512,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -137,6 +148,9 @@ class CRFEntityRecognizer(TrainablePipe):
         self.adversarial = adversarial
         if not tok2vec_learn_rate_scale > 0:
             raise ValueError(f"tok2vec_learn_rate_scale must be positive, got {tok2vec_learn_rate_scale}.")
+        if long_doc_window != 0 and long_doc_window < 2:
+            raise ValueError(f"long_doc_window must be 0 (off) or at least 2 tokens, got {long_doc_window}.")
+        self.long_doc_window = long_doc_window
         self.cfg: Dict = {
             "labels": [],
             "scheme": validate_scheme(scheme),
@@ -251,18 +265,60 @@ class CRFEntityRecognizer(TrainablePipe):
         RETURNS (List[Ints1d]): Tag ids, indices into self.tag_names.
         """
         docs = list(docs)
+        ops = self.model.ops
         if not any(len(doc) for doc in docs):
-            return [self.model.ops.alloc1i(0) for _ in docs]
-        emissions = self.model.predict(docs)
-        constraints = [self._preset_constraints(doc) for doc in docs]
+            return [ops.alloc1i(0) for _ in docs]
+        limit = self.long_doc_window
+        windows = [
+            doc_windows(doc, limit) if limit and len(doc) > limit else [Window(0, len(doc), 0, len(doc))]
+            for doc in docs
+        ]
+        emissions = self._emissions(docs, windows)
+        # A long doc's windows are decoded on their own (each ends at a sentence end), those
+        # over one long sentence together.
+        ranges = [window_segments(doc_wins) for doc_wins in windows]
+        segments = [(i, start, end) for i, doc_ranges in enumerate(ranges) for start, end in doc_ranges]
+        constraints = [c for doc, doc_ranges in zip(docs, ranges) for c in self._preset_constraints(doc, doc_ranges)]
         allowed = None
         if any(c is not None for c in constraints):
             n_tags = len(self.tag_names)
             allowed = [
-                c if c is not None else self.model.ops.xp.ones((len(doc), n_tags), dtype="f")
-                for c, doc in zip(constraints, docs)
+                c if c is not None else ops.xp.ones((end - start, n_tags), dtype="f")
+                for c, (_, start, end) in zip(constraints, segments)
             ]
-        return crf_decode(self.model.get_ref("crf"), emissions, allowed)
+        paths = crf_decode(self.model.get_ref("crf"), [emissions[i][start:end] for i, start, end in segments], allowed)
+        by_doc: List[List[Ints1d]] = [[] for _ in docs]
+        for (i, _, _), path in zip(segments, paths):
+            by_doc[i].append(path)
+        return [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
+
+    def _emissions(self, docs: List[Doc], windows: List[List[Window]]) -> List[Floats2d]:
+        """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
+        at a time; each token's row comes from the window that owns it.
+        """
+        ops = self.model.ops
+        n_tags = len(self.tag_names)
+        out: List[Optional[Floats2d]] = [None] * len(docs)
+        units = [(i, window) for i, doc_wins in enumerate(windows) for window in doc_wins]
+        arrays = {i: doc.to_array(WINDOW_ATTRS) for i, doc in enumerate(docs) if len(windows[i]) > 1}
+        start = 0
+        while start < len(units):
+            end, n_tokens = start, 0
+            while end < len(units) and (end == start or n_tokens + units[end][1].end - units[end][1].start <= EMISSION_BATCH_TOKENS):
+                n_tokens += units[end][1].end - units[end][1].start
+                end += 1
+            chunk = units[start:end]
+            whole = [len(windows[i]) == 1 for i, _ in chunk]
+            unit_docs = [docs[i] if one else window_doc(docs[i], w, arrays[i]) for (i, w), one in zip(chunk, whole)]
+            for (i, w), one, scores in zip(chunk, whole, self.model.predict(unit_docs)):
+                if one:
+                    out[i] = scores
+                    continue
+                if out[i] is None:
+                    out[i] = ops.alloc2f(len(docs[i]), n_tags)
+                out[i][w.own_start : w.own_end] = scores[w.own_start - w.start : w.own_end - w.start]
+            start = end
+        return [scores if scores is not None else ops.alloc2f(0, n_tags) for scores in out]
 
     def set_annotations(self, docs: Iterable[Doc], tag_ids: List[Ints1d]) -> None:
         """Set doc.ents from the decoded tags, keeping pre-set entities.
@@ -495,40 +551,49 @@ class CRFEntityRecognizer(TrainablePipe):
         allowed[known, ids[known]] = 1
         return self.model.ops.asarray2f(allowed)
 
-    def _preset_constraints(self, doc: Doc) -> Optional[Floats2d]:
-        """Tags allowed by what the doc already says, or None if anything goes.
+    def _preset_constraints(self, doc: Doc, ranges: Sequence[Tuple[int, int]]) -> List[Optional[Floats2d]]:
+        """Per token range [start, end) of the doc, the tags allowed by what the doc already
+        says, or None where anything goes.
 
         Pre-set entities are kept (spaCy's `ner` does the same), entities neither
-        start on whitespace nor continue across a pre-set sentence start.
+        start on whitespace nor continue across a pre-set sentence start. No pre-set
+        entity may cross a range's edge (doc_windows cuts outside them).
         """
         if not len(doc):
-            return None
+            return [None for _ in ranges]
         iob, is_space, sent_start = doc.to_array([ENT_IOB, IS_SPACE, SENT_START]).T
         preset = (iob == IOB_INSIDE) | (iob == IOB_BEGIN)
-        sent_starts = (sent_start == 1) & (numpy.arange(len(doc)) > 0)
-        if not (preset.any() or is_space.any() or sent_starts.any()):
-            return None
+        sent_start[0] = 0  # the doc's start is not a pre-set sentence start
+        if not (preset.any() or is_space.any() or (sent_start == 1).any()):
+            return [None for _ in ranges]
         tag_names = self.tag_names
         prefixes = [split_tag(tag)[0] for tag in tag_names]
         out_only = numpy.asarray([tag == "O" for tag in tag_names], dtype="f")
         opening = numpy.asarray([prefix not in CONTINUE_PREFIXES for prefix in prefixes], dtype="f")
-        allowed = numpy.ones((len(doc), len(tag_names)), dtype="f")
-        allowed[is_space.astype(bool) & ~preset] = out_only
-        allowed[sent_starts] *= opening
         tag_index = {tag: i for i, tag in enumerate(tag_names)}
-        for ent in doc.ents:
-            # Entities of labels we don't predict are decoded as "O" and kept.
-            allowed[ent.start : ent.end] = out_only
-            if ent.label_ not in self.labels:
-                continue
-            allowed[ent.start : ent.end] = 0
-            span_tags = spans_to_tags([(0, len(ent), ent.label_)], len(ent), self.cfg["scheme"])
-            for i, tag in enumerate(span_tags):
-                allowed[ent.start + i, tag_index[tag]] = 1
-            # In BIO nothing closes an entity but the next token: it must not continue it.
-            if ent.end < len(doc):
-                allowed[ent.end] *= opening
-        return self.model.ops.asarray2f(allowed)
+        ents = list(doc.ents)
+        ent_starts = numpy.asarray([ent.start for ent in ents], dtype="i")
+        constraints: List[Optional[Floats2d]] = []
+        for start, end in ranges:
+            allowed = numpy.ones((end - start, len(tag_names)), dtype="f")
+            allowed[is_space[start:end].astype(bool) & ~preset[start:end]] = out_only
+            allowed[numpy.flatnonzero(sent_start[start + 1 : end] == 1) + 1] *= opening
+            first, last = numpy.searchsorted(ent_starts, [start, end])
+            for ent in ents[first:last]:
+                ent_start, ent_end = ent.start - start, ent.end - start
+                # Entities of labels we don't predict are decoded as "O" and kept.
+                allowed[ent_start:ent_end] = out_only
+                if ent.label_ not in self.labels:
+                    continue
+                allowed[ent_start:ent_end] = 0
+                span_tags = spans_to_tags([(0, len(ent), ent.label_)], len(ent), self.cfg["scheme"])
+                for k, tag in enumerate(span_tags):
+                    allowed[ent_start + k, tag_index[tag]] = 1
+                # In BIO nothing closes an entity but the next token: it must not continue it.
+                if ent_end < end - start:
+                    allowed[ent_end] *= opening
+            constraints.append(self.model.ops.asarray2f(allowed))
+        return constraints
 
 
 class _ScaledOptimizer:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from spacy_cner.layers._torch import torch_module
-from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode
+from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode, length_groups
 from spacy_cner.tags import allowed_transitions, get_tag_names, is_valid_sequence, spans_to_tags
 
 TAG_SETS = {
@@ -388,3 +388,31 @@ def test_serialization_rebuilds_from_hparams():
     allowed[0][0] = one_hot([0], len(tag_names))[0]
     numpy.testing.assert_array_equal(model.predict((emissions, allowed)), fresh.predict((emissions, allowed)))
     assert fresh.to_bytes() == data
+
+
+def test_viterbi_equals_pytorch_crf_in_length_groups():
+    """The vectorised backtrace and the length groups give pytorch-crf's own paths."""
+    tag_names = get_tag_names(["X", "Y", "Z"], "BIOES")
+    model = make_crf(tag_names, seed=7)
+    crf = torch_module(model)
+    rng = numpy.random.default_rng(7)
+    lengths = [1, 2, 300, 5, 0, 64, 7, 1000, 3]
+    emissions = [rng.normal(0, 3, (n, len(tag_names))).astype("float32") for n in lengths]
+    decoded = crf_decode(model, emissions)
+    nonempty = [em for em in emissions if len(em)]
+    padded = torch.zeros((len(nonempty), max(lengths), len(tag_names)))
+    mask = torch.zeros((len(nonempty), max(lengths)), dtype=torch.bool)
+    for i, em in enumerate(nonempty):
+        padded[i, : len(em)] = torch.from_numpy(em)
+        mask[i, : len(em)] = True
+    with torch.no_grad(), torch.nn.utils.parametrize.cached():
+        expected = iter(crf._viterbi_decode(padded.transpose(0, 1), mask.transpose(0, 1)))
+    assert [path.tolist() for path in decoded] == [next(expected) if n else [] for n in lengths]
+
+
+@given(lengths=st.lists(st.integers(0, 50), max_size=30), max_tokens=st.integers(1, 200))
+def test_length_groups_bound_the_padding(lengths, max_tokens):
+    groups = length_groups(lengths, max_tokens)
+    assert sorted(i for group in groups for i in group) == [i for i, n in enumerate(lengths) if n]
+    for group in groups:
+        assert len(group) == 1 or max(lengths[i] for i in group) * len(group) <= max_tokens

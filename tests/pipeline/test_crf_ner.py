@@ -27,6 +27,8 @@ from thinc.api import fix_random_seed
 
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline.crf_ner import make_crf_ner
+from spacy_cner.tags import is_valid_sequence
+from spacy_cner.windows import doc_windows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL_MODEL = {
@@ -707,3 +709,73 @@ def test_spacy_train(tmp_path):
         assert nlp.get_pipe("crf_ner").labels == LABELS
         assert "ents_f" in srsly.read_json(output / name / "meta.json")["performance"]
         nlp("我在北京市工作")
+
+
+# ---------------------------------------------------------------------------
+# Long docs: tagged in windows cut after sentence ends
+
+
+LONG_TEXT = "。".join(t for t, _ in TRAIN_DATA) + "！王五在深圳工作\n腾讯总部在深圳。" * 3
+
+
+def char_entities(doc, offset=0):
+    return [(ent.start_char + offset, ent.end_char + offset, ent.label_) for ent in doc.ents]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_long_doc_is_tagged_as_its_windows(scheme):
+    nlp = load_trained(scheme)
+    ner = nlp.get_pipe("crf_ner")
+    ner.long_doc_window = 12
+    doc = nlp.make_doc(LONG_TEXT)
+    windows = doc_windows(doc, 12)
+    assert len(windows) > 4 and all(w.start == w.own_start and w.end == w.own_end for w in windows)
+    expected = []
+    for w in windows:
+        expected += char_entities(nlp(doc[w.start : w.end].text), doc[w.start].idx)
+    assert char_entities(nlp(LONG_TEXT)) == expected
+    assert any(label == "PER" for _, _, label in expected)
+    # A doc no longer than the window is tagged whole, as with windows off.
+    ner.long_doc_window = 0
+    whole = [char_entities(nlp(t)) for t, _ in TRAIN_DATA]
+    ner.long_doc_window = 12
+    assert [char_entities(nlp(t)) for t, _ in TRAIN_DATA] == whole
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_long_sentence_gets_valid_tags_from_overlapping_windows(scheme):
+    nlp = load_trained(scheme)
+    nlp.get_pipe("crf_ner").long_doc_window = 6
+    text = "".join(t for t, _ in TRAIN_DATA)  # no sentence end: one long sentence
+    doc = nlp(text)
+    ner = nlp.get_pipe("crf_ner")
+    tags = ner.predict([nlp.make_doc(text)])[0].tolist()
+    assert is_valid_sequence(tags, ner.tag_names)
+    assert len(doc.ents) >= 3
+    assert predictions(nlp.pipe([text, "张三去了上海", text], batch_size=3))[0] == predictions([doc])[0]
+
+
+def test_long_doc_in_a_batch_equals_apart():
+    nlp = load_trained()
+    nlp.get_pipe("crf_ner").long_doc_window = 10
+    texts = ["张三去了上海", LONG_TEXT, "", "李四是阿里巴巴的员工", LONG_TEXT[:9]]
+    apart = predictions([nlp(t) for t in texts])
+    assert predictions(nlp.pipe(texts, batch_size=len(texts))) == apart
+
+
+def test_long_doc_keeps_a_preset_entity_across_a_sentence_end():
+    nlp = load_trained()
+    nlp.get_pipe("crf_ner").long_doc_window = 8
+    doc = nlp.make_doc(LONG_TEXT)
+    period = LONG_TEXT.index("。")
+    doc.ents = [Span(doc, period - 2, period + 3, "ORG")]  # "工作。张三"
+    tagged = nlp.get_pipe("crf_ner")(doc)
+    assert (period - 2, period + 3, "ORG") in [(e.start, e.end, e.label_) for e in tagged.ents]
+    assert is_valid_sequence(nlp.get_pipe("crf_ner").predict([doc])[0].tolist(), nlp.get_pipe("crf_ner").tag_names)
+
+
+def test_long_doc_window_setting():
+    nlp = spacy.blank("zh")
+    with pytest.raises(ValueError, match="long_doc_window"):
+        nlp.add_pipe("crf_ner", config={"long_doc_window": 1})
+    assert nlp.add_pipe("crf_ner", config={"long_doc_window": 0}).long_doc_window == 0
