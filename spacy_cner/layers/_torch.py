@@ -190,8 +190,9 @@ def forward_by_length(
 ) -> Tuple[List[Floats2d], Callable]:
     """Run a wrapped layer over groups of similar-length docs; empty docs get empty outputs.
 
-    Docs are sorted by length and run group_size at a time, so that short docs
-    are not padded to the longest doc of the whole batch (over half of a random
+    Docs are sorted by length and run up to group_size at a time, the longest of a
+    group at most twice the shortest, so that short docs are not padded to the
+    longest doc of the whole batch (over half of a random
     batch of Resume sentences would be padding). With extras (one item per doc),
     each group's input is (arrays, extras of those docs); the extras get no gradient.
 
@@ -201,7 +202,14 @@ def forward_by_length(
     width = model.get_dim("nO")
     Y = [model.ops.alloc2f(0, width) for _ in X]
     by_length = sorted((i for i, x in enumerate(X) if len(x)), key=lambda i: len(X[i]))
-    groups = [by_length[i : i + group_size] for i in range(0, len(by_length), group_size)]
+    groups: List[List[int]] = []
+    for i in by_length:
+        # A new group when full, or when this doc would more than double the padded length
+        # (e.g. short sentences batched with a long doc's 512-token windows).
+        if groups and len(groups[-1]) < group_size and len(X[i]) <= 2 * len(X[groups[-1][0]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
     backprops = []
     for group in groups:
         group_X = [X[i] for i in group]

@@ -294,30 +294,24 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def _emissions(self, docs: List[Doc], windows: List[List[Window]]) -> List[Floats2d]:
         """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
-        at a time; each token's row comes from the window that owns it.
+        at a time; each token's row comes from the window that owns it. Whole docs and the
+        windows of long docs go to separate model calls (mixed, they run slower).
         """
         ops = self.model.ops
         n_tags = len(self.tag_names)
         out: List[Optional[Floats2d]] = [None] * len(docs)
-        units = [(i, window) for i, doc_wins in enumerate(windows) for window in doc_wins]
-        arrays = {i: doc.to_array(WINDOW_ATTRS) for i, doc in enumerate(docs) if len(windows[i]) > 1}
-        start = 0
-        while start < len(units):
-            end, n_tokens = start, 0
-            while end < len(units) and (end == start or n_tokens + units[end][1].end - units[end][1].start <= EMISSION_BATCH_TOKENS):
-                n_tokens += units[end][1].end - units[end][1].start
-                end += 1
-            chunk = units[start:end]
-            whole = [len(windows[i]) == 1 for i, _ in chunk]
-            unit_docs = [docs[i] if one else window_doc(docs[i], w, arrays[i]) for (i, w), one in zip(chunk, whole)]
-            for (i, w), one, scores in zip(chunk, whole, self.model.predict(unit_docs)):
-                if one:
+        whole = [(i, w[0]) for i, w in enumerate(windows) if len(w) == 1]
+        pieces = [(i, window) for i, w in enumerate(windows) if len(w) > 1 for window in w]
+        arrays = {i: docs[i].to_array(WINDOW_ATTRS) for i, _ in pieces}
+        for chunk in _token_chunks(whole) + _token_chunks(pieces):
+            unit_docs = [docs[i] if i not in arrays else window_doc(docs[i], w, arrays[i]) for i, w in chunk]
+            for (i, w), scores in zip(chunk, self.model.predict(unit_docs)):
+                if i not in arrays:
                     out[i] = scores
                     continue
                 if out[i] is None:
                     out[i] = ops.alloc2f(len(docs[i]), n_tags)
                 out[i][w.own_start : w.own_end] = scores[w.own_start - w.start : w.own_end - w.start]
-            start = end
         return [scores if scores is not None else ops.alloc2f(0, n_tags) for scores in out]
 
     def set_annotations(self, docs: Iterable[Doc], tag_ids: List[Ints1d]) -> None:
@@ -594,6 +588,22 @@ class CRFEntityRecognizer(TrainablePipe):
                     allowed[ent_end] *= opening
             constraints.append(self.model.ops.asarray2f(allowed))
         return constraints
+
+
+def _token_chunks(units: List[Tuple[int, Window]]) -> List[List[Tuple[int, Window]]]:
+    """Consecutive units (doc index, window) in chunks of at most EMISSION_BATCH_TOKENS tokens
+    (or one unit)."""
+    chunks: List[List[Tuple[int, Window]]] = []
+    n_tokens = 0
+    for unit in units:
+        length = unit[1].end - unit[1].start
+        if chunks and n_tokens + length <= EMISSION_BATCH_TOKENS:
+            chunks[-1].append(unit)
+            n_tokens += length
+        else:
+            chunks.append([unit])
+            n_tokens = length
+    return chunks
 
 
 class _ScaledOptimizer:
