@@ -302,7 +302,7 @@ class CRFEntityRecognizer(TrainablePipe):
         out: List[Optional[Floats2d]] = [None] * len(docs)
         whole = [(i, w[0]) for i, w in enumerate(windows) if len(w) == 1]
         pieces = [(i, window) for i, w in enumerate(windows) if len(w) > 1 for window in w]
-        arrays = {i: docs[i].to_array(WINDOW_ATTRS) for i, _ in pieces}
+        arrays = {i: docs[i].to_array(WINDOW_ATTRS) for i, w in enumerate(windows) if len(w) > 1}
         for chunk in _token_chunks(whole) + _token_chunks(pieces):
             unit_docs = [docs[i] if i not in arrays else window_doc(docs[i], w, arrays[i]) for i, w in chunk]
             for (i, w), scores in zip(chunk, self.model.predict(unit_docs)):
