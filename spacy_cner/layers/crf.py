@@ -177,23 +177,31 @@ class ConstrainedCRF(TorchCRF, SizedModule):
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[numpy.ndarray]:
         """The best path per sequence, shapes as in forward.
 
-        pytorch-crf's _viterbi_decode, with the backtrace vectorised over the batch: its
-        own reads one tensor element per sequence and step (.item()), which takes longer
-        than the forward pass (measured: a 100k-token doc decoded in ...).
+        pytorch-crf's _viterbi_decode, with the backtrace vectorised over the batch (its own
+        reads one tensor element per sequence and step with .item()) and the back-pointers
+        kept as int16 (a quarter of the memory). Measured with 33 tags on a busy 2-core
+        machine: 64 windows of 512 tokens in 0.14-0.26 s against pytorch-crf's 0.21-0.40 s;
+        one 20,000-token sequence within the noise of pytorch-crf's time (0.9-1.4 s).
         """
         n_docs, n_steps, n_tags = emissions.shape
         lengths = mask.sum(dim=1).cpu().numpy()
-        # shape: (length, batch, n_tags): the best previous tag per step and tag
-        history = torch.zeros((max(n_steps - 1, 0), n_docs, n_tags), dtype=torch.int16, device=emissions.device)
+        # shape: (length - 1, batch, n_tags): the best previous tag per step and tag
+        history = [torch.zeros((0, n_docs, n_tags), dtype=torch.int16, device=emissions.device)]
+        pending = []
+        # Time first, as pytorch-crf: each step reads contiguous rows.
+        steps, step_mask = emissions.transpose(0, 1).contiguous(), mask.transpose(0, 1).unsqueeze(2).contiguous()
         with parametrize.cached():
             transitions = self.transitions
-            score = self.start_transitions + emissions[:, 0]
+            score = self.start_transitions + steps[0]
             for i in range(1, n_steps):
-                next_score, indices = (score.unsqueeze(2) + transitions + emissions[:, i].unsqueeze(1)).max(dim=1)
-                score = torch.where(mask[:, i].unsqueeze(1), next_score, score)
-                history[i - 1] = indices
+                next_score, indices = (score.unsqueeze(2) + transitions + steps[i].unsqueeze(1)).max(dim=1)
+                score = torch.where(step_mask[i], next_score, score)
+                pending.append(indices)
+                if len(pending) == 1024 or i == n_steps - 1:
+                    history.append(torch.stack(pending).to(torch.int16))
+                    pending = []
             score = score + self.end_transitions
-        history = history.cpu().numpy()
+        history = torch.cat(history).cpu().numpy()
         tags = numpy.zeros((n_docs, n_steps), dtype=numpy.int64)
         rows = numpy.arange(n_docs)
         current = score.argmax(dim=1).cpu().numpy()
