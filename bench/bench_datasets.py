@@ -1,0 +1,153 @@
+"""Every dataset at once: our configs vs spaCy's `ner`, 3 seeds, accuracy, robustness and speed.
+
+Usage: python bench/bench_datasets.py [--data ../shared/data] [--out bench/runs/datasets]
+       [--datasets resume ecommerce youku taobao] [--systems bilstm tener spacy]
+       [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--write BENCHMARKS.md]
+
+Each dataset with a train split is converted with our converter (repairs counted), and
+dev/test sentences whose text occurs in train are removed (Taobao repeats many; the
+counts are printed and reported). Every system trains on the same split once per seed,
+the best model chosen on dev, and is scored on test: P/R/F1, then sentence-level
+robustness (R-F1 and Asr, adjacent pairs, `python -m spacy_cner robustness`), and the
+inference chars/s of the seed-0 models (one process per dataset, systems alternating).
+Choose defaults on dev scores across all datasets at once, never per dataset.
+"""
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench_resume import ROOT, SYSTEMS, _cpu_count, _cpu_name, evaluate, run, spacy_ner_config, train
+from bench_robustness import score as robustness_score
+
+# name: (train, dev, test file names, convert arguments)
+DATASETS = {
+    "resume": (("train.char.bmes", "dev.char.bmes", "test.char.bmes"), ["--scheme", "bmes", "--repair"]),
+    "ecommerce": (("train.txt.bieos", "dev.txt.bieos", "test.txt.bieos"), ["--repair"]),
+    "youku": (("train.txt", "dev.txt", "test.txt"), []),
+    "taobao": (("train.txt", "dev.txt", "test.txt"), []),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "datasets")
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--jobs", type=int, default=2, help="trainings at a time; > 1 runs each on one thread")
+    parser.add_argument("--max-steps", type=int, default=0, help="0: the configs' own stopping rules")
+    parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
+    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    args = parser.parse_args()
+    missing = [name for name in args.datasets if not (args.data / name / DATASETS[name][0][0]).exists()]
+    if missing:
+        sys.exit(f"No data for {', '.join(missing)} in {args.data}: pass --data DIR (see each SOURCE.md)")
+    corpora = {name: prepare(args.data / name, args.out / name / "corpus", *DATASETS[name]) for name in args.datasets}
+    configs = {
+        key: ROOT / "configs" / SYSTEMS[key][1] if SYSTEMS[key][1] else spacy_ner_config(args.out / "spacy_ner.cfg")
+        for key in args.systems
+    }
+    runs = [(name, key, seed) for seed in args.seeds for name in args.datasets for key in args.systems]
+
+    def train_run(run_key: tuple) -> dict:
+        name, key, seed = run_key
+        out = args.out / name / key / f"seed{seed}"
+        stats_path = out / "training_stats.json"
+        if not stats_path.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps, args.jobs > 1)
+            stats_path.write_text(json.dumps(stats), encoding="utf8")
+        return json.loads(stats_path.read_text(encoding="utf8"))
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        training = dict(zip(runs, pool.map(train_run, runs)))
+    results = {}
+    for name in args.datasets:
+        models = {f"{key}/seed{seed}": args.out / name / key / f"seed{seed}" / "model-best"
+                  for key in args.systems for seed in args.seeds}
+        speed_models = [f"{key}/seed{args.seeds[0]}" for key in args.systems]
+        scores = evaluate({k: str(p) for k, p in models.items()}, speed_models, corpora[name]["path"], args.repeats)
+        for model_key, path in models.items():
+            metrics = robustness_score(path.parent, corpora[name]["path"], reuse=True)
+            scores[model_key].update(robust=metrics["robust"]["f"], asr=metrics["attack_success_rate"])
+        results[name] = scores
+    (args.out / "results.json").write_text(json.dumps(
+        {"scores": results, "corpora": corpora, "training": {"/".join(map(str, k)): v for k, v in training.items()}},
+        indent=2, default=str), encoding="utf8")
+    table = render(results, training, corpora, args)
+    print(table)
+    if args.write:
+        with args.write.open("a", encoding="utf8") as file:
+            file.write("\n" + table)
+
+
+def prepare(data: Path, corpus: Path, files: tuple, convert_args: list) -> dict:
+    """Convert a dataset's splits and drop dev/test docs whose text occurs in train; the counts."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    corpus.mkdir(parents=True, exist_ok=True)
+    for split, name in zip(("train", "dev", "test"), files):
+        if not (corpus / f"{split}.all.spacy").exists():
+            run([sys.executable, "-m", "spacy_cner", "convert", str(data / name), str(corpus / f"{split}.all.spacy"),
+                 *convert_args], quiet=True)
+    nlp = spacy.blank("zh")
+    train_docs = list(DocBin().from_disk(corpus / "train.all.spacy").get_docs(nlp.vocab))
+    DocBin(docs=train_docs).to_disk(corpus / "train.spacy")
+    seen = {doc.text for doc in train_docs}
+    counts = {"train": len(train_docs)}
+    for split in ("dev", "test"):
+        docs = list(DocBin().from_disk(corpus / f"{split}.all.spacy").get_docs(nlp.vocab))
+        kept = [doc for doc in docs if doc.text not in seen]
+        DocBin(docs=kept).to_disk(corpus / f"{split}.spacy")
+        counts[split] = len(kept)
+        counts[f"{split}_removed"] = len(docs) - len(kept)
+    return {"path": corpus, **counts}
+
+
+def render(results: dict, training: dict, corpora: dict, args: argparse.Namespace) -> str:
+    command = "python bench/bench_datasets.py " + " ".join(sys.argv[1:])
+    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    steps = f"at most {args.max_steps} steps" if args.max_steps else "the configs' own stopping rules"
+    lines = [
+        f"### Datasets: {', '.join(args.systems)} on {', '.join(args.datasets)} ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `{command.strip()}`  ",
+        f"Machine: {machine}  ",
+        f"Seeds {', '.join(map(str, args.seeds))}; {steps}; {args.jobs} trainings at a time"
+        f"{', one thread each' if args.jobs > 1 else ''}. Test split, model chosen on dev; P, R, F1, R-F1 and "
+        "Asr are means over seeds (F1 with the sample standard deviation, then per seed); training time is "
+        "the mean wall time; inference: seed-0 model, nlp.pipe(batch_size=256) over test, best of "
+        f"{args.repeats}, the systems alternating.",
+        "",
+        "Sentences (train / dev / test after removing dev and test sentences found in train): "
+        + "; ".join(f"{name} {c['train']:,} / {c['dev']:,} (-{c['dev_removed']}) / {c['test']:,} (-{c['test_removed']})"
+                    for name, c in corpora.items()),
+        "",
+        "| dataset | system | test P | test R | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name in args.datasets:
+        for key in args.systems:
+            per_seed = [results[name][f"{key}/seed{seed}"] for seed in args.seeds]
+            f1 = [s["f"] * 100 for s in per_seed]
+            spread = f" ± {statistics.stdev(f1):.2f}" if len(f1) > 1 else ""
+            seconds = statistics.mean(training[(name, key, seed)]["seconds"] for seed in args.seeds)
+            lines.append(
+                f"| {name} | {SYSTEMS[key][0]} | {statistics.mean(s['p'] for s in per_seed) * 100:.2f} | "
+                f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | {statistics.mean(f1):.2f}{spread} | "
+                f"{', '.join(f'{f:.2f}' for f in f1)} | {statistics.mean(s['robust'] for s in per_seed) * 100:.2f} | "
+                f"{statistics.mean(s['asr'] for s in per_seed) * 100:.2f}% | {seconds / 60:.1f} min | "
+                f"{results[name][f'{key}/seed{args.seeds[0]}']['chars_per_s']:,.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
