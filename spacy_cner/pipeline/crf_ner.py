@@ -447,6 +447,7 @@ class CRFEntityRecognizer(TrainablePipe):
         validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
         if nlp is not None:
             _PIPELINES[self] = weakref.ref(nlp)
+            self._check_vectors(nlp)
         if labels is not None:
             for label in labels:
                 self.add_label(label)
@@ -465,6 +466,25 @@ class CRFEntityRecognizer(TrainablePipe):
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
+
+    def _check_vectors(self, nlp: Language) -> None:
+        """Raise if the pipeline has vectors that no component's model reads.
+
+        spaCy loads [initialize] vectors (--paths.vectors) into the vocab whatever the
+        models are; a model without a static-vectors layer would silently train without them.
+        """
+        vectors = nlp.vocab.vectors
+        if not vectors.shape[0]:
+            return
+        models = [getattr(proc, "model", None) for _, proc in nlp.pipeline]
+        if any(isinstance(m, Model) and any(n.name == "static_vectors" for n in m.walk()) for m in models):
+            return
+        raise ValueError(
+            f"The pipeline has {vectors.n_keys} vectors of width {vectors.shape[1]} ([initialize] "
+            f"vectors, e.g. from --paths.vectors), but no component reads them: the model of "
+            f"'{self.name}' has no static-vectors layer, so they would be ignored. Set paths.vectors = null, or give the pipe a tok2vec that reads them (e.g. "
+            "spacy.Tok2Vec.v2 with spacy.MultiHashEmbed.v2 and include_static_vectors = true)."
+        )
 
     def _lexicon_adapters(self) -> List[Model]:
         return [node for node in self.model.walk() if node.name == "lexicon_adapter"]

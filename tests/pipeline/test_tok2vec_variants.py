@@ -1,4 +1,6 @@
 """CRFTagger takes any spaCy tok2vec: spaCy's own Tok2Vec, or a listener to a shared tok2vec."""
+import numpy
+import pytest
 import spacy
 from spacy.training import Example
 from thinc.api import fix_random_seed
@@ -74,3 +76,26 @@ def test_spacy_transformers_listener(tiny_bert):
     nlp.add_pipe("crf_ner", config={"model": model})
     assert overfit(nlp) == 1.0
     assert nlp.get_pipe("transformer").listening_components == ["crf_ner"]
+
+
+def add_vectors(nlp: spacy.Language) -> None:
+    for i, char in enumerate("我在北京市工作张三"):
+        nlp.vocab.set_vector(char, numpy.full((8,), i, dtype="f"))
+
+
+def test_vectors_no_component_reads_raise():
+    """[initialize] vectors with a model that cannot use them: an error, not a silent no-op."""
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner")
+    add_vectors(nlp)
+    with pytest.raises(ValueError, match="9 vectors of width 8.*no component reads them"):
+        nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA])
+
+
+def test_vectors_read_by_a_static_vectors_tok2vec():
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    tok2vec = {**SPACY_TOK2VEC, "embed": {**SPACY_TOK2VEC["embed"], "include_static_vectors": True}}
+    nlp.add_pipe("crf_ner", config={"model": {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": None}})
+    add_vectors(nlp)
+    assert overfit(nlp) == 1.0
