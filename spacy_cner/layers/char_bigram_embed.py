@@ -3,6 +3,7 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy
 from spacy.attrs import NORM
+from spacy.strings import get_string_id
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
@@ -29,6 +30,7 @@ def CharBigramEmbed(
     bigram_dropout: float = 0.0,
     sentence_bigrams: bool = False,
     lexicon_adapter: Optional[Model] = None,
+    static_vectors: bool = False,
 ) -> Model[List[Doc], List[Floats2d]]:
     """Character + bigram embedding for Chinese, as a spaCy tok2vec.
 
@@ -51,6 +53,11 @@ def CharBigramEmbed(
         sentence has the same features alone and after another sentence (robustness).
     lexicon_adapter (Optional[Model]): spacy-cner.LexiconAdapter.v1, to fuse the lexicon
         words that cover each character into its vector (LEBERT's adapter, on CPU).
+    static_vectors (bool): Also read pretrained character and bigram vectors from the
+        pipeline's vectors ([initialize] vectors, e.g. word2vec text through `spacy init
+        vectors`, such as Lattice-LSTM's gigaword_chn.all.a2b.uni and .bi files joined):
+        the vectors of each token, of its next bigram and (with prev_bigram) of its previous
+        bigram, frozen, zeros where the table has none, mixed with the hash embeddings.
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     embed_width = embed_width or width
@@ -58,11 +65,15 @@ def CharBigramEmbed(
     tables.append(HashEmbed(embed_width, bigram_rows, column=1, seed=12, dropout=dropout))
     if prev_bigram:
         tables.append(HashEmbed(embed_width, bigram_rows, column=2, seed=13, dropout=dropout))
-    mix = Maxout(width, embed_width * len(tables), nP=3, dropout=dropout, normalize=True)
-    model = chain(
-        ngram_keys(prev_bigram, bigram_dropout, sentence_bigrams),
-        with_array(chain(concatenate(*tables), mix)),
-    )
+    keys = ngram_keys(prev_bigram, bigram_dropout, sentence_bigrams)
+    if static_vectors:
+        # The vectors' width is known at initialize: the mix infers its input width.
+        mix = Maxout(width, nP=3, dropout=dropout, normalize=True)
+        features = concatenate(chain(keys, with_array(concatenate(*tables))), ngram_vectors(prev_bigram, sentence_bigrams))
+        model = chain(features, with_array(mix))
+    else:
+        mix = Maxout(width, embed_width * len(tables), nP=3, dropout=dropout, normalize=True)
+        model = chain(keys, with_array(chain(concatenate(*tables), mix)))
     model.set_dim("nO", width)
     if lexicon_adapter is None:
         return model
@@ -127,3 +138,59 @@ def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[
             doc_keys[:, 1:][xp.asarray(dropped)] = UNKNOWN_BIGRAM
         keys.append(doc_keys)
     return keys, lambda d_keys: []
+
+
+def ngram_vectors(prev_bigram: bool, sentence_bigrams: bool = False) -> Model[List[Doc], List[Floats2d]]:
+    """Per doc, the vocab's vectors (n_tokens, 2 or 3 times their width) of each token's
+    text, of its next bigram and, with prev_bigram, of its previous bigram.
+
+    Texts, not norms (spaCy's norm of "。" is "."), as vector files key them; bigrams are
+    the two texts joined ("张三"), none at the doc's edges (nor, with
+    sentence_bigrams, across a sentence end); a missing one, or one the table lacks, is
+    zeros. The vectors are frozen: no gradient, and they stay in the vocab (saved with
+    the pipeline), as spaCy's StaticVectors keeps them.
+    """
+    attrs = {"prev_bigram": prev_bigram, "sentence_bigrams": sentence_bigrams}
+    return Model("char_bigram_vectors", _ngram_vectors_forward, init=_ngram_vectors_init, attrs=attrs)
+
+
+def _ngram_vectors_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    if X and not X[0].vocab.vectors.shape[0]:
+        raise ValueError(
+            "CharBigramEmbed has static_vectors = true but the pipeline has no vectors: set "
+            "[initialize] vectors (e.g. --paths.vectors) to a vectors model made with "
+            "`spacy init vectors zh VECTORS.txt OUTPUT`."
+        )
+
+
+def _ngram_vectors_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    ops = model.ops
+    out = []
+    for doc in docs:
+        vectors = doc.vocab.vectors
+        texts = [token.text for token in doc]
+        joins = [a + b for a, b in zip(texts, texts[1:])]
+        if model.attrs["sentence_bigrams"]:
+            for i, token in enumerate(doc[:-1]):
+                if ends_sentence(token.text):
+                    joins[i] = ""
+        columns = [texts, joins + [""]]
+        if model.attrs["prev_bigram"]:
+            columns.append([""] + joins)
+        out.append(ops.xp.hstack([_lookup(ops, vectors, column) for column in columns]))
+    return out, lambda dY: []
+
+
+def _lookup(ops, vectors, strings: List[str]) -> Floats2d:
+    """The vectors of the strings, (n, width) float32; zeros for "" and for strings without one."""
+    width = vectors.shape[1]
+    if not strings:
+        return ops.alloc2f(0, width)
+    if vectors.mode == "floret":
+        found = ops.asarray2f(vectors.get_batch(strings))
+    else:
+        rows = ops.xp.asarray(vectors.find(keys=[get_string_id(s) if s else 0 for s in strings]))
+        found = ops.asarray2f(ops.asarray(vectors.data)[rows])
+        found[rows < 0] = 0
+    found[ops.xp.asarray([not s for s in strings])] = 0
+    return found

@@ -477,13 +477,16 @@ class CRFEntityRecognizer(TrainablePipe):
         if not vectors.shape[0]:
             return
         models = [getattr(proc, "model", None) for _, proc in nlp.pipeline]
-        if any(isinstance(m, Model) and any(n.name == "static_vectors" for n in m.walk()) for m in models):
+        readers = ("static_vectors", "char_bigram_vectors")
+        if any(isinstance(m, Model) and any(n.name in readers for n in m.walk()) for m in models):
             return
         raise ValueError(
             f"The pipeline has {vectors.n_keys} vectors of width {vectors.shape[1]} ([initialize] "
             f"vectors, e.g. from --paths.vectors), but no component reads them: the model of "
-            f"'{self.name}' has no static-vectors layer, so they would be ignored. Set paths.vectors = null, or give the pipe a tok2vec that reads them (e.g. "
-            "spacy.Tok2Vec.v2 with spacy.MultiHashEmbed.v2 and include_static_vectors = true)."
+            f"'{self.name}' has no static-vectors layer, so they would be ignored. Set static_vectors "
+            "= true in spacy-cner.CharBigramEmbed.v1 (character and bigram vectors), use another "
+            "tok2vec that reads them (spacy.MultiHashEmbed.v2 with include_static_vectors = true), "
+            "or set paths.vectors = null."
         )
 
     def _lexicon_adapters(self) -> List[Model]:
