@@ -83,15 +83,21 @@ def _overlapping(start: int, end: int, max_length: int) -> List[Window]:
     return windows
 
 
+def sentence_cuts(doc: Doc) -> numpy.ndarray:
+    """The token offsets 1...len(doc) - 1 after a token that ends a sentence (ends_sentence)."""
+    orths = doc.to_array([ORTH]).reshape(-1)
+    end_ids = [orth for orth in numpy.unique(orths).tolist() if ends_sentence(doc.vocab.strings[orth])]
+    cuts = numpy.flatnonzero(numpy.isin(orths, end_ids)) + 1
+    return cuts[cuts < len(doc)]
+
+
 def doc_windows(doc: Doc, max_length: int) -> List[Window]:
     """Token windows over a doc, to tag a long doc in pieces (split_windows over tokens).
 
     A cut goes after a token that ends a sentence (ends_sentence), never inside an
     entity already set on the doc.
     """
-    orths = doc.to_array([ORTH]).reshape(-1)
-    end_ids = [orth for orth in numpy.unique(orths).tolist() if ends_sentence(doc.vocab.strings[orth])]
-    cuts = numpy.flatnonzero(numpy.isin(orths, end_ids)) + 1
+    cuts = sentence_cuts(doc)
     inside = numpy.zeros((len(doc) + 1,), dtype=bool)
     for ent in doc.ents:
         inside[ent.start + 1 : ent.end] = True

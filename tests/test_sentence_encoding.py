@@ -1,0 +1,64 @@
+"""CRFTagger(sentence_encoding=True): each sentence encoded on its own, the whole doc decoded."""
+import numpy
+import pytest
+import spacy
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+TRAIN_DATA = [
+    ("张三去了上海。", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("我在北京市工作！李四在深圳", [(2, 5, "LOC"), (8, 10, "PER"), (11, 13, "LOC")]),
+]
+TOK2VEC = {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "embed_width": 8,
+           "char_rows": 200, "bigram_rows": 200, "sentence_bigrams": True}
+ENCODERS = {
+    "bilstm": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16},
+    "tener": {"@layers": "spacy-cner.TENEREncoder.v1", "n_heads": 2, "head_width": 8, "ffn_width": 16},
+}
+
+
+def make_nlp(encoder: str, sentence_encoding: bool) -> spacy.Language:
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": ENCODERS[encoder],
+             "sentence_encoding": sentence_encoding}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(120):
+        nlp.update(examples, sgd=optimizer, drop=0.0)
+    return nlp
+
+
+@pytest.mark.parametrize("encoder", sorted(ENCODERS))
+def test_a_sentence_gets_the_same_scores_alone_and_after_another(encoder):
+    first, second = "我在北京市工作！", "张三去了上海。"
+    for sentence_encoding in (True, False):
+        nlp = make_nlp(encoder, sentence_encoding)
+        model = nlp.get_pipe("crf_ner").model
+        joined, alone_first, alone_second = model.predict([nlp.make_doc(t) for t in (first + second, first, second)])
+        same = numpy.allclose(joined[len(first):], alone_second, atol=1e-5)
+        assert same == sentence_encoding
+        assert numpy.allclose(joined[: len(first)], alone_first, atol=1e-5) == sentence_encoding
+
+
+def test_it_learns_and_saves(tmp_path):
+    nlp = make_nlp("bilstm", True)
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    assert nlp.evaluate(examples)["ents_f"] == 1.0
+    nlp.to_disk(tmp_path)
+    loaded = spacy.load(tmp_path)
+    assert loaded.get_pipe("crf_ner").model.attrs["sentence_encoding"] is True
+    texts = [t for t, _ in TRAIN_DATA] + ["", "。", "王五。"]
+    ents = lambda docs: [[(e.start, e.end, e.label_) for e in d.ents] for d in docs]
+    assert ents(loaded.pipe(texts)) == ents(nlp.pipe(texts))
+
+
+def test_needs_an_encoder_and_no_entity_attention():
+    nlp = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": None, "sentence_encoding": True}
+    with pytest.raises(ValueError, match="needs an encoder"):
+        nlp.add_pipe("crf_ner", config={"model": model})
+    tener = {**ENCODERS["tener"], "entity_attention_scale": 0.5}
+    with pytest.raises(ValueError, match="entity_attention_scale"):
+        nlp.add_pipe("crf_ner", config={"model": {**model, "encoder": tener}})
