@@ -1,10 +1,11 @@
-"""Split a long doc's wordpieces into transformer-sized windows that keep sentences whole.
+"""Split a long doc into windows that keep sentences whole: its wordpieces for a
+transformer (layers/transformer.py), its tokens for crf_ner's long_doc_window.
 
 The NEZHA-BiLSTM-CRF paper cuts long texts at the last full stop before 512
 characters. Here a window holds as many whole sentences as fit; a sentence longer
-than a window is covered by overlapping windows instead, and each wordpiece is
-read from the window where it sits farthest from an edge. Every wordpiece belongs
-to exactly one window, so every token gets a vector and nothing is cut off.
+than a window is covered by overlapping windows instead, and each wordpiece (token)
+is read from the window where it sits farthest from an edge. Every one belongs to
+exactly one window, so every token gets a vector and nothing is cut off.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple

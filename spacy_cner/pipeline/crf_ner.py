@@ -23,7 +23,6 @@ from ..layers.crf import crf_decode
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
-from ..windows import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 from ..tags import (
     CONTINUE_PREFIXES,
     biluo_to_tags,
@@ -33,6 +32,7 @@ from ..tags import (
     tags_to_spans,
     validate_scheme,
 )
+from ..windows import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 
 default_model_config = """
 [model]
@@ -295,7 +295,7 @@ class CRFEntityRecognizer(TrainablePipe):
     def _emissions(self, docs: List[Doc], windows: List[List[Window]]) -> List[Floats2d]:
         """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
         at a time; each token's row comes from the window that owns it. Whole docs and the
-        windows of long docs go to separate model calls (mixed, they run slower).
+        windows of long docs go to separate model calls (each call's docs of similar lengths).
         """
         ops = self.model.ops
         n_tags = len(self.tag_names)
