@@ -257,3 +257,80 @@ def _convert_outputs(model: Model, X_Ytorch, is_train: bool) -> Tuple[Floats1d, 
         return ArgsKwargs(args=(log_likelihood,), kwargs={"grad_tensors": grad})
 
     return torch2xp(log_likelihood.detach()), backprop
+
+
+def span_log_probs(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    spans: List[Sequence[Tuple[int, int, str]]],
+    scheme: str,
+    allowed: Optional[List[AllowedTags]] = None,
+) -> List[numpy.ndarray]:
+    """log P(span is an entity of its label | doc) under the CRF, exactly, per doc and span.
+
+    Forward-backward (in log space, float64) over the same constrained scores that
+    Viterbi decodes (allowed masks included). A span (start, end exclusive, label) is an
+    entity when its tags are B-L I-L ... E-L (S-L for one token) in BIOES; in BIO, B-L
+    I-L ... I-L and the next token is not I-L.
+
+    model (Model): A CRF layer.
+    emissions (List[Floats2d]): Emission scores (length, n_tags) per doc.
+    spans (List[Sequence[Tuple[int, int, str]]]): The spans to score, per doc.
+    scheme (str): "BIOES" or "BIO", the scheme of the CRF's tag names.
+    allowed (Optional[List[Floats2d]]): Optional per-token tag masks.
+    RETURNS (List[numpy.ndarray]): Per doc, one log probability per span.
+    """
+    crf = torch_module(model)
+    index = {tag: i for i, tag in enumerate(crf.tag_names)}
+    out = []
+    with torch.no_grad(), parametrize.cached():
+        transitions = crf.transitions.double().cpu()
+        start, end = crf.start_transitions.double().cpu(), crf.end_transitions.double().cpu()
+        for d, (scores, doc_spans) in enumerate(zip(emissions, spans)):
+            if not len(doc_spans):
+                out.append(numpy.zeros((0,), dtype="float64"))
+                continue
+            emit = torch.as_tensor(model.ops.to_numpy(scores), dtype=torch.float64)
+            if allowed is not None:
+                mask = torch.as_tensor(model.ops.to_numpy(allowed[d])) > 0
+                emit = emit.masked_fill(~mask, FORBIDDEN)
+            alpha, beta, log_z = _forward_backward(emit, transitions, start, end)
+            out.append(numpy.asarray([
+                _span_log_prob(emit, transitions, alpha, beta, log_z, index, scheme, span) for span in doc_spans
+            ]))
+    return out
+
+
+def _forward_backward(emit: torch.Tensor, transitions: torch.Tensor, start: torch.Tensor, end: torch.Tensor):
+    """alpha[t, j]: log-sum of the paths over 0..t ending in j (emission t included); beta[t, j]:
+    of the continuations after t from j (end transition included); log Z."""
+    length = emit.shape[0]
+    alpha = torch.empty_like(emit)
+    beta = torch.empty_like(emit)
+    alpha[0] = start + emit[0]
+    for t in range(1, length):
+        alpha[t] = torch.logsumexp(alpha[t - 1].unsqueeze(1) + transitions, dim=0) + emit[t]
+    beta[length - 1] = end
+    for t in range(length - 2, -1, -1):
+        beta[t] = torch.logsumexp(transitions + (emit[t + 1] + beta[t + 1]).unsqueeze(0), dim=1)
+    return alpha, beta, torch.logsumexp(alpha[length - 1] + end, dim=0)
+
+
+def _span_log_prob(emit, transitions, alpha, beta, log_z, index, scheme: str, span: Tuple[int, int, str]) -> float:
+    start, end, label = span
+    last = end - 1
+    if scheme == "BIOES":
+        path = [f"S-{label}"] if start == last else [f"B-{label}"] + [f"I-{label}"] * (last - start - 1) + [f"E-{label}"]
+    else:
+        path = [f"B-{label}"] + [f"I-{label}"] * (last - start)
+    ids = [index[tag] for tag in path]
+    score = alpha[start, ids[0]]
+    for k in range(1, len(ids)):
+        score = score + transitions[ids[k - 1], ids[k]] + emit[start + k, ids[k]]
+    if scheme == "BIOES" or last == emit.shape[0] - 1:
+        return float(score + beta[last, ids[-1]] - log_z)
+    # BIO: sum over the next token's tags except I-label.
+    inside = index[f"I-{label}"]
+    following = transitions[ids[-1]] + emit[end] + beta[end]
+    following = torch.cat([following[:inside], following[inside + 1 :]])
+    return float(score + torch.logsumexp(following, dim=0) - log_z)

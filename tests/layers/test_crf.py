@@ -1,5 +1,6 @@
 """The constrained CRF: log-likelihood and Viterbi against brute force over all tag sequences."""
 import itertools
+import random
 
 import numpy
 import pytest
@@ -9,8 +10,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from spacy_cner.layers._torch import torch_module
-from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode, length_groups
-from spacy_cner.tags import allowed_transitions, get_tag_names, is_valid_sequence, spans_to_tags
+from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode, length_groups, span_log_probs
+from spacy_cner.tags import allowed_transitions, get_tag_names, is_valid_sequence, spans_to_tags, tags_to_spans
 
 TAG_SETS = {
     "BIOES-1": get_tag_names(["X"], "BIOES"),  # 5 tags
@@ -416,3 +417,55 @@ def test_length_groups_bound_the_padding(lengths, max_tokens):
     assert sorted(i for group in groups for i in group) == [i for i, n in enumerate(lengths) if n]
     for group in groups:
         assert len(group) == 1 or max(lengths[i] for i in group) * len(group) <= max_tokens
+
+
+def is_entity(path, tag_names, scheme, start, end, label):
+    """Whether tokens start..end - 1 of the tag path form one entity of label."""
+    tags = [tag_names[i] for i in path]
+    if scheme == "BIOES":
+        want = [f"S-{label}"] if end - start == 1 else [f"B-{label}"] + [f"I-{label}"] * (end - start - 2) + [f"E-{label}"]
+        return tags[start:end] == want
+    want = [f"B-{label}"] + [f"I-{label}"] * (end - start - 1)
+    return tags[start:end] == want and (end == len(tags) or tags[end] != f"I-{label}")
+
+
+SPAN_TAG_SETS = {"BIOES-2": ("BIOES", ["X", "Y"]), "BIO-2": ("BIO", ["X", "Y"]), "BIO-1": ("BIO", ["X"])}
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("tag_set", sorted(SPAN_TAG_SETS))
+def test_span_probabilities_vs_brute_force(tag_set, with_mask):
+    scheme, labels = SPAN_TAG_SETS[tag_set]
+    tag_names = get_tag_names(labels, scheme)
+    model = make_crf(tag_names, seed=11)
+    rng = numpy.random.default_rng(11)
+    emissions = random_emissions(rng, len(tag_names), lengths=[1, 2, 3, 5])
+    masks = None
+    if with_mask:
+        # A random valid path, plus random extra tags (preset entities, spaces).
+        masks = []
+        for em in emissions:
+            path = spans_path(random.Random(len(em)), len(em), labels, scheme, tag_names)
+            masks.append(numpy.maximum(one_hot(path, len(tag_names)), (rng.random(em.shape) < 0.5).astype("f")))
+    spans = [[(s, e, label) for s in range(len(em)) for e in range(s + 1, len(em) + 1) for label in labels]
+             for em in emissions]
+    log_probs = span_log_probs(model, emissions, spans, scheme, masks)
+    for d, em in enumerate(emissions):
+        mask = None if masks is None else masks[d]
+        paths = list(valid_paths(tag_names, len(em), mask))
+        scores = numpy.asarray([path_score(model, em, p) for p in paths])
+        probs = numpy.exp(scores - logsumexp(scores))
+        for (start, end, label), log_prob in zip(spans[d], log_probs[d]):
+            expected = sum(p for path, p in zip(paths, probs) if is_entity(path, tag_names, scheme, start, end, label))
+            assert numpy.exp(log_prob) == pytest.approx(expected, abs=1e-6), (start, end, label)
+
+
+def test_viterbi_entities_have_probabilities_at_most_one():
+    tag_names = get_tag_names(["X", "Y"], "BIOES")
+    model = make_crf(tag_names, seed=12)
+    emissions = random_emissions(numpy.random.default_rng(12), len(tag_names), lengths=[30, 7])
+    decoded = crf_decode(model, emissions)
+    spans = [tags_to_spans([tag_names[i] for i in path]) for path in decoded]
+    assert any(spans)
+    for log_probs in span_log_probs(model, emissions, spans, "BIOES"):
+        assert (log_probs <= 1e-9).all() and (log_probs > -50).all()
