@@ -268,10 +268,11 @@ def span_log_probs(
 ) -> List[numpy.ndarray]:
     """log P(span is an entity of its label | doc) under the CRF, exactly, per doc and span.
 
-    Forward-backward (in log space, float64) over the same constrained scores that
-    Viterbi decodes (allowed masks included). A span (start, end exclusive, label) is an
-    entity when its tags are B-L I-L ... E-L (S-L for one token) in BIOES; in BIO, B-L
-    I-L ... I-L and the next token is not I-L.
+    Forward-backward in log space (float64), batched over docs of similar length on the
+    CRF's device, over the same constrained scores that Viterbi decodes (allowed masks
+    included). A span (start, end exclusive, label) is an entity when its tags are
+    B-L I-L ... E-L (S-L for one token) in BIOES; in BIO, B-L I-L ... I-L with the next
+    token not I-L.
 
     model (Model): A CRF layer.
     emissions (List[Floats2d]): Emission scores (length, n_tags) per doc.
@@ -282,41 +283,47 @@ def span_log_probs(
     """
     crf = torch_module(model)
     index = {tag: i for i, tag in enumerate(crf.tag_names)}
-    out = []
+    out = [numpy.zeros((0,), dtype="float64") for _ in emissions]
+    lengths = [len(scores) if len(doc_spans) else 0 for scores, doc_spans in zip(emissions, spans)]
     with torch.no_grad(), parametrize.cached():
-        transitions = crf.transitions.double().cpu()
-        start, end = crf.start_transitions.double().cpu(), crf.end_transitions.double().cpu()
-        for d, (scores, doc_spans) in enumerate(zip(emissions, spans)):
-            if not len(doc_spans):
-                out.append(numpy.zeros((0,), dtype="float64"))
-                continue
-            emit = torch.as_tensor(model.ops.to_numpy(scores), dtype=torch.float64)
+        scores = (crf.transitions.double(), crf.start_transitions.double(), crf.end_transitions.double())
+        for group in length_groups(lengths, DECODE_BATCH_TOKENS):
+            emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=crf.device)
+            emit = emit.double()
             if allowed is not None:
-                mask = torch.as_tensor(model.ops.to_numpy(allowed[d])) > 0
-                emit = emit.masked_fill(~mask, FORBIDDEN)
-            alpha, beta, log_z = _forward_backward(emit, transitions, start, end)
-            out.append(numpy.asarray([
-                _span_log_prob(emit, transitions, alpha, beta, log_z, index, scheme, span) for span in doc_spans
-            ]))
+                allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
+                emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
+            alpha, beta, log_z = (t.cpu().numpy() for t in _forward_backward(emit, mask, *scores))
+            transitions, emit = scores[0].cpu().numpy(), emit.cpu().numpy()
+            for b, i in enumerate(group):
+                path_scores = [
+                    _span_log_prob(emit[b], transitions, alpha[b], beta[b], lengths[i], index, scheme, span)
+                    for span in spans[i]
+                ]
+                out[i] = numpy.asarray(path_scores) - log_z[b]
     return out
 
 
-def _forward_backward(emit: torch.Tensor, transitions: torch.Tensor, start: torch.Tensor, end: torch.Tensor):
-    """alpha[t, j]: log-sum of the paths over 0..t ending in j (emission t included); beta[t, j]:
-    of the continuations after t from j (end transition included); log Z."""
-    length = emit.shape[0]
+def _forward_backward(emit, mask, transitions, start, end):
+    """alpha[b, t, j]: log-sum of the paths over 0..t ending in j (emission t included); beta[b,
+    t, j]: of the continuations after t from j (end transition included); log Z per doc."""
+    n_docs, n_steps, _ = emit.shape
     alpha = torch.empty_like(emit)
     beta = torch.empty_like(emit)
-    alpha[0] = start + emit[0]
-    for t in range(1, length):
-        alpha[t] = torch.logsumexp(alpha[t - 1].unsqueeze(1) + transitions, dim=0) + emit[t]
-    beta[length - 1] = end
-    for t in range(length - 2, -1, -1):
-        beta[t] = torch.logsumexp(transitions + (emit[t + 1] + beta[t + 1]).unsqueeze(0), dim=1)
-    return alpha, beta, torch.logsumexp(alpha[length - 1] + end, dim=0)
+    alpha[:, 0] = start + emit[:, 0]
+    for t in range(1, n_steps):
+        stepped = torch.logsumexp(alpha[:, t - 1].unsqueeze(2) + transitions, dim=1) + emit[:, t]
+        alpha[:, t] = torch.where(mask[:, t].unsqueeze(1), stepped, alpha[:, t - 1])
+    beta[:, n_steps - 1] = end
+    for t in range(n_steps - 2, -1, -1):
+        stepped = torch.logsumexp(transitions + (emit[:, t + 1] + beta[:, t + 1]).unsqueeze(1), dim=2)
+        beta[:, t] = torch.where(mask[:, t + 1].unsqueeze(1), stepped, end)
+    # alpha at padding repeats the last real step's
+    return alpha, beta, torch.logsumexp(alpha[:, n_steps - 1] + end, dim=1)
 
 
-def _span_log_prob(emit, transitions, alpha, beta, log_z, index, scheme: str, span: Tuple[int, int, str]) -> float:
+def _span_log_prob(emit, transitions, alpha, beta, length: int, index, scheme: str, span) -> float:
+    """log of the summed scores of the paths where span is an entity (before subtracting log Z)."""
     start, end, label = span
     last = end - 1
     if scheme == "BIOES":
@@ -326,11 +333,11 @@ def _span_log_prob(emit, transitions, alpha, beta, log_z, index, scheme: str, sp
     ids = [index[tag] for tag in path]
     score = alpha[start, ids[0]]
     for k in range(1, len(ids)):
-        score = score + transitions[ids[k - 1], ids[k]] + emit[start + k, ids[k]]
-    if scheme == "BIOES" or last == emit.shape[0] - 1:
-        return float(score + beta[last, ids[-1]] - log_z)
+        score += transitions[ids[k - 1], ids[k]] + emit[start + k, ids[k]]
+    if scheme == "BIOES" or end == length:
+        return float(score + beta[last, ids[-1]])
     # BIO: sum over the next token's tags except I-label.
-    inside = index[f"I-{label}"]
     following = transitions[ids[-1]] + emit[end] + beta[end]
-    following = torch.cat([following[:inside], following[inside + 1 :]])
-    return float(score + torch.logsumexp(following, dim=0) - log_z)
+    following = numpy.delete(following, index[f"I-{label}"])
+    top = following.max()
+    return float(score + top + numpy.log(numpy.exp(following - top).sum()))
