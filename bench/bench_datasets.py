@@ -3,6 +3,7 @@
 Usage: python bench/bench_datasets.py [--data ../shared/data] [--out bench/runs/datasets]
        [--datasets resume ecommerce youku taobao] [--systems bilstm tener spacy]
        [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--write BENCHMARKS.md]
+       [--variant NAME=SYSTEM:section.key=value,...]
 
 Each dataset with a train split is converted with our converter (repairs counted), and
 dev/test sentences whose text occurs in train are removed (Taobao repeats many; the
@@ -10,7 +11,9 @@ counts are printed and reported). Every system trains on the same split once per
 the best model chosen on dev, and is scored on test: P/R/F1, then sentence-level
 robustness (R-F1 and Asr, adjacent pairs, `python -m spacy_cner robustness`), and the
 inference chars/s of the seed-0 models (one process per dataset, systems alternating).
-Choose defaults on dev scores across all datasets at once, never per dataset.
+Choose defaults on dev scores across all datasets at once, never per dataset: the table
+gives the dev F1 of each model-best next to the test scores. A variant is a system with
+config overrides, e.g. --variant bilstm_sent=bilstm:components.crf_ner.model.sentence_encoding=true.
 """
 import argparse
 import datetime
@@ -44,7 +47,17 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=0, help="0: the configs' own stopping rules")
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    parser.add_argument("--variant", action="append", default=[], help="NAME=SYSTEM:section.key=value,...")
     args = parser.parse_args()
+    overrides = {key: [] for key in args.systems}
+    for variant in args.variant:
+        name, _, spec = variant.partition("=")
+        base, _, settings = spec.partition(":")
+        if not name or base not in SYSTEMS or name in SYSTEMS:
+            sys.exit(f"Bad --variant {variant!r}: expected NAME=SYSTEM:section.key=value,... with SYSTEM one of {list(SYSTEMS)}")
+        SYSTEMS[name] = (f"{SYSTEMS[base][0]} + {settings}", SYSTEMS[base][1])
+        overrides[name] = [f"--{setting}" for setting in settings.split(",") if setting]
+        args.systems.append(name)
     missing = [name for name in args.datasets if not (args.data / name / DATASETS[name][0][0]).exists()]
     if missing:
         sys.exit(f"No data for {', '.join(missing)} in {args.data}: pass --data DIR (see each SOURCE.md)")
@@ -61,7 +74,8 @@ def main() -> None:
         stats_path = out / "training_stats.json"
         if not stats_path.exists():
             out.mkdir(parents=True, exist_ok=True)
-            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps, args.jobs > 1)
+            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps, args.jobs > 1,
+                          extra=tuple(overrides[key]))
             stats_path.write_text(json.dumps(stats), encoding="utf8")
         return json.loads(stats_path.read_text(encoding="utf8"))
 
@@ -75,7 +89,8 @@ def main() -> None:
         scores = evaluate({k: str(p) for k, p in models.items()}, speed_models, corpora[name]["path"], args.repeats)
         for model_key, path in models.items():
             metrics = robustness_score(path.parent, corpora[name]["path"], reuse=True)
-            scores[model_key].update(robust=metrics["robust"]["f"], asr=metrics["attack_success_rate"])
+            dev_f = json.loads((path / "meta.json").read_text(encoding="utf8"))["performance"]["ents_f"]
+            scores[model_key].update(robust=metrics["robust"]["f"], asr=metrics["attack_success_rate"], dev_f=dev_f)
         results[name] = scores
     (args.out / "results.json").write_text(json.dumps(
         {"scores": results, "corpora": corpora, "training": {"/".join(map(str, k)): v for k, v in training.items()}},
@@ -130,8 +145,8 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
         + "; ".join(f"{name} {c['train']:,} / {c['dev']:,} (-{c['dev_removed']}) / {c['test']:,} (-{c['test_removed']})"
                     for name, c in corpora.items()),
         "",
-        "| dataset | system | test P | test R | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| dataset | system | dev F1 | test P | test R | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for name in args.datasets:
         for key in args.systems:
@@ -140,7 +155,8 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
             spread = f" ± {statistics.stdev(f1):.2f}" if len(f1) > 1 else ""
             seconds = statistics.mean(training[(name, key, seed)]["seconds"] for seed in args.seeds)
             lines.append(
-                f"| {name} | {SYSTEMS[key][0]} | {statistics.mean(s['p'] for s in per_seed) * 100:.2f} | "
+                f"| {name} | {SYSTEMS[key][0]} | {statistics.mean(s['dev_f'] for s in per_seed) * 100:.2f} | "
+                f"{statistics.mean(s['p'] for s in per_seed) * 100:.2f} | "
                 f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | {statistics.mean(f1):.2f}{spread} | "
                 f"{', '.join(f'{f:.2f}' for f in f1)} | {statistics.mean(s['robust'] for s in per_seed) * 100:.2f} | "
                 f"{statistics.mean(s['asr'] for s in per_seed) * 100:.2f}% | {seconds / 60:.1f} min | "
