@@ -86,7 +86,8 @@ def main() -> None:
         models = {f"{key}/seed{seed}": args.out / name / key / f"seed{seed}" / "model-best"
                   for key in args.systems for seed in args.seeds}
         speed_models = [f"{key}/seed{args.seeds[0]}" for key in args.systems]
-        scores = evaluate({k: str(p) for k, p in models.items()}, speed_models, corpora[name]["path"], args.repeats)
+        scores = evaluate({k: str(p) for k, p in models.items()}, speed_models, corpora[name]["path"], args.repeats,
+                          one_thread=True)
         for model_key, path in models.items():
             metrics = robustness_score(path.parent, corpora[name]["path"], reuse=True)
             dev_f = json.loads((path / "meta.json").read_text(encoding="utf8"))["performance"]["ents_f"]
@@ -138,7 +139,7 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
         f"Seeds {', '.join(map(str, args.seeds))}; {steps}; {args.jobs} trainings at a time"
         f"{', one thread each' if args.jobs > 1 else ''}. Test split, model chosen on dev; P, R, F1, R-F1 and "
         "Asr are means over seeds (F1 with the sample standard deviation, then per seed); training time is "
-        "the mean wall time; inference: seed-0 model, nlp.pipe(batch_size=256) over test, best of "
+        "the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) over test, best of "
         f"{args.repeats}, the systems alternating.",
         "",
         "Sentences (train / dev / test after removing dev and test sentences found in train): "

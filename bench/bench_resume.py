@@ -126,8 +126,9 @@ def train(
     return json.loads(output.strip().splitlines()[-1])
 
 
-def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int) -> dict:
-    """Test P/R/F1 of every model; inference chars/s of speed_models, alternating, in one child process."""
+def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_thread: bool = False) -> dict:
+    """Test P/R/F1 of every model; inference chars/s of speed_models, alternating, in one child process
+    (on one thread with one_thread, as the trainings with --jobs > 1)."""
     code = (
         "import json, sys, time, spacy\n"
         "from spacy.tokens import DocBin\n"
@@ -153,7 +154,8 @@ def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int) -> di
     paths = {key: str(path) for key, path in models.items()}
     command = [sys.executable, "-c", code, json.dumps(paths), json.dumps(speed_models),
                str(corpus / "test.spacy"), str(repeats)]
-    return json.loads(run(command).strip().splitlines()[-1])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else None
+    return json.loads(run(command, env=env).strip().splitlines()[-1])
 
 
 def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
