@@ -1,10 +1,11 @@
 """Command-line interface: `python -m spacy_cner COMMAND ...`."""
 import hashlib
 import shutil
+import unicodedata
 import urllib.request
 from enum import Enum
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import srsly
 import typer
@@ -264,8 +265,31 @@ def show_ents_command(
 
     doc = spacy.load(model)(text)
     msg.info(text)
-    rows = [(ent.text, ent.label_, ent.start_char, ent.end_char) for ent in doc.ents]
-    msg.table(rows, header=("entity", "label", "start", "end"), divider=True)
+    rows = [(ent.text, ent.label_, str(ent.start_char), str(ent.end_char)) for ent in doc.ents]
+    print(display_table(rows, header=("entity", "label", "start", "end"), aligns="llrr"))
+
+
+def display_width(text: str) -> int:
+    """Columns a text takes in a terminal: 2 for wide and full-width characters (CJK), 0 for combining marks."""
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for char in text
+    )
+
+
+def display_table(rows: Sequence[Sequence[str]], header: Sequence[str], aligns: str) -> str:
+    """A plain-text table aligned by display width (wasabi's tables count characters, so CJK
+    cells push the columns after them out of line). aligns: "l" or "r" per column."""
+    lines = [list(header)] + [list(row) for row in rows]
+    widths = [max(display_width(line[i]) for line in lines) for i in range(len(header))]
+
+    def cell(text: str, i: int) -> str:
+        pad = " " * (widths[i] - display_width(text))
+        return text + pad if aligns[i] == "l" else pad + text
+
+    rendered = ["  ".join(cell(text, i) for i, text in enumerate(line)).rstrip() for line in lines]
+    rendered.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(rendered)
 
 
 class Pairing(str, Enum):

@@ -70,3 +70,14 @@ def test_show_ents_prints_entities(tmp_path):
     result = runner.invoke(app, ["show-ents", str(tmp_path / "model"), "我在北京"])
     assert result.exit_code == 0, result.output
     assert "北京" in result.output and "LOC" in result.output
+
+
+def test_display_table_aligns_cjk_by_display_width():
+    from spacy_cner.cli import display_table, display_width
+
+    assert display_width("北京a\u0301") == 5  # 2 + 2 + 1 + a combining accent
+    table = display_table([("北京市", "LOC", "2", "5"), ("ab", "PER", "10", "12")], ("entity", "label", "start", "end"), "llrr")
+    lines = table.splitlines()
+    label_columns = {display_width(line[: line.index(label)]) for line, label in zip(lines[2:], ("LOC", "PER"))}
+    assert len(label_columns) == 1 and display_width(lines[0][: lines[0].index("label")]) in label_columns
+    assert len({display_width(line) for line in lines}) == 1  # right-aligned last column: equal widths
