@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = {
     "bilstm": ("spacy-cner default.cfg (char+bigram BiLSTM-CRF)", "default.cfg"),
     "tener": ("spacy-cner tener.cfg (char+bigram TENER-CRF)", "tener.cfg"),
+    "soft_lexicon": ("spacy-cner soft_lexicon.cfg (char+bigram+SoftLexicon BiLSTM-CRF)", "soft_lexicon.cfg"),
     "spacy": ("spaCy ner (init config -l zh -p ner -o efficiency)", None),
 }
 

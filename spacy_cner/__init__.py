@@ -4,6 +4,7 @@ from .layers.bilstm import BiLSTMEncoder
 from .layers.char_bigram_embed import CharBigramEmbed
 from .layers.crf import CRF, crf_decode
 from .layers.scalar_mix import ScalarMix
+from .layers.soft_lexicon import SoftLexicon
 from .layers.tener import AttentionPrior, TENEREncoder
 from .layers.transformer import TransformerTok2Vec
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
@@ -18,6 +19,7 @@ __all__ = [
     "CRFEntityRecognizer",
     "LinearChineseTokenizer",
     "ScalarMix",
+    "SoftLexicon",
     "TENEREncoder",
     "TransformerTok2Vec",
     "build_crf_tagger",

@@ -1,9 +1,10 @@
 """Lexicons for the lexicon adapter (LEBERT, Liu et al. 2021): loading, and matching words to characters.
 
-A lexicon is a list of words, optionally with frequencies and word vectors. It
+A lexicon is a list of words, optionally with frequencies, tags and word vectors. It
 loads from a word list (one word per line, optional frequency and tag columns,
-as jieba's dict.txt), from word vectors in word2vec text format (first line
-"count dim", as the Tencent AI Lab embeddings), or from jieba's own dictionary.
+as jieba's dict.txt, or "word<TAB>LABEL" gazetteer lines), from word vectors in
+word2vec text format (first line "count dim", as the Tencent AI Lab embeddings), or
+from jieba's own dictionary. A word's tag gives its gazetteer type (entity_type).
 Matching finds, for each character of a text, the lexicon words that cover it
 (LEBERT's char-words pairs) with a pygtrie trie.
 """
@@ -21,6 +22,9 @@ from wasabi import msg
 PathLike = Union[str, Path]
 # A matched word: (start char, end char (exclusive), word index).
 Match = Tuple[int, int, int]
+# jieba's (ICTCLAS) part-of-speech tags that name an entity type: person, place,
+# organisation, other proper noun. Its other tags (n, v, ...) mark a plain word.
+JIEBA_ENTITY_TYPES = {"nr": "PER", "nrt": "PER", "nrfg": "PER", "ns": "LOC", "nt": "ORG", "nz": "MISC"}
 
 
 @dataclass
@@ -45,10 +49,13 @@ class Lexicon:
         words: Sequence[str],
         vectors: Optional[numpy.ndarray] = None,
         frequencies: Optional[Sequence[int]] = None,
+        tags: Optional[Sequence[str]] = None,
     ) -> None:
         """words (Sequence[str]): Unique, non-empty words without whitespace.
         vectors (Optional[numpy.ndarray]): (len(words), dim) float vectors, one row per word.
         frequencies (Optional[Sequence[int]]): One count per word.
+        tags (Optional[Sequence[str]]): One tag per word ("" for none): a part-of-speech
+            tag (jieba's nr, ns, ...) or a gazetteer label (PER, BRAND, ...).
         """
         self.words = list(words)
         self.index: Dict[str, int] = {}
@@ -64,10 +71,19 @@ class Lexicon:
                 raise ValueError(f"Lexicon vectors have shape {vectors.shape}; expected ({len(self.words)}, dim).")
         if frequencies is not None and len(frequencies) != len(self.words):
             raise ValueError(f"Got {len(frequencies)} frequencies for {len(self.words)} lexicon words.")
+        if tags is not None:
+            tags = list(tags)
+            if len(tags) != len(self.words):
+                raise ValueError(f"Got {len(tags)} tags for {len(self.words)} lexicon words.")
+            bad = next((i for i, tag in enumerate(tags) if not isinstance(tag, str) or "\n" in tag), None)
+            if bad is not None:
+                raise ValueError(f"Invalid tag {tags[bad]!r} of lexicon word {self.words[bad]!r}: tags are one-line strings.")
         self.vectors = vectors
         self.frequencies = None if frequencies is None else numpy.asarray(frequencies, dtype="int64")
+        self.tags = tags
         self.max_word_length = max((len(word) for word in self.words), default=0)
         self._trie: Optional[pygtrie.CharTrie] = None
+        self._types: Optional[Tuple[List[str], numpy.ndarray]] = None
 
     def __len__(self) -> int:
         return len(self.words)
@@ -84,6 +100,21 @@ class Lexicon:
                 trie[word] = i
             self._trie = trie
         return self._trie
+
+    def entity_types(self) -> Tuple[List[str], numpy.ndarray]:
+        """The gazetteer types and each word's type index (0, "", for a word without one).
+
+        A jieba part-of-speech tag maps by JIEBA_ENTITY_TYPES (nr -> PER, ns -> LOC, nt -> ORG,
+        nz -> MISC) and jieba's other tags (lower-case letters: n, v, ...) to no type; any other
+        tag is a gazetteer label and its own type. Types after "" are sorted.
+        RETURNS (Tuple[List[str], numpy.ndarray]): The type names and an int array, one per word.
+        """
+        if self._types is None:
+            types = [entity_type(tag) for tag in (self.tags or [""] * len(self.words))]
+            names = [""] + sorted(set(types) - {""})
+            index = {name: i for i, name in enumerate(names)}
+            self._types = (names, numpy.asarray([index[t] for t in types], dtype="int64"))
+        return self._types
 
     def find(self, text: str) -> List[Match]:
         """Every occurrence of every lexicon word in text, by start then length."""
@@ -143,7 +174,12 @@ class Lexicon:
         # The trie is rebuilt on first use: pickles stay small (nlp.pipe with n_process > 1).
         state = dict(self.__dict__)
         state["_trie"] = None
+        state["_types"] = None
         return state
+
+    def __setstate__(self, state: Dict) -> None:
+        # Pickles from before tags were kept have neither key.
+        self.__dict__.update({"tags": None, "_types": None, **state})
 
     # Loading
 
@@ -158,7 +194,8 @@ class Lexicon:
         max_words: Optional[int] = None,
         encoding: str = "utf8",
     ) -> Tuple["Lexicon", LoadStats]:
-        """Load "word [frequency] [tag]" lines (jieba's dict.txt format); blank lines are skipped.
+        """Load "word [frequency] [tag]" lines (jieba's dict.txt format) or "word<TAB>LABEL"
+        gazetteer lines (whitespace-separated); blank lines are skipped.
 
         min_word_length (int): Shorter words are left out; single characters are the
             model's own tokens already.
@@ -170,29 +207,35 @@ class Lexicon:
         """
         stats = LoadStats(path=str(path))
         entries: Dict[str, Optional[int]] = {}
+        entry_tags: Dict[str, str] = {}
         with open(path, encoding=encoding) as file_:
             for line_number, line in enumerate(file_, start=1):
                 stats.n_lines += 1
                 fields = line.lstrip("\ufeff").split()
                 if not fields:
                     continue
-                word, frequency = fields[0], None
+                word, frequency, tag = fields[0], None, ""
                 if len(fields) > 1 and _is_int(fields[1]):
                     frequency = int(fields[1])
                 elif min_frequency is not None:
                     raise ValueError(f"{path}, line {line_number}: min_frequency is set but the line has no frequency: {line.strip()!r}")
                 if len(fields) > 3 or (len(fields) == 3 and frequency is None):
                     raise ValueError(
-                        f"{path}, line {line_number}: expected 'word [frequency] [tag]', got {line.strip()!r}"
+                        f"{path}, line {line_number}: expected 'word [frequency] [tag]' or 'word<TAB>LABEL', "
+                        f"got {line.strip()!r}"
                     )
+                if len(fields) > 1 and frequency is None or len(fields) == 3:
+                    tag = fields[-1]
                 if not _keep(word, frequency, min_word_length, max_word_length, min_frequency, stats):
                     continue
                 if word in entries:
                     stats.duplicates += 1
                     continue
                 entries[word] = frequency
+                entry_tags[word] = tag
         words = list(entries)
         frequencies = list(entries.values())
+        tags = [entry_tags[word] for word in words]
         has_frequencies = all(f is not None for f in frequencies)
         if max_words is not None and len(words) > max_words:
             stats.over_max_words = len(words) - max_words
@@ -201,10 +244,15 @@ class Lexicon:
                 order.sort()
                 words = [words[i] for i in order]
                 frequencies = [frequencies[i] for i in order]
+                tags = [tags[i] for i in order]
             else:
-                words, frequencies = words[:max_words], frequencies[:max_words]
+                words, frequencies, tags = words[:max_words], frequencies[:max_words], tags[:max_words]
         stats.n_words = len(words)
-        return cls(words, frequencies=frequencies if has_frequencies and words else None), stats
+        return cls(
+            words,
+            frequencies=frequencies if has_frequencies and words else None,
+            tags=tags if any(tags) else None,
+        ), stats
 
     @classmethod
     def from_word2vec(
@@ -289,6 +337,8 @@ class Lexicon:
     def to_bytes(self) -> bytes:
         """The lexicon as bytes (vectors stored in float16, half the size of float32)."""
         msg = {"words": "\n".join(self.words), "frequencies": None, "vectors": None}
+        if self.tags is not None:
+            msg["tags"] = "\n".join(self.tags)
         if self.frequencies is not None:
             msg["frequencies"] = self.frequencies.astype("<i8").tobytes()
         if self.vectors is not None:
@@ -304,7 +354,17 @@ class Lexicon:
         vectors = None
         if msg["vectors"] is not None:
             vectors = numpy.frombuffer(msg["vectors"], dtype="<f2").reshape(len(words), msg["dim"]).astype("float32")
-        return cls(words, vectors=vectors, frequencies=frequencies)
+        tags = msg["tags"].split("\n") if msg.get("tags") is not None else None
+        return cls(words, vectors=vectors, frequencies=frequencies, tags=tags)
+
+
+def entity_type(tag: str) -> str:
+    """A lexicon tag's gazetteer type: see Lexicon.entity_types."""
+    if tag in JIEBA_ENTITY_TYPES:
+        return JIEBA_ENTITY_TYPES[tag]
+    if tag.isascii() and tag.isalpha() and tag.islower():
+        return ""  # another part-of-speech tag
+    return tag
 
 
 def token_spans(doc: Doc) -> List[Tuple[int, int]]:
@@ -352,8 +412,9 @@ def make_lexicon(
     min_frequency: Optional[int] = None,
     max_words: Optional[int] = None,
     encoding: str = "utf8",
+    gazetteers: Sequence[str] = (),
 ) -> Lexicon:
-    """A lexicon for the lexicon adapter, for [initialize.components.crf_ner.lexicon].
+    """A lexicon for the lexicon adapter or the soft lexicon, for [initialize.components.crf_ner.lexicon].
 
     Read at initialize only: the trained pipeline carries the lexicon (and its vectors).
 
@@ -363,6 +424,9 @@ def make_lexicon(
     min_word_length, max_word_length, min_frequency, max_words: as Lexicon.from_word_list
         (min_frequency needs a word list with frequencies).
     encoding (str): The file's encoding.
+    gazetteers (Sequence[str]): Paths of typed word lists ("word<TAB>LABEL" lines, same
+        encoding) added to the lexicon: new words are appended, and a word already there
+        takes the gazetteer's label as its tag (a later gazetteer wins). Not with vectors.
     RETURNS (Lexicon): The lexicon; what loading left out is printed.
     """
     options = {"min_word_length": min_word_length, "max_word_length": max_word_length, "max_words": max_words}
@@ -394,7 +458,50 @@ def make_lexicon(
     details = ", ".join(f"{count:,} {reason}" for reason, count in left_out.items() if count)
     vectors = "" if lexicon.vectors is None else f" with {lexicon.vectors.shape[1]}-d vectors"
     msg.info(f"Lexicon {stats.path}: {len(lexicon):,} words{vectors}" + (f"; left out {details}" if details else ""))
+    for gazetteer in gazetteers:
+        lexicon = _add_gazetteer(lexicon, Path(gazetteer), min_word_length, max_word_length, encoding)
     return lexicon
+
+
+def _add_gazetteer(
+    lexicon: Lexicon, path: Path, min_word_length: int, max_word_length: Optional[int], encoding: str
+) -> Lexicon:
+    """The lexicon with a gazetteer's words added and their labels as tags (see make_lexicon)."""
+    if lexicon.vectors is not None:
+        raise ValueError(
+            f"Gazetteer {path}: the lexicon has word vectors and the gazetteer's words have none. Use "
+            "gazetteers with a word list or jieba's dictionary, or add the words to the vectors file."
+        )
+    if not path.is_file():
+        raise ValueError(f"Gazetteer file not found: {path} (give 'word<TAB>LABEL' lines).")
+    gazetteer, stats = Lexicon.from_word_list(
+        path, min_word_length=min_word_length, max_word_length=max_word_length, encoding=encoding
+    )
+    untyped = [word for word, tag in zip(gazetteer.words, gazetteer.tags or [""] * len(gazetteer)) if not tag]
+    if untyped:
+        raise ValueError(f"Gazetteer {path}: {len(untyped)} words without a label, e.g. {untyped[0]!r}: write 'word<TAB>LABEL'.")
+    pos_like = sorted({tag for tag in gazetteer.tags if entity_type(tag) != tag})
+    if pos_like:
+        raise ValueError(
+            f"Gazetteer {path}: labels {pos_like} read as part-of-speech tags (lower-case ASCII letters, "
+            "as jieba's n, nr, ns): write labels such as PER, LOC or BRAND."
+        )
+    words = list(lexicon.words)
+    tags = list(lexicon.tags or [""] * len(words))
+    frequencies = None if lexicon.frequencies is None else list(lexicon.frequencies)
+    n_new = 0
+    for word, tag in zip(gazetteer.words, gazetteer.tags):
+        i = lexicon.index.get(word)
+        if i is None:
+            words.append(word)
+            tags.append(tag)
+            if frequencies is not None:
+                frequencies.append(0)  # unknown: the least weight in the soft lexicon
+            n_new += 1
+        else:
+            tags[i] = tag
+    msg.info(f"Gazetteer {path}: {len(gazetteer):,} words, {n_new:,} new, labels {sorted(set(gazetteer.tags))}")
+    return Lexicon(words, frequencies=frequencies, tags=tags)
 
 
 def _is_word2vec_header(path: Path, encoding: str) -> bool:

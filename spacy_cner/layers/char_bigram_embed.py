@@ -31,6 +31,7 @@ def CharBigramEmbed(
     sentence_bigrams: bool = False,
     lexicon_adapter: Optional[Model] = None,
     static_vectors: bool = False,
+    soft_lexicon: Optional[Model] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
     """Character + bigram embedding for Chinese, as a spaCy tok2vec.
 
@@ -58,6 +59,8 @@ def CharBigramEmbed(
         vectors`, such as Lattice-LSTM's gigaword_chn.all.a2b.uni and .bi files joined):
         the vectors of each token, of its next bigram and (with prev_bigram) of its previous
         bigram, frozen, zeros where the table has none, mixed with the hash embeddings.
+    soft_lexicon (Optional[Model]): spacy-cner.SoftLexicon.v1, lexicon features (word
+        positions, frequencies and gazetteer types) mixed with the hash embeddings.
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     embed_width = embed_width or width
@@ -66,10 +69,13 @@ def CharBigramEmbed(
     if prev_bigram:
         tables.append(HashEmbed(embed_width, bigram_rows, column=2, seed=13, dropout=dropout))
     keys = ngram_keys(prev_bigram, bigram_dropout, sentence_bigrams)
-    if static_vectors:
-        # The vectors' width is known at initialize: the mix infers its input width.
+    extra = [ngram_vectors(prev_bigram, sentence_bigrams)] if static_vectors else []
+    if soft_lexicon is not None:
+        extra.append(soft_lexicon)
+    if extra:
+        # The vectors' and lexicon features' widths are known at initialize: the mix infers its input.
         mix = Maxout(width, nP=3, dropout=dropout, normalize=True)
-        features = concatenate(chain(keys, with_array(concatenate(*tables))), ngram_vectors(prev_bigram, sentence_bigrams))
+        features = concatenate(chain(keys, with_array(concatenate(*tables))), *extra)
         model = chain(features, with_array(mix))
     else:
         mix = Maxout(width, embed_width * len(tables), nP=3, dropout=dropout, normalize=True)

@@ -1,4 +1,5 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
+import random
 import weakref
 from contextlib import nullcontext
 from pathlib import Path
@@ -79,6 +80,7 @@ _PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weak
         "adversarial": None,
         "tok2vec_learn_rate_scale": 1.0,
         "long_doc_window": 512,
+        "join_examples": 0.0,
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -91,6 +93,7 @@ def make_crf_ner(
     adversarial: Optional[EmbeddingAttack],
     tok2vec_learn_rate_scale: float,
     long_doc_window: int,
+    join_examples: float,
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -105,6 +108,10 @@ def make_crf_ner(
     long_doc_window (int): At prediction, a doc of more tokens is tagged in windows of at
         most this many tokens, cut after sentence ends (spacy_cner.windows.doc_windows), so
         that time and memory grow linearly with its length; 0 tags every doc whole.
+    join_examples (float): In training, the share of each batch's examples that are joined
+        in random pairs, X_i + X_j with nothing between (as the robustness test joins them), so
+        the model learns that a neighbouring sentence does not change a sentence's entities;
+        0 trains on the examples as they come.
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,
@@ -115,6 +122,7 @@ def make_crf_ner(
         adversarial=adversarial,
         tok2vec_learn_rate_scale=tok2vec_learn_rate_scale,
         long_doc_window=long_doc_window,
+        join_examples=join_examples,
     )
     _PIPELINES[pipe] = weakref.ref(nlp)
     return pipe
@@ -140,6 +148,7 @@ class CRFEntityRecognizer(TrainablePipe):
         adversarial: Optional[EmbeddingAttack] = None,
         tok2vec_learn_rate_scale: float = 1.0,
         long_doc_window: int = 512,
+        join_examples: float = 0.0,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -151,6 +160,9 @@ class CRFEntityRecognizer(TrainablePipe):
         if long_doc_window != 0 and long_doc_window < 2:
             raise ValueError(f"long_doc_window must be 0 (off) or at least 2 tokens, got {long_doc_window}.")
         self.long_doc_window = long_doc_window
+        if not 0.0 <= join_examples <= 1.0:
+            raise ValueError(f"join_examples is a share of each batch, from 0 to 1, got {join_examples}.")
+        self.join_examples = join_examples
         self.cfg: Dict = {
             "labels": [],
             "scheme": validate_scheme(scheme),
@@ -197,7 +209,7 @@ class CRFEntityRecognizer(TrainablePipe):
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         """Serialize the pipe; its cfg records the learned scalar mix, for reading without loading.
 
-        A model with lexicon adapters gets its lexicons saved under the key "lexicon".
+        A model with lexicon layers (adapters, soft lexicons) gets their lexicons saved under the key "lexicon".
         """
         self._record_scalar_mix()
         data = super().to_bytes(exclude=exclude)
@@ -209,10 +221,10 @@ class CRFEntityRecognizer(TrainablePipe):
         return srsly.msgpack_dumps(msg)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
-        """Load the pipe, and the lexicons of its lexicon adapters."""
+        """Load the pipe, and the lexicons of its lexicon layers."""
         super().from_bytes(bytes_data, exclude=exclude)
         self._check_tag_names("the cfg in the bytes")
-        if not self._lexicon_adapters() or "lexicon" in exclude:
+        if not self._lexicon_layers() or "lexicon" in exclude:
             return self  # no need to read the (possibly large) bytes a second time
         msg = srsly.msgpack_loads(bytes_data)
         if "lexicon" in msg:
@@ -222,7 +234,7 @@ class CRFEntityRecognizer(TrainablePipe):
     def to_disk(self, path, *, exclude=tuple()) -> None:
         """Save the pipe; its cfg file records the learned scalar mix, for reading without loading.
 
-        A model with lexicon adapters gets its lexicons saved in the file "lexicon".
+        A model with lexicon layers (adapters, soft lexicons) gets their lexicons saved in the file "lexicon".
         """
         self._record_scalar_mix()
         super().to_disk(path, exclude=exclude)
@@ -231,7 +243,7 @@ class CRFEntityRecognizer(TrainablePipe):
             (Path(path) / "lexicon").write_bytes(lexicons)
 
     def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
-        """Load the pipe, and the lexicons of its lexicon adapters."""
+        """Load the pipe, and the lexicons of its lexicon layers."""
         super().from_disk(path, exclude=exclude)
         self._check_tag_names(str(Path(path) / "cfg"))
         lexicon_path = Path(path) / "lexicon"
@@ -359,6 +371,8 @@ class CRFEntityRecognizer(TrainablePipe):
         validate_examples(examples, "CRFEntityRecognizer.update")
         if not examples:
             return losses
+        if self.join_examples:
+            examples = join_pairs(examples, self.join_examples)
         set_dropout_rate(self.model, drop)
         docs = [eg.predicted for eg in examples]
         # Encoders with an entity-label enhancement read the gold entities in training.
@@ -440,7 +454,8 @@ class CRFEntityRecognizer(TrainablePipe):
         nlp (Optional[Language]): The current nlp object.
         labels (Optional[Sequence[str]]): Labels, e.g. from `spacy init labels`.
         lexicon (Optional[Lexicon]): For a model with a lexicon adapter
-            (spacy-cner.LexiconAdapter.v1): its words and vectors, e.g. from
+            (spacy-cner.LexiconAdapter.v1) or a soft lexicon (spacy-cner.SoftLexicon.v1):
+            its words, tags and vectors, e.g. from
             [initialize.components.crf_ner.lexicon] with spacy-cner.lexicon.v1. It is
             saved with the pipe; None keeps the lexicon a loaded pipe already has.
         """
@@ -489,37 +504,39 @@ class CRFEntityRecognizer(TrainablePipe):
             "or set paths.vectors = null."
         )
 
-    def _lexicon_adapters(self) -> List[Model]:
-        return [node for node in self.model.walk() if node.name == "lexicon_adapter"]
+    def _lexicon_layers(self) -> List[Model]:
+        """The layers that read the lexicon: lexicon adapters and soft lexicons."""
+        return [node for node in self.model.walk() if node.name in ("lexicon_adapter", "soft_lexicon")]
 
     def _lexicon_bytes(self) -> Optional[bytes]:
-        """The lexicon of each lexicon adapter (vectors in float16), or None without any."""
-        lexicons = [adapter_lexicon(adapter) for adapter in self._lexicon_adapters()]
+        """The lexicon of each lexicon layer (vectors in float16), or None without any."""
+        lexicons = [adapter_lexicon(adapter) for adapter in self._lexicon_layers()]
         if not lexicons or any(lexicon is None for lexicon in lexicons):
             return None
         return srsly.msgpack_dumps([lexicon.to_bytes() for lexicon in lexicons])
 
     def _load_lexicons(self, data: bytes, source: str) -> None:
-        adapters = self._lexicon_adapters()
+        adapters = self._lexicon_layers()
         lexicons = srsly.msgpack_loads(data)
         if len(lexicons) != len(adapters):
             raise ValueError(
                 f"{source} holds {len(lexicons)} lexicons but the model of '{self.name}' has "
-                f"{len(adapters)} lexicon adapters."
+                f"{len(adapters)} lexicon layers."
             )
         for adapter, lexicon in zip(adapters, lexicons):
             set_lexicon(adapter, Lexicon.from_bytes(lexicon))
 
     def _set_lexicon(self, lexicon: Optional[Lexicon]) -> None:
-        """Give every lexicon adapter in the model the lexicon."""
-        adapters = self._lexicon_adapters()
+        """Give every lexicon layer (adapter, soft lexicon) in the model the lexicon."""
+        adapters = self._lexicon_layers()
         if lexicon is None:
             return
         if not adapters:
             raise ValueError(
-                f"'{self.name}' got a lexicon but its model has no lexicon adapter: add "
+                f"'{self.name}' got a lexicon but its model has no layer that reads one: add "
                 "spacy-cner.LexiconAdapter.v1 as the lexicon_adapter of the tok2vec "
-                "(see configs/lexicon.cfg), or remove the lexicon from [initialize.components]."
+                "(see configs/lexicon.cfg) or spacy-cner.SoftLexicon.v1 as its soft_lexicon "
+                "(configs/soft_lexicon.cfg), or remove the lexicon from [initialize.components]."
             )
         for adapter in adapters:
             set_lexicon(adapter, lexicon)
@@ -611,6 +628,49 @@ class CRFEntityRecognizer(TrainablePipe):
                     allowed[ent_end] *= opening
             constraints.append(self.model.ops.asarray2f(allowed))
         return constraints
+
+
+def join_pairs(examples: List[Example], share: float) -> List[Example]:
+    """Join a share of the examples in random pairs, predicted and reference docs alike.
+
+    Training on X_i + X_j (nothing between, as spacy_cner.robustness joins test sentences)
+    teaches the encoder that a neighbour's text should not change a sentence's tags; the
+    pairs are drawn afresh each batch from Python's `random` (seeded by spaCy's training).
+
+    examples (List[Example]): The batch, none empty.
+    share (float): The expected share of examples joined, 0 to 1.
+    RETURNS (List[Example]): The unpaired examples, then the joined pairs, in random order.
+    """
+    # A random rounding of share * len / 2 pairs, so small batches join at the right rate.
+    n_pairs = min(len(examples) // 2, int(share * len(examples) / 2 + random.random()))
+    if n_pairs == 0:
+        return examples
+    order = random.sample(range(len(examples)), len(examples))
+    paired, rest = order[: 2 * n_pairs], order[2 * n_pairs :]
+    joined = []
+    for first, second in zip(paired[::2], paired[1::2]):
+        pair = (examples[first], examples[second])
+        predicted = _join_docs([eg.predicted for eg in pair])
+        reference = Doc.from_docs([eg.reference for eg in pair], ensure_whitespace=False)
+        joined.append(Example(predicted, reference))
+    return [examples[i] for i in rest] + joined
+
+
+def _join_docs(docs: Sequence[Doc]) -> Doc:
+    """Doc.from_docs with nothing between, and no sentence start at a joint the docs did not set.
+
+    For predicted docs (no parse: the SENT_START array is all there is to keep consistent).
+    (Doc.from_docs marks each doc's first token as a sentence start, which a text joined
+    before tokenization never has, and _preset_constraints would treat as an entity edge.)
+    """
+    joined = Doc.from_docs(list(docs), ensure_whitespace=False)
+    sent_starts = [doc.to_array([SENT_START]) for doc in docs]
+    for doc, starts in zip(docs, sent_starts):
+        if not doc.has_annotation("SENT_START"):
+            starts[0] = 0
+    sent_starts[0][0] = 1
+    joined.from_array([SENT_START], numpy.concatenate(sent_starts).reshape(-1, 1))
+    return joined
 
 
 def _token_chunks(units: List[Tuple[int, Window]]) -> List[List[Tuple[int, Window]]]:

@@ -1,0 +1,167 @@
+"""SoftLexicon features and softword: against a per-character reference, in a pipeline, saved."""
+import math
+
+import numpy
+import pytest
+import spacy
+from numpy.testing import assert_allclose
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+from spacy_cner.layers.soft_lexicon import POSITIONS, char_features, softword_positions, token_features
+from spacy_cner.lexicon import Lexicon, make_lexicon
+
+WORDS = ["北京", "北京市", "京市", "上海", "张三", "阿里巴巴", "巴巴", "工作", "员工", "广州", "深圳"]
+FREQUENCIES = [50, 20, 1, 40, 3, 8, 2, 90, 30, 10, 10]
+TAGS = ["ns", "ns", "", "ns", "nr", "nt", "n", "vn", "n", "ns", "ns"]
+TRAIN_DATA = [
+    ("我在北京市工作", [(2, 5, "LOC")]),
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
+    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
+]
+TEXTS = ["我在北京市工作", "", "张三去了上海。李四 ab", "腾讯总部在深圳"]
+
+
+def reference_features(lexicon: Lexicon, text: str) -> numpy.ndarray:
+    """The module docstring's formulas, one character and one word at a time."""
+    types, word_types = lexicon.entity_types()
+    rows = []
+    for c in range(len(text)):
+        weights = [0.0] * 4
+        present = numpy.zeros((4, len(types)))
+        for i, word in enumerate(lexicon.words):
+            for start in range(len(text)):
+                if text.startswith(word, start) and start <= c < start + len(word):
+                    if len(word) == 1:
+                        p = 3
+                    elif c == start:
+                        p = 0
+                    elif c == start + len(word) - 1:
+                        p = 2
+                    else:
+                        p = 1
+                    frequency = 0 if lexicon.frequencies is None else lexicon.frequencies[i]
+                    weights[p] += 1 + math.log1p(frequency) if lexicon.frequencies is not None else 1.0
+                    present[p, 0] = 1
+                    present[p, word_types[i]] = 1
+        total = sum(weights)
+        shares = [4 * w / total if total else 0.0 for w in weights]
+        rows.append(numpy.concatenate([shares, present.ravel()]))
+    return numpy.asarray(rows, dtype="float32").reshape(len(text), 4 + 4 * len(types))
+
+
+@pytest.mark.parametrize("with_frequencies", [True, False])
+@pytest.mark.parametrize("text", ["我在北京市工作", "李四是阿里巴巴的员工", "北京北京市巴巴", "", "没有词"])
+def test_char_features_match_the_reference(text, with_frequencies):
+    lexicon = Lexicon(WORDS + ["巴"], frequencies=(FREQUENCIES + [5]) if with_frequencies else None, tags=TAGS + ["n"])
+    assert_allclose(char_features(lexicon, text), reference_features(lexicon, text), rtol=1e-6, atol=1e-6)
+
+
+def test_types_and_positions():
+    lexicon = Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS)
+    types, _ = lexicon.entity_types()
+    assert types == ["", "LOC", "ORG", "PER"]
+    features = char_features(lexicon, "张三在北京市")
+    present = features[:, 4:].reshape(6, len(POSITIONS), len(types))
+    assert present[0, POSITIONS.index("B"), types.index("PER")] == 1  # 张 begins 张三 (nr)
+    assert present[1, POSITIONS.index("E"), types.index("PER")] == 1
+    assert present[2].sum() == 0 and features[2, :4].sum() == 0  # 在: no word
+    # 市 ends 北京市 (ns) and 京市 (no tag): E of any word and E of a LOC, no other position.
+    assert present[5, POSITIONS.index("E"), 0] == 1 and present[5, POSITIONS.index("E"), types.index("LOC")] == 1
+    assert features[5, :4].tolist() == [0, 0, 4, 0]
+
+
+def test_softword_follows_jieba():
+    jieba = pytest.importorskip("jieba", reason="softword needs jieba (the test extra installs it)")
+    text = "张三在北京市工作。 李四"
+    positions = softword_positions(text)
+    expected = []
+    for word in jieba.cut(text):
+        expected += ["S"] if len(word) == 1 else ["B"] + ["M"] * (len(word) - 2) + ["E"]
+    assert [POSITIONS[i] for i in positions.argmax(axis=1)] == expected
+    assert (positions.sum(axis=1) == 1).all()
+
+
+def test_word_tokens_get_the_mean_of_their_characters():
+    lexicon = Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS)
+    text = "我在北京市 工作"
+    spans = [(0, 1), (1, 2), (2, 5), (0, 0), (6, 8)]
+    per_char = char_features(lexicon, text)
+    features = token_features(lexicon, text, spans, softword=False)
+    assert_allclose(features[2], per_char[2:5].mean(axis=0))
+    assert_allclose(features[4], per_char[6:8].mean(axis=0))
+    assert (features[3] == 0).all()
+
+
+def test_word_list_tags_gazetteers_and_bytes(tmp_path):
+    word_list = tmp_path / "words.txt"
+    word_list.write_text("北京 50 ns\n张三 3 nr\n工作 90 vn\n", encoding="utf8")
+    gazetteer = tmp_path / "gazetteer.txt"
+    gazetteer.write_text("张三\tPER\n阿里巴巴\tORG\n淘宝\tBRAND\n", encoding="utf8")
+    lexicon = make_lexicon(str(word_list), gazetteers=[str(gazetteer)])
+    assert lexicon.words == ["北京", "张三", "工作", "阿里巴巴", "淘宝"]
+    assert lexicon.tags == ["ns", "PER", "vn", "ORG", "BRAND"]
+    assert lexicon.frequencies.tolist() == [50, 3, 90, 0, 0]
+    assert lexicon.entity_types()[0] == ["", "BRAND", "LOC", "ORG", "PER"]
+    loaded = Lexicon.from_bytes(lexicon.to_bytes())
+    assert (loaded.words, loaded.tags, loaded.frequencies.tolist()) == (lexicon.words, lexicon.tags, [50, 3, 90, 0, 0])
+    bad = tmp_path / "bad.txt"
+    bad.write_text("淘宝\tbrand\n", encoding="utf8")
+    with pytest.raises(ValueError, match="part-of-speech"):
+        make_lexicon(str(word_list), gazetteers=[str(bad)])
+    bad.write_text("淘宝\n", encoding="utf8")
+    with pytest.raises(ValueError, match="without a label"):
+        make_lexicon(str(word_list), gazetteers=[str(bad)])
+
+
+SOFT_TOK2VEC = {
+    "@architectures": "spacy-cner.CharBigramEmbed.v1",
+    "width": 16, "char_rows": 200, "bigram_rows": 300, "dropout": 0.0, "bigram_dropout": 0.0,
+    "soft_lexicon": {"@layers": "spacy-cner.SoftLexicon.v1", "softword": False},
+}
+
+
+def make_nlp(lexicon=None):
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": SOFT_TOK2VEC, "encoder": None}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    nlp.get_pipe("crf_ner").initialize(lambda: examples, nlp=nlp, lexicon=lexicon)
+    return nlp, examples
+
+
+def entities(nlp, texts=TEXTS):
+    return [[(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents] for doc in nlp.pipe(texts)]
+
+
+def test_pipeline_trains_saves_and_loads_its_lexicon(tmp_path):
+    nlp, examples = make_nlp(Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS))
+    optimizer = nlp.resume_training()
+    for _ in range(40):
+        nlp.update(examples, sgd=optimizer)
+    assert nlp.evaluate(examples)["ents_f"] == 1.0
+    # The features reach the model: another lexicon changes the emissions.
+    pipe = nlp.get_pipe("crf_ner")
+    doc = nlp.make_doc("李四是阿里巴巴的员工")
+    before = pipe.model.predict([doc])[0].copy()
+    nlp.to_disk(tmp_path / "model")
+    layer = next(node for node in pipe.model.walk() if node.name == "soft_lexicon")
+    from spacy_cner.layers.lexicon_adapter import set_lexicon
+
+    set_lexicon(layer, Lexicon(["员工", "上海", "张三"], frequencies=[1, 1, 1], tags=["nt", "ns", "nr"]))
+    assert not numpy.allclose(pipe.model.predict([doc])[0], before)
+    set_lexicon(layer, Lexicon(["员工"], frequencies=[1], tags=["nt"]))
+    with pytest.raises(ValueError, match="other gazetteer types"):
+        pipe.model.predict([doc])
+    loaded = spacy.load(tmp_path / "model")
+    assert entities(loaded) == entities(spacy.load(tmp_path / "model"))
+    assert_allclose(loaded.get_pipe("crf_ner").model.predict([loaded.make_doc(doc.text)])[0], before, rtol=1e-5)
+    saved = next(node for node in loaded.get_pipe("crf_ner").model.walk() if node.name == "soft_lexicon")
+    assert saved.attrs["lexicon"].lexicon.tags == TAGS
+
+
+def test_pipeline_without_a_lexicon_says_how_to_set_one():
+    with pytest.raises(ValueError, match="initialize.components.crf_ner.lexicon"):
+        make_nlp(None)
