@@ -69,16 +69,27 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
     lexicon = _required_lexicon(model)
     width = model.get_dim("nO")
-    features = []
-    for doc in docs:
-        values = token_features(lexicon, doc.text, token_spans(doc), model.attrs["softword"])
-        if values.shape[1] != width:
-            raise ValueError(
-                f"The soft lexicon gives {values.shape[1]} features per token but the model was built for "
-                f"{width}: its lexicon has other gazetteer types than at initialize."
-            )
-        features.append(model.ops.asarray2f(values))
-    return features, lambda d_features: []
+    values = batch_features(lexicon, [doc.text for doc in docs], [token_spans(doc) for doc in docs], model.attrs["softword"])
+    if values and values[0].shape[1] != width:
+        raise ValueError(
+            f"The soft lexicon gives {values[0].shape[1]} features per token but the model was built for "
+            f"{width}: its lexicon has other gazetteer types than at initialize."
+        )
+    return [model.ops.asarray2f(doc_values) for doc_values in values], lambda d_features: []
+
+
+def batch_features(
+    lexicon: Lexicon, texts: Sequence[str], spans: Sequence[Sequence[Tuple[int, int]]], softword: bool
+) -> List[numpy.ndarray]:
+    """token_features for many texts in one pass over their concatenation (a newline between:
+    no lexicon word holds whitespace, and jieba segments the parts apart), a few times faster
+    on short docs than one by one."""
+    joined = "\n".join(texts)
+    starts = numpy.cumsum([0] + [len(text) + 1 for text in texts[:-1]])
+    shifted = [[(s + start, e + start) if e > s else (s, e) for s, e in doc_spans] for doc_spans, start in zip(spans, starts)]
+    flat = token_features(lexicon, joined, [span for doc_spans in shifted for span in doc_spans], softword)
+    bounds = numpy.cumsum([0] + [len(doc_spans) for doc_spans in spans])
+    return [flat[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
 
 
 def token_features(lexicon: Lexicon, text: str, spans: Sequence[Tuple[int, int]], softword: bool) -> numpy.ndarray:
@@ -90,12 +101,12 @@ def token_features(lexicon: Lexicon, text: str, spans: Sequence[Tuple[int, int]]
     per_char = char_features(lexicon, text)
     if softword:
         per_char = numpy.hstack([per_char, softword_positions(text)])
+    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
     out = numpy.zeros((len(spans), per_char.shape[1]), dtype="float32")
-    for i, (start, end) in enumerate(spans):
-        if end - start == 1:
-            out[i] = per_char[start]
-        elif end > start:
-            out[i] = per_char[start:end].mean(axis=0)
+    single = bounds[:, 1] - bounds[:, 0] == 1
+    out[single] = per_char[bounds[single, 0]]
+    for i in numpy.flatnonzero(bounds[:, 1] - bounds[:, 0] > 1):
+        out[i] = per_char[bounds[i, 0] : bounds[i, 1]].mean(axis=0)
     return out
 
 
