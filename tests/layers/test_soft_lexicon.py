@@ -165,3 +165,18 @@ def test_pipeline_trains_saves_and_loads_its_lexicon(tmp_path):
 def test_pipeline_without_a_lexicon_says_how_to_set_one():
     with pytest.raises(ValueError, match="initialize.components.crf_ner.lexicon"):
         make_nlp(None)
+
+
+def test_a_batch_gives_each_doc_its_own_features():
+    pytest.importorskip("jieba", reason="softword needs jieba (the test extra installs it)")
+    from spacy_cner.layers.soft_lexicon import batch_features
+
+    lexicon = Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS)
+    texts = ["我在北京", "市工作", "", "张三 在 阿里巴巴", "北京市"]
+    spans = [[(i, i + 1) for i in range(len(text)) if not text[i].isspace()] for text in texts]
+    spans[3] = [(0, 2), (2, 2), (3, 4), (4, 4), (5, 9)]  # words and whitespace
+    batch = batch_features(lexicon, texts, spans, softword=True)
+    for text, doc_spans, features in zip(texts, spans, batch):
+        assert_allclose(features, token_features(lexicon, text, doc_spans, softword=True))
+    # "北京" at the end of one doc and "市" at the start of the next do not make 北京市.
+    assert batch[0][3, :4].tolist() == [0, 0, 4, 0]
