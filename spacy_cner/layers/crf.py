@@ -1,5 +1,5 @@
 """A linear-chain CRF (pytorch-crf) whose transitions obey the tag scheme."""
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -8,7 +8,7 @@ from thinc.types import Floats1d, Floats2d, Ints1d
 from torch.nn.utils import parametrize
 from torchcrf import CRF as TorchCRF
 
-from ..tags import allowed_transitions
+from ..tags import allowed_transitions, split_tag
 from ._torch import SizedModule, pad_batch, set_torch_module, torch_module, unpad_batch, wrap_sized
 
 # Per-doc (length, n_tags) masks: 1 where a tag is allowed at a token.
@@ -281,12 +281,93 @@ def span_log_probs(
     allowed (Optional[List[Floats2d]]): Optional per-token tag masks.
     RETURNS (List[numpy.ndarray]): Per doc, one log probability per span.
     """
-    crf = torch_module(model)
-    index = {tag: i for i, tag in enumerate(crf.tag_names)}
     out = [numpy.zeros((0,), dtype="float64") for _ in emissions]
     lengths = [len(scores) if len(doc_spans) else 0 for scores, doc_spans in zip(emissions, spans)]
+    for i, lattice in _lattices(model, emissions, lengths, allowed):
+        out[i] = numpy.asarray([lattice.span_log_prob(span, scheme) for span in spans[i]], dtype="float64")
+    return out
+
+
+def entity_probabilities(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    spans: List[Sequence[Tuple[int, int, str]]],
+    scheme: str,
+    threshold: float,
+    allowed: Optional[List[AllowedTags]] = None,
+) -> List[Dict[Tuple[int, int, str], float]]:
+    """The exact probability of each given span, and of every other span whose probability
+    is at least threshold (overlapping allowed), per doc.
+
+    Candidates come from the token marginals: an entity's probability is at most that of
+    each of its tags, so only spans whose first, inside and last tags all reach the
+    threshold are scored exactly (see span_log_probs).
+
+    model, emissions, scheme, allowed: as span_log_probs.
+    spans (List[Sequence[Tuple[int, int, str]]]): Spans to score whatever their
+        probability (e.g. the Viterbi path's entities), per doc.
+    threshold (float): The least probability of the other spans returned; above 1: none.
+    RETURNS (List[Dict[Tuple[int, int, str], float]]): Per doc, (start, end, label) -> probability.
+    """
+    crf = torch_module(model)
+    labels = sorted({split_tag(tag)[1] for tag in crf.tag_names if tag != "O"})
+    out: List[Dict[Tuple[int, int, str], float]] = [{} for _ in emissions]
+    lengths = [len(scores) for scores in emissions]
+    for i, lattice in _lattices(model, emissions, lengths, allowed):
+        candidates = list(spans[i])
+        if threshold <= 1.0:
+            candidates += lattice.candidates(labels, scheme, threshold)
+        for span in dict.fromkeys(candidates):
+            probability = min(1.0, float(numpy.exp(lattice.span_log_prob(span, scheme))))
+            if probability >= threshold or span in spans[i]:
+                out[i][span] = probability
+    return out
+
+
+class _Lattice:
+    """One doc's forward-backward scores (numpy, float64), for span probabilities."""
+
+    def __init__(self, emit, transitions, alpha, beta, log_z: float, length: int, index: Dict[str, int]) -> None:
+        self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
+        self.log_z, self.length, self.index = log_z, length, index
+
+    def span_log_prob(self, span: Tuple[int, int, str], scheme: str) -> float:
+        """log P(span is an entity): the paths through its tags, over all paths."""
+        return _span_log_prob(self.emit, self.transitions, self.alpha, self.beta, self.length, self.index, scheme, span) - self.log_z
+
+    def candidates(self, labels: Sequence[str], scheme: str, threshold: float) -> List[Tuple[int, int, str]]:
+        """Spans whose every tag has a marginal probability >= threshold (a superset of the
+        spans whose probability is)."""
+        n = self.length
+        # shape: (length, n_tags)
+        marginals = numpy.exp(self.alpha[:n] + self.beta[:n] - self.log_z)
+        found = []
+        for label in labels:
+            begin, inside = (marginals[:, self.index[f"{prefix}-{label}"]] >= threshold for prefix in "BI")
+            if scheme == "BIOES":
+                single, last = (marginals[:, self.index[f"{prefix}-{label}"]] >= threshold for prefix in "SE")
+                found.extend((t, t + 1, label) for t in numpy.flatnonzero(single))
+            for start in numpy.flatnonzero(begin):
+                if scheme == "BIO":
+                    found.append((start, start + 1, label))
+                for t in range(start + 1, n):
+                    if scheme == "BIOES" and last[t]:
+                        found.append((start, t + 1, label))  # B I ... I E
+                    if not inside[t]:
+                        break
+                    if scheme == "BIO":
+                        found.append((start, t + 1, label))  # B I ... I
+        return [(int(start), int(end), label) for start, end, label in found]
+
+
+def _lattices(model: Model, emissions: List[Floats2d], lengths: Sequence[int], allowed: Optional[List[AllowedTags]]):
+    """(doc index, _Lattice) for each doc of non-zero length, forward-backward run in batches
+    of similar length on the CRF's device."""
+    crf = torch_module(model)
+    index = {tag: i for i, tag in enumerate(crf.tag_names)}
     with torch.no_grad(), parametrize.cached():
         scores = (crf.transitions.double(), crf.start_transitions.double(), crf.end_transitions.double())
+        transitions = scores[0].cpu().numpy()
         for group in length_groups(lengths, DECODE_BATCH_TOKENS):
             emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=crf.device)
             emit = emit.double()
@@ -294,14 +375,9 @@ def span_log_probs(
                 allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
                 emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
             alpha, beta, log_z = (t.cpu().numpy() for t in _forward_backward(emit, mask, *scores))
-            transitions, emit = scores[0].cpu().numpy(), emit.cpu().numpy()
+            emit = emit.cpu().numpy()
             for b, i in enumerate(group):
-                path_scores = [
-                    _span_log_prob(emit[b], transitions, alpha[b], beta[b], lengths[i], index, scheme, span)
-                    for span in spans[i]
-                ]
-                out[i] = numpy.asarray(path_scores) - log_z[b]
-    return out
+                yield i, _Lattice(emit[b], transitions, alpha[b], beta[b], float(log_z[b]), lengths[i], index)
 
 
 def _forward_backward(emit, mask, transitions, start, end):

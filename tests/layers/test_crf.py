@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from spacy_cner.layers._torch import torch_module
-from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode, length_groups, span_log_probs
+from spacy_cner.layers.crf import (
+    CRF,
+    FORBIDDEN,
+    ConstrainedCRF,
+    crf_decode,
+    entity_probabilities,
+    length_groups,
+    span_log_probs,
+)
 from spacy_cner.tags import allowed_transitions, get_tag_names, is_valid_sequence, spans_to_tags, tags_to_spans
 
 TAG_SETS = {
@@ -469,3 +477,54 @@ def test_viterbi_entities_have_probabilities_at_most_one():
     assert any(spans)
     for log_probs in span_log_probs(model, emissions, spans, "BIOES"):
         assert (log_probs <= 1e-9).all() and (log_probs > -50).all()
+
+
+@pytest.mark.parametrize("threshold", [0.05, 0.5])
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("tag_set", sorted(SPAN_TAG_SETS))
+def test_entity_probabilities_find_every_span_above_the_threshold(tag_set, with_mask, threshold):
+    scheme, labels = SPAN_TAG_SETS[tag_set]
+    tag_names = get_tag_names(labels, scheme)
+    model = make_crf(tag_names, seed=13)
+    rng = numpy.random.default_rng(13)
+    # Weak emissions: many spans share the probability, so many lie near the threshold.
+    emissions = [em / 3 for em in random_emissions(rng, len(tag_names), lengths=[1, 3, 5, 0])]
+    masks = None
+    if with_mask:
+        masks = []
+        for em in emissions:
+            path = spans_path(random.Random(len(em)), len(em), labels, scheme, tag_names)
+            masks.append(numpy.maximum(one_hot(path, len(tag_names)), (rng.random(em.shape) < 0.6).astype("f")))
+    decoded = crf_decode(model, emissions, masks)
+    given = [tags_to_spans([tag_names[i] for i in path]) for path in decoded]
+    found = entity_probabilities(model, emissions, given, scheme, threshold, masks)
+    for d, em in enumerate(emissions):
+        if not len(em):
+            assert found[d] == {}
+            continue
+        mask = None if masks is None else masks[d]
+        paths = list(valid_paths(tag_names, len(em), mask))
+        scores = numpy.asarray([path_score(model, em, p) for p in paths])
+        probs = numpy.exp(scores - logsumexp(scores))
+        # Each path's entities (tags_to_spans reads BIO's entity ends as is_entity does).
+        totals = {}
+        for path, q in zip(paths, probs):
+            for span in tags_to_spans([tag_names[i] for i in path]):
+                totals[span] = totals.get(span, 0.0) + q
+        expected = {span: p for span, p in totals.items() if p >= threshold + 1e-9}
+        expected.update({span: totals.get(span, 0.0) for span in given[d]})
+        borderline = {span for span in found[d] if span not in expected}
+        assert all(found[d][span] >= threshold - 1e-9 and found[d][span] < threshold + 1e-9 for span in borderline)
+        assert set(expected) <= set(found[d])
+        for span, p in expected.items():
+            assert found[d][span] == pytest.approx(p, abs=1e-6), span
+    if threshold <= 0.1:  # the test reaches uncertain alternatives, not only sure entities
+        assert any(threshold <= p < 0.9 for doc_found in found for p in doc_found.values())
+
+
+def test_no_candidates_above_one():
+    tag_names = get_tag_names(["X"], "BIOES")
+    model = make_crf(tag_names, seed=14)
+    emissions = random_emissions(numpy.random.default_rng(14), len(tag_names), lengths=[6])
+    (found,) = entity_probabilities(model, emissions, [[(0, 2, "X")]], "BIOES", 1.1)
+    assert list(found) == [(0, 2, "X")]
