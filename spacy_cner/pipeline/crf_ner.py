@@ -1,6 +1,7 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
 import random
 import weakref
+from dataclasses import dataclass
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -11,7 +12,7 @@ from spacy.attrs import ENT_IOB, IS_SPACE, SENT_START
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.ner import ner_score
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
@@ -20,7 +21,7 @@ from thinc.types import Floats2d, Ints1d
 from ..adversarial import EmbeddingAttack
 from ..entity_attention import example_entity_ids, training_gold
 from ..layers._torch import torch_module
-from ..layers.crf import crf_decode
+from ..layers.crf import crf_decode, entity_probabilities
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
@@ -81,6 +82,9 @@ _PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weak
         "tok2vec_learn_rate_scale": 1.0,
         "long_doc_window": 512,
         "join_examples": 0.0,
+        "spans_key": "crf_ner",
+        "candidate_threshold": 0.1,
+        "ents_threshold": None,
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -94,6 +98,9 @@ def make_crf_ner(
     tok2vec_learn_rate_scale: float,
     long_doc_window: int,
     join_examples: float,
+    spans_key: Optional[str],
+    candidate_threshold: float,
+    ents_threshold: Optional[float],
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -112,6 +119,13 @@ def make_crf_ner(
         in random pairs, X_i + X_j with nothing between (as the robustness test joins them), so
         the model learns that a neighbouring sentence does not change a sentence's entities;
         0 trains on the examples as they come.
+    spans_key (Optional[str]): Where to write the scored entities, doc.spans[spans_key]: the
+        predicted entities and alternative spans, each with its exact probability under the
+        CRF in the group's attrs["scores"] (as spancat's); None computes no probabilities.
+    candidate_threshold (float): The least probability of an alternative span in the group
+        (overlapping spans allowed); above 1: the predicted entities only.
+    ents_threshold (Optional[float]): Predicted entities less probable than this are left
+        out of doc.ents (to trade recall for precision); None keeps them all.
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,
@@ -123,6 +137,9 @@ def make_crf_ner(
         tok2vec_learn_rate_scale=tok2vec_learn_rate_scale,
         long_doc_window=long_doc_window,
         join_examples=join_examples,
+        spans_key=spans_key,
+        candidate_threshold=candidate_threshold,
+        ents_threshold=ents_threshold,
     )
     _PIPELINES[pipe] = weakref.ref(nlp)
     return pipe
@@ -149,6 +166,9 @@ class CRFEntityRecognizer(TrainablePipe):
         tok2vec_learn_rate_scale: float = 1.0,
         long_doc_window: int = 512,
         join_examples: float = 0.0,
+        spans_key: Optional[str] = "crf_ner",
+        candidate_threshold: float = 0.1,
+        ents_threshold: Optional[float] = None,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -163,6 +183,13 @@ class CRFEntityRecognizer(TrainablePipe):
         if not 0.0 <= join_examples <= 1.0:
             raise ValueError(f"join_examples is a share of each batch, from 0 to 1, got {join_examples}.")
         self.join_examples = join_examples
+        if not candidate_threshold > 0:
+            raise ValueError(f"candidate_threshold must be positive (above 1 for no alternatives), got {candidate_threshold}.")
+        if ents_threshold is not None and not 0.0 <= ents_threshold <= 1.0:
+            raise ValueError(f"ents_threshold is a probability, from 0 to 1, or None; got {ents_threshold}.")
+        self.spans_key = spans_key
+        self.candidate_threshold = candidate_threshold
+        self.ents_threshold = ents_threshold
         self.cfg: Dict = {
             "labels": [],
             "scheme": validate_scheme(scheme),
@@ -270,16 +297,18 @@ class CRFEntityRecognizer(TrainablePipe):
         self.vocab.strings.add(label)
         return 1
 
-    def predict(self, docs: Iterable[Doc]) -> List[Ints1d]:
-        """The best tag-id sequence per doc, respecting pre-set entities.
+    def predict(self, docs: Iterable[Doc]) -> "Tagging":
+        """The best tag-id sequence per doc, respecting pre-set entities, and the entity
+        probabilities when spans_key or ents_threshold asks for them.
 
         docs (Iterable[Doc]): The docs to tag.
-        RETURNS (List[Ints1d]): Tag ids, indices into self.tag_names.
+        RETURNS (Tagging): Tag ids (indices into self.tag_names) and scored spans per doc.
         """
         docs = list(docs)
         ops = self.model.ops
+        scoring = self.spans_key is not None or self.ents_threshold is not None
         if not any(len(doc) for doc in docs):
-            return [ops.alloc1i(0) for _ in docs]
+            return Tagging([ops.alloc1i(0) for _ in docs], [{} for _ in docs] if scoring else None)
         limit = self.long_doc_window
         windows = [
             doc_windows(doc, limit) if limit and len(doc) > limit else [Window(0, len(doc), 0, len(doc))]
@@ -298,11 +327,25 @@ class CRFEntityRecognizer(TrainablePipe):
                 c if c is not None else ops.xp.ones((end - start, n_tags), dtype="f")
                 for c, (_, start, end) in zip(constraints, segments)
             ]
-        paths = crf_decode(self.model.get_ref("crf"), [emissions[i][start:end] for i, start, end in segments], allowed)
+        segment_emissions = [emissions[i][start:end] for i, start, end in segments]
+        paths = crf_decode(self.model.get_ref("crf"), segment_emissions, allowed)
         by_doc: List[List[Ints1d]] = [[] for _ in docs]
         for (i, _, _), path in zip(segments, paths):
             by_doc[i].append(path)
-        return [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
+        tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
+        if not scoring:
+            return Tagging(tag_ids, None)
+        # A long doc's segments were decoded apart: their probabilities are computed apart too.
+        tag_names = self.tag_names
+        predicted = [tags_to_spans([tag_names[t] for t in ops.to_numpy(path).tolist()]) for path in paths]
+        threshold = self.candidate_threshold if self.spans_key is not None else float("inf")
+        probabilities = entity_probabilities(
+            self.model.get_ref("crf"), segment_emissions, predicted, self.cfg["scheme"], threshold, allowed
+        )
+        scores: List[Dict[Tuple[int, int, str], float]] = [{} for _ in docs]
+        for (i, start, _), found in zip(segments, probabilities):
+            scores[i].update({(s + start, e + start, label): p for (s, e, label), p in found.items()})
+        return Tagging(tag_ids, scores)
 
     def _emissions(self, docs: List[Doc], windows: List[List[Window]]) -> List[Floats2d]:
         """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
@@ -326,22 +369,31 @@ class CRFEntityRecognizer(TrainablePipe):
                 out[i][w.own_start : w.own_end] = scores[w.own_start - w.start : w.own_end - w.start]
         return [scores if scores is not None else ops.alloc2f(0, n_tags) for scores in out]
 
-    def set_annotations(self, docs: Iterable[Doc], tag_ids: List[Ints1d]) -> None:
-        """Set doc.ents from the decoded tags, keeping pre-set entities.
+    def set_annotations(self, docs: Iterable[Doc], tagging: "Tagging") -> None:
+        """Set doc.ents from the decoded tags, keeping pre-set entities, and the scored spans.
 
         docs (Iterable[Doc]): The docs to modify.
-        tag_ids (List[Ints1d]): The output of predict.
+        tagging (Tagging): The output of predict.
         """
         tag_names = self.tag_names
         labels = set(self.labels)
-        for doc, ids in zip(docs, tag_ids):
+        scores = tagging.scores or [None] * len(tagging.tag_ids)
+        for doc, ids, doc_scores in zip(docs, tagging.tag_ids, scores):
             tags = [tag_names[i] for i in self.model.ops.to_numpy(ids).tolist()]
             # Pre-set entities come back unchanged (kb_id too); those of labels we
             # don't predict were decoded as "O" and are added back.
             preset = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
-            spans = [preset.get(span) or Span(doc, *span) for span in tags_to_spans(tags)]
+            found = tags_to_spans(tags)
+            if self.ents_threshold is not None:
+                found = [s for s in found if s in preset or doc_scores[s] >= self.ents_threshold]
+            spans = [preset.get(span) or Span(doc, *span) for span in found]
             spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
             doc.set_ents(sorted(spans), default="outside")
+            if self.spans_key is not None:
+                ordered = sorted(doc_scores)
+                group = SpanGroup(doc, name=self.spans_key, spans=[Span(doc, *span) for span in ordered])
+                group.attrs["scores"] = numpy.asarray([doc_scores[span] for span in ordered], dtype="float32")
+                doc.spans[self.spans_key] = group
 
     def update(
         self,
@@ -628,6 +680,17 @@ class CRFEntityRecognizer(TrainablePipe):
                     allowed[ent_end] *= opening
             constraints.append(self.model.ops.asarray2f(allowed))
         return constraints
+
+
+@dataclass
+class Tagging:
+    """What CRFEntityRecognizer.predict found in a batch of docs."""
+
+    # Per doc, the best tag ids (indices into the pipe's tag_names).
+    tag_ids: List[Ints1d]
+    # Per doc, (start token, end token, label) -> its probability: the predicted entities and
+    # the alternatives above candidate_threshold; None when the pipe computes no probabilities.
+    scores: Optional[List[Dict[Tuple[int, int, str], float]]]
 
 
 def join_pairs(examples: List[Example], share: float) -> List[Example]:

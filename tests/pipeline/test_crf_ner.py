@@ -110,12 +110,16 @@ def load_trained(scheme: str = "BIOES") -> spacy.Language:
 
 
 def predictions(docs) -> List[Dict]:
-    """Everything crf_ner sets, in a comparable form."""
+    """Everything crf_ner sets, in a comparable form (scores to 5 decimals)."""
     return [
         {
             "ents": [(ent.start, ent.end, ent.label_) for ent in doc.ents],
             "iob": [token.ent_iob_ for token in doc],
             "types": [token.ent_type_ for token in doc],
+            "spans": [
+                (span.start, span.end, span.label_, round(float(score), 5))
+                for span, score in zip(doc.spans.get("crf_ner", []), doc.spans["crf_ner"].attrs["scores"] if "crf_ner" in doc.spans else [])
+            ],
         }
         for doc in docs
     ]
@@ -393,7 +397,9 @@ print(json.dumps(out), flush=True)
 def predictions(docs):
     return [
         {"ents": [[e.start, e.end, e.label_] for e in doc.ents],
-         "iob": [t.ent_iob_ for t in doc], "types": [t.ent_type_ for t in doc]}
+         "iob": [t.ent_iob_ for t in doc], "types": [t.ent_type_ for t in doc],
+         "spans": [[s.start, s.end, s.label_, round(float(p), 5)]
+                   for s, p in zip(doc.spans["crf_ner"], doc.spans["crf_ner"].attrs["scores"])]}
         for doc in docs
     ]
 
@@ -751,7 +757,7 @@ def test_long_sentence_gets_valid_tags_from_overlapping_windows(scheme):
     text = "".join(t for t, _ in TRAIN_DATA)  # no sentence end: one long sentence
     doc = nlp(text)
     ner = nlp.get_pipe("crf_ner")
-    tags = ner.predict([nlp.make_doc(text)])[0].tolist()
+    tags = ner.predict([nlp.make_doc(text)]).tag_ids[0].tolist()
     assert is_valid_sequence(tags, ner.tag_names)
     assert len(doc.ents) >= 3
     assert predictions(nlp.pipe([text, "张三去了上海", text], batch_size=3))[0] == predictions([doc])[0]
@@ -773,7 +779,7 @@ def test_long_doc_keeps_a_preset_entity_across_a_sentence_end():
     doc.ents = [Span(doc, period - 2, period + 3, "ORG")]  # "工作。张三"
     tagged = nlp.get_pipe("crf_ner")(doc)
     assert (period - 2, period + 3, "ORG") in [(e.start, e.end, e.label_) for e in tagged.ents]
-    assert is_valid_sequence(nlp.get_pipe("crf_ner").predict([doc])[0].tolist(), nlp.get_pipe("crf_ner").tag_names)
+    assert is_valid_sequence(nlp.get_pipe("crf_ner").predict([doc]).tag_ids[0].tolist(), nlp.get_pipe("crf_ner").tag_names)
 
 
 def test_long_doc_window_setting():
@@ -840,3 +846,68 @@ def test_join_examples_setting_trains_on_pairs(monkeypatch):
     assert len({tuple(sorted(batch)) for batch in seen}) > 5  # fresh pairs each step
     assert losses[-1] < losses[0] / 5
     assert nlp.evaluate(make_examples(nlp))["ents_f"] == 1.0
+
+
+# ---------------------------------------------------------------------------
+# Entity probabilities in doc.spans (spans_key, candidate_threshold, ents_threshold)
+
+
+def scored(doc, key="crf_ner"):
+    return {(s.start, s.end, s.label_): float(p) for s, p in zip(doc.spans[key], doc.spans[key].attrs["scores"])}
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_spans_hold_the_entities_with_their_exact_probabilities(scheme):
+    from spacy_cner.layers.crf import span_log_probs
+
+    nlp = load_trained(scheme)
+    ner = nlp.get_pipe("crf_ner")
+    texts = [t for t in TEXTS if t.strip()] + ["王五在阿里巴巴上海总部", "张三李四"]
+    for doc in nlp.pipe(texts):
+        found = scored(doc)
+        ents = [(e.start, e.end, e.label_) for e in doc.ents]
+        assert set(ents) <= set(found)
+        emissions = ner.model.predict([doc])
+        # The same constraints as decoding: no entity starts on whitespace.
+        (allowed,) = ner._preset_constraints(nlp.make_doc(doc.text), [(0, len(doc))])
+        masks = None if allowed is None else [allowed]
+        exact = span_log_probs(ner.model.get_ref("crf"), emissions, [list(found)], scheme, masks)[0]
+        assert_allclose([found[span] for span in found], numpy.exp(exact), rtol=1e-5, atol=1e-6)
+        assert all(found[span] >= 0.1 for span in found if span not in ents)
+    doc = nlp("我在北京市工作")
+    assert scored(doc)[(2, 5, "LOC")] > 0.5
+
+
+def test_scoring_settings():
+    nlp = load_trained()
+    text = "王五在阿里巴巴上海总部，张三李四"
+    with_scores = nlp(text)
+    probabilities = {(e.start, e.end, e.label_): scored(with_scores)[(e.start, e.end, e.label_)] for e in with_scores.ents}
+    assert len(probabilities) >= 2
+    ner = nlp.get_pipe("crf_ner")
+    ner.spans_key = None
+    plain = nlp(text)
+    assert "crf_ner" not in plain.spans
+    assert [e.text for e in plain.ents] == [e.text for e in with_scores.ents]
+    # ents_threshold leaves out the predicted entities below it, whatever spans_key is.
+    cut = sorted(probabilities.values())[len(probabilities) // 2]
+    ner.ents_threshold = cut
+    kept = {(e.start, e.end, e.label_) for e in nlp(text).ents}
+    assert kept == {span for span, p in probabilities.items() if p >= cut}
+    assert kept and kept != set(probabilities)
+    ner.spans_key, ner.candidate_threshold, ner.ents_threshold = "scores", 1.5, None
+    only_ents = nlp(text)
+    assert set(scored(only_ents, "scores")) == set(probabilities)
+    for bad in ({"candidate_threshold": 0}, {"ents_threshold": 1.5}):
+        with pytest.raises(ValueError, match=list(bad)[0]):
+            spacy.blank("zh").add_pipe("crf_ner", config=bad)
+
+
+def test_scores_survive_docbin_and_preset_entities_are_sure():
+    nlp = load_trained()
+    doc = nlp.make_doc("张三在北京市工作")
+    doc.ents = [Span(doc, 3, 6, "ORG")]  # pre-set, against the model's LOC
+    doc = nlp.get_pipe("crf_ner")(doc)
+    assert scored(doc)[(3, 6, "ORG")] == pytest.approx(1.0)
+    restored = list(DocBin(docs=[doc], store_user_data=True).get_docs(nlp.vocab))[0]
+    assert scored(restored) == scored(doc)
