@@ -145,7 +145,7 @@ def test_long_doc_in_windows(tiny_bert):
 
 
 def test_lexicon_without_an_adapter_fails():
-    with pytest.raises(ValueError, match="has no lexicon adapter"):
+    with pytest.raises(ValueError, match="has no layer that reads one"):
         make_nlp(CPU_TOK2VEC)
 
 

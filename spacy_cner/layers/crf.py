@@ -295,6 +295,7 @@ def entity_probabilities(
     scheme: str,
     threshold: float,
     allowed: Optional[List[AllowedTags]] = None,
+    temperature: float = 1.0,
 ) -> List[Dict[Tuple[int, int, str], float]]:
     """The exact probability of each given span, and of every other span whose probability
     is at least threshold (overlapping allowed), per doc.
@@ -307,13 +308,16 @@ def entity_probabilities(
     spans (List[Sequence[Tuple[int, int, str]]]): Spans to score whatever their
         probability (e.g. the Viterbi path's entities), per doc.
     threshold (float): The least probability of the other spans returned; above 1: none.
+    temperature (float): Every score (emissions, transitions) is divided by it before the
+        probabilities are computed (temperature scaling, Guo et al. 2017): above 1 flattens
+        them, below 1 sharpens them; the best path is the same at any temperature.
     RETURNS (List[Dict[Tuple[int, int, str], float]]): Per doc, (start, end, label) -> probability.
     """
     crf = torch_module(model)
     labels = sorted({split_tag(tag)[1] for tag in crf.tag_names if tag != "O"})
     out: List[Dict[Tuple[int, int, str], float]] = [{} for _ in emissions]
     lengths = [len(scores) for scores in emissions]
-    for i, lattice in _lattices(model, emissions, lengths, allowed):
+    for i, lattice in _lattices(model, emissions, lengths, allowed, temperature):
         candidates = list(spans[i])
         if threshold <= 1.0:
             candidates += lattice.candidates(labels, scheme, threshold)
@@ -360,17 +364,27 @@ class _Lattice:
         return [(int(start), int(end), label) for start, end, label in found]
 
 
-def _lattices(model: Model, emissions: List[Floats2d], lengths: Sequence[int], allowed: Optional[List[AllowedTags]]):
+def _lattices(
+    model: Model,
+    emissions: List[Floats2d],
+    lengths: Sequence[int],
+    allowed: Optional[List[AllowedTags]],
+    temperature: float = 1.0,
+):
     """(doc index, _Lattice) for each doc of non-zero length, forward-backward run in batches
-    of similar length on the CRF's device."""
+    of similar length on the CRF's device, every score divided by the temperature."""
+    if not temperature > 0:
+        raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
     index = {tag: i for i, tag in enumerate(crf.tag_names)}
     with torch.no_grad(), parametrize.cached():
-        scores = (crf.transitions.double(), crf.start_transitions.double(), crf.end_transitions.double())
+        scores = tuple(
+            t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
+        )
         transitions = scores[0].cpu().numpy()
         for group in length_groups(lengths, DECODE_BATCH_TOKENS):
             emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=crf.device)
-            emit = emit.double()
+            emit = emit.double() / temperature
             if allowed is not None:
                 allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
                 emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)

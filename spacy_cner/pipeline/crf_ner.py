@@ -194,6 +194,8 @@ class CRFEntityRecognizer(TrainablePipe):
             "labels": [],
             "scheme": validate_scheme(scheme),
             "tok2vec_learn_rate_scale": tok2vec_learn_rate_scale,
+            # Entity probabilities are computed with every CRF score divided by it (fit_temperature).
+            "temperature": 1.0,
         }
 
     @property
@@ -305,19 +307,28 @@ class CRFEntityRecognizer(TrainablePipe):
         RETURNS (Tagging): Tag ids (indices into self.tag_names) and scored spans per doc.
         """
         docs = list(docs)
+        decoded = self._decode(docs)
         ops = self.model.ops
-        scoring = self.spans_key is not None or self.ents_threshold is not None
-        if not any(len(doc) for doc in docs):
-            return Tagging([ops.alloc1i(0) for _ in docs], [{} for _ in docs] if scoring else None)
+        by_doc: List[List[Ints1d]] = [[] for _ in docs]
+        for (i, _, _), path in zip(decoded.segments, decoded.paths):
+            by_doc[i].append(path)
+        tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
+        if self.spans_key is None and self.ents_threshold is None:
+            return Tagging(tag_ids, None)
+        threshold = self.candidate_threshold if self.spans_key is not None else float("inf")
+        return Tagging(tag_ids, self._span_scores(len(docs), decoded, threshold, self.cfg.get("temperature", 1.0)))
+
+    def _decode(self, docs: List[Doc]) -> "_Decoded":
+        """Emissions, constraints and Viterbi paths of the docs' segments: whole docs, or a long
+        doc's windows, each ending at a sentence end (those over one long sentence together)."""
+        ops = self.model.ops
         limit = self.long_doc_window
         windows = [
             doc_windows(doc, limit) if limit and len(doc) > limit else [Window(0, len(doc), 0, len(doc))]
             for doc in docs
         ]
-        emissions = self._emissions(docs, windows)
-        # A long doc's windows are decoded on their own (each ends at a sentence end), those
-        # over one long sentence together.
-        ranges = [window_segments(doc_wins) for doc_wins in windows]
+        emissions = self._emissions(docs, windows) if any(len(doc) for doc in docs) else []
+        ranges = [window_segments(doc_wins) if len(doc) else [] for doc, doc_wins in zip(docs, windows)]
         segments = [(i, start, end) for i, doc_ranges in enumerate(ranges) for start, end in doc_ranges]
         constraints = [c for doc, doc_ranges in zip(docs, ranges) for c in self._preset_constraints(doc, doc_ranges)]
         allowed = None
@@ -328,24 +339,30 @@ class CRFEntityRecognizer(TrainablePipe):
                 for c, (_, start, end) in zip(constraints, segments)
             ]
         segment_emissions = [emissions[i][start:end] for i, start, end in segments]
-        paths = crf_decode(self.model.get_ref("crf"), segment_emissions, allowed)
-        by_doc: List[List[Ints1d]] = [[] for _ in docs]
-        for (i, _, _), path in zip(segments, paths):
-            by_doc[i].append(path)
-        tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
-        if not scoring:
-            return Tagging(tag_ids, None)
-        # A long doc's segments were decoded apart: their probabilities are computed apart too.
+        paths = crf_decode(self.model.get_ref("crf"), segment_emissions, allowed) if segments else []
+        return _Decoded(segments, segment_emissions, allowed, paths)
+
+    def _span_scores(
+        self, n_docs: int, decoded: "_Decoded", threshold: float, temperature: float
+    ) -> List[Dict[Tuple[int, int, str], float]]:
+        """Per doc, (start, end, label) -> probability of the predicted entities and the spans at
+        or above threshold. A long doc's segments were decoded apart: so are their probabilities."""
         tag_names = self.tag_names
-        predicted = [tags_to_spans([tag_names[t] for t in ops.to_numpy(path).tolist()]) for path in paths]
-        threshold = self.candidate_threshold if self.spans_key is not None else float("inf")
-        probabilities = entity_probabilities(
-            self.model.get_ref("crf"), segment_emissions, predicted, self.cfg["scheme"], threshold, allowed
+        to_list = self.model.ops.to_numpy
+        predicted = [tags_to_spans([tag_names[t] for t in to_list(path).tolist()]) for path in decoded.paths]
+        found = entity_probabilities(
+            self.model.get_ref("crf"),
+            decoded.emissions,
+            predicted,
+            self.cfg["scheme"],
+            threshold,
+            decoded.allowed,
+            temperature=temperature,
         )
-        scores: List[Dict[Tuple[int, int, str], float]] = [{} for _ in docs]
-        for (i, start, _), found in zip(segments, probabilities):
-            scores[i].update({(s + start, e + start, label): p for (s, e, label), p in found.items()})
-        return Tagging(tag_ids, scores)
+        scores: List[Dict[Tuple[int, int, str], float]] = [{} for _ in range(n_docs)]
+        for (i, start, _), segment_found in zip(decoded.segments, found):
+            scores[i].update({(s + start, e + start, label): p for (s, e, label), p in segment_found.items()})
+        return scores
 
     def _emissions(self, docs: List[Doc], windows: List[List[Window]]) -> List[Floats2d]:
         """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
@@ -534,6 +551,50 @@ class CRFEntityRecognizer(TrainablePipe):
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
 
+    def fit_temperature(self, examples: Iterable[Example]) -> Dict[str, float]:
+        """Fit the temperature of the entity probabilities on held-out examples (dev), and keep it.
+
+        The temperature (on a log grid from 1/4 to 4) under which the probabilities of the
+        predicted entities best predict whether each is right (an exact match of a gold
+        entity): the least binary log loss. Stored in cfg["temperature"], so it is saved
+        with the pipe; the predicted entities themselves do not change.
+
+        examples (Iterable[Example]): Held-out gold examples; their predicted docs are tagged.
+        RETURNS (Dict[str, float]): temperature, n_entities, and log_loss / ece (10 bins)
+            at temperature 1 and at the fitted one.
+        """
+        examples = list(examples)
+        validate_examples(examples, "CRFEntityRecognizer.fit_temperature")
+        docs = [eg.predicted.copy() for eg in examples]
+        decoded = self._decode(docs)
+        gold = [{(e.start, e.end, e.label_) for e in eg.get_aligned_spans_y2x(eg.reference.ents)} for eg in examples]
+
+        def outcome(temperature: float) -> Tuple[numpy.ndarray, numpy.ndarray]:
+            scores = self._span_scores(len(docs), decoded, float("inf"), temperature)
+            pairs = [(p, span in doc_gold) for doc_scores, doc_gold in zip(scores, gold) for span, p in doc_scores.items()]
+            if not pairs:
+                return numpy.zeros(0), numpy.zeros(0)
+            probs, right = zip(*pairs)
+            return numpy.asarray(probs, dtype="float64"), numpy.asarray(right, dtype="float64")
+
+        def log_loss(probs: numpy.ndarray, right: numpy.ndarray) -> float:
+            probs = numpy.clip(probs, 1e-7, 1 - 1e-7)
+            return float(-(right * numpy.log(probs) + (1 - right) * numpy.log(1 - probs)).mean()) if len(probs) else 0.0
+
+        grid = numpy.exp(numpy.linspace(numpy.log(0.25), numpy.log(4.0), 41))
+        losses = [log_loss(*outcome(float(t))) for t in grid]
+        best = round(float(grid[int(numpy.argmin(losses))]), 4)  # as the saved cfg keeps it
+        before, after = outcome(1.0), outcome(best)
+        self.cfg["temperature"] = best
+        return {
+            "temperature": best,
+            "n_entities": len(before[0]),
+            "log_loss_before": log_loss(*before),
+            "log_loss_after": log_loss(*after),
+            "ece_before": expected_calibration_error(*before),
+            "ece_after": expected_calibration_error(*after),
+        }
+
     def _check_vectors(self, nlp: Language) -> None:
         """Raise if the pipeline has vectors that no component's model reads.
 
@@ -691,6 +752,31 @@ class Tagging:
     # Per doc, (start token, end token, label) -> its probability: the predicted entities and
     # the alternatives above candidate_threshold; None when the pipe computes no probabilities.
     scores: Optional[List[Dict[Tuple[int, int, str], float]]]
+
+
+def expected_calibration_error(probs: numpy.ndarray, right: numpy.ndarray, n_bins: int = 10) -> float:
+    """Expected calibration error: over n_bins equal-width bins of probability, the share of
+    the predictions in each bin times |their accuracy - their mean probability|, summed."""
+    if not len(probs):
+        return 0.0
+    bins = numpy.minimum((numpy.asarray(probs) * n_bins).astype(int), n_bins - 1)
+    total = 0.0
+    for b in range(n_bins):
+        inside = bins == b
+        if inside.any():
+            total += inside.mean() * abs(float(numpy.mean(right[inside])) - float(numpy.mean(probs[inside])))
+    return total
+
+
+@dataclass
+class _Decoded:
+    """The segments (doc index, start token, end token) of a batch and their emissions,
+    tag constraints (None: all allowed) and Viterbi paths."""
+
+    segments: List[Tuple[int, int, int]]
+    emissions: List[Floats2d]
+    allowed: Optional[List[Floats2d]]
+    paths: List[Ints1d]
 
 
 def join_pairs(examples: List[Example], share: float) -> List[Example]:

@@ -911,3 +911,29 @@ def test_scores_survive_docbin_and_preset_entities_are_sure():
     assert scored(doc)[(3, 6, "ORG")] == pytest.approx(1.0)
     restored = list(DocBin(docs=[doc], store_user_data=True).get_docs(nlp.vocab))[0]
     assert scored(restored) == scored(doc)
+
+
+def test_fit_temperature_changes_probabilities_not_entities(tmp_path):
+    from spacy_cner.pipeline.crf_ner import expected_calibration_error
+
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    # Held-out examples the overfit model partly gets wrong: it is over-confident on them.
+    held_out = make_examples(nlp, [
+        ("张三在深圳工作", [(0, 2, "PER"), (3, 5, "LOC")]),
+        ("李四去了北京", [(0, 2, "PER"), (4, 6, "LOC")]),
+        ("阿里巴巴总部在杭州", [(0, 4, "ORG"), (7, 9, "LOC")]),
+        ("王五是腾讯的员工", [(0, 2, "PER"), (3, 5, "ORG")]),
+    ])
+    before = [(predictions([nlp(eg.text)])[0]) for eg in held_out]
+    report = ner.fit_temperature(held_out)
+    assert ner.cfg["temperature"] == report["temperature"] != 1.0
+    assert report["n_entities"] > 0 and report["log_loss_after"] <= report["log_loss_before"]
+    after = [(predictions([nlp(eg.text)])[0]) for eg in held_out]
+    assert [p["ents"] for p in after] == [p["ents"] for p in before]
+    assert [p["spans"] for p in after] != [p["spans"] for p in before]
+    nlp.to_disk(tmp_path / "model")
+    assert spacy.load(tmp_path / "model").get_pipe("crf_ner").cfg["temperature"] == report["temperature"]
+    # ECE: |accuracy - confidence| per bin, weighted by the bin's share.
+    probs, right = numpy.asarray([0.95, 0.95, 0.55, 0.15]), numpy.asarray([1.0, 0.0, 1.0, 0.0])
+    assert expected_calibration_error(probs, right) == pytest.approx(0.5 * 0.45 + 0.25 * 0.45 + 0.25 * 0.15)
