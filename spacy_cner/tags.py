@@ -107,6 +107,8 @@ def tags_to_spans(tags: Sequence[str]) -> List[Span]:
     spans: List[Span] = []
     start, label = -1, ""
     for i, tag in enumerate(tags):
+        if tag == OUT and start < 0:
+            continue  # most tokens: nothing to close or open
         prefix, tag_label = split_tag(tag)
         continues = prefix in CONTINUE_PREFIXES and start >= 0 and tag_label == label
         if not continues and start >= 0:

@@ -313,14 +313,12 @@ def entity_probabilities(
         them, below 1 sharpens them; the best path is the same at any temperature.
     RETURNS (List[Dict[Tuple[int, int, str], float]]): Per doc, (start, end, label) -> probability.
     """
-    crf = torch_module(model)
-    labels = sorted({split_tag(tag)[1] for tag in crf.tag_names if tag != "O"})
     out: List[Dict[Tuple[int, int, str], float]] = [{} for _ in emissions]
     lengths = [len(scores) for scores in emissions]
     for i, lattice in _lattices(model, emissions, lengths, allowed, temperature):
         candidates = list(spans[i])
         if threshold <= 1.0:
-            candidates += lattice.candidates(labels, scheme, threshold)
+            candidates += lattice.candidates(scheme, threshold)
         for span in dict.fromkeys(candidates):
             probability = min(1.0, float(numpy.exp(lattice.span_log_prob(span, scheme))))
             if probability >= threshold or span in spans[i]:
@@ -331,7 +329,7 @@ def entity_probabilities(
 class _Lattice:
     """One doc's forward-backward scores (numpy, float64), for span probabilities."""
 
-    def __init__(self, emit, transitions, alpha, beta, log_z: float, length: int, index: Dict[str, int]) -> None:
+    def __init__(self, emit, transitions, alpha, beta, log_z: float, length: int, index: "_TagIndex") -> None:
         self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
         self.log_z, self.length, self.index = log_z, length, index
 
@@ -339,29 +337,40 @@ class _Lattice:
         """log P(span is an entity): the paths through its tags, over all paths."""
         return _span_log_prob(self.emit, self.transitions, self.alpha, self.beta, self.length, self.index, scheme, span) - self.log_z
 
-    def candidates(self, labels: Sequence[str], scheme: str, threshold: float) -> List[Tuple[int, int, str]]:
+    def candidates(self, scheme: str, threshold: float) -> List[Tuple[int, int, str]]:
         """Spans whose every tag has a marginal probability >= threshold (a superset of the
         spans whose probability is)."""
         n = self.length
-        # shape: (length, n_tags)
-        marginals = numpy.exp(self.alpha[:n] + self.beta[:n] - self.log_z)
+        # shape: (length, n_tags), the tags whose marginal probability reaches the threshold
+        above = numpy.exp(self.alpha[:n] + self.beta[:n] - self.log_z) >= threshold
+        columns = self.index.columns
         found = []
-        for label in labels:
-            begin, inside = (marginals[:, self.index[f"{prefix}-{label}"]] >= threshold for prefix in "BI")
-            if scheme == "BIOES":
-                single, last = (marginals[:, self.index[f"{prefix}-{label}"]] >= threshold for prefix in "SE")
-                found.extend((t, t + 1, label) for t in numpy.flatnonzero(single))
-            for start in numpy.flatnonzero(begin):
-                if scheme == "BIO":
-                    found.append((start, start + 1, label))
-                for t in range(start + 1, n):
-                    if scheme == "BIOES" and last[t]:
-                        found.append((start, t + 1, label))  # B I ... I E
-                    if not inside[t]:
-                        break
-                    if scheme == "BIO":
-                        found.append((start, t + 1, label))  # B I ... I
-        return [(int(start), int(end), label) for start, end, label in found]
+        if scheme == "BIOES":
+            ts, ls = numpy.nonzero(above[:, columns["S"]])
+            found.extend((t, t + 1, self.index.labels[k]) for t, k in zip(ts.tolist(), ls.tolist()))
+        for start, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, columns["B"]]))):
+            label, inside = self.index.labels[k], above[:, columns["I"][k]]
+            if scheme == "BIO":
+                found.append((start, start + 1, label))
+            last = above[:, columns["E"][k]] if scheme == "BIOES" else None
+            for t in range(start + 1, n):
+                if last is not None and last[t]:
+                    found.append((start, t + 1, label))  # B I ... I E
+                if not inside[t]:
+                    break
+                if last is None:
+                    found.append((start, t + 1, label))  # B I ... I
+        return found
+
+
+class _TagIndex(dict):
+    """Tag name -> column, with each prefix's columns in label order (labels sorted)."""
+
+    def __init__(self, tag_names: Sequence[str]) -> None:
+        super().__init__((tag, i) for i, tag in enumerate(tag_names))
+        self.labels = sorted({split_tag(tag)[1] for tag in tag_names if tag != "O"})
+        prefixes = {split_tag(tag)[0] for tag in tag_names if tag != "O"}
+        self.columns = {p: numpy.asarray([self[f"{p}-{label}"] for label in self.labels]) for p in prefixes}
 
 
 def _lattices(
@@ -376,7 +385,7 @@ def _lattices(
     if not temperature > 0:
         raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
-    index = {tag: i for i, tag in enumerate(crf.tag_names)}
+    index = _TagIndex(crf.tag_names)
     with torch.no_grad(), parametrize.cached():
         scores = tuple(
             t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
@@ -396,7 +405,61 @@ def _lattices(
 
 def _forward_backward(emit, mask, transitions, start, end):
     """alpha[b, t, j]: log-sum of the paths over 0..t ending in j (emission t included); beta[b,
-    t, j]: of the continuations after t from j (end transition included); log Z per doc."""
+    t, j]: of the continuations after t from j (end transition included); log Z per doc.
+    alpha at padding repeats the last real step's; beta there is the end transition.
+
+    Computed in probability space, each step one matrix product with the row sums moved
+    into a log scale (the scaled forward-backward of Rabiner 1989; 5-10x faster on CPUs than
+    log-sum-exp over (batch, n_tags, n_tags)); forbidden entries come out as -inf. A batch
+    whose scaled sums underflow (only with extreme scores) is redone in log space."""
+    scaled = _scaled_forward_backward(emit, mask, transitions, start, end)
+    if scaled is not None:
+        return scaled
+    return _log_forward_backward(emit, mask, transitions, start, end)
+
+
+def _scaled_forward_backward(emit, mask, transitions, start, end):
+    n_docs, n_steps, _ = emit.shape
+    trans_max, start_max, end_max = transitions.max(), start.max(), end.max()
+    exp_transitions = torch.exp(transitions - trans_max)
+    emit_max = emit.max(dim=2, keepdim=True).values
+    # shape: (batch, length, n_tags), each token's best tag at 1
+    probs = torch.exp(emit - emit_max)
+    # Each step's rows sum to 1; the factors go to the (batch, length) log scales.
+    alpha, beta = torch.empty_like(emit), torch.empty_like(emit)
+    alpha_scale, beta_scale = torch.empty_like(emit[:, :, 0]), torch.empty_like(emit[:, :, 0])
+    current = torch.exp(start - start_max) * probs[:, 0]
+    total = current.sum(dim=1, keepdim=True)
+    current = current / total
+    scale = torch.log(total[:, 0]) + start_max + emit_max[:, 0, 0]
+    alpha[:, 0], alpha_scale[:, 0] = current, scale
+    for t in range(1, n_steps):
+        stepped = (current @ exp_transitions) * probs[:, t]
+        total = stepped.sum(dim=1, keepdim=True)
+        step = mask[:, t]
+        current = torch.where(step.unsqueeze(1), stepped / total, current)
+        scale = torch.where(step, scale + torch.log(total[:, 0]) + trans_max + emit_max[:, t, 0], scale)
+        alpha[:, t], alpha_scale[:, t] = current, scale
+    log_z = scale + end_max + torch.log((current * torch.exp(end - end_max)).sum(dim=1))
+    end_probs = torch.exp(end - end_max)
+    end_total = end_probs.sum()
+    end_current, end_scale = end_probs / end_total, torch.log(end_total) + end_max
+    current, scale = end_current.expand(n_docs, -1), end_scale.expand(n_docs)
+    beta[:, n_steps - 1], beta_scale[:, n_steps - 1] = current, scale
+    for t in range(n_steps - 2, -1, -1):
+        stepped = (probs[:, t + 1] * current) @ exp_transitions.T
+        total = stepped.sum(dim=1, keepdim=True)
+        step = mask[:, t + 1]
+        current = torch.where(step.unsqueeze(1), stepped / total, end_current)
+        scale = torch.where(step, scale + torch.log(total[:, 0]) + trans_max + emit_max[:, t + 1, 0], end_scale)
+        beta[:, t], beta_scale[:, t] = current, scale
+    if not (torch.isfinite(log_z).all() and not torch.isnan(alpha).any() and not torch.isnan(beta).any()):
+        return None
+    return torch.log(alpha) + alpha_scale.unsqueeze(2), torch.log(beta) + beta_scale.unsqueeze(2), log_z
+
+
+def _log_forward_backward(emit, mask, transitions, start, end):
+    """_forward_backward in log space (slower, never underflows)."""
     n_docs, n_steps, _ = emit.shape
     alpha = torch.empty_like(emit)
     beta = torch.empty_like(emit)
@@ -408,7 +471,6 @@ def _forward_backward(emit, mask, transitions, start, end):
     for t in range(n_steps - 2, -1, -1):
         stepped = torch.logsumexp(transitions + (emit[:, t + 1] + beta[:, t + 1]).unsqueeze(1), dim=2)
         beta[:, t] = torch.where(mask[:, t + 1].unsqueeze(1), stepped, end)
-    # alpha at padding repeats the last real step's
     return alpha, beta, torch.logsumexp(alpha[:, n_steps - 1] + end, dim=1)
 
 
@@ -430,4 +492,6 @@ def _span_log_prob(emit, transitions, alpha, beta, length: int, index, scheme: s
     following = transitions[ids[-1]] + emit[end] + beta[end]
     following = numpy.delete(following, index[f"I-{label}"])
     top = following.max()
+    if not numpy.isfinite(top):
+        return float("-inf")  # no path continues after the span
     return float(score + top + numpy.log(numpy.exp(following - top).sum()))

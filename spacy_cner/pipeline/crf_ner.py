@@ -563,28 +563,16 @@ class CRFEntityRecognizer(TrainablePipe):
         RETURNS (Dict[str, float]): temperature, n_entities, and log_loss / ece (10 bins)
             at temperature 1 and at the fitted one.
         """
-        examples = list(examples)
-        validate_examples(examples, "CRFEntityRecognizer.fit_temperature")
-        docs = [eg.predicted.copy() for eg in examples]
-        decoded = self._decode(docs)
-        gold = [{(e.start, e.end, e.label_) for e in eg.get_aligned_spans_y2x(eg.reference.ents)} for eg in examples]
-
-        def outcome(temperature: float) -> Tuple[numpy.ndarray, numpy.ndarray]:
-            scores = self._span_scores(len(docs), decoded, float("inf"), temperature)
-            pairs = [(p, span in doc_gold) for doc_scores, doc_gold in zip(scores, gold) for span, p in doc_scores.items()]
-            if not pairs:
-                return numpy.zeros(0), numpy.zeros(0)
-            probs, right = zip(*pairs)
-            return numpy.asarray(probs, dtype="float64"), numpy.asarray(right, dtype="float64")
+        outcomes = self.entity_outcomes(examples)
 
         def log_loss(probs: numpy.ndarray, right: numpy.ndarray) -> float:
             probs = numpy.clip(probs, 1e-7, 1 - 1e-7)
             return float(-(right * numpy.log(probs) + (1 - right) * numpy.log(1 - probs)).mean()) if len(probs) else 0.0
 
         grid = numpy.exp(numpy.linspace(numpy.log(0.25), numpy.log(4.0), 41))
-        losses = [log_loss(*outcome(float(t))) for t in grid]
+        losses = [log_loss(*outcomes(float(t))) for t in grid]
         best = round(float(grid[int(numpy.argmin(losses))]), 4)  # as the saved cfg keeps it
-        before, after = outcome(1.0), outcome(best)
+        before, after = outcomes(1.0), outcomes(best)
         self.cfg["temperature"] = best
         return {
             "temperature": best,
@@ -594,6 +582,30 @@ class CRFEntityRecognizer(TrainablePipe):
             "ece_before": expected_calibration_error(*before),
             "ece_after": expected_calibration_error(*after),
         }
+
+    def entity_outcomes(self, examples: Iterable[Example]) -> Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]:
+        """Tag the examples' predicted docs once; the returned function gives, at a temperature,
+        each predicted entity's probability and whether it is right (1.0: an exact match of a
+        gold entity), for calibration.
+
+        examples (Iterable[Example]): Gold examples.
+        RETURNS (Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]): temperature -> (probabilities, right).
+        """
+        examples = list(examples)
+        validate_examples(examples, "CRFEntityRecognizer.entity_outcomes")
+        docs = [eg.predicted.copy() for eg in examples]
+        decoded = self._decode(docs)
+        gold = [{(e.start, e.end, e.label_) for e in eg.get_aligned_spans_y2x(eg.reference.ents)} for eg in examples]
+
+        def outcomes(temperature: float) -> Tuple[numpy.ndarray, numpy.ndarray]:
+            scores = self._span_scores(len(docs), decoded, float("inf"), temperature)
+            pairs = [(p, span in doc_gold) for doc_scores, doc_gold in zip(scores, gold) for span, p in doc_scores.items()]
+            if not pairs:
+                return numpy.zeros(0), numpy.zeros(0)
+            probs, right = zip(*pairs)
+            return numpy.asarray(probs, dtype="float64"), numpy.asarray(right, dtype="float64")
+
+        return outcomes
 
     def _check_vectors(self, nlp: Language) -> None:
         """Raise if the pipeline has vectors that no component's model reads.

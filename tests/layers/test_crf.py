@@ -528,3 +528,58 @@ def test_no_candidates_above_one():
     emissions = random_emissions(numpy.random.default_rng(14), len(tag_names), lengths=[6])
     (found,) = entity_probabilities(model, emissions, [[(0, 2, "X")]], "BIOES", 1.1)
     assert list(found) == [(0, 2, "X")]
+
+
+def _batch(emissions_list, n_tags):
+    n = max(len(e) for e in emissions_list)
+    emit = torch.zeros((len(emissions_list), n, n_tags), dtype=torch.float64)
+    mask = torch.zeros((len(emissions_list), n), dtype=torch.bool)
+    for i, e in enumerate(emissions_list):
+        emit[i, : len(e)] = torch.from_numpy(numpy.asarray(e, dtype="float64"))
+        mask[i, : len(e)] = True
+    return emit, mask
+
+
+def _scores(model):
+    crf = torch_module(model)
+    with torch.no_grad(), torch.nn.utils.parametrize.cached():
+        return tuple(t.double() for t in (crf.transitions, crf.start_transitions, crf.end_transitions))
+
+
+def test_scaled_forward_backward_equals_log_space():
+    from spacy_cner.layers.crf import _log_forward_backward, _scaled_forward_backward
+
+    tag_names = get_tag_names(["X", "Y"], "BIOES")
+    model = make_crf(tag_names, seed=15)
+    rng = numpy.random.default_rng(15)
+    emit, mask = _batch(random_emissions(rng, len(tag_names), lengths=[1, 7, 30, 4]), len(tag_names))
+    emit[1, 3, 0] = FORBIDDEN  # a masked tag, as preset constraints give
+    scaled = _scaled_forward_backward(emit, mask, *_scores(model))
+    logged = _log_forward_backward(emit, mask, *_scores(model))
+    numpy.testing.assert_allclose(scaled[2].numpy(), logged[2].numpy(), rtol=1e-10)
+    for ours, theirs in zip(scaled[:2], logged[:2]):
+        real = (theirs > FORBIDDEN / 2) & mask.unsqueeze(2)  # forbidden: -inf here, about -1e9 there
+        numpy.testing.assert_allclose(ours[real].numpy(), theirs[real].numpy(), rtol=1e-9, atol=1e-9)
+        assert (ours[~real & mask.unsqueeze(2)] < FORBIDDEN / 2).all()
+
+
+def test_forward_backward_falls_back_to_log_space_when_the_scaled_sums_underflow():
+    from spacy_cner.layers.crf import _forward_backward, _log_forward_backward, _scaled_forward_backward
+
+    tag_names = get_tag_names(["X"], "BIOES")  # O B-X I-X E-X S-X
+    model = make_crf(tag_names, seed=16)
+    index = {tag: i for i, tag in enumerate(tag_names)}
+    # Token 0 may only be B-X; at token 1 every tag B-X can go to is 800 below O:
+    # exp(-800) is 0 in float64, so the scaled forward sum underflows.
+    first = numpy.full(len(tag_names), FORBIDDEN)
+    first[index["B-X"]] = 0.0
+    second = numpy.zeros(len(tag_names))
+    second[[index["I-X"], index["E-X"]]] = -800.0
+    emit, mask = _batch([[first, second]], len(tag_names))
+    assert _scaled_forward_backward(emit, mask, *_scores(model)) is None
+    result = _forward_backward(emit, mask, *_scores(model))
+    expected = _log_forward_backward(emit, mask, *_scores(model))
+    assert torch.isfinite(result[2]).all()
+    numpy.testing.assert_allclose(result[2].numpy(), expected[2].numpy())
+    (log_probs,) = span_log_probs(model, [numpy.stack([first, second]).astype("f")], [[(0, 2, "X")]], "BIOES")
+    assert log_probs[0] == pytest.approx(0.0, abs=1e-9)  # the only allowed path
