@@ -13,10 +13,12 @@ from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.ner import ner_score
 from spacy.tokens import Doc, Span, SpanGroup
-from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.training import Corpus, Example, validate_examples, validate_get_examples
+from spacy.util import registry
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats2d, Ints1d
+from wasabi import msg
 
 from ..adversarial import EmbeddingAttack
 from ..entity_attention import example_entity_ids, training_gold
@@ -143,6 +145,32 @@ def make_crf_ner(
     )
     _PIPELINES[pipe] = weakref.ref(nlp)
     return pipe
+
+
+@registry.misc("spacy-cner.fit_temperature.v1")
+def make_temperature_fitter(path: Optional[str]) -> Callable[[Language], Language]:
+    """A [training.before_to_disk] callback: before each save of the pipeline, every crf_ner
+    pipe fits the temperature of its entity probabilities on the examples at path (the dev
+    corpus, e.g. ${paths.dev}) and keeps it in its cfg (CRFEntityRecognizer.fit_temperature).
+
+    path (Optional[str]): A .spacy file or folder of them; None fits nothing.
+    RETURNS (Callable[[Language], Language]): The callback.
+    """
+
+    def fit_before_saving(nlp: Language) -> Language:
+        if path is None:
+            return nlp
+        examples = list(Corpus(path)(nlp))
+        for name, pipe in nlp.pipeline:
+            if isinstance(pipe, CRFEntityRecognizer):
+                fit = pipe.fit_temperature(examples)
+                msg.info(
+                    f"{name}: temperature {fit['temperature']:.3g} on {fit['n_entities']} dev entities "
+                    f"(ECE {fit['ece_before']:.3f} -> {fit['ece_after']:.3f})"
+                )
+        return nlp
+
+    return fit_before_saving
 
 
 class CRFEntityRecognizer(TrainablePipe):
