@@ -51,7 +51,8 @@ def test_fetch_assets_names_url_and_local_path_when_both_fail(tmp_path):
     assert "missing.txt" in result.output and "nowhere" in result.output
 
 
-def test_show_ents_prints_entities(tmp_path):
+def trained_pipeline(path):
+    """A tiny crf_ner pipeline overfit to one sentence, saved at path; its example."""
     import spacy
     from spacy.training import Example
 
@@ -66,7 +67,12 @@ def test_show_ents_prints_entities(tmp_path):
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(40):
         nlp.update(examples, sgd=optimizer)
-    nlp.to_disk(tmp_path / "model")
+    nlp.to_disk(path)
+    return examples
+
+
+def test_show_ents_prints_entities(tmp_path):
+    trained_pipeline(tmp_path / "model")
     result = runner.invoke(app, ["show-ents", str(tmp_path / "model"), "我在北京"])
     assert result.exit_code == 0, result.output
     assert "北京" in result.output and "LOC" in result.output
@@ -81,3 +87,40 @@ def test_display_table_aligns_cjk_by_display_width():
     label_columns = {display_width(line[: line.index(label)]) for line, label in zip(lines[2:], ("LOC", "PER"))}
     assert len(label_columns) == 1 and display_width(lines[0][: lines[0].index("label")]) in label_columns
     assert len({display_width(line) for line in lines}) == 1  # right-aligned last column: equal widths
+
+
+def test_evaluate_writes_the_entities_page_for_crf_ner(tmp_path):
+    from spacy.tokens import DocBin
+
+    examples = trained_pipeline(tmp_path / "model")
+    DocBin(docs=[eg.reference for eg in examples]).to_disk(tmp_path / "dev.spacy")
+    (tmp_path / "pages").mkdir()
+    args = [str(tmp_path / "model"), str(tmp_path / "dev.spacy"), "--displacy-path", str(tmp_path / "pages")]
+    result = runner.invoke(app, ["evaluate", *args])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "pages" / "entities.html").read_text(encoding="utf8")
+    assert "北京" in page and "LOC" in page
+    # spaCy's own command skips crf_ner: the reason for ours.
+    from spacy.cli.evaluate import evaluate
+
+    (tmp_path / "spacy_pages").mkdir()
+    evaluate(str(tmp_path / "model"), tmp_path / "dev.spacy", displacy_path=tmp_path / "spacy_pages", silent=True)
+    assert not (tmp_path / "spacy_pages" / "entities.html").exists()
+
+
+def test_debug_data_runs_the_named_entity_checks(tmp_path):
+    from pathlib import Path
+
+    import spacy
+    from spacy.tokens import DocBin
+    from spacy.training import Example
+
+    nlp = spacy.blank("zh")
+    data = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("我在北京市工作", [(2, 5, "LOC")])]
+    docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in data]
+    DocBin(docs=docs).to_disk(tmp_path / "train.spacy")
+    config = Path(__file__).resolve().parents[1] / "configs" / "default.cfg"
+    paths = ["--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "train.spacy")]
+    result = runner.invoke(app, ["debug-data", str(config), *paths])
+    assert "Named Entity Recognition" in result.output, result.output
+    assert "2 label(s)" in result.output
