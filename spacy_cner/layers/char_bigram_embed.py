@@ -9,7 +9,7 @@ from spacy.util import registry
 from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
-from ..windows import ends_sentence
+from ..windows import ends_sentence, sentence_cuts
 
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
@@ -128,8 +128,8 @@ def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[
         padded = xp.concatenate([xp.asarray([BOUNDARY], dtype="uint64"), token_keys, xp.asarray([BOUNDARY], dtype="uint64")])
         left, right = padded[:-2].copy(), padded[2:].copy()
         if model.attrs.get("sentence_bigrams"):
-            ends = [t.i for t in doc[:-1] if ends_sentence(t.text)]
-            if ends:
+            ends = sentence_cuts(doc) - 1  # the sentence-ending tokens but the doc's last
+            if len(ends):
                 ends = xp.asarray(ends)
                 right[ends] = BOUNDARY
                 left[ends + 1] = BOUNDARY
