@@ -52,6 +52,28 @@ def init(model: Model, X: Optional[CRFInput] = None, Y: Optional[Sequence[str]] 
     set_torch_module(model, ConstrainedCRF(tag_names=list(Y)))
 
 
+def resize_crf(model: Model, tag_names: Sequence[str]) -> None:
+    """Give an initialized CRF layer new tag names, keeping the learned scores between the tags
+    it had (matched by name); scores of the new tags start at 0."""
+    old_crf = torch_module(model)
+    new_crf = ConstrainedCRF(tag_names=list(tag_names))
+    old_index = {tag: i for i, tag in enumerate(old_crf.tag_names)}
+    pairs = [(i, old_index[tag]) for i, tag in enumerate(tag_names) if tag in old_index]
+    new_rows = torch.as_tensor([i for i, _ in pairs])
+    old_rows = torch.as_tensor([j for _, j in pairs])
+    with torch.no_grad():
+        for name in ("start_transitions", "transitions", "end_transitions"):
+            old = old_crf.parametrizations[name].original
+            new = new_crf.parametrizations[name].original.to(old.device)
+            new.zero_()
+            if name == "transitions":
+                new[new_rows.unsqueeze(1), new_rows] = old[old_rows.unsqueeze(1), old_rows]
+            else:
+                new[new_rows] = old[old_rows]
+    set_torch_module(model, new_crf)
+    model.set_dim("nO", len(tag_names), force=True)
+
+
 def crf_decode(
     model: Model[CRFInput, Floats1d],
     emissions: List[Floats2d],

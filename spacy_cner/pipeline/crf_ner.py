@@ -1,8 +1,10 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
 import random
+import warnings
 import weakref
-from dataclasses import dataclass
+from collections import Counter
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -16,14 +18,14 @@ from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Corpus, Example, validate_examples, validate_get_examples
 from spacy.util import registry
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, Optimizer, set_dropout_rate
+from thinc.api import Config, Linear, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats2d, Ints1d
 from wasabi import msg
 
 from ..adversarial import EmbeddingAttack
 from ..entity_attention import example_entity_ids, training_gold
 from ..layers._torch import torch_module
-from ..layers.crf import crf_decode, entity_probabilities
+from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
@@ -218,6 +220,7 @@ class CRFEntityRecognizer(TrainablePipe):
         self.spans_key = spans_key
         self.candidate_threshold = candidate_threshold
         self.ents_threshold = ents_threshold
+        self._warned_labels: set = set()
         self.cfg: Dict = {
             "labels": [],
             "scheme": validate_scheme(scheme),
@@ -309,7 +312,10 @@ class CRFEntityRecognizer(TrainablePipe):
         return self
 
     def add_label(self, label: str) -> int:
-        """Add an entity label before initialization.
+        """Add an entity label. After initialization, as spaCy's `ner` does, the output layer
+        and the CRF grow by the label's tags and keep every learned weight of the others (the
+        new tags start at zero); train on with a fresh optimizer (nlp.resume_training()), as
+        the old one's moments have the old shapes.
 
         label (str): The label to add.
         RETURNS (int): 0 if the label is already present, otherwise 1.
@@ -318,13 +324,11 @@ class CRFEntityRecognizer(TrainablePipe):
             raise ValueError(f"Invalid entity label {label!r}: expected a non-empty string.")
         if label in self.labels:
             return 0
-        if self.model.get_ref("output_layer").has_param("W"):
-            raise ValueError(
-                f"Cannot add label {label!r} to the initialized '{self.name}': the CRF has "
-                f"{self.model.get_dim('nO')} tags. Add labels before nlp.initialize()."
-            )
+        old_tags = self.tag_names
         self.cfg["labels"].append(label)
         self.vocab.strings.add(label)
+        if self.model.get_ref("output_layer").has_param("W"):
+            self._resize(old_tags, self.tag_names)
         return 1
 
     def predict(self, docs: Iterable[Doc]) -> "Tagging":
@@ -468,6 +472,7 @@ class CRFEntityRecognizer(TrainablePipe):
         validate_examples(examples, "CRFEntityRecognizer.update")
         if not examples:
             return losses
+        self._warn_unknown_labels(examples)
         if self.join_examples:
             examples = join_pairs(examples, self.join_examples)
         set_dropout_rate(self.model, drop)
@@ -725,6 +730,48 @@ class CRFEntityRecognizer(TrainablePipe):
         weights = self.scalar_mix_weights()
         if weights is not None:
             self.cfg["scalar_mix"] = weights
+
+    def _warn_unknown_labels(self, examples: Sequence[Example]) -> None:
+        """Warn, once per label, about gold entities whose label the pipe does not predict."""
+        labels = set(self.labels)
+        unknown = Counter(ent.label_ for eg in examples for ent in eg.reference.ents if ent.label_ not in labels)
+        new = {label: count for label, count in unknown.items() if label not in self._warned_labels}
+        if new:
+            counts = ", ".join(f"{label} ({count})" for label, count in sorted(new.items()))
+            warnings.warn(
+                f"'{self.name}' does not predict the labels of some gold entities in this batch: {counts}. "
+                "Their tokens are left out of the loss, as unannotated ones. Add the labels before "
+                "initialize ([initialize.components] labels, or add_label), or remove them from the data.",
+                stacklevel=2,
+            )
+            self._warned_labels.update(new)
+
+    def _resize(self, old_tags: List[str], new_tags: List[str]) -> None:
+        """Grow the output layer and the CRF from old_tags to new_tags, weights kept by tag name."""
+        old_index = {tag: i for i, tag in enumerate(old_tags)}
+        rows = numpy.asarray([old_index.get(tag, -1) for tag in new_tags])
+        kept = rows >= 0
+        ops = self.model.ops
+        output = self.model.get_ref("output_layer")
+        W, b = ops.to_numpy(output.get_param("W")), ops.to_numpy(output.get_param("b"))
+        new_W = numpy.zeros((len(new_tags), W.shape[1]), dtype=W.dtype)
+        new_b = numpy.zeros((len(new_tags),), dtype=b.dtype)
+        new_W[kept], new_b[kept] = W[rows[kept]], b[rows[kept]]
+        # A layer's dims are fixed once it has weights: swap in a larger Linear (as spaCy's
+        # parser resizes its output), then widen the weightless layers around it.
+        larger = Linear(nO=len(new_tags), nI=W.shape[1])
+        larger.set_param("W", ops.asarray2f(new_W))
+        larger.set_param("b", ops.asarray1f(new_b))
+        for node in list(self.model.walk()):
+            if output in node.layers:
+                node.layers[node.layers.index(output)] = larger
+        for node in self.model.walk():
+            if node.has_ref("output_layer"):
+                node.set_ref("output_layer", larger)
+        for node in self.model.walk():
+            if node is not larger and larger in node.walk() and node.has_dim("nO"):
+                node.set_dim("nO", len(new_tags), force=True)
+        resize_crf(self.model.get_ref("crf"), new_tags)
 
     def _gold_constraints(self, example: Example) -> Floats2d:
         """Per token, 1 for the gold tag, or for every tag where gold is missing."""

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import warnings
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy
 import pytest
 import spacy
 import srsly
+import torch
 from numpy.testing import assert_allclose
 from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
@@ -192,8 +194,9 @@ def test_labels_argument_overrides_examples():
     examples = make_examples(nlp)
     ner.initialize(lambda: examples, nlp=nlp, labels=["LOC"])
     assert ner.labels == ("LOC",)
-    # Gold entities of labels the pipe does not predict are no error in training.
-    losses = nlp.update(examples, sgd=nlp.create_optimizer())
+    # Gold entities of labels the pipe does not predict are no error in training, but a warning.
+    with pytest.warns(UserWarning, match=r"ORG \(2\), PER \(3\)"):
+        losses = nlp.update(examples, sgd=nlp.create_optimizer())
     assert numpy.isfinite(losses["crf_ner"])
 
 
@@ -224,10 +227,10 @@ def test_add_label():
     fix_random_seed(0)
     nlp.initialize()
     assert ner.labels == ("LOC",)
-    # The CRF can't be resized after initialization.
-    with pytest.raises(ValueError):
-        ner.add_label("PER")
-    assert ner.labels == ("LOC",)
+    # After initialization the model grows (test_add_label_after_training_keeps_the_learned_weights).
+    assert ner.add_label("PER") == 1
+    assert ner.labels == ("LOC", "PER")
+    assert ner.model.get_dim("nO") == len(ner.tag_names) == 9
     assert ner.add_label("LOC") == 0
 
 
@@ -940,3 +943,53 @@ def test_fit_temperature_changes_probabilities_not_entities(tmp_path):
     # ECE: |accuracy - confidence| per bin, weighted by the bin's share.
     probs, right = numpy.asarray([0.95, 0.95, 0.55, 0.15]), numpy.asarray([1.0, 0.0, 1.0, 0.0])
     assert expected_calibration_error(probs, right) == pytest.approx(0.5 * 0.45 + 0.25 * 0.45 + 0.25 * 0.15)
+
+
+# ---------------------------------------------------------------------------
+# Labels after initialize
+
+
+def test_add_label_after_training_keeps_the_learned_weights(tmp_path):
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    old_tags = ner.tag_names
+    output = ner.model.get_ref("output_layer")
+    W, b = output.get_param("W").copy(), output.get_param("b").copy()
+    crf = torch_module(ner.model.get_ref("crf"))
+    with torch.no_grad(), torch.nn.utils.parametrize.cached():
+        transitions = crf.transitions.detach().numpy().copy()
+    assert ner.add_label("TIME") == 1
+    new_tags = ner.tag_names
+    assert len(new_tags) > len(old_tags) and ner.model.get_dim("nO") == len(new_tags)
+    rows = [new_tags.index(tag) for tag in old_tags]
+    output = ner.model.get_ref("output_layer")  # a larger layer in place of the old one
+    assert output.get_param("W").shape == (len(new_tags), W.shape[1])
+    assert_allclose(output.get_param("W")[rows], W)
+    assert_allclose(output.get_param("b")[rows], b)
+    new_rows = [i for i, tag in enumerate(new_tags) if tag.endswith("-TIME")]
+    assert (output.get_param("W")[new_rows] == 0).all()
+    crf = torch_module(ner.model.get_ref("crf"))
+    assert crf.tag_names == new_tags
+    with torch.no_grad(), torch.nn.utils.parametrize.cached():
+        assert_allclose(crf.transitions.detach().numpy()[numpy.ix_(rows, rows)], transitions)
+    assert [(e.text, e.label_) for e in nlp("我在北京市工作").ents] == [("北京市", "LOC")]
+    # Train the new label on, with a fresh optimizer; save and load.
+    data = TRAIN_DATA + [("明天张三去上海", [(0, 2, "TIME"), (2, 4, "PER"), (5, 7, "LOC")])]
+    optimizer = nlp.resume_training()
+    for _ in range(60):
+        nlp.update(make_examples(nlp, data), sgd=optimizer)
+    assert nlp.evaluate(make_examples(nlp, data))["ents_f"] == 1.0
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    assert predictions(loaded.pipe(TEXTS)) == predictions(nlp.pipe(TEXTS))
+
+
+def test_unknown_gold_labels_warn_once_with_counts():
+    nlp = load_trained()
+    examples = make_examples(nlp, TRAIN_DATA + [("明天张三去上海", [(0, 2, "TIME"), (2, 4, "PER")])] * 2)
+    optimizer = nlp.resume_training()
+    with pytest.warns(UserWarning, match=r"TIME \(2\)"):
+        nlp.update(examples, sgd=optimizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nlp.update(examples, sgd=optimizer)
