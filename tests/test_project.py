@@ -66,3 +66,18 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
     if config in ("lexicon", "lebert"):
         # The project's default lexicon: jieba's dictionary, saved with the pipeline.
         assert len(encoder.get_ref("lexicon_adapter").attrs["lexicon"].lexicon) > 300_000
+
+
+def test_max_steps_var_is_part_of_the_train_command():
+    """spaCy re-runs a command whose script (vars filled in) differs from the lock file's."""
+    from spacy.cli._util import load_project_config
+
+    def train_script(overrides):
+        project = load_project_config(REPO_ROOT, overrides=overrides)
+        (train,) = [c for c in project["commands"] if c["name"] == "train"]
+        return train["script"]
+
+    default, capped = train_script({}), train_script({"vars.max_steps": 2000})
+    assert "--training.max_steps 0" in default[0]
+    assert "--training.max_steps 2000" in capped[0]
+    assert default != capped
