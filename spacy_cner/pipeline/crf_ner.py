@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy
 import srsly
-from spacy.attrs import ENT_IOB, IS_SPACE, SENT_START
+from spacy.attrs import ENT_IOB, IS_SPACE, LENGTH, SENT_START
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.ner import ner_score
@@ -38,6 +38,7 @@ from ..tags import (
     tags_to_spans,
     validate_scheme,
 )
+from ..tokenizer import words_and_spaces
 from ..windows import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 
 default_model_config = """
@@ -89,6 +90,7 @@ _PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weak
         "spans_key": "crf_ner",
         "candidate_threshold": 0.1,
         "ents_threshold": None,
+        "alignment_mode": "expand",
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -105,6 +107,7 @@ def make_crf_ner(
     spans_key: Optional[str],
     candidate_threshold: float,
     ents_threshold: Optional[float],
+    alignment_mode: str,
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -130,6 +133,11 @@ def make_crf_ner(
         (overlapping spans allowed); above 1: the predicted entities only.
     ents_threshold (Optional[float]): Predicted entities less probable than this are left
         out of doc.ents (to trade recall for precision); None keeps them all.
+    alignment_mode (str): A model trained on characters tags a doc of longer tokens (a
+        jieba or pkuseg pipeline) on its characters, and maps each entity onto the doc's
+        tokens with Doc.char_span in this mode: "expand" (to the tokens it touches),
+        "contract" (to the tokens inside it) or "strict" (only exact token boundaries).
+        Entities that do not map, or overlap once mapped, are left out and counted in a warning.
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,
@@ -144,6 +152,7 @@ def make_crf_ner(
         spans_key=spans_key,
         candidate_threshold=candidate_threshold,
         ents_threshold=ents_threshold,
+        alignment_mode=alignment_mode,
     )
     _PIPELINES[pipe] = weakref.ref(nlp)
     return pipe
@@ -199,6 +208,7 @@ class CRFEntityRecognizer(TrainablePipe):
         spans_key: Optional[str] = "crf_ner",
         candidate_threshold: float = 0.1,
         ents_threshold: Optional[float] = None,
+        alignment_mode: str = "expand",
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -221,12 +231,17 @@ class CRFEntityRecognizer(TrainablePipe):
         self.candidate_threshold = candidate_threshold
         self.ents_threshold = ents_threshold
         self._warned_labels: set = set()
+        if alignment_mode not in ("strict", "contract", "expand"):
+            raise ValueError(f"alignment_mode must be 'strict', 'contract' or 'expand', got {alignment_mode!r}.")
+        self.alignment_mode = alignment_mode
         self.cfg: Dict = {
             "labels": [],
             "scheme": validate_scheme(scheme),
             "tok2vec_learn_rate_scale": tok2vec_learn_rate_scale,
             # Entity probabilities are computed with every CRF score divided by it (fit_temperature).
             "temperature": 1.0,
+            # "char" when the training docs' tokens were single characters (set at initialize).
+            "token_unit": None,
         }
 
     @property
@@ -339,6 +354,9 @@ class CRFEntityRecognizer(TrainablePipe):
         RETURNS (Tagging): Tag ids (indices into self.tag_names) and scored spans per doc.
         """
         docs = list(docs)
+        # A character model tags a doc of longer tokens on a character copy of it.
+        char_docs = [self._char_doc(doc) for doc in docs]
+        docs = [char_doc if char_doc is not None else doc for doc, char_doc in zip(docs, char_docs)]
         decoded = self._decode(docs)
         ops = self.model.ops
         by_doc: List[List[Ints1d]] = [[] for _ in docs]
@@ -346,9 +364,10 @@ class CRFEntityRecognizer(TrainablePipe):
             by_doc[i].append(path)
         tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
         if self.spans_key is None and self.ents_threshold is None:
-            return Tagging(tag_ids, None)
+            return Tagging(tag_ids, None, char_docs)
         threshold = self.candidate_threshold if self.spans_key is not None else float("inf")
-        return Tagging(tag_ids, self._span_scores(len(docs), decoded, threshold, self.cfg.get("temperature", 1.0)))
+        scores = self._span_scores(len(docs), decoded, threshold, self.cfg.get("temperature", 1.0))
+        return Tagging(tag_ids, scores, char_docs)
 
     def _decode(self, docs: List[Doc]) -> "_Decoded":
         """Emissions, constraints and Viterbi paths of the docs' segments: whole docs, or a long
@@ -427,14 +446,23 @@ class CRFEntityRecognizer(TrainablePipe):
         tag_names = self.tag_names
         labels = set(self.labels)
         scores = tagging.scores or [None] * len(tagging.tag_ids)
-        for doc, ids, doc_scores in zip(docs, tagging.tag_ids, scores):
+        char_docs = tagging.char_docs or [None] * len(tagging.tag_ids)
+        n_unaligned = 0
+        for doc, ids, doc_scores, char_doc in zip(docs, tagging.tag_ids, scores, char_docs):
             tags = [tag_names[i] for i in self.model.ops.to_numpy(ids).tolist()]
             # Pre-set entities come back unchanged (kb_id too); those of labels we
             # don't predict were decoded as "O" and are added back.
             preset = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
             found = tags_to_spans(tags)
             if self.ents_threshold is not None:
-                found = [s for s in found if s in preset or doc_scores[s] >= self.ents_threshold]
+                tagged = doc if char_doc is None else char_doc
+                kept = {(ent.start, ent.end, ent.label_) for ent in tagged.ents}
+                found = [s for s in found if s in kept or doc_scores[s] >= self.ents_threshold]
+            if char_doc is not None:
+                found, lost = _align(char_doc, doc, found, self.alignment_mode)
+                n_unaligned += lost
+                if doc_scores is not None:
+                    doc_scores = _align_scores(char_doc, doc, doc_scores, self.alignment_mode)
             spans = [preset.get(span) or Span(doc, *span) for span in found]
             spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
             doc.set_ents(sorted(spans), default="outside")
@@ -443,6 +471,14 @@ class CRFEntityRecognizer(TrainablePipe):
                 group = SpanGroup(doc, name=self.spans_key, spans=[Span(doc, *span) for span in ordered])
                 group.attrs["scores"] = numpy.asarray([doc_scores[span] for span in ordered], dtype="float32")
                 doc.spans[self.spans_key] = group
+        if n_unaligned:
+            warnings.warn(
+                f"'{self.name}' tags characters; {n_unaligned} entities found in this batch did not map onto "
+                f"the docs' tokens (alignment_mode '{self.alignment_mode}') or overlapped once mapped, and were "
+                "left out. Use a character tokenizer (spacy-cner.ChineseTokenizer.v1, segmenter \"char\") or "
+                "alignment_mode \"expand\".",
+                stacklevel=2,
+            )
 
     def update(
         self,
@@ -582,6 +618,9 @@ class CRFEntityRecognizer(TrainablePipe):
         doc_sample = [eg.predicted for eg in get_examples() if len(eg.predicted)][:10]
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
+        # Whether the model learns on characters: then a doc of longer tokens is tagged on its characters.
+        chars = all(len(t) == 1 for doc in doc_sample for t in doc if not t.is_space)
+        self.cfg["token_unit"] = "char" if chars else "token"
         self.model.initialize(X=doc_sample, Y=self.tag_names)
 
     def fit_temperature(self, examples: Iterable[Example]) -> Dict[str, float]:
@@ -731,6 +770,22 @@ class CRFEntityRecognizer(TrainablePipe):
         if weights is not None:
             self.cfg["scalar_mix"] = weights
 
+    def _char_doc(self, doc: Doc) -> Optional[Doc]:
+        """A copy of the doc with one token per character (and its pre-set entities), when the
+        model was trained on characters and the doc has longer tokens; else None."""
+        if self.cfg.get("token_unit") != "char" or not len(doc):
+            return None
+        lengths, is_space = doc.to_array([LENGTH, IS_SPACE]).T
+        if not (lengths[is_space == 0] > 1).any():
+            return None
+        words, spaces = words_and_spaces(list(doc.text), doc.text)
+        char_doc = Doc(doc.vocab, words=words, spaces=spaces)
+        char_doc.set_ents(
+            [char_doc.char_span(e.start_char, e.end_char, label=e.label, kb_id=e.kb_id) for e in doc.ents],
+            default="unmodified",
+        )
+        return char_doc
+
     def _warn_unknown_labels(self, examples: Sequence[Example]) -> None:
         """Warn, once per label, about gold entities whose label the pipe does not predict."""
         labels = set(self.labels)
@@ -839,6 +894,9 @@ class Tagging:
     # Per doc, (start token, end token, label) -> its probability: the predicted entities and
     # the alternatives above candidate_threshold; None when the pipe computes no probabilities.
     scores: Optional[List[Dict[Tuple[int, int, str], float]]]
+    # Per doc, the character copy it was tagged on (tag ids and scores index its tokens), or
+    # None where the doc was tagged as it is.
+    char_docs: Optional[List[Optional[Doc]]] = None
 
 
 def expected_calibration_error(probs: numpy.ndarray, right: numpy.ndarray, n_bins: int = 10) -> float:
@@ -864,6 +922,37 @@ class _Decoded:
     emissions: List[Floats2d]
     allowed: Optional[List[Floats2d]]
     paths: List[Ints1d]
+
+
+def _align(
+    char_doc: Doc, doc: Doc, spans: Sequence[Tuple[int, int, str]], mode: str
+) -> Tuple[List[Tuple[int, int, str]], int]:
+    """Entities (token spans of char_doc) as token spans of doc, by Doc.char_span in this
+    alignment mode; those that do not map, or overlap an earlier one once mapped, are left
+    out. RETURNS: the spans and how many were left out."""
+    aligned: List[Tuple[int, int, str]] = []
+    taken = numpy.zeros(len(doc) + 1, dtype=bool)
+    for start, end, label in spans:
+        span = doc.char_span(char_doc[start].idx, char_doc[end - 1].idx + len(char_doc[end - 1]), alignment_mode=mode)
+        if span is None or not len(span) or taken[span.start : span.end].any():
+            continue
+        taken[span.start : span.end] = True
+        aligned.append((span.start, span.end, label))
+    return aligned, len(spans) - len(aligned)
+
+
+def _align_scores(
+    char_doc: Doc, doc: Doc, scores: Dict[Tuple[int, int, str], float], mode: str
+) -> Dict[Tuple[int, int, str], float]:
+    """Scored spans of char_doc as spans of doc (see _align); spans that map onto the same
+    tokens keep the highest probability."""
+    out: Dict[Tuple[int, int, str], float] = {}
+    for (start, end, label), probability in scores.items():
+        span = doc.char_span(char_doc[start].idx, char_doc[end - 1].idx + len(char_doc[end - 1]), alignment_mode=mode)
+        if span is not None and len(span):
+            key = (span.start, span.end, label)
+            out[key] = max(probability, out.get(key, 0.0))
+    return out
 
 
 def join_pairs(examples: List[Example], share: float) -> List[Example]:

@@ -993,3 +993,60 @@ def test_unknown_gold_labels_warn_once_with_counts():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nlp.update(examples, sgd=optimizer)
+
+
+# ---------------------------------------------------------------------------
+# A character model in a word-segmented pipeline
+
+
+def word_pipeline(segmenter: str, **settings) -> spacy.Language:
+    """The trained character pipeline's crf_ner in a pipeline with another segmenter."""
+    trained = load_trained()
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer", "segmenter": segmenter}}})
+    nlp.add_pipe("crf_ner", source=trained)
+    ner = nlp.get_pipe("crf_ner")
+    for key, value in settings.items():
+        setattr(ner, key, value)
+    return nlp
+
+
+def test_a_character_model_tags_jieba_docs_on_their_characters():
+    pytest.importorskip("jieba", reason="needs jieba (the test extra installs it)")
+    chars = load_trained()
+    nlp = word_pipeline("jieba")
+    assert nlp.get_pipe("crf_ner").cfg["token_unit"] == "char"
+    text = "张三去了上海，李四是阿里巴巴的员工"
+    doc = nlp(text)
+    assert any(len(token) > 1 for token in doc)  # jieba's words
+    found = [(e.start_char, e.end_char, e.label_) for e in chars(text).ents]
+    assert len(found) >= 3
+    # The character model's entities, grown to the words they touch ("expand").
+    expected = [(s.start_char, s.end_char, label) for s, label in
+                ((doc.char_span(start, end, alignment_mode="expand"), label) for start, end, label in found)]
+    assert [(e.start_char, e.end_char, e.label_) for e in doc.ents] == expected
+    assert sum(e == f for e, f in zip(expected, found)) >= 2  # most lie on jieba's word boundaries
+    group = doc.spans["crf_ner"]
+    assert {(s.start_char, s.end_char, s.label_) for s in group} >= set(expected)
+
+
+def test_entities_inside_a_word_follow_the_alignment_mode():
+    pytest.importorskip("jieba", reason="needs jieba (the test extra installs it)")
+    text = "我在北京市工作"
+    chars = load_trained()
+    assert [(e.text, e.label_) for e in chars(text).ents] == [("北京市", "LOC")]
+    nlp = word_pipeline("jieba")
+    # Words that cut the entity: 我在北 | 京市工作 (a pre-tokenized doc).
+    doc = Doc(nlp.vocab, words=["我在北", "京市工作"], spaces=[False, False])
+    expanded = nlp.get_pipe("crf_ner")(doc)
+    assert [(e.text, e.label_) for e in expanded.ents] == [("我在北京市工作", "LOC")]
+    nlp.get_pipe("crf_ner").alignment_mode = "strict"
+    with pytest.warns(UserWarning, match="1 entities"):
+        strict = nlp.get_pipe("crf_ner")(Doc(nlp.vocab, words=["我在北", "京市工作"], spaces=[False, False]))
+    assert list(strict.ents) == []
+    with pytest.raises(ValueError, match="alignment_mode"):
+        spacy.blank("zh").add_pipe("crf_ner", config={"alignment_mode": "exact"})
+
+
+def test_pkuseg_pipeline_needs_its_model():
+    pkuseg = pytest.importorskip("spacy_pkuseg", reason="spacy-pkuseg is not installed (its models need a download)")
+    assert pkuseg  # with spacy-pkuseg and a model, the jieba tests above apply unchanged
