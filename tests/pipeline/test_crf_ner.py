@@ -1046,7 +1046,3 @@ def test_entities_inside_a_word_follow_the_alignment_mode():
     with pytest.raises(ValueError, match="alignment_mode"):
         spacy.blank("zh").add_pipe("crf_ner", config={"alignment_mode": "exact"})
 
-
-def test_pkuseg_pipeline_needs_its_model():
-    pkuseg = pytest.importorskip("spacy_pkuseg", reason="spacy-pkuseg is not installed (its models need a download)")
-    assert pkuseg  # with spacy-pkuseg and a model, the jieba tests above apply unchanged
