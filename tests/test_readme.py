@@ -1,0 +1,56 @@
+"""The README's Python snippets run, in order, as a reader would run them after the quick start.
+
+The quick start's model is stood in for by a tiny pipeline trained here and saved where the
+demo writes its own (training/resume/demo/model-best). The bash snippets are commands of the
+project and of spaCy that CI runs elsewhere (the test command) or that need the full data.
+"""
+import re
+from pathlib import Path
+
+import spacy
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SENTENCE = "张三，男，1965年出生，现任北京大学光华管理学院教授。"
+ENTITIES = [
+    (SENTENCE.index(text), SENTENCE.index(text) + len(text), label)
+    for text, label in (("张三", "NAME"), ("北京大学", "ORG"), ("光华管理学院", "ORG"), ("教授", "TITLE"))
+]
+
+
+def python_snippets() -> list:
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S)
+
+
+def demo_model(path: Path) -> None:
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    model = {
+        "@architectures": "spacy-cner.CRFTagger.v1",
+        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 32, "char_rows": 500, "bigram_rows": 500, "bigram_dropout": 0.0},
+        "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
+    }
+    nlp.add_pipe("crf_ner", config={"model": model})
+    examples = [Example.from_dict(nlp.make_doc(SENTENCE), {"entities": ENTITIES})]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    path.parent.mkdir(parents=True)
+    nlp.to_disk(path)
+
+
+def test_readme_python_snippets_run(tmp_path, monkeypatch, capsys):
+    snippets = python_snippets()
+    assert len(snippets) >= 3
+    demo_model(tmp_path / "training" / "resume" / "demo" / "model-best")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for i, snippet in enumerate(snippets):
+        try:
+            exec(compile(snippet, f"README.md python snippet {i + 1}", "exec"), namespace)
+        except Exception as error:  # pragma: no cover - the message says which snippet
+            raise AssertionError(f"README python snippet {i + 1} failed: {error!r}\n{snippet}") from error
+    printed = capsys.readouterr().out
+    assert "('张三', 'NAME')" in printed  # snippet 1's entities
+    assert "北京大学\tORG\t" in printed  # snippet 2's scored spans
