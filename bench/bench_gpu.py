@@ -1,0 +1,198 @@
+"""The GPU path: bert-base-sized random BERT and NEZHA, trained and run with --gpu-id 0.
+
+Usage: python bench/bench_gpu.py [--data ../shared/data/resume] [--out bench/runs/gpu] [--steps 300]
+       [--layers 12] [--width 768] [--systems bert_crf nezha_df_at lebert] [--write BENCHMARKS.md]
+       python bench/bench_gpu.py --cpu-smoke   (tiny sizes, on the CPU: checks the script itself)
+
+No pretrained weights can be downloaded here: each system fine-tunes a randomly
+initialised encoder of bert-base size (12 layers, width 768, 12 heads; vocabulary: the
+corpus's characters), built from a config as the tests build theirs, on Resume, for
+--steps steps, in full and in mixed precision. Per run: training steps/s, peak GPU memory
+(torch.cuda.max_memory_allocated in the training process), inference chars/s on the GPU
+over the test texts, test F1, and the CPU-GPU agreement: the share of test docs whose
+entities are the same when the saved model runs on the CPU. Without a CUDA GPU (and
+CuPy) it says so and exits 0.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from bench_resume import ROOT, _cpu_count, _cpu_name, prepare_corpus, run
+from bench_transformer import training_schedule, write_random_bert
+
+# key: (name in the table, config, config overrides)
+SYSTEMS = {
+    "bert_crf": ("BERT-CRF (bert_crf.cfg)", "bert_crf.cfg", "bert", []),
+    "nezha_df_at": ("NEZHA-BiLSTM-CRF + DF + FGM (nezha_bilstm_crf_df_at.cfg)", "nezha_bilstm_crf_df_at.cfg", "nezha", []),
+    "lebert": ("LEBERT (lebert.cfg, jieba lexicon)", "lebert.cfg", "bert", []),
+}
+
+TRAIN_CHILD = """
+import json, sys, time
+import torch
+from spacy.cli.train import train
+from spacy.cli._util import parse_config_overrides
+use_gpu = int(sys.argv[3])
+start = time.perf_counter()
+train(sys.argv[1], sys.argv[2], overrides=parse_config_overrides(sys.argv[4:]), use_gpu=use_gpu)
+seconds = time.perf_counter() - start
+peak = torch.cuda.max_memory_allocated() / 2**20 if use_gpu >= 0 else 0.0
+print(json.dumps({"seconds": seconds, "peak_gpu_mb": peak}))
+"""
+
+EVAL_CHILD = """
+import json, sys, time
+import spacy
+from spacy.tokens import DocBin
+from spacy.training import Example
+model, test, use_gpu = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def entities(nlp, texts):
+    return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=64)]
+out = {}
+if use_gpu >= 0:
+    spacy.require_gpu(use_gpu)
+nlp = spacy.load(model)
+docs = list(DocBin().from_disk(test).get_docs(nlp.vocab))
+texts = [d.text for d in docs]
+out["f"] = nlp.evaluate([Example(nlp.make_doc(d.text), d) for d in docs])["ents_f"]
+entities(nlp, texts[:32])
+best = None
+for _ in range(3):
+    start = time.perf_counter()
+    found = entities(nlp, texts)
+    seconds = time.perf_counter() - start
+    best = seconds if best is None else min(best, seconds)
+out["chars_per_s"] = sum(len(t) for t in texts) / best
+out["entities"] = found
+print(json.dumps(out))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "gpu")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, to check the script")
+    parser.add_argument("--write", type=Path, default=None)
+    args = parser.parse_args()
+    gpu = -1 if args.cpu_smoke else 0
+    if not args.cpu_smoke and not _has_cuda():
+        print("No CUDA GPU with CuPy here (pip install 'spacy-cner[cuda]' on a GPU machine): nothing to measure.")
+        return
+    if args.cpu_smoke:
+        args.steps, args.layers, args.width = 4, 2, 64
+    if not (args.data / "train.char.bmes").exists():
+        sys.exit(f"No Resume data in {args.data}: pass --data DIR (see its SOURCE.md)")
+    corpus = prepare_corpus(args.data, args.out / "corpus")
+    encoders = {
+        "bert": write_random_bert(args.data, args.out / f"bert-{args.layers}x{args.width}", args.layers, args.width),
+        "nezha": write_random_nezha(args.data, args.out / f"nezha-{args.layers}x{args.width}", args.layers, args.width),
+    }
+    precisions = ["fp32"] if args.cpu_smoke else ["fp32", "mixed"]
+    results = {}
+    for key in args.systems:
+        name, config, encoder, extra = SYSTEMS[key]
+        for precision in precisions:
+            out = args.out / key / precision
+            overrides = [
+                f"--paths.train={corpus / 'train.spacy'}",
+                f"--paths.dev={corpus / 'dev.spacy'}",
+                f"--vars.transformer={encoders[encoder]}",
+                f"--vars.mixed_precision={'true' if precision == 'mixed' else 'false'}",
+                f"--training.max_steps={args.steps}",
+                "--training.max_epochs=0",
+                *training_schedule(args.steps, 5e-5),
+                *extra,
+            ]
+            stats = _child(TRAIN_CHILD, [str(ROOT / "configs" / config), str(out), str(gpu), *overrides])
+            on_gpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), str(gpu)])
+            on_cpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), "-1"])
+            same = sum(a == b for a, b in zip(on_gpu["entities"], on_cpu["entities"])) / max(1, len(on_gpu["entities"]))
+            results[f"{key}/{precision}"] = {
+                "name": name,
+                "precision": precision,
+                "steps_per_s": args.steps / stats["seconds"],
+                "peak_gpu_mb": stats["peak_gpu_mb"],
+                "chars_per_s": on_gpu["chars_per_s"],
+                "cpu_chars_per_s": on_cpu["chars_per_s"],
+                "f": on_gpu["f"],
+                "agreement": same,
+            }
+            print(json.dumps({key: results[f"{key}/{precision}"]}), file=sys.stderr)
+    table = render(results, args)
+    print(table)
+    if args.write and not args.cpu_smoke:
+        with args.write.open("a", encoding="utf8") as file:
+            file.write("\n" + table)
+
+
+def write_random_nezha(data: Path, path: Path, layers: int, width: int) -> Path:
+    """A randomly initialised NEZHA with BERT's vocabulary of the corpus's characters."""
+    import torch
+    from transformers import BertTokenizerFast, NezhaConfig, NezhaModel
+
+    bert = write_random_bert(data, path, layers, width)  # the vocabulary and tokenizer files
+    torch.manual_seed(0)
+    vocab_size = len((bert / "vocab.txt").read_text(encoding="utf8").splitlines())
+    config = NezhaConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=layers,
+                         num_attention_heads=max(1, width // 64), intermediate_size=4 * width, max_relative_position=64)
+    NezhaModel(config).save_pretrained(str(path))
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(str(path))
+    return path
+
+
+def _has_cuda() -> bool:
+    try:
+        import cupy  # noqa: F401
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _child(code: str, argv: list) -> dict:
+    env = dict(os.environ)
+    output = run([sys.executable, "-c", code, *argv], quiet=True, env=env)
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def render(results: dict, args: argparse.Namespace) -> str:
+    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}, {_gpu_name()}"
+    lines = [
+        f"### GPU: bert-base-sized random encoders (spacy train --gpu-id 0), {datetime.date.today().isoformat()}",
+        "",
+        f"Command: `python bench/bench_gpu.py {' '.join(sys.argv[1:])}`  ",
+        f"Machine: {machine}  ",
+        f"Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), {args.steps} steps on Resume; "
+        "agreement: test docs with the same entities on the CPU.",
+        "",
+        "| system | precision | steps/s | peak GPU memory | inference chars/s (GPU) | (CPU) | test F1 | CPU-GPU agreement |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results.values():
+        lines.append(
+            f"| {r['name']} | {r['precision']} | {r['steps_per_s']:.2f} | {r['peak_gpu_mb']:,.0f} MB | "
+            f"{r['chars_per_s']:,.0f} | {r['cpu_chars_per_s']:,.0f} | {100 * r['f']:.2f} | {100 * r['agreement']:.1f}% |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _gpu_name() -> str:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    except ImportError:
+        return "no GPU"
+
+
+if __name__ == "__main__":
+    main()

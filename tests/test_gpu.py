@@ -1,0 +1,57 @@
+"""Every config on CUDA: trains, predicts, saves, and agrees with the CPU (pytest -m gpu).
+
+Skipped, saying why, on machines without a CUDA GPU and CuPy (pip install 'spacy-cner[cuda]').
+"""
+import pytest
+import spacy
+from spacy.training import Example
+from thinc.api import fix_random_seed, require_cpu
+
+from conftest import CONFIG_NAMES, CONFIG_TRAIN_DATA, small_config_pipeline
+
+
+def _cuda_ready() -> bool:
+    try:
+        import cupy  # noqa: F401
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not _cuda_ready(), reason="needs a CUDA GPU and CuPy (pip install 'spacy-cner[cuda]')"),
+]
+TEXTS = ["张三去了上海", "我在北京市工作", "", "李四 在 深圳。王五在广州"]
+
+
+def entities(nlp, texts=TEXTS):
+    return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_config_trains_and_predicts_on_gpu(name, request, tmp_path):
+    import cupy
+    import torch
+
+    spacy.require_gpu(0)
+    try:
+        nlp = small_config_pipeline(name, request)
+        ner = nlp.get_pipe("crf_ner")
+        assert isinstance(ner.model.ops.xp.zeros(1), cupy.ndarray)
+        crf = ner.model.get_ref("crf").shims[0]._model
+        assert next(crf.parameters()).is_cuda
+        fix_random_seed(0)
+        examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in CONFIG_TRAIN_DATA]
+        optimizer = nlp.resume_training()
+        losses = [nlp.update(examples, sgd=optimizer)["crf_ner"] for _ in range(5)]
+        assert all(torch.isfinite(torch.tensor(losses)))
+        on_gpu = entities(nlp)
+        scores = [doc.spans["crf_ner"].attrs["scores"] for doc in nlp.pipe(TEXTS) if len(doc)]
+        assert all(((s >= 0) & (s <= 1)).all() for s in scores)
+        nlp.to_disk(tmp_path / "model")
+    finally:
+        require_cpu()
+    on_cpu = entities(spacy.load(tmp_path / "model"))
+    assert on_cpu == on_gpu
