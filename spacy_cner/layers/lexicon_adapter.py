@@ -270,23 +270,26 @@ def _prepared(model: Model) -> LexiconAdapterNet:
     if not module.is_built:
         raise ValueError("The lexicon adapter is not initialized: initialize the pipeline (or load a saved one).")
     if module.table is None and module.frozen is None:
-        module.set_frozen(_required_lexicon(model).vectors)
+        module.set_frozen(required_lexicon(model).vectors)
     return module
 
 
-def _required_lexicon(model: Model) -> Lexicon:
+def required_lexicon(model: Model) -> Lexicon:
+    """The lexicon of a lexicon layer (adapter or soft lexicon), or an error saying how to set one."""
     lexicon = adapter_lexicon(model)
     if lexicon is None:
         raise ValueError(
-            "The lexicon adapter has no lexicon: the crf_ner pipe gives it one at initialize and "
-            "when it loads; a model loaded on its own needs spacy_cner.layers.lexicon_adapter.set_lexicon."
+            f"The {model.name} layer has no lexicon. The crf_ner pipe gives it one at initialize, e.g. from\n"
+            "[initialize.components.crf_ner.lexicon]\n@misc = \"spacy-cner.lexicon.v1\"\nsource = \"jieba\"\n"
+            "(or lexicon= to the pipe's initialize), and when it loads; a model loaded on its own "
+            "needs spacy_cner.layers.lexicon_adapter.set_lexicon."
         )
     return lexicon
 
 
 def word_ids(model: Model, text: str, spans: Sequence[Tuple[int, int]]) -> numpy.ndarray:
     """Per (start, end) character span of text, its words' indices (n_spans, max_words_per_char), -1 for none."""
-    return _required_lexicon(model).word_ids(text, spans, model.attrs["max_words_per_char"])
+    return required_lexicon(model).word_ids(text, spans, model.attrs["max_words_per_char"])
 
 
 def token_word_ids(model: Model, doc: Doc) -> numpy.ndarray:

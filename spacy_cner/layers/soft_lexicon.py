@@ -22,7 +22,7 @@ from thinc.api import Model, registry
 from thinc.types import Floats2d
 
 from ..lexicon import Lexicon, token_spans
-from .lexicon_adapter import LexiconSlot, adapter_lexicon
+from .lexicon_adapter import LexiconSlot, required_lexicon
 
 # Word positions, in feature order.
 POSITIONS = ("B", "M", "E", "S")
@@ -53,7 +53,7 @@ def SoftLexicon(softword: bool = False) -> Model[List[Doc], List[Floats2d]]:
 
 
 def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
-    lexicon = _required_lexicon(model)
+    lexicon = required_lexicon(model)
     if lexicon.vectors is not None:
         warnings.warn(
             "The soft lexicon reads its lexicon's words, frequencies and tags, not its word vectors: "
@@ -67,7 +67,7 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
 
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
-    lexicon = _required_lexicon(model)
+    lexicon = required_lexicon(model)
     width = model.get_dim("nO")
     values = batch_features(lexicon, [doc.text for doc in docs], [token_spans(doc) for doc in docs], model.attrs["softword"])
     if values and values[0].shape[1] != width:
@@ -168,15 +168,3 @@ def _jieba():
     except ImportError as error:
         raise ImportError("SoftLexicon's softword needs jieba: pip install 'spacy-cner[jieba]'.") from error
     return jieba
-
-
-def _required_lexicon(model: Model) -> Lexicon:
-    lexicon = adapter_lexicon(model)
-    if lexicon is None:
-        raise ValueError(
-            "The soft lexicon layer has no lexicon. Set one in the training config, e.g.\n"
-            "[initialize.components.crf_ner.lexicon]\n@misc = \"spacy-cner.lexicon.v1\"\n"
-            "source = \"jieba\"\nor pass lexicon= to the pipe's initialize; a model loaded on its own "
-            "needs spacy_cner.layers.lexicon_adapter.set_lexicon."
-        )
-    return lexicon
