@@ -42,3 +42,14 @@ def test_blank_texts_in_training(nlp):
     assert math.isfinite(losses["crf_ner"])
     blank_only = nlp.update(examples[:-1], drop=0.0)
     assert math.isfinite(blank_only["crf_ner"])
+
+
+def test_entity_scores_in_every_config(nlp):
+    """doc.spans["crf_ner"] holds the entities with probabilities, blank texts an empty group."""
+    for doc in nlp.pipe(["张三去了上海，我在北京市工作", " ", ""]):
+        group = doc.spans["crf_ner"]
+        scores = group.attrs["scores"]
+        assert len(scores) == len(group)
+        assert ((scores >= 0) & (scores <= 1 + 1e-6)).all()
+        assert {(e.start, e.end, e.label_) for e in doc.ents} <= {(s.start, s.end, s.label_) for s in group}
+        assert all(s >= 0.1 for span, s in zip(group, scores) if span not in doc.ents)
