@@ -10,7 +10,18 @@ from .robustness import Entity, RobustnessScores, join_entities
 CHANGED_COLOUR = "#ff6b6b"
 UNCHANGED_COLOUR = "#ddd"
 CHANGED_MARK = " ✱"
+# Shown where the two sentences of a joined sample meet (display only: not in the text scored).
+JOINT_MARK = "⏐"
 METRICS = (("standard", "S-F1"), ("perturbed", "P-F1"), ("robust", "R-F1"))
+DEFINITIONS = (
+    ("S-F1", "the model's entities on each test sentence alone, against the gold entities."),
+    ("P-F1", "the model's entities on the joined samples (sentence i, then sentence j, nothing between), "
+             "against the gold entities of both sentences."),
+    ("R-F1", "the model's entities on the joined samples against its own entities on the two sentences "
+             "alone: 100 when a neighbouring sentence never changes an answer."),
+    ("Asr", "attack success rate: the share of the joined samples' characters whose predicted tag "
+            "differs from the tag predicted on the sentence alone."),
+)
 
 
 def render_report(scores: RobustnessScores, title: str, max_examples: int = 200) -> str:
@@ -35,11 +46,15 @@ def render_report(scores: RobustnessScores, title: str, max_examples: int = 200)
         "</head><body>",
         f"<h1>Sentence-level robustness: {html.escape(title)}</h1>",
         _summary_table(scores),
+        "<dl class='definitions'>"
+        + "".join(f"<dt>{name}</dt><dd>{html.escape(text)}</dd>" for name, text in DEFINITIONS)
+        + "</dl>",
         "<h2>F1 per entity type</h2>",
         _chart(scores),
         f"<h2 id='changed'>Changed examples ({len(samples)} of {len(inputs.get('pairs', []))} joined samples)</h2>",
         f"<p>Entities the neighbouring sentence made appear, disappear or change label are marked "
-        f"{html.escape(CHANGED_MARK.strip())} and red.</p>",
+        f"{html.escape(CHANGED_MARK.strip())} and red; {JOINT_MARK} marks where the two sentences meet "
+        "(it is not part of the text the model saw).</p>",
     ]
     for sample in samples[:max_examples]:
         parts.append(_example(inputs, sample, by_sample[sample]))
@@ -98,20 +113,27 @@ def _example(inputs: Dict[str, list], sample: int, changed: List) -> str:
         f"{html.escape(c.text)}: {html.escape(c.before or 'none')} → {html.escape(c.after or 'none')}"
         for c in changed
     )
+    gold = join_entities(inputs["gold"][i], inputs["gold"][j], offset) if "gold" in inputs else None
+    gold_part = "" if gold is None else f"<p class='label'>Gold</p>{_render(text, gold, set(), offset)}"
     return (
         f"<div class='example' id='sample-{sample}'><p class='label'>Sentences {i} + {j}: {descriptions}</p>"
-        f"<p class='label'>Alone</p>{_render(text, alone, changed_spans)}"
-        f"<p class='label'>In context</p>{_render(text, inputs['in_context'][sample], changed_spans)}</div>"
+        f"{gold_part}"
+        f"<p class='label'>Alone</p>{_render(text, alone, changed_spans, offset)}"
+        f"<p class='label'>In context</p>{_render(text, inputs['in_context'][sample], changed_spans, offset)}</div>"
     )
 
 
-def _render(text: str, entities: Sequence[Entity], changed_spans: set) -> str:
-    """displaCy's entity markup; displaCy escapes the text but not the labels."""
+def _render(text: str, entities: Sequence[Entity], changed_spans: set, joint: int) -> str:
+    """displaCy's entity markup, JOINT_MARK inserted at character joint (offsets after it
+    shift by one); displaCy escapes the text but not the labels."""
     ents = []
     colours = {}
+    text = text[:joint] + JOINT_MARK + text[joint:]
     for start, end, label in sorted(entities):
+        changed = (start, end) in changed_spans
+        start, end = start + (start >= joint), end + (end > joint)
         label = html.escape(label)
-        if (start, end) in changed_spans:
+        if changed:
             label = label + CHANGED_MARK
             colours[label] = CHANGED_COLOUR
         else:

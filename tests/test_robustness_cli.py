@@ -47,6 +47,32 @@ def test_report_renders_the_changed_entities_in_chromium(report):
     assert "Sentences 1 + 2: 深圳特区: GPE → ORG" in dom
     assert "ORG ✱" in dom  # the changed entity, highlighted in the "in context" rendering
     assert "<svg" in dom and "R-F1" in dom
+    # Gold next to alone and in context, the joint marked, the metrics defined.
+    example = dom[dom.index("id=\"sample-1\""):]
+    assert example.index(">Gold<") < example.index(">Alone<") < example.index(">In context<")
+    assert "来了⏐" in example.replace("\n", "")  # 张三来了 | 深圳特区, the second an entity
+    assert "<dt>Asr</dt>" in dom and "<dt>S-F1</dt>" in dom
+
+
+def test_cjk_glyphs_render_in_chromium(tmp_path):
+    """Without a CJK font every character is an empty box and the report test above still passes:
+    two different characters drawn on a canvas must give different pixels."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium and fonts-noto-cjk)")
+    page = tmp_path / "glyphs.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><div id='out'></div><script>"
+        "function pixels(ch){const c=document.createElement('canvas');c.width=c.height=64;"
+        "const x=c.getContext('2d');x.font='48px sans-serif';x.fillText(ch,4,52);"
+        "return Array.from(x.getImageData(0,0,64,64).data).join(',');}"
+        "document.getElementById('out').textContent=(pixels('深')===pixels('圳'))?'TOFU':'GLYPHS';"
+        "</script></body></html>",
+        encoding="utf8",
+    )
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()]
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert '<div id="out">GLYPHS</div>' in dom, "CJK characters render as empty boxes: install a CJK font (Debian: fonts-noto-cjk)"
 
 
 def test_too_few_sentences(tmp_path):
