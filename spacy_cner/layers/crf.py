@@ -306,7 +306,7 @@ def span_log_probs(
     out = [numpy.zeros((0,), dtype="float64") for _ in emissions]
     lengths = [len(scores) if len(doc_spans) else 0 for scores, doc_spans in zip(emissions, spans)]
     for i, lattice in _lattices(model, emissions, lengths, allowed):
-        out[i] = numpy.asarray([lattice.span_log_prob(span, scheme) for span in spans[i]], dtype="float64")
+        out[i] = lattice.span_log_probs(list(spans[i]), scheme)
     return out
 
 
@@ -341,9 +341,11 @@ def entity_probabilities(
         candidates = list(spans[i])
         if threshold <= 1.0:
             candidates += lattice.candidates(scheme, threshold)
-        for span in dict.fromkeys(candidates):
-            probability = min(1.0, float(numpy.exp(lattice.span_log_prob(span, scheme))))
-            if probability >= threshold or span in spans[i]:
+        candidates = list(dict.fromkeys(candidates))
+        given = set(spans[i])
+        probabilities = numpy.minimum(1.0, numpy.exp(lattice.span_log_probs(candidates, scheme)))
+        for span, probability in zip(candidates, probabilities.tolist()):
+            if probability >= threshold or span in given:
                 out[i][span] = probability
     return out
 
@@ -355,9 +357,58 @@ class _Lattice:
         self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
         self.log_z, self.length, self.index = log_z, length, index
 
-    def span_log_prob(self, span: Tuple[int, int, str], scheme: str) -> float:
-        """log P(span is an entity): the paths through its tags, over all paths."""
-        return _span_log_prob(self.emit, self.transitions, self.alpha, self.beta, self.length, self.index, scheme, span) - self.log_z
+    def span_log_probs(self, spans: Sequence[Tuple[int, int, str]], scheme: str) -> numpy.ndarray:
+        """log P(span is an entity) for each span: the paths through its tags, over all paths.
+
+        Vectorised over the spans: a span's tags are fixed (B I .. I E, S, or B I .. I), so
+        its score is alpha at the first tag, the transitions and inside emissions (prefix
+        sums per label), and beta at the last tag; in BIO, beta is replaced by a sum over
+        the next token's tags other than I-label.
+        """
+        if not len(spans):
+            return numpy.zeros((0,), dtype="float64")
+        index, n = self.index, self.length
+        label_ids = {label: k for k, label in enumerate(index.labels)}
+        starts = numpy.asarray([span[0] for span in spans])
+        lasts = numpy.asarray([span[1] - 1 for span in spans])
+        ks = numpy.asarray([label_ids[span[2]] for span in spans])
+        inner_tokens = lasts - starts
+        T, emit, alpha, beta = self.transitions, self.emit, self.alpha, self.beta
+        B, I = index.columns["B"][ks], index.columns["I"][ks]
+        # Prefix sums of the I-tag emissions; forbidden entries counted apart (their FORBIDDEN
+        # scores would swamp the float64 sums).
+        inside = emit[:n][:, index.columns["I"]]
+        forbidden = inside <= FORBIDDEN / 2
+        sums = numpy.vstack([numpy.zeros((1, inside.shape[1])), numpy.cumsum(numpy.where(forbidden, 0.0, inside), axis=0)])
+        counts = numpy.vstack([numpy.zeros((1, inside.shape[1]), dtype=int), numpy.cumsum(forbidden, axis=0)])
+
+        def inside_sum(first: numpy.ndarray, stop: numpy.ndarray) -> numpy.ndarray:
+            total = sums[stop, ks] - sums[first, ks]
+            return numpy.where(counts[stop, ks] > counts[first, ks], -numpy.inf, total)
+
+        with numpy.errstate(invalid="ignore", over="ignore"):
+            if scheme == "BIOES":
+                S, E = index.columns["S"][ks], index.columns["E"][ks]
+                single = alpha[starts, S] + beta[starts, S]
+                steps = numpy.where(
+                    inner_tokens == 1, T[B, E], T[B, I] + numpy.maximum(inner_tokens - 2, 0) * T[I, I] + T[I, E]
+                )
+                longer = alpha[starts, B] + inside_sum(starts + 1, numpy.maximum(lasts, starts + 1)) + steps
+                longer = longer + emit[lasts, E] + beta[lasts, E]
+                scores = numpy.where(inner_tokens == 0, single, longer)
+            else:
+                steps = numpy.where(inner_tokens == 0, 0.0, T[B, I] + numpy.maximum(inner_tokens - 1, 0) * T[I, I])
+                last_tag = numpy.where(inner_tokens == 0, B, I)
+                scores = alpha[starts, B] + inside_sum(starts + 1, lasts + 1) + steps
+                following = numpy.minimum(lasts + 1, n - 1)
+                # shape: (n_spans, n_tags): the next token's tags, I-label excluded
+                after = T[last_tag] + emit[following] + beta[following]
+                after[numpy.arange(len(spans)), I] = -numpy.inf
+                top = after.max(axis=1)
+                summed = top + numpy.log(numpy.exp(after - numpy.where(numpy.isfinite(top), top, 0.0)[:, None]).sum(axis=1))
+                summed = numpy.where(numpy.isfinite(top), summed, -numpy.inf)
+                scores = scores + numpy.where(lasts + 1 >= n, beta[lasts, last_tag], summed)
+        return scores - self.log_z
 
     def candidates(self, scheme: str, threshold: float) -> List[Tuple[int, int, str]]:
         """Spans whose every tag has a marginal probability >= threshold (a superset of the
@@ -494,26 +545,3 @@ def _log_forward_backward(emit, mask, transitions, start, end):
         stepped = torch.logsumexp(transitions + (emit[:, t + 1] + beta[:, t + 1]).unsqueeze(1), dim=2)
         beta[:, t] = torch.where(mask[:, t + 1].unsqueeze(1), stepped, end)
     return alpha, beta, torch.logsumexp(alpha[:, n_steps - 1] + end, dim=1)
-
-
-def _span_log_prob(emit, transitions, alpha, beta, length: int, index, scheme: str, span) -> float:
-    """log of the summed scores of the paths where span is an entity (before subtracting log Z)."""
-    start, end, label = span
-    last = end - 1
-    if scheme == "BIOES":
-        path = [f"S-{label}"] if start == last else [f"B-{label}"] + [f"I-{label}"] * (last - start - 1) + [f"E-{label}"]
-    else:
-        path = [f"B-{label}"] + [f"I-{label}"] * (last - start)
-    ids = [index[tag] for tag in path]
-    score = alpha[start, ids[0]]
-    for k in range(1, len(ids)):
-        score += transitions[ids[k - 1], ids[k]] + emit[start + k, ids[k]]
-    if scheme == "BIOES" or end == length:
-        return float(score + beta[last, ids[-1]])
-    # BIO: sum over the next token's tags except I-label.
-    following = transitions[ids[-1]] + emit[end] + beta[end]
-    following = numpy.delete(following, index[f"I-{label}"])
-    top = following.max()
-    if not numpy.isfinite(top):
-        return float("-inf")  # no path continues after the span
-    return float(score + top + numpy.log(numpy.exp(following - top).sum()))
