@@ -72,6 +72,7 @@ CONFIG_NAMES = sorted(p.stem for p in (REPO_ROOT / "configs").glob("*.cfg"))
 # Small widths keep the CPU configs quick; the transformer configs take the tiny models.
 SMALL_CONFIG_OVERRIDES = {
     "default": {"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16},
+    "char_bigram": {"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16},
     "lexicon": {
         "components.crf_ner.model.tok2vec.width": 16,
         "components.crf_ner.model.tok2vec.lexicon_adapter.word_rows": 64,
