@@ -1049,3 +1049,20 @@ def test_entities_inside_a_word_follow_the_alignment_mode():
     with pytest.raises(ValueError, match="alignment_mode"):
         spacy.blank("zh").add_pipe("crf_ner", config={"alignment_mode": "exact"})
 
+
+
+def test_a_character_model_tags_pkuseg_docs_on_their_characters(tmp_path):
+    pkuseg = pytest.importorskip("spacy_pkuseg", reason="needs spacy-pkuseg (the test extra installs it)")
+    # A pkuseg model trained here on segmented sentences (its published models need a download).
+    segmented = "张三 去了 上海\n李四 是 阿里巴巴 的 员工\n我 在 北京市 工作\n王五 住 在 广州\n"
+    (tmp_path / "train.txt").write_text(segmented * 60, encoding="utf8")
+    (tmp_path / "test.txt").write_text(segmented, encoding="utf8")
+    pkuseg.train(str(tmp_path / "train.txt"), str(tmp_path / "test.txt"), str(tmp_path / "pkuseg"), train_iter=5)
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer", "segmenter": "pkuseg"}}})
+    nlp.tokenizer.initialize(pkuseg_model=str(tmp_path / "pkuseg"))
+    nlp.add_pipe("crf_ner", source=load_trained())
+    text = "李四是阿里巴巴的员工"
+    doc = nlp(text)
+    assert "阿里巴巴" in [t.text for t in doc]  # pkuseg's words
+    expected = [(e.start_char, e.end_char, e.label_) for e in load_trained()(text).ents]
+    assert expected and [(e.start_char, e.end_char, e.label_) for e in doc.ents] == expected
