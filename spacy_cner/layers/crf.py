@@ -305,8 +305,12 @@ def span_log_probs(
     """
     out = [numpy.zeros((0,), dtype="float64") for _ in emissions]
     lengths = [len(scores) if len(doc_spans) else 0 for scores, doc_spans in zip(emissions, spans)]
-    for i, lattice in _lattices(model, emissions, lengths, allowed):
-        out[i] = lattice.span_log_probs(list(spans[i]), scheme)
+    for group, lattice in _lattices(model, emissions, lengths, allowed):
+        keys = [(b, span) for b, i in enumerate(group) for span in spans[i]]
+        log_probs = lattice.span_log_probs(keys, scheme)
+        bounds = numpy.cumsum([0] + [len(spans[i]) for i in group])
+        for b, i in enumerate(group):
+            out[i] = log_probs[bounds[b] : bounds[b + 1]]
     return out
 
 
@@ -337,102 +341,107 @@ def entity_probabilities(
     """
     out: List[Dict[Tuple[int, int, str], float]] = [{} for _ in emissions]
     lengths = [len(scores) for scores in emissions]
-    for i, lattice in _lattices(model, emissions, lengths, allowed, temperature):
-        candidates = list(spans[i])
+    for group, lattice in _lattices(model, emissions, lengths, allowed, temperature):
+        given = {(b, span) for b, i in enumerate(group) for span in spans[i]}
+        keys = list(dict.fromkeys([(b, span) for b, i in enumerate(group) for span in spans[i]]))
         if threshold <= 1.0:
-            candidates += lattice.candidates(scheme, threshold)
-        candidates = list(dict.fromkeys(candidates))
-        given = set(spans[i])
-        probabilities = numpy.minimum(1.0, numpy.exp(lattice.span_log_probs(candidates, scheme)))
-        for span, probability in zip(candidates, probabilities.tolist()):
-            if probability >= threshold or span in given:
-                out[i][span] = probability
+            keys = list(dict.fromkeys(keys + lattice.candidates(scheme, threshold)))
+        probabilities = numpy.minimum(1.0, numpy.exp(lattice.span_log_probs(keys, scheme)))
+        for (b, span), probability in zip(keys, probabilities.tolist()):
+            if probability >= threshold or (b, span) in given:
+                out[group[b]][span] = probability
     return out
 
 
 class _Lattice:
-    """One doc's forward-backward scores (numpy, float64), for span probabilities."""
+    """The forward-backward scores (numpy, float64) of a group of docs padded to one length,
+    for span probabilities. A span is keyed (doc's row in the group, (start, end, label))."""
 
-    def __init__(self, emit, transitions, alpha, beta, log_z: float, length: int, index: "_TagIndex") -> None:
+    def __init__(self, emit, transitions, alpha, beta, log_z, lengths, index: "_TagIndex") -> None:
+        # shapes: emit, alpha, beta (batch, steps, n_tags); log_z, lengths (batch,)
         self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
-        self.log_z, self.length, self.index = log_z, length, index
+        self.log_z, self.lengths, self.index = log_z, numpy.asarray(lengths), index
 
-    def span_log_probs(self, spans: Sequence[Tuple[int, int, str]], scheme: str) -> numpy.ndarray:
-        """log P(span is an entity) for each span: the paths through its tags, over all paths.
+    def span_log_probs(self, keys: Sequence[Tuple[int, Tuple[int, int, str]]], scheme: str) -> numpy.ndarray:
+        """log P(span is an entity) for each (doc row, span): the paths through its tags, over all paths.
 
-        Vectorised over the spans: a span's tags are fixed (B I .. I E, S, or B I .. I), so
-        its score is alpha at the first tag, the transitions and inside emissions (prefix
-        sums per label), and beta at the last tag; in BIO, beta is replaced by a sum over
-        the next token's tags other than I-label.
+        Vectorised over the spans of the group: a span's tags are fixed (B I .. I E, S, or
+        B I .. I), so its score is alpha at the first tag, the transitions and inside
+        emissions (prefix sums per label), and beta at the last tag; in BIO, beta is
+        replaced by a sum over the next token's tags other than I-label.
         """
-        if not len(spans):
+        if not len(keys):
             return numpy.zeros((0,), dtype="float64")
-        index, n = self.index, self.length
+        index = self.index
         label_ids = {label: k for k, label in enumerate(index.labels)}
-        starts = numpy.asarray([span[0] for span in spans])
-        lasts = numpy.asarray([span[1] - 1 for span in spans])
-        ks = numpy.asarray([label_ids[span[2]] for span in spans])
+        rows = numpy.asarray([b for b, _ in keys])
+        starts = numpy.asarray([span[0] for _, span in keys])
+        lasts = numpy.asarray([span[1] - 1 for _, span in keys])
+        ks = numpy.asarray([label_ids[span[2]] for _, span in keys])
+        lengths = self.lengths[rows]
         inner_tokens = lasts - starts
         T, emit, alpha, beta = self.transitions, self.emit, self.alpha, self.beta
         B, I = index.columns["B"][ks], index.columns["I"][ks]
         # Prefix sums of the I-tag emissions; forbidden entries counted apart (their FORBIDDEN
         # scores would swamp the float64 sums).
-        inside = emit[:n][:, index.columns["I"]]
+        inside = emit[:, :, index.columns["I"]]
         forbidden = inside <= FORBIDDEN / 2
-        sums = numpy.vstack([numpy.zeros((1, inside.shape[1])), numpy.cumsum(numpy.where(forbidden, 0.0, inside), axis=0)])
-        counts = numpy.vstack([numpy.zeros((1, inside.shape[1]), dtype=int), numpy.cumsum(forbidden, axis=0)])
+        zeros = numpy.zeros((inside.shape[0], 1, inside.shape[2]))
+        sums = numpy.concatenate([zeros, numpy.cumsum(numpy.where(forbidden, 0.0, inside), axis=1)], axis=1)
+        counts = numpy.concatenate([zeros, numpy.cumsum(forbidden, axis=1)], axis=1)
 
         def inside_sum(first: numpy.ndarray, stop: numpy.ndarray) -> numpy.ndarray:
-            total = sums[stop, ks] - sums[first, ks]
-            return numpy.where(counts[stop, ks] > counts[first, ks], -numpy.inf, total)
+            total = sums[rows, stop, ks] - sums[rows, first, ks]
+            return numpy.where(counts[rows, stop, ks] > counts[rows, first, ks], -numpy.inf, total)
 
         with numpy.errstate(invalid="ignore", over="ignore"):
             if scheme == "BIOES":
                 S, E = index.columns["S"][ks], index.columns["E"][ks]
-                single = alpha[starts, S] + beta[starts, S]
+                single = alpha[rows, starts, S] + beta[rows, starts, S]
                 steps = numpy.where(
                     inner_tokens == 1, T[B, E], T[B, I] + numpy.maximum(inner_tokens - 2, 0) * T[I, I] + T[I, E]
                 )
-                longer = alpha[starts, B] + inside_sum(starts + 1, numpy.maximum(lasts, starts + 1)) + steps
-                longer = longer + emit[lasts, E] + beta[lasts, E]
+                longer = alpha[rows, starts, B] + inside_sum(starts + 1, numpy.maximum(lasts, starts + 1)) + steps
+                longer = longer + emit[rows, lasts, E] + beta[rows, lasts, E]
                 scores = numpy.where(inner_tokens == 0, single, longer)
             else:
                 steps = numpy.where(inner_tokens == 0, 0.0, T[B, I] + numpy.maximum(inner_tokens - 1, 0) * T[I, I])
                 last_tag = numpy.where(inner_tokens == 0, B, I)
-                scores = alpha[starts, B] + inside_sum(starts + 1, lasts + 1) + steps
-                following = numpy.minimum(lasts + 1, n - 1)
+                scores = alpha[rows, starts, B] + inside_sum(starts + 1, lasts + 1) + steps
+                following = numpy.minimum(lasts + 1, lengths - 1)
                 # shape: (n_spans, n_tags): the next token's tags, I-label excluded
-                after = T[last_tag] + emit[following] + beta[following]
-                after[numpy.arange(len(spans)), I] = -numpy.inf
+                after = T[last_tag] + emit[rows, following] + beta[rows, following]
+                after[numpy.arange(len(keys)), I] = -numpy.inf
                 top = after.max(axis=1)
-                summed = top + numpy.log(numpy.exp(after - numpy.where(numpy.isfinite(top), top, 0.0)[:, None]).sum(axis=1))
-                summed = numpy.where(numpy.isfinite(top), summed, -numpy.inf)
-                scores = scores + numpy.where(lasts + 1 >= n, beta[lasts, last_tag], summed)
-        return scores - self.log_z
+                shift = numpy.where(numpy.isfinite(top), top, 0.0)[:, None]
+                summed = numpy.where(numpy.isfinite(top), top + numpy.log(numpy.exp(after - shift).sum(axis=1)), -numpy.inf)
+                scores = scores + numpy.where(lasts + 1 >= lengths, beta[rows, lasts, last_tag], summed)
+        return scores - self.log_z[rows]
 
-    def candidates(self, scheme: str, threshold: float) -> List[Tuple[int, int, str]]:
-        """Spans whose every tag has a marginal probability >= threshold (a superset of the
-        spans whose probability is)."""
-        n = self.length
-        # shape: (length, n_tags), the tags whose marginal probability reaches the threshold
-        above = numpy.exp(self.alpha[:n] + self.beta[:n] - self.log_z) >= threshold
-        columns = self.index.columns
+    def candidates(self, scheme: str, threshold: float) -> List[Tuple[int, Tuple[int, int, str]]]:
+        """(doc row, span) for the spans whose every tag has a marginal probability >= threshold
+        (a superset of the spans whose probability is)."""
+        steps = self.alpha.shape[1]
+        real = numpy.arange(steps)[None, :] < self.lengths[:, None]
+        # shape: (batch, steps, n_tags), the tags whose marginal probability reaches the threshold
+        above = (numpy.exp(self.alpha + self.beta - self.log_z[:, None, None]) >= threshold) & real[:, :, None]
+        columns, labels = self.index.columns, self.index.labels
         found = []
         if scheme == "BIOES":
-            ts, ls = numpy.nonzero(above[:, columns["S"]])
-            found.extend((t, t + 1, self.index.labels[k]) for t, k in zip(ts.tolist(), ls.tolist()))
-        for start, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, columns["B"]]))):
-            label, inside = self.index.labels[k], above[:, columns["I"][k]]
+            for b, t, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["S"]]))):
+                found.append((b, (t, t + 1, labels[k])))
+        for b, start, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["B"]]))):
+            label, inside = labels[k], above[b, :, columns["I"][k]]
             if scheme == "BIO":
-                found.append((start, start + 1, label))
-            last = above[:, columns["E"][k]] if scheme == "BIOES" else None
-            for t in range(start + 1, n):
+                found.append((b, (start, start + 1, label)))
+            last = above[b, :, columns["E"][k]] if scheme == "BIOES" else None
+            for t in range(start + 1, int(self.lengths[b])):
                 if last is not None and last[t]:
-                    found.append((start, t + 1, label))  # B I ... I E
+                    found.append((b, (start, t + 1, label)))  # B I ... I E
                 if not inside[t]:
                     break
                 if last is None:
-                    found.append((start, t + 1, label))  # B I ... I
+                    found.append((b, (start, t + 1, label)))  # B I ... I
         return found
 
 
@@ -453,8 +462,8 @@ def _lattices(
     allowed: Optional[List[AllowedTags]],
     temperature: float = 1.0,
 ):
-    """(doc index, _Lattice) for each doc of non-zero length, forward-backward run in batches
-    of similar length on the CRF's device, every score divided by the temperature."""
+    """(doc indices, _Lattice) for each group of docs of non-zero length and similar length,
+    forward-backward run on the CRF's device, every score divided by the temperature."""
     if not temperature > 0:
         raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
@@ -471,9 +480,7 @@ def _lattices(
                 allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
                 emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
             alpha, beta, log_z = (t.cpu().numpy() for t in _forward_backward(emit, mask, *scores))
-            emit = emit.cpu().numpy()
-            for b, i in enumerate(group):
-                yield i, _Lattice(emit[b], transitions, alpha[b], beta[b], float(log_z[b]), lengths[i], index)
+            yield group, _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z, [lengths[i] for i in group], index)
 
 
 def _forward_backward(emit, mask, transitions, start, end):
