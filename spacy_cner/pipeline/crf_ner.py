@@ -733,7 +733,7 @@ class CRFEntityRecognizer(TrainablePipe):
                 f"'{self.name}' got a lexicon but its model has no layer that reads one: add "
                 "spacy-cner.LexiconAdapter.v1 as the lexicon_adapter of the tok2vec "
                 "(see configs/lexicon.cfg) or spacy-cner.SoftLexicon.v1 as its soft_lexicon "
-                "(configs/soft_lexicon.cfg), or remove the lexicon from [initialize.components]."
+                "(configs/default.cfg), or remove the lexicon from [initialize.components]."
             )
         for adapter in adapters:
             set_lexicon(adapter, lexicon)
