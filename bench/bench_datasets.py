@@ -1,7 +1,7 @@
 """Every dataset at once: our configs vs spaCy's `ner`, 3 seeds, accuracy, robustness and speed.
 
 Usage: python bench/bench_datasets.py [--data ../shared/data] [--out bench/runs/datasets]
-       [--datasets resume ecommerce youku taobao] [--systems bilstm tener spacy]
+       [--datasets resume ecommerce youku taobao] [--systems default bilstm tener spacy]
        [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--write BENCHMARKS.md]
        [--variant NAME=SYSTEM:section.key=value,...]
 
@@ -13,7 +13,7 @@ robustness (R-F1 and Asr, adjacent pairs, `python -m spacy_cner robustness`), an
 inference chars/s of the seed-0 models (one process per dataset, systems alternating).
 Choose defaults on dev scores across all datasets at once, never per dataset: the table
 gives the dev F1 of each model-best next to the test scores. A variant is a system with
-config overrides, e.g. --variant bilstm_sent=bilstm:components.crf_ner.model.sentence_encoding=true.
+config overrides, e.g. --variant default_sent=default:components.crf_ner.model.sentence_encoding=true.
 """
 import argparse
 import datetime

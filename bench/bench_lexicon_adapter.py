@@ -5,7 +5,7 @@ Usage: python bench/bench_lexicon_adapter.py [--data ../shared/data/resume] [--o
        [--bert-steps 500] [--layers 4] [--width 256] [--jobs 2] [--reuse] [--write BENCHMARKS.md]
 
 Each system trains once per seed on the train split (model chosen on dev) and is scored
-on test. The CPU systems (default.cfg, lexicon.cfg: jieba's dictionary, hashed word
+on test. The CPU systems (char_bigram.cfg, lexicon.cfg: jieba's dictionary, hashed word
 embeddings trained from scratch) train for --max-steps; the BERT ones (bert_crf.cfg,
 lebert.cfg: adapter after layer 1) fine-tune the same random BERT for --bert-steps with
 bench_transformer.py's schedule. The runs are ordered so that with --jobs 2 a system's
@@ -28,7 +28,7 @@ from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config in configs/, is a BERT system)
 SYSTEMS = {
-    "cpu": ("BiLSTM-CRF (default.cfg)", "default.cfg", False),
+    "cpu": ("BiLSTM-CRF (char_bigram.cfg)", "char_bigram.cfg", False),
     "cpu_lexicon": ("BiLSTM-CRF + Lexicon Adapter (lexicon.cfg, jieba)", "lexicon.cfg", False),
     "bert": ("random BERT-CRF (bert_crf.cfg)", "bert_crf.cfg", True),
     "bert_lexicon": ("random BERT-CRF + Lexicon Adapter after layer 1 (lebert.cfg, jieba)", "lebert.cfg", True),

@@ -1,7 +1,7 @@
 """Resume NER: our CPU configs vs spaCy's built-in `ner`, side by side in one run.
 
 Usage: python bench/bench_resume.py [--data ../shared/data/resume] [--out bench/runs/resume]
-       [--systems bilstm tener spacy] [--seeds 0 1 2] [--jobs 2] [--max-steps N]
+       [--systems default bilstm tener spacy] [--seeds 0 1 2] [--jobs 2] [--max-steps N]
        [--repeats 3] [--write BENCHMARKS.md]
 
 Every pipeline trains on the same train split with the best model chosen on dev, once
@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # key: (name in the table, config in configs/ or None for spaCy's own)
 SYSTEMS = {
-    "bilstm": ("spacy-cner default.cfg (char+bigram BiLSTM-CRF)", "default.cfg"),
+    "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon BiLSTM-CRF, joined pairs)", "default.cfg"),
+    "bilstm": ("spacy-cner char_bigram.cfg (char+bigram BiLSTM-CRF, the previous default)", "char_bigram.cfg"),
     "tener": ("spacy-cner tener.cfg (char+bigram TENER-CRF)", "tener.cfg"),
-    "soft_lexicon": ("spacy-cner soft_lexicon.cfg (char+bigram+SoftLexicon BiLSTM-CRF)", "soft_lexicon.cfg"),
     "spacy": ("spaCy ner (init config -l zh -p ner -o efficiency)", None),
 }
 

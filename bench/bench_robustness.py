@@ -25,8 +25,8 @@ from bench_transformer import our_config, training_schedule, write_random_bert
 # key: (name in the table, config, extra overrides (formatted with the arguments), is a BERT system)
 NO_SB = "--components.crf_ner.model.tok2vec.sentence_bigrams=false"
 SYSTEMS = {
-    "bilstm": ("BiLSTM-CRF (default.cfg, sentence_bigrams = false)", "default.cfg", [NO_SB], False),
-    "bilstm_sb": ("BiLSTM-CRF (default.cfg: sentence_bigrams = true)", "default.cfg", [], False),
+    "bilstm": ("BiLSTM-CRF (char_bigram.cfg, sentence_bigrams = false)", "char_bigram.cfg", [NO_SB], False),
+    "bilstm_sb": ("BiLSTM-CRF (char_bigram.cfg: sentence_bigrams = true)", "char_bigram.cfg", [], False),
     "tener": ("TENER-CRF (tener.cfg, sentence_bigrams = false)", "tener.cfg", [NO_SB], False),
     "tener_cl": (
         "TENER-CRF + cl (entity_attention_scale = {beta})", "tener.cfg",
