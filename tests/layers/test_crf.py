@@ -437,6 +437,15 @@ def is_entity(path, tag_names, scheme, start, end, label):
     return tags[start:end] == want and (end == len(tags) or tags[end] != f"I-{label}")
 
 
+def random_masks(rng, emissions, labels, scheme, tag_names, share):
+    """Per doc, a random valid path's tags plus random extra tags (as preset entities and spaces give)."""
+    masks = []
+    for em in emissions:
+        path = spans_path(random.Random(len(em)), len(em), labels, scheme, tag_names)
+        masks.append(numpy.maximum(one_hot(path, len(tag_names)), (rng.random(em.shape) < share).astype("f")))
+    return masks
+
+
 SPAN_TAG_SETS = {"BIOES-2": ("BIOES", ["X", "Y"]), "BIO-2": ("BIO", ["X", "Y"]), "BIO-1": ("BIO", ["X"])}
 
 
@@ -448,13 +457,7 @@ def test_span_probabilities_vs_brute_force(tag_set, with_mask):
     model = make_crf(tag_names, seed=11)
     rng = numpy.random.default_rng(11)
     emissions = random_emissions(rng, len(tag_names), lengths=[1, 2, 3, 5])
-    masks = None
-    if with_mask:
-        # A random valid path, plus random extra tags (preset entities, spaces).
-        masks = []
-        for em in emissions:
-            path = spans_path(random.Random(len(em)), len(em), labels, scheme, tag_names)
-            masks.append(numpy.maximum(one_hot(path, len(tag_names)), (rng.random(em.shape) < 0.5).astype("f")))
+    masks = random_masks(rng, emissions, labels, scheme, tag_names, 0.5) if with_mask else None
     spans = [[(s, e, label) for s in range(len(em)) for e in range(s + 1, len(em) + 1) for label in labels]
              for em in emissions]
     log_probs = span_log_probs(model, emissions, spans, scheme, masks)
@@ -489,12 +492,7 @@ def test_entity_probabilities_find_every_span_above_the_threshold(tag_set, with_
     rng = numpy.random.default_rng(13)
     # Weak emissions: many spans share the probability, so many lie near the threshold.
     emissions = [em / 3 for em in random_emissions(rng, len(tag_names), lengths=[1, 3, 5, 0])]
-    masks = None
-    if with_mask:
-        masks = []
-        for em in emissions:
-            path = spans_path(random.Random(len(em)), len(em), labels, scheme, tag_names)
-            masks.append(numpy.maximum(one_hot(path, len(tag_names)), (rng.random(em.shape) < 0.6).astype("f")))
+    masks = random_masks(rng, emissions, labels, scheme, tag_names, 0.6) if with_mask else None
     decoded = crf_decode(model, emissions, masks)
     given = [tags_to_spans([tag_names[i] for i in path]) for path in decoded]
     found = entity_probabilities(model, emissions, given, scheme, threshold, masks)
