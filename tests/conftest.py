@@ -78,7 +78,6 @@ SMALL_CONFIG_OVERRIDES = {
         "components.crf_ner.model.tok2vec.lexicon_adapter.word_rows": 64,
         "components.crf_ner.model.encoder.width": 16,
     },
-    "soft_lexicon": {"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16},
     "tener": {
         "components.crf_ner.model.encoder.n_heads": 2,
         "components.crf_ner.model.encoder.head_width": 8,
