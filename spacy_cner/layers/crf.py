@@ -342,10 +342,10 @@ def entity_probabilities(
     out: List[Dict[Tuple[int, int, str], float]] = [{} for _ in emissions]
     lengths = [len(scores) for scores in emissions]
     for group, lattice in _lattices(model, emissions, lengths, allowed, temperature):
-        given = {(b, span) for b, i in enumerate(group) for span in spans[i]}
-        keys = list(dict.fromkeys([(b, span) for b, i in enumerate(group) for span in spans[i]]))
-        if threshold <= 1.0:
-            keys = list(dict.fromkeys(keys + lattice.candidates(scheme, threshold)))
+        given = [(b, span) for b, i in enumerate(group) for span in spans[i]]
+        candidates = lattice.candidates(scheme, threshold) if threshold <= 1.0 else []
+        keys = list(dict.fromkeys(given + candidates))
+        given = set(given)
         probabilities = numpy.minimum(1.0, numpy.exp(lattice.span_log_probs(keys, scheme)))
         for (b, span), probability in zip(keys, probabilities.tolist()):
             if probability >= threshold or (b, span) in given:

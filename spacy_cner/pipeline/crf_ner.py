@@ -933,12 +933,19 @@ def _align(
     aligned: List[Tuple[int, int, str]] = []
     taken = numpy.zeros(len(doc) + 1, dtype=bool)
     for start, end, label in spans:
-        span = doc.char_span(char_doc[start].idx, char_doc[end - 1].idx + len(char_doc[end - 1]), alignment_mode=mode)
-        if span is None or not len(span) or taken[span.start : span.end].any():
+        span = _token_span(char_doc, doc, start, end, mode)
+        if span is None or taken[span.start : span.end].any():
             continue
         taken[span.start : span.end] = True
         aligned.append((span.start, span.end, label))
     return aligned, len(spans) - len(aligned)
+
+
+def _token_span(char_doc: Doc, doc: Doc, start: int, end: int, mode: str) -> Optional[Span]:
+    """Tokens start..end of char_doc as a non-empty span of doc's tokens (Doc.char_span in
+    this alignment mode), or None."""
+    span = doc.char_span(char_doc[start].idx, char_doc[end - 1].idx + len(char_doc[end - 1]), alignment_mode=mode)
+    return span if span is not None and len(span) else None
 
 
 def _align_scores(
@@ -948,8 +955,8 @@ def _align_scores(
     tokens keep the highest probability."""
     out: Dict[Tuple[int, int, str], float] = {}
     for (start, end, label), probability in scores.items():
-        span = doc.char_span(char_doc[start].idx, char_doc[end - 1].idx + len(char_doc[end - 1]), alignment_mode=mode)
-        if span is not None and len(span):
+        span = _token_span(char_doc, doc, start, end, mode)
+        if span is not None:
             key = (span.start, span.end, label)
             out[key] = max(probability, out.get(key, 0.0))
     return out
