@@ -342,6 +342,60 @@ def robustness_command(
     )
 
 
+class AnnotateEngine(str, Enum):
+    """Where `annotate` runs."""
+
+    local = "local"
+    ray = "ray"
+
+
+class AnnotateOutput(str, Enum):
+    """Output formats of `annotate`."""
+
+    jsonl = "jsonl"
+    parquet = "parquet"
+    spacy = "spacy"
+
+
+@app.command("annotate")
+def annotate_command(
+    model: str = typer.Argument(..., help="Pipeline name or path."),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one doc per line), .jsonl (a 'text' field) or .parquet file, a folder of them, or a glob."),
+    output: Path = typer.Argument(..., help="Folder for the output shards; rerun with the same settings to resume."),
+    output_format: AnnotateOutput = typer.Option(AnnotateOutput.jsonl, "--format", "-f", help="Output shards: JSONL, Parquet or DocBin."),
+    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or parquet."),
+    shard_size: int = typer.Option(10_000, "--shard-size", help="Rows per output shard, the unit a restart skips."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch (per Ray batch)."),
+    n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
+    entities_field: str = typer.Option("entities", "--entities-field", help="Output field holding the entities."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to run on; -1 for CPU."),
+    engine: AnnotateEngine = typer.Option(AnnotateEngine.local, "--engine", help="local (nlp.pipe) or ray (Ray Data)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."),
+    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Annotate a corpus: entities (start, end, label, text, score) for every row, resumable, locally or on Ray."""
+    from .annotate import annotate
+
+    try:
+        summary = annotate(
+            model, input_path, output, output_format=output_format.value, input_format=input_format,
+            shard_size=shard_size, batch_size=batch_size, n_process=n_process, entities_field=entities_field,
+            gpu_id=gpu_id, engine=engine.value, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
+            progress=not quiet,
+        )
+    except (ValueError, ImportError) as err:
+        msg.fail(str(err), exits=1)
+    msg.good(
+        f"{summary.docs} docs ({summary.chars:,} characters) in {summary.seconds:.1f} s: "
+        f"{summary.docs_per_second:,.0f} docs/s, {summary.chars_per_second:,.0f} chars/s; "
+        f"{summary.shards_written} shards written, {summary.shards_skipped} already done, in {output}"
+    )
+    if summary.errors:
+        msg.warn(f"{summary.errors} rows could not be annotated: they are in the output with an 'error' field.")
+
+
 # spaCy's `evaluate` (its displaCy pages) and `debug data` (its named-entity checks) find
 # NER components by their factory's name, "ner": crf_ner pipes would be skipped silently.
 _SPACY_COMMAND = {"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True}, "add_help_option": False}

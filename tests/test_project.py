@@ -59,6 +59,15 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     metrics = srsly.read_json(project / "metrics" / "resume_demo.json")
     assert "ents_f" in metrics
+    if config == "tener":  # the annotate command, once: the test split as JSONL, gold labels carried through
+        args = [sys.executable, "-m", "spacy", "project", "run", "annotate", str(project), "--vars.config", "small",
+                "--vars.annotate_model", "training/resume/demo/model-best"]
+        result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        rows = list(srsly.read_jsonl(project / "annotations" / "resume_small" / "test.00000.jsonl"))
+        test_docs = list(DocBin().from_disk(project / "corpus" / "resume" / "test.spacy").get_docs(spacy.blank("zh").vocab))
+        assert [row["text"] for row in rows] == [doc.text for doc in test_docs]
+        assert all("label" in row and isinstance(row["entities"], list) for row in rows)
     nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
     model = nlp.get_pipe("crf_ner").model
     encoder = model.get_ref("encoder" if config == "tener" else "tok2vec")

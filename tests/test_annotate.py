@@ -1,0 +1,264 @@
+"""`python -m spacy_cner annotate`: formats, bad rows, resuming, and the Ray engine (local Ray)."""
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.tokens import DocBin
+from typer.testing import CliRunner
+
+from spacy_cner.annotate import annotate, find_sources, iter_lines
+from spacy_cner.cli import app
+
+from test_cli import trained_pipeline
+
+runner = CliRunner()
+TEXTS = ["我在北京", "北京很大", "你好", "", "他从北京来到北京"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("annotate") / "model"
+    trained_pipeline(path)
+    return path
+
+
+def read_jsonl(folder: Path):
+    """Every output row, shards in name order."""
+    rows = []
+    for path in sorted(folder.rglob("*.jsonl")):
+        lines = path.read_bytes().decode("utf8").split("\n")
+        assert lines[-1] == "" and all("\u2028" not in line for line in lines)
+        rows.extend(json.loads(line) for line in lines[:-1])
+    return rows
+
+
+def expected_entities(model, texts):
+    nlp = spacy.load(model)
+    return [[(ent.start_char, ent.end_char, ent.label_, ent.text) for ent in doc.ents] for doc in nlp.pipe(texts)]
+
+
+def entity_tuples(row):
+    return [(e["start"], e["end"], e["label"], e["text"]) for e in row["entities"]]
+
+
+def test_annotate_text_file_keeps_every_line_and_scores(model, tmp_path):
+    # "\r\n" ends a line; a lone "\r" and U+2028 inside a line do not split it.
+    texts = TEXTS + ["北京\r北京", "北京\u2028北京"]
+    source = tmp_path / "docs.txt"
+    source.write_bytes("\r\n".join(texts).encode("utf8") + b"\n")
+    summary = annotate(str(model), str(source), tmp_path / "out", shard_size=3)
+    rows = read_jsonl(tmp_path / "out")
+    assert [row["text"] for row in rows] == texts
+    assert [entity_tuples(row) for row in rows] == expected_entities(model, texts)
+    assert any(row["entities"] for row in rows)
+    scores = [e["score"] for row in rows for e in row["entities"]]
+    assert all(0.0 < score <= 1.0 + 1e-6 for score in scores)
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.jsonl")) == ["docs.00000.jsonl", "docs.00001.jsonl", "docs.00002.jsonl"]
+    assert (summary.docs, summary.errors, summary.shards_written, summary.shards_skipped) == (7, 0, 3, 0)
+    assert summary.chars == sum(len(text) for text in texts)
+
+
+def test_annotate_jsonl_carries_fields_and_reports_bad_rows(model, tmp_path):
+    lines = [
+        json.dumps({"id": 1, "text": "我在北京", "meta": {"source": "a"}}, ensure_ascii=False),
+        json.dumps({"id": 2}),
+        "{not json",
+        json.dumps({"id": 3, "text": 5}),
+        json.dumps(["我在北京"], ensure_ascii=False),
+        json.dumps({"id": 4, "text": "北" * (10**6 + 1)}, ensure_ascii=False),  # nlp.max_length is 10**6
+        json.dumps({"id": 5, "text": "北京", "entities": []}, ensure_ascii=False),
+        json.dumps({"id": 6, "text": "北京很大"}, ensure_ascii=False),
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf8")
+    summary = annotate(str(model), str(source), tmp_path / "out")
+    rows = read_jsonl(tmp_path / "out")
+    assert len(rows) == len(lines)
+    assert rows[0]["id"] == 1 and rows[0]["meta"] == {"source": "a"} and "error" not in rows[0]
+    assert entity_tuples(rows[0]) == expected_entities(model, ["我在北京"])[0]
+    errors = {number: row["error"] for number, row in enumerate(rows, start=1) if "error" in row}
+    assert sorted(errors) == [2, 3, 4, 5, 6, 7]
+    assert all(f"{source}, line {number}:" in error for number, error in errors.items())
+    assert "no 'text' field" in errors[2] and "not JSON" in errors[3] and "not a string" in errors[4]
+    assert "nlp.max_length" in errors[6] and "'entities'" in errors[7]
+    assert rows[2]["raw"] == "{not json" and rows[5]["text"] == "北" * (10**6 + 1)  # nothing of a bad row is lost
+    assert rows[7]["id"] == 6 and "entities" in rows[7]
+    assert (summary.docs, summary.errors) == (2, 6)
+
+
+def test_annotate_parquet_in_and_out(model, tmp_path):
+    pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
+    import pyarrow.parquet
+
+    table = pyarrow.table({"doc_id": ["a", "b", "c"], "text": ["我在北京", None, "北京很大"]})
+    pyarrow.parquet.write_table(table, tmp_path / "in.parquet")
+    annotate(str(model), str(tmp_path / "in.parquet"), tmp_path / "out", output_format="parquet")
+    rows = pyarrow.parquet.read_table(tmp_path / "out" / "in.00000.parquet").to_pylist()
+    assert [row["doc_id"] for row in rows] == ["a", "b", "c"]
+    assert "row 2" in rows[1]["error"] and rows[0]["error"] is None
+    assert [entity_tuples(row) for row in (rows[0], rows[2])] == expected_entities(model, ["我在北京", "北京很大"])
+
+
+def test_annotate_docbin_output(model, tmp_path):
+    (tmp_path / "in.jsonl").write_text(
+        json.dumps({"id": 7, "text": "我在北京"}, ensure_ascii=False) + "\n" + json.dumps({"id": 8}) + "\n", encoding="utf8"
+    )
+    annotate(str(model), str(tmp_path / "in.jsonl"), tmp_path / "out", output_format="spacy")
+    nlp = spacy.load(model)
+    docs = list(DocBin().from_disk(tmp_path / "out" / "in.00000.spacy").get_docs(nlp.vocab))
+    assert [doc.text for doc in docs] == ["我在北京", ""]
+    assert [(e.text, e.label_) for e in docs[0].ents] == [(t, label) for _, _, label, t in expected_entities(model, ["我在北京"])[0]]
+    assert docs[0].user_data["fields"] == {"id": 7, "text": "我在北京"}
+    assert "line 2" in docs[1].user_data["error"] and docs[1].user_data["fields"] == {"id": 8}
+
+
+def test_annotate_resumes_without_losing_or_duplicating(model, tmp_path):
+    texts = [f"{i}我在北京" for i in range(10)]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("\n".join(texts[:7]) + "\n", encoding="utf8")
+    (tmp_path / "in" / "b.txt").write_text("\n".join(texts[7:]) + "\n", encoding="utf8")
+    out = tmp_path / "out"
+    annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    complete = read_jsonl(out)
+    # A killed run: a.txt's last shard and b.txt's marker lost, a temporary file left behind.
+    (out / "a.00002.jsonl").unlink()
+    (out / ".annotate" / "done" / "a.json").unlink()
+    (out / ".annotate" / "done" / "b.json").unlink()
+    (out / ".a.00002.jsonl.123.tmp").write_text("{half", encoding="utf8")
+    before = {p: p.stat().st_mtime_ns for p in out.glob("*.jsonl")}
+    summary = annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    assert read_jsonl(out) == complete
+    assert [row["text"] for row in complete] == texts
+    assert summary.shards_written == 1 and summary.shards_skipped == 3 and summary.docs == 1
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in before.items())
+    again = annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    assert (again.shards_written, again.shards_skipped, again.docs) == (0, 4, 0)
+    with pytest.raises(ValueError, match="shard_size"):
+        annotate(str(model), str(tmp_path / "in"), out, shard_size=4)
+
+
+def test_annotate_inputs_and_errors(model, tmp_path):
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "in" / "x.txt").write_text("北京\n", encoding="utf8")
+    (tmp_path / "in" / "sub" / "x.txt").write_text("北京\n", encoding="utf8")
+    assert [s.name for s in find_sources(str(tmp_path / "in"))] == ["sub/x", "x"]
+    assert [s.name for s in find_sources(str(tmp_path / "in" / "**" / "*.txt"))] == ["sub/x", "x"]
+    with pytest.raises(ValueError, match="No input files"):
+        find_sources(str(tmp_path / "nothing" / "*.txt"))
+    (tmp_path / "odd.csv").write_text("a\n", encoding="utf8")
+    with pytest.raises(ValueError, match="--input-format"):
+        find_sources(str(tmp_path / "odd.csv"))
+    assert find_sources(str(tmp_path / "odd.csv"), "txt")[0].format == "txt"
+    annotate(str(model), str(tmp_path / "in"), tmp_path / "out")
+    assert len(read_jsonl(tmp_path / "out" / "sub")) == 1 and (tmp_path / "out" / "x.00000.jsonl").exists()
+    assert list(iter_lines(__import__("io").BytesIO(b"\xef\xbb\xbfa\r\nb\rc\n\nd"))) == [b"a", b"b\rc", b"", b"d"]
+
+
+def test_annotate_command(model, tmp_path):
+    (tmp_path / "in.txt").write_text("我在北京\n\xff\n".replace("\xff", "你好"), encoding="utf8")
+    with (tmp_path / "in.txt").open("ab") as file:
+        file.write(b"\xff\xfe\n")
+    result = runner.invoke(app, ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "2 docs" in result.output and "1 rows could not be annotated" in result.output
+    rows = read_jsonl(tmp_path / "out")
+    assert "not UTF-8" in rows[2]["error"] and len(rows) == 3
+    bad = runner.invoke(app, ["annotate", str(model), str(tmp_path / "missing.txt"), str(tmp_path / "out2"), "-q"])
+    assert bad.exit_code == 1 and "No input files" in bad.output
+
+
+ray = pytest.importorskip("ray", reason="the Ray engine tests need Ray Data: pip install 'spacy-cner[ray]' (CI installs it)")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    # Ray runs its workers at niceness 15: beside other busy processes (a parallel test run) they would
+    # barely start. The tests want them at the same priority as the test process.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_matches_local_run(model, tmp_path, local_ray):
+    lines = [json.dumps({"id": i, "text": TEXTS[i % len(TEXTS)]}, ensure_ascii=False) for i in range(40)]
+    lines[5] = "{bad"
+    lines[9] = json.dumps({"id": 9})
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines[:25]) + "\n", encoding="utf8")
+    (tmp_path / "in" / "b.jsonl").write_text("\n".join(lines[25:]) + "\n", encoding="utf8")
+    (tmp_path / "in" / "empty.jsonl").write_text("", encoding="utf8")
+    local = annotate(str(model), str(tmp_path / "in"), tmp_path / "local", shard_size=10)
+    remote = annotate(str(model), str(tmp_path / "in"), tmp_path / "ray", shard_size=10, engine="ray", workers=2, batch_size=4)
+    assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local")
+    assert len(read_jsonl(tmp_path / "ray")) == 40
+    assert (remote.docs, remote.errors, remote.shards_written) == (local.docs, local.errors, local.shards_written) == (38, 2, 5)
+    assert (tmp_path / "ray" / ".annotate" / "done" / "empty.json").exists()
+
+
+def test_ray_text_and_parquet(model, tmp_path, local_ray):
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "in.txt").write_bytes("\r\n".join(TEXTS + ["北京\u2028北京"]).encode("utf8"))
+    annotate(str(model), str(tmp_path / "t"), tmp_path / "local", shard_size=3)
+    annotate(str(model), str(tmp_path / "t"), tmp_path / "ray", shard_size=3, engine="ray")
+    assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local") and len(read_jsonl(tmp_path / "ray")) == 6
+    (tmp_path / "p").mkdir()
+    pyarrow.parquet.write_table(pyarrow.table({"n": [1, 2, 3], "text": ["我在北京", "北京很大", None]}), tmp_path / "p" / "in.parquet")
+    annotate(str(model), str(tmp_path / "p"), tmp_path / "pl", output_format="parquet")
+    annotate(str(model), str(tmp_path / "p"), tmp_path / "pr", output_format="parquet", engine="ray")
+    local_rows = pyarrow.parquet.read_table(tmp_path / "pl" / "in.00000.parquet").to_pylist()
+    assert pyarrow.parquet.read_table(tmp_path / "pr" / "in.00000.parquet").to_pylist() == local_rows
+    assert local_rows[2]["error"].endswith("'text' is a NoneType, not a string") or "not a string" in local_rows[2]["error"]
+
+
+def _actor_pids():
+    """PIDs of the Ray Data actors running RayAnnotator (their process titles name the class)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"MapWorker" in cmdline and b"RayAnnotator" in cmdline:
+                pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the actor's process through /proc (Linux)")
+def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
+    texts = [f"{i}我在北京，北京很大" for i in range(3000)]
+    (tmp_path / "in").mkdir()
+    for part in range(3):
+        (tmp_path / "in" / f"{part}.txt").write_text("\n".join(texts[part * 1000:(part + 1) * 1000]) + "\n", encoding="utf8")
+    killed = []
+
+    def kill_one_actor():
+        deadline = time.time() + 120
+        while time.time() < deadline and not killed:
+            pids = _actor_pids()
+            if pids and list((tmp_path / "out").glob("*.jsonl")):
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(time.time())
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_one_actor)
+    killer.start()
+    summary = annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray", workers=2, batch_size=8)
+    finished = time.time()
+    killer.join()
+    assert killed and killed[0] < finished, "no actor was killed while the job ran"
+    assert len(list((tmp_path / "out").glob("*.jsonl"))) == 12
+    rows = read_jsonl(tmp_path / "out")
+    assert [row["text"] for row in rows] == texts
+    assert summary.docs == 3000 and summary.errors == 0
+    expected = expected_entities(model, texts[:5])
+    assert [entity_tuples(row) for row in rows[:5]] == expected
