@@ -54,3 +54,4 @@ def test_readme_python_snippets_run(tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "('张三', 'NAME')" in printed  # snippet 1's entities
     assert "北京大学\tORG\t" in printed  # snippet 2's scored spans
+    assert '{"text": "张三，现任北京大学教授。", "entities": [' in printed  # the annotate snippet's first row
