@@ -195,7 +195,8 @@ def parse_line(line: bytes, file_format: str, entities_field: str) -> Row:
     try:
         decoded = line.decode("utf8")
     except UnicodeDecodeError as err:
-        return Row({"raw": line.decode("utf8", errors="replace")}, error=f"not UTF-8 ({err})")
+        # backslashreplace keeps the bytes recoverable: \xff stays readable as such.
+        return Row({"raw": line.decode("utf8", errors="backslashreplace")}, error=f"not UTF-8 ({err})")
     if file_format == "txt":
         return Row({"text": decoded}, text=decoded)
     try:
@@ -353,7 +354,8 @@ def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
     path = output_dir / STATE_DIR / "settings.json"
     if path.exists():
         previous = json.loads(path.read_text(encoding="utf8"))
-        changed = [key for key in settings if previous.get(key) != settings[key]]
+        # New input files are fine (each file has its own shards); a change of these is not.
+        changed = [key for key in ("model", "shard_size", "output_format", "entities_field") if previous.get(key) != settings[key]]
         if changed:
             details = "; ".join(f"{key}: {previous.get(key)!r} then, {settings[key]!r} now" for key in changed)
             raise ValueError(f"{output_dir} holds shards written with other settings ({details}). "

@@ -140,6 +140,11 @@ def test_annotate_resumes_without_losing_or_duplicating(model, tmp_path):
     assert (again.shards_written, again.shards_skipped, again.docs) == (0, 4, 0)
     with pytest.raises(ValueError, match="shard_size"):
         annotate(str(model), str(tmp_path / "in"), out, shard_size=4)
+    # A new input file later: only its shards are written.
+    (tmp_path / "in" / "c.txt").write_text("我在北京\n", encoding="utf8")
+    more = annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    assert (more.shards_written, more.shards_skipped, more.docs) == (1, 4, 1)
+    assert [row["text"] for row in read_jsonl(out)] == texts + ["我在北京"]
 
 
 def test_annotate_inputs_and_errors(model, tmp_path):
@@ -167,7 +172,7 @@ def test_annotate_command(model, tmp_path):
     assert result.exit_code == 0, result.output
     assert "2 docs" in result.output and "1 rows could not be annotated" in result.output
     rows = read_jsonl(tmp_path / "out")
-    assert "not UTF-8" in rows[2]["error"] and len(rows) == 3
+    assert "not UTF-8" in rows[2]["error"] and rows[2]["raw"] == "\\xff\\xfe" and len(rows) == 3
     bad = runner.invoke(app, ["annotate", str(model), str(tmp_path / "missing.txt"), str(tmp_path / "out2"), "-q"])
     assert bad.exit_code == 1 and "No input files" in bad.output
 
