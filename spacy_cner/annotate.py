@@ -119,6 +119,13 @@ def annotate(
         raise ValueError(f"shard_size must be at least 1, not {shard_size}.")
     if engine not in ("local", "ray"):
         raise ValueError(f"Unknown engine {engine!r}: expected 'local' or 'ray'.")
+    # A setting the chosen engine would not use is an error, not silently ignored.
+    unused = ({"--workers": workers != 1, "--gpus-per-worker": gpus_per_worker != 0, "--address": address is not None}
+              if engine == "local" else {"--n-process": n_process != 1, "--gpu-id": gpu_id != -1})
+    if any(unused.values()):
+        names = ", ".join(name for name, given in unused.items() if given)
+        hint = "add --engine ray" if engine == "local" else "use --workers and --gpus-per-worker"
+        raise ValueError(f"{names} {'is' if names.count(',') == 0 else 'are'} not used by the {engine} engine: {hint}.")
     sources = find_sources(input_path, input_format)
     settings = {
         "model": str(Path(model).resolve()) if Path(model).exists() else model,

@@ -175,6 +175,10 @@ def test_annotate_command(model, tmp_path):
     assert "not UTF-8" in rows[2]["error"] and rows[2]["raw"] == "\\xff\\xfe" and len(rows) == 3
     bad = runner.invoke(app, ["annotate", str(model), str(tmp_path / "missing.txt"), str(tmp_path / "out2"), "-q"])
     assert bad.exit_code == 1 and "No input files" in bad.output
+    unused = runner.invoke(app, ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out3"), "-q", "--workers", "4"])
+    assert unused.exit_code == 1 and "--workers is not used by the local engine: add --engine ray" in unused.output
+    with pytest.raises(ValueError, match="--n-process, --gpu-id are not used by the ray engine"):
+        annotate(str(model), str(tmp_path / "in.txt"), tmp_path / "out4", engine="ray", n_process=2, gpu_id=0)
 
 
 ray = pytest.importorskip("ray", reason="the Ray engine tests need Ray Data: pip install 'spacy-cner[ray]' (CI installs it)")
