@@ -23,7 +23,7 @@ import os
 import pickle
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin

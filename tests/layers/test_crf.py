@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import reference
+from reference import logsumexp, valid_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.crf import (
     CRF,
@@ -52,26 +54,7 @@ def raw_scores(model):
 
 
 def path_score(model, emissions, path):
-    start, transitions, end = raw_scores(model)
-    score = start[path[0]] + end[path[-1]]
-    score += sum(float(emissions[t, tag]) for t, tag in enumerate(path))
-    score += sum(transitions[a, b] for a, b in zip(path[:-1], path[1:]))
-    return score
-
-
-def logsumexp(values):
-    values = numpy.asarray(values, dtype="float64")
-    top = values.max()
-    return top + numpy.log(numpy.exp(values - top).sum())
-
-
-def valid_paths(tag_names, length, allowed=None):
-    for path in itertools.product(range(len(tag_names)), repeat=length):
-        if not is_valid_sequence(path, tag_names):
-            continue
-        if allowed is not None and not all(allowed[t, tag] for t, tag in enumerate(path)):
-            continue
-        yield path
+    return reference.path_score(raw_scores(model), emissions, path)
 
 
 def brute_log_z(model, tag_names, emissions, allowed=None):
@@ -581,3 +564,26 @@ def test_forward_backward_falls_back_to_log_space_when_the_scaled_sums_underflow
     numpy.testing.assert_allclose(result[2].numpy(), expected[2].numpy())
     (log_probs,) = span_log_probs(model, [numpy.stack([first, second]).astype("f")], [[(0, 2, "X")]], "BIOES")
     assert log_probs[0] == pytest.approx(0.0, abs=1e-9)  # the only allowed path
+
+
+def test_log_likelihood_falls_back_to_log_space_when_the_scaled_sums_underflow(monkeypatch):
+    """Training's scaled forward sum underflows on the same extreme scores; pytorch-crf's log-space
+    normaliser takes over and the log-likelihood still matches brute force."""
+    tag_names = get_tag_names(["X"], "BIOES")  # O B-X I-X E-X S-X
+    model = make_crf(tag_names, seed=16)
+    crf = torch_module(model)
+    index = {tag: i for i, tag in enumerate(tag_names)}
+    emissions = numpy.zeros((2, len(tag_names)), dtype="float32")
+    emissions[0, :] = -800.0
+    emissions[0, index["B-X"]] = 0.0  # token 0: B-X, every other tag 800 below (exp underflows in float32)
+    emissions[1, [index["I-X"], index["E-X"]]] = -800.0
+    gold = numpy.zeros((2, len(tag_names)), dtype="float32")
+    gold[0, index["B-X"]] = gold[1, index["E-X"]] = 1.0
+    calls = []
+    original = ConstrainedCRF._compute_normalizer
+    monkeypatch.setattr(ConstrainedCRF, "_compute_normalizer", lambda self, *a: calls.append(1) or original(self, *a))
+    (log_likelihood,) = model.predict(([emissions], [gold]))
+    assert calls, "the log-space fallback did not run"
+    expected = path_score(model, emissions, (index["B-X"], index["E-X"])) - brute_log_z(model, tag_names, emissions)
+    assert numpy.isfinite(log_likelihood)
+    assert log_likelihood == pytest.approx(expected, abs=1e-3)

@@ -4,7 +4,6 @@ Every model here is tiny (32 wide) and trained for a few dozen steps on five
 sentences, so the whole file takes about a minute of CPU time, one fresh Python
 (the checks "without importing spacy_cner") and one short `spacy train` included.
 """
-import itertools
 import json
 import os
 import random
@@ -28,6 +27,7 @@ from spacy.training import Example
 from spacy.util import registry
 from thinc.api import fix_random_seed
 
+from reference import all_paths, log_sum_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
 from spacy_cner.pipeline.crf_ner import join_pairs, make_crf_ner
@@ -596,20 +596,12 @@ def test_partial_annotation_is_masked(scheme):
 def _brute_force_nll(ner, emissions, allowed_tags):
     """-log P(tag path in allowed_tags) by summing over every tag sequence."""
     crf = torch_module(ner.model.get_ref("crf"))
-    start = crf.start_transitions.detach().double().numpy()
-    trans = crf.transitions.detach().double().numpy()
-    end = crf.end_transitions.detach().double().numpy()
+    names = ("start_transitions", "transitions", "end_transitions")
+    scores = tuple(getattr(crf, name).detach().double().numpy() for name in names)  # forbidden entries included
     emissions = numpy.asarray(emissions, dtype="f8")
-    n_tokens, n_tags = emissions.shape
-    all_scores, gold_scores = [], []
-    for path in itertools.product(range(n_tags), repeat=n_tokens):
-        score = start[path[0]] + end[path[-1]] + sum(emissions[i, t] for i, t in enumerate(path))
-        score += sum(trans[a, b] for a, b in zip(path[:-1], path[1:]))
-        all_scores.append(score)
-        if all(tag in allowed for tag, allowed in zip(path, allowed_tags)):
-            gold_scores.append(score)
-    logsumexp = lambda scores: numpy.logaddexp.reduce(numpy.asarray(scores))  # noqa: E731
-    return logsumexp(all_scores) - logsumexp(gold_scores)
+    paths = list(all_paths(*emissions.shape[::-1]))
+    gold = [path for path in paths if all(tag in allowed for tag, allowed in zip(path, allowed_tags))]
+    return log_sum_paths(scores, emissions, paths) - log_sum_paths(scores, emissions, gold)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
