@@ -178,6 +178,12 @@ def find_sources(input_path: str, input_format: str = "auto") -> List[Source]:
                              f"use one of {sorted(INPUT_FORMATS)} or pass --input-format.")
         name = file_path.relative_to(root).with_suffix("").as_posix()
         sources.append(Source(file_path, file_format, name))
+    names: Dict[str, Path] = {}
+    for source in sources:
+        if source.name in names:
+            raise ValueError(f"{names[source.name]} and {source.path} would write the same output shards "
+                             f"({source.name}.*): rename one, or annotate them separately.")
+        names[source.name] = source.path
     return sources
 
 
@@ -292,6 +298,13 @@ class ShardWriter:
         """Whether every shard of a source was written (its marker exists)."""
         return self._marker(source).exists()
 
+    def skip_complete(self, source: Source) -> bool:
+        """If a source is complete, count its shards as skipped and say so."""
+        if not self.is_complete(source):
+            return False
+        self.skip(json.loads(self._marker(source).read_text(encoding="utf8"))["shards"])
+        return True
+
     def add(self, source: Source, row_index: int, record: Dict[str, Any], text_length: int) -> None:
         """Add the record of row `row_index` of a source; rows must come in input order."""
         key = (source.name, row_index // self.shard_size)
@@ -402,8 +415,7 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
 
     def pending() -> Iterator[Tuple[Row, Tuple[Source, int, bool]]]:
         for source in sources:
-            if writer.is_complete(source):
-                writer.skip(json.loads(writer._marker(source).read_text(encoding="utf8"))["shards"])
+            if writer.skip_complete(source):
                 continue
             n_rows = 0
             for n_rows, row in enumerate(read_rows(source, entities_field), start=1):
@@ -522,12 +534,7 @@ def _annotate_ray(model, sources, writer, batch_size, entities_field, address, w
     if len(formats) > 1:
         raise ValueError(f"The Ray engine reads one input format per job, found {sorted(formats)}: annotate each separately.")
     file_format = formats.pop()
-    pending = []
-    for source in sources:
-        if writer.is_complete(source):
-            writer.skip(json.loads(writer._marker(source).read_text(encoding="utf8"))["shards"])
-        else:
-            pending.append(source)
+    pending = [source for source in sources if not writer.skip_complete(source)]
     if not pending:
         return
     if not ray.is_initialized():

@@ -159,6 +159,10 @@ def test_annotate_inputs_and_errors(model, tmp_path):
     with pytest.raises(ValueError, match="--input-format"):
         find_sources(str(tmp_path / "odd.csv"))
     assert find_sources(str(tmp_path / "odd.csv"), "txt")[0].format == "txt"
+    (tmp_path / "in" / "x.jsonl").write_text('{"text": "北京"}\n', encoding="utf8")
+    with pytest.raises(ValueError, match="would write the same output shards"):
+        find_sources(str(tmp_path / "in"))
+    (tmp_path / "in" / "x.jsonl").unlink()
     annotate(str(model), str(tmp_path / "in"), tmp_path / "out")
     assert len(read_jsonl(tmp_path / "out" / "sub")) == 1 and (tmp_path / "out" / "x.00000.jsonl").exists()
     assert list(iter_lines(__import__("io").BytesIO(b"\xef\xbb\xbfa\r\nb\rc\n\nd"))) == [b"a", b"b\rc", b"", b"d"]
