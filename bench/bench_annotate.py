@@ -13,7 +13,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name
+from _common import ROOT, machine_line
 
 SETUPS = {
     "local1": ["--engine", "local", "--n-process", "1"],
@@ -148,7 +147,7 @@ def sample_peaks(driver: int, ray: bool, peaks: dict, done: threading.Event) -> 
 
 def render(results: dict, args: argparse.Namespace, n_docs: int, n_chars: int) -> str:
     command = "python bench/bench_annotate.py " + " ".join(sys.argv[1:])
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    machine = machine_line()
     base = results.get("local1", {}).get("chars_per_s")
     lines = [
         f"### annotate: local and Ray ({datetime.date.today().isoformat()})",

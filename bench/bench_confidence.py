@@ -17,12 +17,11 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name
+from _common import ROOT, machine_line
 
 THRESHOLDS = (0.0, 0.3, 0.5, 0.7, 0.9, 0.95)
 
@@ -171,7 +170,7 @@ def render(results: dict, args: argparse.Namespace) -> str:
         f"### Entity probabilities: calibration, thresholds, cost ({datetime.date.today().isoformat()})",
         "",
         f"Command: `python bench/bench_confidence.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}  ",
+        f"Machine: {machine_line()}  ",
         f"Models: bench_datasets.py's `{args.system}` seed {args.seed} (model-best). ECE over the predicted entities "
         "(10 equal-width bins; right = exact match of a gold entity); the temperature is fitted on dev.",
         "",

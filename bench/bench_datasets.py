@@ -18,13 +18,12 @@ config overrides, e.g. --variant default_sent=default:components.crf_ner.model.s
 import argparse
 import datetime
 import json
-import platform
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_resume import ROOT, SYSTEMS, _cpu_count, _cpu_name, evaluate, run, spacy_ner_config, train
+from _common import ROOT, SYSTEMS, evaluate, machine_line, run, spacy_ner_config, train
 from bench_robustness import score as robustness_score
 
 # name: (train, dev, test file names, convert arguments)
@@ -129,7 +128,7 @@ def prepare(data: Path, corpus: Path, files: tuple, convert_args: list) -> dict:
 
 def render(results: dict, training: dict, corpora: dict, args: argparse.Namespace) -> str:
     command = "python bench/bench_datasets.py " + " ".join(sys.argv[1:])
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    machine = machine_line()
     steps = f"at most {args.max_steps} steps" if args.max_steps else "the configs' own stopping rules"
     lines = [
         f"### Datasets: {', '.join(args.systems)} on {', '.join(args.datasets)} ({datetime.date.today().isoformat()})",

@@ -17,11 +17,10 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name, prepare_corpus, run
+from _common import ROOT, machine_line, prepare_corpus, run
 from bench_transformer import training_schedule, write_random_bert
 
 # key: (name in the table, config, config overrides)
@@ -165,7 +164,7 @@ def _child(code: str, argv: list) -> dict:
 
 
 def render(results: dict, args: argparse.Namespace) -> str:
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}, {_gpu_name()}"
+    machine = f"{machine_line()}, {_gpu_name()}"
     lines = [
         f"### GPU: bert-base-sized random encoders (spacy train --gpu-id 0), {datetime.date.today().isoformat()}",
         "",

@@ -9,12 +9,11 @@ memory. Matching throughput: Lexicon.match over every character of Resume test.
 import argparse
 import datetime
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name
+from _common import ROOT, machine_line
 
 CHILD = """
 import json, resource, sys, time
@@ -93,7 +92,7 @@ def measure(kind: str, path, data: Path, cap: int) -> dict:
 
 
 def render(results: dict, args: argparse.Namespace) -> str:
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    machine = machine_line()
     lines = [
         f"### Lexicon loading and matching ({datetime.date.today().isoformat()})",
         "",

@@ -17,13 +17,12 @@ test_scores.json is newer than its training stats).
 import argparse
 import datetime
 import json
-import platform
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name, evaluate, prepare_corpus, train
+from _common import ROOT, evaluate, machine_line, prepare_corpus, train
 from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config in configs/, is a BERT system)
@@ -125,7 +124,7 @@ def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:
 def render(training: dict, scores: dict, speeds: dict, args: argparse.Namespace) -> str:
     """The Markdown table, with the command, date and machine."""
     command = "python bench/bench_lexicon_adapter.py " + " ".join(sys.argv[1:])
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    machine = machine_line()
     seeds = args.seeds
     if args.jobs > 1:
         threads = (

@@ -19,12 +19,11 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name, convert
+from _common import ROOT, convert, machine_line
 
 CHILD = r"""
 import json, resource, sys, time
@@ -149,7 +148,7 @@ def untrained_default(corpus: Path, path: Path) -> Path:
 
 def render(results: dict, args: argparse.Namespace, model: Path) -> str:
     command = "python bench/bench_long_docs.py " + " ".join(sys.argv[1:])
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    machine = machine_line()
     short = results["short"]
     short_speed = short["chars"] / short["seconds"]
 

@@ -14,12 +14,11 @@ when its metrics are newer than its model).
 import argparse
 import datetime
 import json
-import platform
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name, prepare_corpus, run, train
+from _common import ROOT, machine_line, prepare_corpus, run, train
 from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config, extra overrides (formatted with the arguments), is a BERT system)
@@ -115,7 +114,7 @@ def score(system_dir: Path, corpus: Path, reuse: bool) -> dict:
 def render(training: dict, scores: dict, settings: dict, args: argparse.Namespace) -> str:
     """The Markdown table, with the command, date and machine."""
     command = "python bench/bench_robustness.py " + " ".join(sys.argv[1:])
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    machine = machine_line()
     lines = [
         f"### Resume NER robustness (Table 4), {datetime.date.today().isoformat()}",
         "",

@@ -15,7 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_resume import ROOT, _cpu_count, _cpu_name, evaluate, prepare_corpus, train
+from _common import ROOT, evaluate, machine_line, prepare_corpus, train
 
 # key: (name in the table, config, settings the config text gets)
 SYSTEMS = {
@@ -120,7 +120,7 @@ def our_config(config_name: str, settings: dict, path: Path) -> Path:
 
 def spacy_transformers_config(path: Path) -> Path:
     """spaCy's transformer NER config for Chinese, as `spacy init config -G` writes it."""
-    from bench_resume import run
+    from _common import run
 
     run([sys.executable, "-m", "spacy", "init", "config", str(path), "-l", "zh", "-p", "ner", "-G", "--force"],
         quiet=True)
@@ -129,10 +129,9 @@ def spacy_transformers_config(path: Path) -> Path:
 
 def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
     import datetime
-    import platform
 
     command = "python bench/bench_transformer.py " + " ".join(sys.argv[1:])
-    machine = f"{platform.machine()}, {_cpu_count()} CPU cores, {platform.python_version()}, {_cpu_name()}"
+    machine = machine_line()
     lines = [
         f"### Resume NER, random {args.layers}-layer BERT (width {args.width}), "
         f"{args.max_steps} steps ({datetime.date.today().isoformat()})",
