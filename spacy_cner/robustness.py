@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from spacy.language import Language
-from spacy.scorer import get_ner_prf
+from spacy.scorer import PRFScore, get_ner_prf
 from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.util import registry
@@ -142,33 +142,32 @@ def join_entities(first: Sequence[Entity], second: Sequence[Entity], offset: int
     return list(first) + [(start + offset, end + offset, label) for start, end, label in second]
 
 
-@dataclass
-class PRF:
-    """Entity-level micro counts and scores."""
-
-    tp: int = 0
-    n_predicted: int = 0
-    n_reference: int = 0
+class PRF(PRFScore):
+    """spaCy's PRFScore (micro counts of sets of entities), with the counts and short names the
+    robustness metrics and report use."""
 
     def add(self, predicted: Set[Entity], reference: Set[Entity]) -> None:
-        self.tp += len(predicted & reference)
-        self.n_predicted += len(predicted)
-        self.n_reference += len(reference)
+        self.score_set(predicted, reference)
+
+    @property
+    def n_predicted(self) -> int:
+        return self.tp + self.fp
+
+    @property
+    def n_reference(self) -> int:
+        return self.tp + self.fn
 
     @property
     def p(self) -> float:
-        return self.tp / self.n_predicted if self.n_predicted else 0.0
+        return self.precision
 
     @property
     def r(self) -> float:
-        return self.tp / self.n_reference if self.n_reference else 0.0
+        return self.recall
 
     @property
     def f(self) -> float:
-        return 2 * self.p * self.r / (self.p + self.r) if self.p + self.r else 0.0
-
-    def to_dict(self) -> Dict[str, float]:
-        return {"p": self.p, "r": self.r, "f": self.f}
+        return self.fscore
 
 
 @dataclass
