@@ -21,6 +21,8 @@ from spacy.training import Example
 from spacy.util import registry
 from tqdm import tqdm
 
+from .tags import spans_to_tags
+
 Entity = Tuple[int, int, str]  # start char, end char (exclusive), label
 PAIRINGS = ("adjacent", "disjoint", "random")
 
@@ -250,7 +252,7 @@ def score_robustness(
         expected = set(join_entities(alone[i], alone[j], offset))
         _add(scores, "robust", predicted, expected)
         length = offset + len(texts[j])
-        before_tags, after_tags = char_tags(expected, length), char_tags(predicted, length)
+        before_tags, after_tags = spans_to_tags(expected, length, "BIOES"), spans_to_tags(predicted, length, "BIOES")
         scores.n_chars += length
         scores.n_changed_chars += sum(a != b for a, b in zip(before_tags, after_tags))
         text = texts[i] + texts[j]
@@ -260,20 +262,6 @@ def score_robustness(
                 ChangedEntity(sample, sentence, start - shift, end - shift, text[start:end], before, after)
             )
     return scores
-
-
-def char_tags(entities: Iterable[Entity], length: int) -> List[str]:
-    """One tag per character: O, or B-/I-/E-/S- and the label."""
-    tags = ["O"] * length
-    for start, end, label in entities:
-        if end - start == 1:
-            tags[start] = f"S-{label}"
-            continue
-        tags[start] = f"B-{label}"
-        for k in range(start + 1, end - 1):
-            tags[k] = f"I-{label}"
-        tags[end - 1] = f"E-{label}"
-    return tags
 
 
 def _entities(doc: Doc) -> List[Entity]:

@@ -3,7 +3,7 @@ import pytest
 import spacy
 from spacy.training import Example
 
-from spacy_cner.robustness import char_tags, evaluate_robustness, make_pairs, score_robustness
+from spacy_cner.robustness import evaluate_robustness, make_pairs, score_robustness
 
 TEXTS = ["深圳特区成立", "张三来了", "李四"]
 GOLD = [[(0, 4, "ORG")], [(0, 2, "PER")], [(0, 2, "PER")]]
@@ -62,10 +62,6 @@ def test_asr_counts_exactly_the_changed_characters():
     per_type = scores.to_dict()["per_type"]
     assert per_type["ORG"]["perturbed"]["f"] == 1.0
     assert per_type["GPE"]["robust"]["r"] == 0.0
-
-
-def test_char_tags():
-    assert char_tags([(0, 1, "A"), (2, 5, "B")], 6) == ["S-A", "O", "B-B", "I-B", "E-B", "O"]
 
 
 def test_mismatched_inputs_raise():
