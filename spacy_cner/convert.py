@@ -16,7 +16,7 @@ EntitySpan = Tuple[int, int, str]
 TAG_FORMATS = ("chars", "chars-seg")
 OFFSET_FORMATS = ("cluener", "doccano", "prodigy", "labelstudio")
 FORMATS = ("auto",) + TAG_FORMATS + OFFSET_FORMATS
-SCHEMES = ("auto", "bio", "iob", "bmes", "bioes")
+INPUT_SCHEMES = ("auto", "bio", "iob", "bmes", "bioes")
 # Prefixes each scheme allows besides "O"; the second item is the continuation prefix.
 SCHEME_PREFIXES: Dict[str, Tuple[str, ...]] = {
     "bio": ("B", "I"),
@@ -146,7 +146,7 @@ def iter_docs(
     """
     path = Path(path)
     _check_choice("format", format, FORMATS)
-    _check_choice("scheme", scheme, SCHEMES)
+    _check_choice("scheme", scheme, INPUT_SCHEMES)
     if stats is None:
         stats = ConversionStats(path=str(path))
     if vocab is None:

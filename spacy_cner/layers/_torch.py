@@ -11,6 +11,9 @@ from thinc.api import ArgsKwargs, Model, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d
 
+# Docs per call of a wrapped layer (LSTM, attention, adapter); groups of similar length keep the padding small.
+GROUP_SIZE = 16
+
 # torch's thread pool does not survive fork(): a forked worker (nlp.pipe with
 # n_process > 1) that runs a multi-threaded op hangs. One thread per worker.
 os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
@@ -185,7 +188,7 @@ def forward_by_length(
     X: List[Floats2d],
     is_train: bool,
     *,
-    group_size: int,
+    group_size: int = GROUP_SIZE,
     extras: Optional[Sequence[Any]] = None,
 ) -> Tuple[List[Floats2d], Callable]:
     """Run a wrapped layer over groups of similar-length docs; empty docs get empty outputs.

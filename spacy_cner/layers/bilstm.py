@@ -18,8 +18,6 @@ from ._torch import (
 
 InT = List[Floats2d]
 OutT = List[Floats2d]
-# Docs per LSTM call; groups of similar length keep the padding small.
-GROUP_SIZE = 16
 
 
 @registry.layers("spacy-cner.BiLSTMEncoder.v1")
@@ -109,7 +107,7 @@ def _gather_steps(values: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
     """Run the LSTM over groups of similar-length docs; empty docs get empty outputs."""
-    return forward_by_length(model, X, is_train, group_size=GROUP_SIZE)
+    return forward_by_length(model, X, is_train)
 
 
 def _convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, Callable]:

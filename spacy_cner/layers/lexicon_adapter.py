@@ -34,8 +34,6 @@ from ._torch import (
 
 InT = Tuple[List[Doc], List[Floats2d]]
 OutT = List[Floats2d]
-# Docs per adapter call outside a transformer; groups of similar length keep the padding small.
-GROUP_SIZE = 16
 # Hashed rows per word of a trained word table, and their seed.
 HASHES = 2
 HASH_SEED = 17
@@ -326,7 +324,7 @@ def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT,
     docs, X = inputs
     ids = [token_word_ids(model, doc) for doc in docs]
     # The backprop returns the gradient of the hidden states (the docs get none).
-    return forward_by_length(model, X, is_train, group_size=GROUP_SIZE, extras=ids)
+    return forward_by_length(model, X, is_train, extras=ids)
 
 
 def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, Callable]:

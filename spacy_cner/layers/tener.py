@@ -64,8 +64,6 @@ class AttentionPrior:
 
 InT = Union[List[Floats2d], Tuple[List[Floats2d], AttentionPrior]]
 OutT = List[Floats2d]
-# Docs per attention call; groups of similar length keep the padding small.
-GROUP_SIZE = 16
 
 
 @registry.layers("spacy-cner.TENEREncoder.v1")
@@ -163,7 +161,7 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
         extras = _add_entity_scale(model, extras, lengths, beta)
     max_length = model.attrs["max_length"]
     if all(len(array) <= max_length for array in arrays):
-        Y, backprop_arrays = forward_by_length(model, arrays, is_train, group_size=GROUP_SIZE, extras=extras)
+        Y, backprop_arrays = forward_by_length(model, arrays, is_train, extras=extras)
     else:
         Y, backprop_arrays = _forward_windows(model, arrays, extras, max_length, is_train)
     if prior is None:
@@ -197,7 +195,7 @@ def _forward_windows(model: Model, arrays: List[Floats2d], extras, max_length: i
             for i, w in pieces
         ]
     Y_pieces, backprop_pieces = forward_by_length(
-        model, piece_arrays, is_train, group_size=GROUP_SIZE, extras=piece_extras
+        model, piece_arrays, is_train, extras=piece_extras
     )
     width = model.get_dim("nO")
     Y = [model.ops.alloc2f(len(array), width) for array in arrays]

@@ -31,7 +31,7 @@ from reference import all_paths, log_sum_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
 from spacy_cner.pipeline.crf_ner import join_pairs, make_crf_ner
-from spacy_cner.tags import is_valid_sequence
+from spacy_cner.tags import SCHEMES, is_valid_sequence
 from spacy_cner.windows import doc_windows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,6 @@ SMALL_MODEL = {
     # Explicit dropout: add_pipe merges unset keys from the factory default (0.5).
     "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
 }
-SCHEMES = ["BIOES", "BIO"]
 LABELS = ("LOC", "ORG", "PER")
 # Character offsets, end exclusive (a blank "zh" pipeline gives one token per character).
 TRAIN_DATA = [
