@@ -105,27 +105,6 @@ class _Problems:
         self.repairs.append(Repair(kind, line, sentence, f"{message}; repaired: {fix}"))
 
 
-def convert_file(
-    path: Union[str, Path],
-    format: str = "auto",
-    scheme: str = "auto",
-    repair: bool = False,
-    vocab: Optional[Vocab] = None,
-) -> Tuple[List[Doc], ConversionStats]:
-    """Convert one NER file into character-level Docs with entities set.
-
-    path (Union[str, Path]): The input file.
-    format (str): One of "auto", "chars", "chars-seg", "cluener".
-    scheme (str): Tag scheme for the chars formats: "auto", "bio", "iob", "bmes", "bioes".
-    repair (bool): Repair malformed input and report each repair instead of raising.
-    vocab (Optional[Vocab]): The vocab for the Docs; a new one if None.
-    RETURNS (Tuple[List[Doc], ConversionStats]): One Doc per sentence, and the counts.
-    """
-    stats = ConversionStats(path=str(path))
-    docs = iter_docs(path, format=format, scheme=scheme, repair=repair, vocab=vocab, stats=stats)
-    return list(docs), stats
-
-
 def iter_docs(
     path: Union[str, Path],
     format: str = "auto",

@@ -156,14 +156,6 @@ class Lexicon:
                 covering[position].append(match)
         return [_longest_first(words, max_words_per_char) for words in covering]
 
-    def match_tokens(self, doc: Doc, max_words_per_char: int) -> List[List[Match]]:
-        """For each token of a doc, the words that cover any of its characters (same cap and policy).
-
-        In a blank "zh" pipeline tokens are characters and this is match(doc.text);
-        a word token (segmented doc) gets the words over its characters. Whitespace gets none.
-        """
-        return self.match_spans(doc.text, token_spans(doc), max_words_per_char)
-
     def match_spans(self, text: str, spans: Sequence[Tuple[int, int]], max_words_per_char: int) -> List[List[Match]]:
         """For each (start, end) character span of text (a token, a wordpiece), the words
         that cover any of its characters, with match's cap and policy."""

@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from spacy_cner.convert import (
-    convert_file,
-    decode_tags,
-    detect_format,
-    detect_scheme,
-    read_sentences,
-)
+from spacy_cner.convert import ConversionStats, decode_tags, detect_format, detect_scheme, iter_docs, read_sentences
 
 DATA_DIR = Path(__file__).parents[1].parent / "shared" / "data"
+
+
+def convert_file(path, format="auto", scheme="auto", repair=False):
+    """The docs of one file and the conversion counts, as `python -m spacy_cner convert` gets them."""
+    stats = ConversionStats(path=str(path))
+    return list(iter_docs(path, format=format, scheme=scheme, repair=repair, stats=stats)), stats
 
 BMES = "高 B-NAME\n勇 E-NAME\n： O\n男 S-RACE\n\n中 B-CONT\n国 M-CONT\n国 M-CONT\n籍 E-CONT\n\n"
 BIOES = "张 B-PER\n三 I-PER\n丰 E-PER\n在 O\n京 S-LOC\n\n好 O\n"

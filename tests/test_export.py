@@ -1,6 +1,5 @@
 """Export to chars / CLUENER / doccano, and convert -> export -> convert round trips."""
 import json
-from pathlib import Path
 
 import pytest
 import spacy
@@ -9,10 +8,9 @@ from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
-from spacy_cner.convert import convert_file
 from spacy_cner.export import export_docs
 
-from test_convert import BIO, BIOES, BMES, CHARS_SEG, CLUENER, DATA_DIR, DOCCANO, LABEL_STUDIO
+from test_convert import BIO, BIOES, BMES, CHARS_SEG, CLUENER, DATA_DIR, DOCCANO, LABEL_STUDIO, convert_file
 from test_convert import PRODIGY, write
 
 

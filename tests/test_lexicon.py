@@ -126,20 +126,25 @@ def test_bytes_round_trip_is_compact():
     assert len(data) < 200
 
 
-def test_match_tokens_of_character_and_word_docs():
+def test_match_spans_of_character_and_word_tokens():
     import spacy
     from spacy.tokens import Doc
+
+    from spacy_cner.lexicon import token_spans
+
+    def match_tokens(doc, max_words):
+        return lexicon.match_spans(doc.text, token_spans(doc), max_words)
 
     lexicon = Lexicon(["南京市", "市长", "长江大桥", "大桥"])
     nlp = spacy.blank("zh")
     chars = nlp.make_doc("南京市  长江大桥")  # one space is 市's trailing whitespace, one a token
     per_char = lexicon.match(chars.text, 3)
-    assert lexicon.match_tokens(chars, 3) == [per_char[token.idx] for token in chars]
-    assert chars[3].is_space and lexicon.match_tokens(chars, 3)[3] == []
+    assert match_tokens(chars, 3) == [per_char[token.idx] for token in chars]
+    assert chars[3].is_space and match_tokens(chars, 3)[3] == []
     words = Doc(nlp.vocab, words=["南京", "市长", "江大桥"], spaces=[False, False, False])
-    by_token = [[lexicon.words[i] for _, _, i in matches] for matches in lexicon.match_tokens(words, 3)]
+    by_token = [[lexicon.words[i] for _, _, i in matches] for matches in match_tokens(words, 3)]
     assert by_token == [["南京市"], ["南京市", "市长", "长江大桥"], ["长江大桥", "大桥"]]
-    assert [[lexicon.words[i] for _, _, i in m] for m in lexicon.match_tokens(words, 1)][1] == ["长江大桥"]
+    assert [[lexicon.words[i] for _, _, i in m] for m in match_tokens(words, 1)][1] == ["长江大桥"]
 
 
 def test_word2vec_with_more_vectors_than_its_header(tmp_path):
