@@ -20,8 +20,6 @@ import numpy
 from spacy.tokens import Doc
 from spacy.training import Example
 
-from .tags import split_tag
-
 NO_ENTITY = -1
 
 
@@ -37,18 +35,9 @@ _GOLD: ContextVar[Optional[_GoldEntities]] = ContextVar("spacy_cner_gold_entitie
 def example_entity_ids(example: Example) -> numpy.ndarray:
     """Per predicted token, the index of the gold entity it is in (NO_ENTITY outside or unknown)."""
     ids = numpy.full((len(example.predicted),), NO_ENTITY, dtype="i")
-    current = NO_ENTITY
-    n_entities = 0
-    for i, tag in enumerate(example.get_aligned_ner()):
-        prefix, _ = split_tag(tag) if tag and tag not in ("O", "-") else (None, None)
-        if prefix in ("B", "U"):
-            current = n_entities
-            n_entities += 1
-        elif prefix not in ("I", "L"):
-            current = NO_ENTITY
-        ids[i] = current
-        if prefix in ("U", "L"):
-            current = NO_ENTITY
+    entities, _ = example.get_aligned_ents_and_ner()  # the gold entities on the predicted tokens
+    for index, entity in enumerate(entities):
+        ids[entity.start:entity.end] = index
     return ids
 
 
