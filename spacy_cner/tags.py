@@ -2,6 +2,8 @@
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy
+from spacy.attrs import ENT_IOB, IS_SPACE, SENT_START
+from spacy.tokens import Doc
 
 SCHEMES = ("BIOES", "BIO")
 OUT = "O"
@@ -166,3 +168,71 @@ def is_valid_sequence(tag_ids: Sequence[int], tag_names: Sequence[str]) -> bool:
     if not start[tag_ids[0]] or not end[tag_ids[-1]]:
         return False
     return all(transitions[a, b] for a, b in zip(tag_ids[:-1], tag_ids[1:]))
+
+
+# Token.ent_iob values: 1 inside an entity, 3 at its beginning (0 missing, 2 outside).
+IOB_INSIDE, IOB_BEGIN = 1, 3
+
+
+def gold_constraints(biluo: Sequence[Optional[str]], tag_names: Sequence[str], scheme: str) -> numpy.ndarray:
+    """Per token, 1 for the gold tag, or for every tag where gold is missing.
+
+    biluo (Sequence[Optional[str]]): The gold tags, as Example.get_aligned_ner() gives them.
+    RETURNS (numpy.ndarray): Allowed tags, shape (n_tokens, n_tags), float32.
+    """
+    tag_index = {tag: i for i, tag in enumerate(tag_names)}
+    tags = biluo_to_tags(biluo, scheme)
+    # Unknown tags (missing annotation, labels we don't predict) stay -1.
+    ids = numpy.asarray([tag_index.get(tag, -1) if tag else -1 for tag in tags], dtype="i")
+    allowed = numpy.ones((len(ids), len(tag_index)), dtype="f")
+    known = numpy.flatnonzero(ids >= 0)
+    allowed[known] = 0
+    allowed[known, ids[known]] = 1
+    return allowed
+
+
+def preset_constraints(
+    doc: Doc, ranges: Sequence[Tuple[int, int]], tag_names: Sequence[str], labels: Iterable[str], scheme: str
+) -> List[Optional[numpy.ndarray]]:
+    """Per token range [start, end) of the doc, the tags allowed by what the doc already
+    says (shape (end - start, n_tags), float32), or None where anything goes.
+
+    Pre-set entities are kept (spaCy's `ner` does the same), entities neither
+    start on whitespace nor continue across a pre-set sentence start. No pre-set
+    entity may cross a range's edge (doc_windows cuts outside them). Pre-set entities
+    whose label is not in `labels` are decoded as "O" and kept.
+    """
+    if not len(doc):
+        return [None for _ in ranges]
+    iob, is_space, sent_start = doc.to_array([ENT_IOB, IS_SPACE, SENT_START]).T
+    preset = (iob == IOB_INSIDE) | (iob == IOB_BEGIN)
+    sent_start[0] = 0  # the doc's start is not a pre-set sentence start
+    if not (preset.any() or is_space.any() or (sent_start == 1).any()):
+        return [None for _ in ranges]
+    labels = set(labels)
+    prefixes = [split_tag(tag)[0] for tag in tag_names]
+    out_only = numpy.asarray([tag == OUT for tag in tag_names], dtype="f")
+    opening = numpy.asarray([prefix not in CONTINUE_PREFIXES for prefix in prefixes], dtype="f")
+    tag_index = {tag: i for i, tag in enumerate(tag_names)}
+    ents = list(doc.ents)
+    ent_starts = numpy.asarray([ent.start for ent in ents], dtype="i")
+    constraints: List[Optional[numpy.ndarray]] = []
+    for start, end in ranges:
+        allowed = numpy.ones((end - start, len(tag_names)), dtype="f")
+        allowed[is_space[start:end].astype(bool) & ~preset[start:end]] = out_only
+        allowed[numpy.flatnonzero(sent_start[start + 1 : end] == 1) + 1] *= opening
+        first, last = numpy.searchsorted(ent_starts, [start, end])
+        for ent in ents[first:last]:
+            ent_start, ent_end = ent.start - start, ent.end - start
+            allowed[ent_start:ent_end] = out_only
+            if ent.label_ not in labels:
+                continue
+            allowed[ent_start:ent_end] = 0
+            span_tags = spans_to_tags([(0, len(ent), ent.label_)], len(ent), scheme)
+            for k, tag in enumerate(span_tags):
+                allowed[ent_start + k, tag_index[tag]] = 1
+            # In BIO nothing closes an entity but the next token: it must not continue it.
+            if ent_end < end - start:
+                allowed[ent_end] *= opening
+        constraints.append(allowed)
+    return constraints

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy
 import srsly
-from spacy.attrs import ENT_IOB, IS_SPACE, LENGTH, SENT_START
+from spacy.attrs import IS_SPACE, LENGTH, SENT_START
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.ner import ner_score
@@ -29,15 +29,7 @@ from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
-from ..tags import (
-    CONTINUE_PREFIXES,
-    biluo_to_tags,
-    get_tag_names,
-    spans_to_tags,
-    split_tag,
-    tags_to_spans,
-    validate_scheme,
-)
+from ..tags import get_tag_names, gold_constraints, preset_constraints, tags_to_spans, validate_scheme
 from ..tokenizer import words_and_spaces
 from ..windows import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 
@@ -69,8 +61,6 @@ DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
 # At prediction, the most tokens (summed over docs and windows) per model call: bounds the
 # memory of the layers' activations on long docs and big batches.
 EMISSION_BATCH_TOKENS = 16384
-# spaCy's ENT_IOB codes for tokens inside and at the start of an entity.
-IOB_INSIDE, IOB_BEGIN = 1, 3
 # Each pipe's pipeline (weakly: pipes are pickled, pipelines own their pipes), for
 # scorers that run the pipeline, such as spacy-cner.robust_ner_scorer.v1.
 _PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weakref.WeakKeyDictionary()
@@ -381,7 +371,11 @@ class CRFEntityRecognizer(TrainablePipe):
         emissions = self._emissions(docs, windows) if any(len(doc) for doc in docs) else []
         ranges = [window_segments(doc_wins) if len(doc) else [] for doc, doc_wins in zip(docs, windows)]
         segments = [(i, start, end) for i, doc_ranges in enumerate(ranges) for start, end in doc_ranges]
-        constraints = [c for doc, doc_ranges in zip(docs, ranges) for c in self._preset_constraints(doc, doc_ranges)]
+        constraints = [
+            None if c is None else self.model.ops.asarray2f(c)
+            for doc, doc_ranges in zip(docs, ranges)
+            for c in preset_constraints(doc, doc_ranges, self.tag_names, self.labels, self.cfg["scheme"])
+        ]
         allowed = None
         if any(c is not None for c in constraints):
             n_tags = len(self.tag_names)
@@ -572,7 +566,10 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         examples = list(examples)
         validate_examples(examples, "CRFEntityRecognizer.get_loss")
-        allowed = [self._gold_constraints(eg) for eg in examples]
+        allowed = [
+            self.model.ops.asarray2f(gold_constraints(eg.get_aligned_ner(), self.tag_names, self.cfg["scheme"]))
+            for eg in examples
+        ]
         crf = self.model.get_ref("crf")
         log_likelihood, backprop = crf.begin_update((scores, allowed))
         d_scores, _ = backprop(-self.model.ops.xp.ones_like(log_likelihood))
@@ -827,62 +824,6 @@ class CRFEntityRecognizer(TrainablePipe):
             if node is not larger and larger in node.walk() and node.has_dim("nO"):
                 node.set_dim("nO", len(new_tags), force=True)
         resize_crf(self.model.get_ref("crf"), new_tags)
-
-    def _gold_constraints(self, example: Example) -> Floats2d:
-        """Per token, 1 for the gold tag, or for every tag where gold is missing."""
-        tag_index = {tag: i for i, tag in enumerate(self.tag_names)}
-        tags = biluo_to_tags(example.get_aligned_ner(), self.cfg["scheme"])
-        # Unknown tags (missing annotation, labels we don't predict) stay -1.
-        ids = numpy.asarray([tag_index.get(tag, -1) if tag else -1 for tag in tags], dtype="i")
-        allowed = numpy.ones((len(ids), len(tag_index)), dtype="f")
-        known = numpy.flatnonzero(ids >= 0)
-        allowed[known] = 0
-        allowed[known, ids[known]] = 1
-        return self.model.ops.asarray2f(allowed)
-
-    def _preset_constraints(self, doc: Doc, ranges: Sequence[Tuple[int, int]]) -> List[Optional[Floats2d]]:
-        """Per token range [start, end) of the doc, the tags allowed by what the doc already
-        says, or None where anything goes.
-
-        Pre-set entities are kept (spaCy's `ner` does the same), entities neither
-        start on whitespace nor continue across a pre-set sentence start. No pre-set
-        entity may cross a range's edge (doc_windows cuts outside them).
-        """
-        if not len(doc):
-            return [None for _ in ranges]
-        iob, is_space, sent_start = doc.to_array([ENT_IOB, IS_SPACE, SENT_START]).T
-        preset = (iob == IOB_INSIDE) | (iob == IOB_BEGIN)
-        sent_start[0] = 0  # the doc's start is not a pre-set sentence start
-        if not (preset.any() or is_space.any() or (sent_start == 1).any()):
-            return [None for _ in ranges]
-        tag_names = self.tag_names
-        prefixes = [split_tag(tag)[0] for tag in tag_names]
-        out_only = numpy.asarray([tag == "O" for tag in tag_names], dtype="f")
-        opening = numpy.asarray([prefix not in CONTINUE_PREFIXES for prefix in prefixes], dtype="f")
-        tag_index = {tag: i for i, tag in enumerate(tag_names)}
-        ents = list(doc.ents)
-        ent_starts = numpy.asarray([ent.start for ent in ents], dtype="i")
-        constraints: List[Optional[Floats2d]] = []
-        for start, end in ranges:
-            allowed = numpy.ones((end - start, len(tag_names)), dtype="f")
-            allowed[is_space[start:end].astype(bool) & ~preset[start:end]] = out_only
-            allowed[numpy.flatnonzero(sent_start[start + 1 : end] == 1) + 1] *= opening
-            first, last = numpy.searchsorted(ent_starts, [start, end])
-            for ent in ents[first:last]:
-                ent_start, ent_end = ent.start - start, ent.end - start
-                # Entities of labels we don't predict are decoded as "O" and kept.
-                allowed[ent_start:ent_end] = out_only
-                if ent.label_ not in self.labels:
-                    continue
-                allowed[ent_start:ent_end] = 0
-                span_tags = spans_to_tags([(0, len(ent), ent.label_)], len(ent), self.cfg["scheme"])
-                for k, tag in enumerate(span_tags):
-                    allowed[ent_start + k, tag_index[tag]] = 1
-                # In BIO nothing closes an entity but the next token: it must not continue it.
-                if ent_end < end - start:
-                    allowed[ent_end] *= opening
-            constraints.append(self.model.ops.asarray2f(allowed))
-        return constraints
 
 
 @dataclass

@@ -31,7 +31,7 @@ from reference import all_paths, log_sum_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
 from spacy_cner.pipeline.crf_ner import join_pairs, make_crf_ner
-from spacy_cner.tags import SCHEMES, is_valid_sequence
+from spacy_cner.tags import SCHEMES, is_valid_sequence, preset_constraints
 from spacy_cner.windows import doc_windows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -869,7 +869,7 @@ def test_spans_hold_the_entities_with_their_exact_probabilities(scheme):
         assert set(ents) <= set(found)
         emissions = ner.model.predict([doc])
         # The same constraints as decoding: no entity starts on whitespace.
-        (allowed,) = ner._preset_constraints(nlp.make_doc(doc.text), [(0, len(doc))])
+        (allowed,) = preset_constraints(nlp.make_doc(doc.text), [(0, len(doc))], ner.tag_names, ner.labels, scheme)
         masks = None if allowed is None else [allowed]
         exact = span_log_probs(ner.model.get_ref("crf"), emissions, [list(found)], scheme, masks)[0]
         assert_allclose([found[span] for span in found], numpy.exp(exact), rtol=1e-5, atol=1e-6)
