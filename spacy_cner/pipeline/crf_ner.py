@@ -934,7 +934,7 @@ def _join_docs(docs: Sequence[Doc]) -> Doc:
 
     For predicted docs (no parse: the SENT_START array is all there is to keep consistent).
     (Doc.from_docs marks each doc's first token as a sentence start, which a text joined
-    before tokenization never has, and _preset_constraints would treat as an entity edge.)
+    before tokenization never has, and tags.preset_constraints would treat as an entity edge.)
     """
     joined = Doc.from_docs(list(docs), ensure_whitespace=False)
     sent_starts = [doc.to_array([SENT_START]) for doc in docs]

@@ -105,7 +105,7 @@ def adapter_model(lexicon, **options):
 
 def test_layer_fuses_matched_words_only():
     from spacy_cner.layers._torch import torch_module
-    from spacy_cner.lexicon import Lexicon
+    from spacy_cner.lexicon import Lexicon, token_spans
 
     model, nlp = adapter_model(Lexicon(LEXICON_WORDS))
     embed, adapter = model.layers
@@ -116,11 +116,11 @@ def test_layer_fuses_matched_words_only():
     norm = torch_module(adapter).adapter.norm
     for doc, x, y in zip(docs, X, Y):
         plain = torch.nn.functional.layer_norm(torch.tensor(x), (8,), norm.weight, norm.bias, norm.eps).detach()
-        matched = adapter.attrs["lexicon"].lexicon.match_tokens(doc, 3)
+        matched = adapter.attrs["lexicon"].lexicon.match_spans(doc.text, token_spans(doc), 3)
         for i, words in enumerate(matched):
             # No word: LayerNorm(h) exactly; a word: something else.
             assert torch.allclose(torch.tensor(y[i]), plain[i], atol=1e-5) == (not words), (doc.text, i)
-    assert sum(bool(words) for words in adapter.attrs["lexicon"].lexicon.match_tokens(docs[3], 3)) > 0
+    assert sum(bool(words) for words in adapter.attrs["lexicon"].lexicon.match_spans(docs[3].text, token_spans(docs[3]), 3)) > 0
 
 
 def test_layer_gradients_and_batch_of_one():
