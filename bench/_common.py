@@ -128,4 +128,4 @@ def cpu_name() -> str:
 
 def machine_line() -> str:
     """The machine line of a benchmark table."""
-    return f"{platform.machine_line()}, {cpu_count()} CPU cores, {platform.python_version()}, {cpu_name()}"
+    return f"{platform.machine()}, {cpu_count()} CPU cores, {platform.python_version()}, {cpu_name()}"
