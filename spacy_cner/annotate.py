@@ -286,13 +286,19 @@ class ShardWriter:
         self.summary = Summary()
         self._records: List[Dict[str, Any]] = []
         self._shard: Optional[Tuple[str, int]] = None
+        # Rows ask whether their shard exists: one stat per shard, not per row.
+        self._existed: Dict[Tuple[str, int], bool] = {}
 
     def shard_path(self, source: Source, index: int) -> Path:
         """Where shard `index` of a source goes."""
         return self.output_dir / f"{source.name}.{index:05d}{OUTPUT_FORMATS[self.output_format]}"
 
     def is_written(self, source: Source, index: int) -> bool:
-        return self.shard_path(source, index).exists()
+        """Whether shard `index` of a source was written before this run (looked up once per shard)."""
+        key = (source.name, index)
+        if key not in self._existed:
+            self._existed[key] = self.shard_path(source, index).exists()
+        return self._existed[key]
 
     def is_complete(self, source: Source) -> bool:
         """Whether every shard of a source was written (its marker exists)."""
@@ -435,7 +441,7 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
             continue
         if writer.output_format == "spacy":
             record_doc = doc if doc is not None else nlp.make_doc("")
-            _docbin_add(writer, source, index, row, record_doc, entities_field)
+            _docbin_add(writer, source, index, row, record_doc)
         else:
             record = doc_record(doc, row, entities_field, spans_key) if doc is not None else error_record(row, _where(source, index))
             writer.add(source, index, record, len(row.text))
@@ -444,7 +450,7 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
             bar.set_postfix_str(_rate(writer.summary, bar), refresh=False)
 
 
-def _docbin_add(writer: ShardWriter, source: Source, index: int, row: Row, doc: Doc, entities_field: str) -> None:
+def _docbin_add(writer: ShardWriter, source: Source, index: int, row: Row, doc: Doc) -> None:
     """DocBin shards: the doc with the row's fields in doc.user_data (and the error, for a bad row)."""
     doc.user_data["fields"] = row.fields
     if row.error is not None:
@@ -588,7 +594,7 @@ def _annotate_ray(model, sources, writer, batch_size, entities_field, address, w
             row = rest[0] if kind != "record" else None
             if writer.output_format == "spacy":
                 doc = Doc(vocab).from_bytes(rest[1]) if kind == "doc" else Doc(vocab, words=[])
-                _docbin_add(writer, source, index, row, doc, entities_field)
+                _docbin_add(writer, source, index, row, doc)
             elif kind == "error":
                 writer.add(source, index, error_record(row, _where(source, index)), 0)
             else:
