@@ -44,7 +44,7 @@ def spacy_ner_config(path: Path) -> Path:
 def train(
     config: Path, corpus: Path, out: Path, seed: int, max_steps: int, one_thread: bool, extra: tuple = ()
 ) -> dict:
-    """Train in a child process; returns its wall time and peak resident memory.
+    """Train in a child process (its log in out/train.log); returns its wall time and peak resident memory.
 
     extra: more `--section.key=value` config overrides.
     """
@@ -67,6 +67,7 @@ def train(
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else None
     output = run([sys.executable, "-c", code, str(config), str(out)] + overrides, env=env)
+    (out / "train.log").write_text(output, encoding="utf8")
     return json.loads(output.strip().splitlines()[-1])
 
 

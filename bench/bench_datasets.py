@@ -3,7 +3,7 @@
 Usage: python bench/bench_datasets.py [--data ../shared/data] [--out bench/runs/datasets]
        [--datasets resume ecommerce youku taobao] [--systems default bilstm tener spacy]
        [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--write BENCHMARKS.md]
-       [--variant NAME=SYSTEM:section.key=value,...]
+       [--variant NAME=SYSTEM:section.key=value,...] [--train-sentences N] [--dev-sentences N]
 
 Each dataset with a train split is converted with our converter (repairs counted), and
 dev/test sentences whose text occurs in train are removed (Taobao repeats many; the
@@ -14,10 +14,14 @@ inference chars/s of the seed-0 models (one process per dataset, systems alterna
 Choose defaults on dev scores across all datasets at once, never per dataset: the table
 gives the dev F1 of each model-best next to the test scores. A variant is a system with
 config overrides, e.g. --variant default_sent=default:components.crf_ner.model.sentence_encoding=true.
+--train-sentences and --dev-sentences keep a random sample (fixed, the same for every system) of
+that many train and dev sentences, to see how a system does on a small corpus such as Weibo's
+1,350 train and 270 dev sentences; test is kept whole.
 """
 import argparse
 import datetime
 import json
+import random
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +51,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     parser.add_argument("--variant", action="append", default=[], help="NAME=SYSTEM:section.key=value,...")
+    parser.add_argument("--train-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
+    parser.add_argument("--dev-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
     args = parser.parse_args()
     overrides = {key: [] for key in args.systems}
     for variant in args.variant:
@@ -60,7 +66,9 @@ def main() -> None:
     missing = [name for name in args.datasets if not (args.data / name / DATASETS[name][0][0]).exists()]
     if missing:
         sys.exit(f"No data for {', '.join(missing)} in {args.data}: pass --data DIR (see each SOURCE.md)")
-    corpora = {name: prepare(args.data / name, args.out / name / "corpus", *DATASETS[name]) for name in args.datasets}
+    sample = {"train": args.train_sentences, "dev": args.dev_sentences}
+    corpora = {name: prepare(args.data / name, args.out / name / "corpus", *DATASETS[name], sample=sample)
+               for name in args.datasets}
     configs = {
         key: ROOT / "configs" / SYSTEMS[key][1] if SYSTEMS[key][1] else spacy_ner_config(args.out / "spacy_ner.cfg")
         for key in args.systems
@@ -102,8 +110,13 @@ def main() -> None:
             file.write("\n" + table)
 
 
-def prepare(data: Path, corpus: Path, files: tuple, convert_args: list) -> dict:
-    """Convert a dataset's splits and drop dev/test docs whose text occurs in train; the counts."""
+def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: dict = None) -> dict:
+    """Convert a dataset's splits and drop dev/test docs whose text occurs in train; the counts.
+
+    sample: split -> number of docs to keep (a random sample in corpus order; 0 keeps all). Dev
+    and test are deduplicated against the whole train split, so test is the same at every size.
+    """
+    sample = sample or {}
     import spacy
     from spacy.tokens import DocBin
 
@@ -114,16 +127,27 @@ def prepare(data: Path, corpus: Path, files: tuple, convert_args: list) -> dict:
                  *convert_args], quiet=True)
     nlp = spacy.blank("zh")
     train_docs = list(DocBin().from_disk(corpus / "train.all.spacy").get_docs(nlp.vocab))
-    DocBin(docs=train_docs).to_disk(corpus / "train.spacy")
     seen = {doc.text for doc in train_docs}
-    counts = {"train": len(train_docs)}
+    counts = {"train_all": len(train_docs)}
+    train_docs = _sample(train_docs, sample.get("train", 0))
+    DocBin(docs=train_docs).to_disk(corpus / "train.spacy")
+    counts["train"] = len(train_docs)
     for split in ("dev", "test"):
         docs = list(DocBin().from_disk(corpus / f"{split}.all.spacy").get_docs(nlp.vocab))
         kept = [doc for doc in docs if doc.text not in seen]
+        counts[f"{split}_removed"] = len(docs) - len(kept)
+        counts[f"{split}_all"] = len(kept)
+        kept = _sample(kept, sample.get(split, 0))
         DocBin(docs=kept).to_disk(corpus / f"{split}.spacy")
         counts[split] = len(kept)
-        counts[f"{split}_removed"] = len(docs) - len(kept)
     return {"path": corpus, **counts}
+
+
+def _sample(docs: list, n: int) -> list:
+    """n of docs at random (seed 0), in their order; all of them when n is 0 or too large."""
+    if not n or n >= len(docs):
+        return docs
+    return [docs[i] for i in sorted(random.Random(0).sample(range(len(docs)), n))]
 
 
 def render(results: dict, training: dict, corpora: dict, args: argparse.Namespace) -> str:
@@ -141,9 +165,10 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
         "the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) over test, best of "
         f"{args.repeats}, the systems alternating.",
         "",
-        "Sentences (train / dev / test after removing dev and test sentences found in train): "
-        + "; ".join(f"{name} {c['train']:,} / {c['dev']:,} (-{c['dev_removed']}) / {c['test']:,} (-{c['test_removed']})"
-                    for name, c in corpora.items()),
+        "Sentences (train / dev / test after removing dev and test sentences found in train"
+        + (", then keeping a random sample" if args.train_sentences or args.dev_sentences else "") + "): "
+        + "; ".join(f"{name} {_count(c, 'train')} / {_count(c, 'dev')} (-{c['dev_removed']}) / {c['test']:,} "
+                    f"(-{c['test_removed']})" for name, c in corpora.items()),
         "",
         "| dataset | system | dev F1 | test P | test R | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
@@ -163,6 +188,11 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
                 f"{results[name][f'{key}/seed{args.seeds[0]}']['chars_per_s']:,.0f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _count(counts: dict, split: str) -> str:
+    kept, whole = counts[split], counts[f"{split}_all"]
+    return f"{kept:,}" if kept == whole else f"{kept:,} of {whole:,}"
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Tag schemes, span <-> tag conversion and the transitions a CRF may take."""
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import ENT_IOB, IS_SPACE, SENT_START
@@ -127,6 +127,39 @@ def tags_to_spans(tags: Sequence[str]) -> List[Span]:
         spans.append((start, len(tags), label))
     return spans
 
+
+
+def most_probable_spans(
+    probabilities: Dict[Span, float], threshold: float, required: Iterable[Span] = ()
+) -> List[Span]:
+    """Entities by their probabilities (posterior decoding): the spans at or above threshold,
+    most probable first, each kept unless it overlaps one already kept.
+
+    The Viterbi path is the most probable tag sequence; F1 rewards each entity on its own, and
+    a span whose probability is below 1/2 but above half the achievable F1 is worth predicting
+    (Lipton et al. 2014): the threshold trades precision for recall, which the best path cannot.
+    Two overlapping spans exclude each other, so at most one of them is above 1/2; below 1/2 the
+    greedy order decides. Ties go to the earlier, then shorter span, so the result is the same on
+    every run.
+
+    probabilities (Dict[Tuple[int, int, str], float]): (start, end, label) -> probability.
+    threshold (float): The least probability of a kept span.
+    required (Iterable[Tuple[int, int, str]]): Spans kept first whatever their probability
+        (entities set before the pipe).
+    RETURNS (List[Tuple[int, int, str]]): Non-overlapping spans, in order.
+    """
+    required = list(required)
+    ranked = sorted(
+        (span for span, p in probabilities.items() if p >= threshold),
+        key=lambda span: (-probabilities[span], span[0], span[1], span[2]),
+    )
+    taken = numpy.zeros(max((span[1] for span in [*required, *ranked]), default=0), dtype=bool)
+    kept: List[Span] = []
+    for span in [*required, *ranked]:
+        if not taken[span[0] : span[1]].any():
+            taken[span[0] : span[1]] = True
+            kept.append(span)
+    return sorted(kept)
 
 def allowed_transitions(
     tag_names: Sequence[str],

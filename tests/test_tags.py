@@ -10,6 +10,7 @@ from spacy_cner.tags import (
     biluo_to_tags,
     get_tag_names,
     is_valid_sequence,
+    most_probable_spans,
     spans_to_tags,
     split_tag,
     tags_to_spans,
@@ -188,3 +189,37 @@ def test_tags_to_spans_loses_no_entity(tags):
             assert i not in covered
         else:
             assert covered.get(i) == split_tag(tag)[1]
+
+
+def test_most_probable_spans():
+    probabilities = {(0, 2, "PER"): 0.45, (1, 3, "ORG"): 0.4, (3, 5, "LOC"): 0.3, (5, 6, "LOC"): 0.05}
+    # Most probable first; an overlapping span is left out, whatever its probability.
+    assert most_probable_spans(probabilities, 0.25) == [(0, 2, "PER"), (3, 5, "LOC")]
+    assert most_probable_spans(probabilities, 0.42) == [(0, 2, "PER")]
+    assert most_probable_spans(probabilities, 0.5) == []
+    assert most_probable_spans(probabilities, 0.0) == [(0, 2, "PER"), (3, 5, "LOC"), (5, 6, "LOC")]
+    # Required spans (entities set before the pipe) come first and block what overlaps them.
+    assert most_probable_spans(probabilities, 0.25, required=[(1, 2, "PER")]) == [(1, 2, "PER"), (3, 5, "LOC")]
+    # Ties: the earlier span, then the shorter one, whatever the dict's order.
+    tied = {(2, 5, "LOC"): 0.3, (1, 3, "ORG"): 0.3, (1, 2, "PER"): 0.3}
+    assert most_probable_spans(dict(reversed(list(tied.items()))), 0.1) == most_probable_spans(tied, 0.1) == [
+        (1, 2, "PER"),
+        (2, 5, "LOC"),
+    ]
+    assert most_probable_spans({}, 0.1) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(
+    st.tuples(st.integers(0, 8), st.integers(1, 4), st.sampled_from("AB")).map(lambda t: (t[0], t[0] + t[1], t[2])),
+    st.floats(0, 1),
+    max_size=8,
+), st.floats(0, 1))
+def test_most_probable_spans_keeps_every_sure_span(probabilities, threshold):
+    kept = most_probable_spans(probabilities, threshold)
+    assert all(probabilities[span] >= threshold for span in kept)
+    assert all(a[1] <= b[0] for a, b in zip(kept, kept[1:]))  # in order, none overlapping
+    # Every span left out above the threshold overlaps a kept span at least as probable.
+    for span, p in probabilities.items():
+        if p >= threshold and span not in kept:
+            assert any(k[0] < span[1] and span[0] < k[1] and probabilities[k] >= p for k in kept)

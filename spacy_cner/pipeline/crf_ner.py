@@ -6,7 +6,7 @@ from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import srsly
@@ -29,7 +29,14 @@ from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
-from ..tags import get_tag_names, gold_constraints, preset_constraints, tags_to_spans, validate_scheme
+from ..tags import (
+    get_tag_names,
+    gold_constraints,
+    most_probable_spans,
+    preset_constraints,
+    tags_to_spans,
+    validate_scheme,
+)
 from ..tokenizer import words_and_spaces
 from ..windows import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 
@@ -79,7 +86,7 @@ _PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weak
         "join_examples": 0.0,
         "spans_key": "crf_ner",
         "candidate_threshold": 0.1,
-        "ents_threshold": None,
+        "ents_threshold": "fitted",
         "alignment_mode": "expand",
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -96,7 +103,7 @@ def make_crf_ner(
     join_examples: float,
     spans_key: Optional[str],
     candidate_threshold: float,
-    ents_threshold: Optional[float],
+    ents_threshold: Union[float, str, None],
     alignment_mode: str,
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
@@ -121,8 +128,14 @@ def make_crf_ner(
         CRF in the group's attrs["scores"] (as spancat's); None computes no probabilities.
     candidate_threshold (float): The least probability of an alternative span in the group
         (overlapping spans allowed); above 1: the predicted entities only.
-    ents_threshold (Optional[float]): Predicted entities less probable than this are left
-        out of doc.ents (to trade recall for precision); None keeps them all.
+    ents_threshold (Union[float, str, None]): How doc.ents are decoded. A probability: the
+        spans at least that probable, most probable first, none overlapping a kept one
+        (tags.most_probable_spans; below 1/2 it adds spans the best path missed, above it
+        keeps the surer ones: precision for recall). "fitted" (default): the threshold fitted on
+        dev at the end of training (fit_threshold, by spacy-cner.calibrate.v1 in
+        [training.before_to_disk]; half the dev F1, +0.6 test F1 on average over four datasets,
+        BENCHMARKS.md), the best path until one is fitted or after the weights change. None:
+        the best tag sequence (Viterbi), as spaCy's `ner` does.
     alignment_mode (str): A model trained on characters tags a doc of longer tokens (a
         jieba or pkuseg pipeline) on its characters, and maps each entity onto the doc's
         tokens with Doc.char_span in this mode: "expand" (to the tokens it touches),
@@ -148,13 +161,18 @@ def make_crf_ner(
     return pipe
 
 
-@registry.misc("spacy-cner.fit_temperature.v1")
-def make_temperature_fitter(path: Optional[str]) -> Callable[[Language], Language]:
+@registry.misc("spacy-cner.calibrate.v1")
+def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bool = True) -> Callable[[Language], Language]:
     """A [training.before_to_disk] callback: before each save of the pipeline, every crf_ner
-    pipe fits the temperature of its entity probabilities on the examples at path (the dev
-    corpus, e.g. ${paths.dev}) and keeps it in its cfg (CRFEntityRecognizer.fit_temperature).
+    pipe fits, on the examples at path (the dev corpus, e.g. ${paths.dev}), the temperature of
+    its entity probabilities (fit_temperature) and then the threshold its doc.ents are decoded
+    at (fit_threshold, used with ents_threshold "fitted"), both kept in its cfg. With a fitted
+    threshold, the pipeline's meta["performance"] gets the entity scores on path that the saved
+    pipeline has (the training log shows those of the best path, which model-best is chosen on).
 
     path (Optional[str]): A .spacy file or folder of them; None fits nothing.
+    temperature (bool): Fit the temperature.
+    threshold (bool): Fit the threshold.
     RETURNS (Callable[[Language], Language]): The callback.
     """
 
@@ -162,16 +180,37 @@ def make_temperature_fitter(path: Optional[str]) -> Callable[[Language], Languag
         if path is None:
             return nlp
         examples = list(Corpus(path)(nlp))
+        fitted = False
         for name, pipe in nlp.pipeline:
-            if isinstance(pipe, CRFEntityRecognizer):
+            if not isinstance(pipe, CRFEntityRecognizer):
+                continue
+            if temperature:
                 fit = pipe.fit_temperature(examples)
                 msg.info(
                     f"{name}: temperature {fit['temperature']:.3g} on {fit['n_entities']} dev entities "
                     f"(ECE {fit['ece_before']:.3f} -> {fit['ece_after']:.3f})"
                 )
+            if threshold:
+                fit = pipe.fit_threshold(examples)
+                msg.info(f"{name}: entity threshold {fit['threshold']:.3g} (best-path dev F1 {fit['f1'] * 100:.2f})")
+                fitted = fitted or pipe.ents_threshold == "fitted"
+        if fitted:
+            performance = nlp.meta.setdefault("performance", {})
+            scores = nlp.evaluate(examples)
+            performance.update({key: scores[key] for key in performance if key.startswith("ents_") and key in scores})
         return nlp
 
     return fit_before_saving
+
+
+@registry.misc("spacy-cner.fit_temperature.v1")
+def make_temperature_fitter(path: Optional[str]) -> Callable[[Language], Language]:
+    """spacy-cner.calibrate.v1 with the temperature only (configs written before the threshold).
+
+    path (Optional[str]): A .spacy file or folder of them; None fits nothing.
+    RETURNS (Callable[[Language], Language]): The callback.
+    """
+    return make_calibrator(path, temperature=True, threshold=False)
 
 
 class CRFEntityRecognizer(TrainablePipe):
@@ -197,7 +236,7 @@ class CRFEntityRecognizer(TrainablePipe):
         join_examples: float = 0.0,
         spans_key: Optional[str] = "crf_ner",
         candidate_threshold: float = 0.1,
-        ents_threshold: Optional[float] = None,
+        ents_threshold: Union[float, str, None] = "fitted",
         alignment_mode: str = "expand",
     ) -> None:
         self.vocab = vocab
@@ -215,8 +254,8 @@ class CRFEntityRecognizer(TrainablePipe):
         self.join_examples = join_examples
         if not candidate_threshold > 0:
             raise ValueError(f"candidate_threshold must be positive (above 1 for no alternatives), got {candidate_threshold}.")
-        if ents_threshold is not None and not 0.0 <= ents_threshold <= 1.0:
-            raise ValueError(f"ents_threshold is a probability, from 0 to 1, or None; got {ents_threshold}.")
+        if not (ents_threshold in (None, "fitted") or (not isinstance(ents_threshold, str) and 0.0 <= ents_threshold <= 1.0)):
+            raise ValueError(f"ents_threshold is a probability (from 0 to 1), \"fitted\" or None; got {ents_threshold!r}.")
         self.spans_key = spans_key
         self.candidate_threshold = candidate_threshold
         self.ents_threshold = ents_threshold
@@ -230,6 +269,9 @@ class CRFEntityRecognizer(TrainablePipe):
             "tok2vec_learn_rate_scale": tok2vec_learn_rate_scale,
             # Entity probabilities are computed with every CRF score divided by it (fit_temperature).
             "temperature": 1.0,
+            # The probability doc.ents are decoded at with ents_threshold "fitted" (fit_threshold);
+            # None (the best path) until fitted, and again once update() changes the weights.
+            "fitted_threshold": None,
             # "char" when the training docs' tokens were single characters (set at initialize).
             "token_unit": None,
         }
@@ -336,9 +378,17 @@ class CRFEntityRecognizer(TrainablePipe):
             self._resize(old_tags, self.tag_names)
         return 1
 
+    @property
+    def entity_threshold(self) -> Optional[float]:
+        """The probability doc.ents are decoded at (ents_threshold, or the fitted one), or None:
+        the best tag sequence."""
+        if self.ents_threshold == "fitted":
+            return self.cfg.get("fitted_threshold")
+        return self.ents_threshold
+
     def predict(self, docs: Iterable[Doc]) -> "Tagging":
         """The best tag-id sequence per doc, respecting pre-set entities, and the entity
-        probabilities when spans_key or ents_threshold asks for them.
+        probabilities when spans_key or entity_threshold asks for them.
 
         docs (Iterable[Doc]): The docs to tag.
         RETURNS (Tagging): Tag ids (indices into self.tag_names) and scored spans per doc.
@@ -353,9 +403,13 @@ class CRFEntityRecognizer(TrainablePipe):
         for (i, _, _), path in zip(decoded.segments, decoded.paths):
             by_doc[i].append(path)
         tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
-        if self.spans_key is None and self.ents_threshold is None:
+        ents_threshold = self.entity_threshold
+        if self.spans_key is None and ents_threshold is None:
             return Tagging(tag_ids, None, char_docs)
-        threshold = self.candidate_threshold if self.spans_key is not None else float("inf")
+        threshold = min(
+            self.candidate_threshold if self.spans_key is not None else float("inf"),
+            ents_threshold if ents_threshold is not None else float("inf"),
+        )
         scores = self._span_scores(len(docs), decoded, threshold, self.cfg.get("temperature", 1.0))
         return Tagging(tag_ids, scores, char_docs)
 
@@ -439,6 +493,7 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         tag_names = self.tag_names
         labels = set(self.labels)
+        ents_threshold = self.entity_threshold
         scores = tagging.scores or [None] * len(tagging.tag_ids)
         char_docs = tagging.char_docs or [None] * len(tagging.tag_ids)
         n_unaligned = 0
@@ -448,10 +503,10 @@ class CRFEntityRecognizer(TrainablePipe):
             # don't predict were decoded as "O" and are added back.
             preset = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
             found = tags_to_spans(tags)
-            if self.ents_threshold is not None:
+            if ents_threshold is not None:
                 tagged = doc if char_doc is None else char_doc
-                kept = {(ent.start, ent.end, ent.label_) for ent in tagged.ents}
-                found = [s for s in found if s in kept or doc_scores[s] >= self.ents_threshold]
+                kept = [(ent.start, ent.end, ent.label_) for ent in tagged.ents if ent.label_ in labels]
+                found = most_probable_spans(doc_scores, ents_threshold, required=kept)
             if char_doc is not None:
                 found, lost = _align(char_doc, doc, found, self.alignment_mode)
                 n_unaligned += lost
@@ -461,7 +516,9 @@ class CRFEntityRecognizer(TrainablePipe):
             spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
             doc.set_ents(sorted(spans), default="outside")
             if self.spans_key is not None:
-                ordered = sorted(doc_scores)
+                # The entities and the alternatives at or above candidate_threshold.
+                shown = set(found)
+                ordered = sorted(s for s, p in doc_scores.items() if p >= self.candidate_threshold or s in shown)
                 group = SpanGroup(doc, name=self.spans_key, spans=[Span(doc, *span) for span in ordered])
                 group.attrs["scores"] = numpy.asarray([doc_scores[span] for span in ordered], dtype="float32")
                 doc.spans[self.spans_key] = group
@@ -503,6 +560,8 @@ class CRFEntityRecognizer(TrainablePipe):
         if not examples:
             return losses
         self._warn_unknown_labels(examples)
+        # A threshold fitted on the old weights no longer holds (nor shows in dev scores).
+        self.cfg["fitted_threshold"] = None
         if self.join_examples:
             examples = join_pairs(examples, self.join_examples)
         set_dropout_rate(self.model, drop)
@@ -651,6 +710,26 @@ class CRFEntityRecognizer(TrainablePipe):
             "ece_before": expected_calibration_error(*before),
             "ece_after": expected_calibration_error(*after),
         }
+
+    def fit_threshold(self, examples: Iterable[Example]) -> Dict[str, float]:
+        """Fit the probability doc.ents are decoded at (ents_threshold "fitted") on held-out
+        examples (dev), and keep it in cfg["fitted_threshold"].
+
+        Half the F1 of the best-path entities on the examples: for calibrated probabilities
+        (fit_temperature first), the threshold that maximises F1 is half the best F1 (Lipton,
+        Elkan and Naryanaswamy 2014, "Thresholding classifiers to maximize F1 score"). One
+        number from dev, not a search over thresholds: stable on a dev set of a few hundred
+        sentences. At least 0.1 (the default candidate_threshold), for an untrained model.
+
+        examples (Iterable[Example]): Held-out gold examples; their predicted docs are tagged.
+        RETURNS (Dict[str, float]): threshold, and f1 of the best path on the examples.
+        """
+        examples = list(examples)
+        _, right = self.entity_outcomes(examples)(self.cfg.get("temperature", 1.0))
+        n_gold = sum(len(eg.get_aligned_spans_y2x(eg.reference.ents)) for eg in examples)
+        f1 = 2 * float(right.sum()) / (len(right) + n_gold) if len(right) + n_gold else 0.0
+        self.cfg["fitted_threshold"] = round(max(0.1, f1 / 2), 4)  # as the saved cfg keeps it
+        return {"threshold": self.cfg["fitted_threshold"], "f1": f1}
 
     def entity_outcomes(self, examples: Iterable[Example]) -> Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]:
         """Tag the examples' predicted docs once; the returned function gives, at a temperature,
@@ -832,8 +911,9 @@ class Tagging:
 
     # Per doc, the best tag ids (indices into the pipe's tag_names).
     tag_ids: List[Ints1d]
-    # Per doc, (start token, end token, label) -> its probability: the predicted entities and
-    # the alternatives above candidate_threshold; None when the pipe computes no probabilities.
+    # Per doc, (start token, end token, label) -> its probability: the best path's entities and
+    # the spans above candidate_threshold (or entity_threshold, if lower); None when the pipe
+    # computes no probabilities.
     scores: Optional[List[Dict[Tuple[int, int, str], float]]]
     # Per doc, the character copy it was tagged on (tag ids and scores index its tokens), or
     # None where the doc was tagged as it is.

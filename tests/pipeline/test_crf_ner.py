@@ -31,7 +31,7 @@ from reference import all_paths, log_sum_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
 from spacy_cner.pipeline.crf_ner import join_pairs, make_crf_ner
-from spacy_cner.tags import SCHEMES, is_valid_sequence, preset_constraints
+from spacy_cner.tags import SCHEMES, is_valid_sequence, most_probable_spans, preset_constraints
 from spacy_cner.windows import doc_windows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -913,18 +913,22 @@ def test_scores_survive_docbin_and_preset_entities_are_sure():
     assert scored(restored) == scored(doc)
 
 
+# Held-out examples the overfit model partly gets wrong.
+HELD_OUT = [
+    ("张三在深圳工作", [(0, 2, "PER"), (3, 5, "LOC")]),
+    ("李四去了北京", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("阿里巴巴总部在杭州", [(0, 4, "ORG"), (7, 9, "LOC")]),
+    ("王五是腾讯的员工", [(0, 2, "PER"), (3, 5, "ORG")]),
+]
+
+
 def test_fit_temperature_changes_probabilities_not_entities(tmp_path):
     from spacy_cner.pipeline.crf_ner import expected_calibration_error
 
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
-    # Held-out examples the overfit model partly gets wrong: it is over-confident on them.
-    held_out = make_examples(nlp, [
-        ("张三在深圳工作", [(0, 2, "PER"), (3, 5, "LOC")]),
-        ("李四去了北京", [(0, 2, "PER"), (4, 6, "LOC")]),
-        ("阿里巴巴总部在杭州", [(0, 4, "ORG"), (7, 9, "LOC")]),
-        ("王五是腾讯的员工", [(0, 2, "PER"), (3, 5, "ORG")]),
-    ])
+    # The overfit model is over-confident on the held-out examples.
+    held_out = make_examples(nlp, HELD_OUT)
     before = [(predictions([nlp(eg.text)])[0]) for eg in held_out]
     report = ner.fit_temperature(held_out)
     assert ner.cfg["temperature"] == report["temperature"] != 1.0
@@ -937,6 +941,88 @@ def test_fit_temperature_changes_probabilities_not_entities(tmp_path):
     # ECE: |accuracy - confidence| per bin, weighted by the bin's share.
     probs, right = numpy.asarray([0.95, 0.95, 0.55, 0.15]), numpy.asarray([1.0, 0.0, 1.0, 0.0])
     assert expected_calibration_error(probs, right) == pytest.approx(0.5 * 0.45 + 0.25 * 0.45 + 0.25 * 0.15)
+
+
+def test_ents_threshold_decodes_the_most_probable_spans():
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    ner.cfg["temperature"] = 6.0  # flat probabilities: many spans between 0.1 and 1/2
+    texts = [t for t in TEXTS if t.strip()] + [text for text, _ in HELD_OUT]
+    # The default, "fitted", decodes the best path until a threshold is fitted.
+    assert ner.ents_threshold == "fitted" and ner.entity_threshold is None
+    best = [p["ents"] for p in predictions(nlp.pipe(texts))]
+    ner.ents_threshold = None
+    assert [p["ents"] for p in predictions(nlp.pipe(texts))] == best
+    ner.ents_threshold = 0.15
+    decoded = [nlp(text) for text in texts]
+    for doc in decoded:
+        ents = [(e.start, e.end, e.label_) for e in doc.ents]
+        assert ents == most_probable_spans(scored(doc), 0.15)
+    assert [p["ents"] for p in predictions(decoded)] != best
+    # The same entities without the span group; a threshold below candidate_threshold
+    # scores the spans it needs, and the group still shows those above candidate_threshold.
+    ner.spans_key = None
+    assert [p["ents"] for p in predictions(nlp.pipe(texts))] == [p["ents"] for p in predictions(decoded)]
+    ner.spans_key, ner.candidate_threshold, ner.ents_threshold = "crf_ner", 0.3, 0.15
+    for doc, before in zip(nlp.pipe(texts), decoded):
+        assert [(e.start, e.end, e.label_) for e in doc.ents] == [(e.start, e.end, e.label_) for e in before.ents]
+        ents = {(e.start, e.end, e.label_) for e in doc.ents}
+        assert all(p >= 0.3 or span in ents for span, p in scored(doc).items())
+    # Pre-set entities are kept, and the spans around them decoded as before.
+    doc = nlp.make_doc("张三在北京市工作")
+    doc.ents = [Span(doc, 3, 6, "ORG")]
+    assert (3, 6, "ORG") in {(e.start, e.end, e.label_) for e in ner(doc).ents}
+
+
+def test_fit_threshold_is_half_the_dev_f1_until_an_update(tmp_path):
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    held_out = make_examples(nlp, HELD_OUT)
+    ner.ents_threshold = None
+    best_path = nlp.evaluate(held_out)["ents_f"]
+    assert 0.2 < best_path < 1.0  # the overfit model gets some held-out entities wrong
+    ner.ents_threshold = "fitted"
+    fit = ner.fit_threshold(held_out)
+    assert fit["f1"] == pytest.approx(best_path)
+    assert ner.entity_threshold == fit["threshold"] == pytest.approx(best_path / 2, abs=1e-4)
+    ner.cfg["temperature"] = 6.0  # flat probabilities, so that the threshold changes entities
+    texts = [text for text, _ in HELD_OUT] + [t for t in TEXTS if t.strip()]
+    docs = list(nlp.pipe(texts))
+    for doc in docs:
+        assert [(e.start, e.end, e.label_) for e in doc.ents] == most_probable_spans(scored(doc), fit["threshold"])
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    assert loaded.get_pipe("crf_ner").entity_threshold == fit["threshold"]
+    assert predictions(loaded.pipe(texts)) == predictions(docs)
+    # An update changes the weights the threshold was fitted for: back to the best path.
+    nlp.update(make_examples(nlp), sgd=nlp.resume_training())
+    assert ner.entity_threshold is None and ner.ents_threshold == "fitted"
+    # An untrained model's threshold is at least 0.1.
+    untrained = make_nlp()
+    untrained.initialize(get_examples=lambda: make_examples(untrained))
+    assert untrained.get_pipe("crf_ner").fit_threshold(make_examples(untrained, HELD_OUT))["threshold"] >= 0.1
+    for bad in (1.5, "best", -0.1):
+        with pytest.raises(ValueError, match="ents_threshold"):
+            spacy.blank("zh").add_pipe("crf_ner", config={"ents_threshold": bad})
+
+
+def test_calibrate_callback_fits_on_dev_and_scores_the_saved_pipeline(tmp_path):
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    DocBin(docs=[eg.reference for eg in make_examples(nlp, HELD_OUT)]).to_disk(tmp_path / "dev.spacy")
+    nlp.meta["performance"] = {"ents_f": 0.0, "ents_p": 0.0, "ents_r": 0.0, "crf_ner_loss": 5.0}
+    make = registry.misc.get("spacy-cner.calibrate.v1")
+    make(path=str(tmp_path / "dev.spacy"), threshold=False)(nlp)
+    assert ner.cfg["temperature"] != 1.0 and ner.entity_threshold is None
+    assert nlp.meta["performance"]["ents_f"] == 0.0  # decoding unchanged: nothing to rescore
+    make(path=str(tmp_path / "dev.spacy"))(nlp)
+    assert ner.entity_threshold is not None
+    scores = nlp.evaluate(make_examples(nlp, HELD_OUT))
+    assert nlp.meta["performance"] == {**{key: scores[key] for key in ("ents_f", "ents_p", "ents_r")}, "crf_ner_loss": 5.0}
+    # The temperature-only callback of older configs fits no threshold.
+    ner.cfg["fitted_threshold"] = None
+    registry.misc.get("spacy-cner.fit_temperature.v1")(path=str(tmp_path / "dev.spacy"))(nlp)
+    assert ner.entity_threshold is None
 
 
 # ---------------------------------------------------------------------------

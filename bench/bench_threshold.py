@@ -1,0 +1,126 @@
+"""The best path against the fitted entity threshold, on the same trained models.
+
+Usage: python bench/bench_threshold.py [--runs bench/runs/datasets] [--datasets resume ecommerce youku taobao]
+       [--system default] [--seeds 0 1 2] [--jobs 2] [--write BENCHMARKS.md] [--title TEXT]
+
+Takes the models that bench/bench_datasets.py trained (RUNS/<dataset>/<system>/seed<N>/model-best,
+their corpora in RUNS/<dataset>/corpus) and saves two copies of each that differ only in how
+`crf_ner` decodes doc.ents: the best tag sequence (ents_threshold null) and the threshold fitted
+on dev (ents_threshold "fitted", crf_ner.fit_threshold: half the dev F1 of the best path, at the
+temperature the model was saved with). Each copy is scored on test alone and in adjacent joined
+pairs by `python -m spacy_cner robustness` (S-F1 = test F1, R-F1, Asr). No training: the decoding
+is the only difference.
+"""
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _common import ROOT, SYSTEMS, machine_line
+from bench_robustness import score as robustness_score
+
+DECODINGS = {"best path": None, "fitted threshold": "fitted"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, default=ROOT / "bench" / "runs" / "datasets")
+    parser.add_argument("--datasets", nargs="+", default=["resume", "ecommerce", "youku", "taobao"])
+    parser.add_argument("--system", default="default", choices=[key for key in SYSTEMS if key != "spacy"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--jobs", type=int, default=2, help="robustness runs at a time, one thread each")
+    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    parser.add_argument("--title", default="", help="what the runs are, for the table's heading")
+    args = parser.parse_args()
+    runs = [(name, seed) for name in args.datasets for seed in args.seeds]
+    missing = [str(args.runs / name / args.system / f"seed{seed}" / "model-best") for name, seed in runs
+               if not (args.runs / name / args.system / f"seed{seed}" / "model-best").exists()]
+    if missing:
+        sys.exit(f"No trained model at {', '.join(missing)}: run bench/bench_datasets.py first")
+    fitted = {run: save_copies(args.runs / run[0], args.runs / run[0] / args.system / f"seed{run[1]}") for run in runs}
+    jobs = [(run, decoding) for run in runs for decoding in DECODINGS]
+
+    def robustness(job: tuple) -> dict:
+        (name, seed), decoding = job
+        system_dir = args.runs / name / args.system / f"seed{seed}" / f"decoding-{DECODINGS[decoding] or 'best'}"
+        return robustness_score(system_dir, args.runs / name / "corpus", reuse=True)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        metrics = dict(zip(jobs, pool.map(robustness, jobs)))
+    table = render(metrics, fitted, args)
+    print(table)
+    if args.write:
+        with args.write.open("a", encoding="utf8") as file:
+            file.write("\n" + table)
+
+
+def save_copies(dataset_dir: Path, run_dir: Path) -> dict:
+    """Save the run's model-best decoding with the best path and with the threshold fitted on
+    dev; the fit (threshold, best-path dev F1)."""
+    import spacy
+    from spacy.training import Corpus
+    from spacy.util import load_config
+
+    nlp = spacy.load(run_dir / "model-best")
+    ner = nlp.get_pipe("crf_ner")
+    fit = ner.fit_threshold(Corpus(str(dataset_dir / "corpus" / "dev.spacy"))(nlp))
+    for value in DECODINGS.values():
+        out = run_dir / f"decoding-{value or 'best'}" / "model-best"
+        nlp.to_disk(out)
+        # ents_threshold is a factory setting: the saved config decides how the copy decodes.
+        config = load_config(out / "config.cfg", interpolate=False)
+        config["components"]["crf_ner"]["ents_threshold"] = value
+        config.to_disk(out / "config.cfg")
+    return fit
+
+
+def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> str:
+    command = "python bench/bench_threshold.py " + " ".join(sys.argv[1:])
+    lines = [
+        f"### Entity threshold fitted on dev against the best path{': ' + args.title if args.title else ''} "
+        f"({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `{command.strip()}`  ",
+        f"Machine: {machine_line()}  ",
+        f"Models: {SYSTEMS[args.system][0]}, seeds {', '.join(map(str, args.seeds))}, from `{args.runs.relative_to(ROOT)}` "
+        "(bench/bench_datasets.py); each decoded both ways. Test split alone (P, R, F1) and in adjacent joined "
+        "pairs (R-F1, Asr): means over seeds; ΔF1 per seed in brackets.",
+        "",
+        "| dataset | threshold | best path P / R / F1 | fitted P / R / F1 | ΔF1 | R-F1 best / fitted | Asr best / fitted |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    deltas = []
+    for name in args.datasets:
+        runs = [(name, seed) for seed in args.seeds]
+
+        def mean(decoding: str, *keys: str) -> float:
+            values = []
+            for run in runs:
+                value = metrics[(run, decoding)]
+                for key in keys:
+                    value = value[key]
+                values.append(value * 100)
+            return statistics.mean(values)
+
+        def prf(decoding: str) -> str:
+            return " / ".join(f"{mean(decoding, 'standard', key):.2f}" for key in ("p", "r", "f"))
+
+        per_seed = [(metrics[(run, "fitted threshold")]["standard"]["f"] - metrics[(run, "best path")]["standard"]["f"]) * 100
+                    for run in runs]
+        deltas.extend(per_seed)
+        lines.append(
+            f"| {name} | {statistics.mean(fitted[run]['threshold'] for run in runs):.3f} | {prf('best path')} | "
+            f"{prf('fitted threshold')} | {statistics.mean(per_seed):+.2f} ({', '.join(f'{d:+.2f}' for d in per_seed)}) | "
+            f"{mean('best path', 'robust', 'f'):.2f} / {mean('fitted threshold', 'robust', 'f'):.2f} | "
+            f"{mean('best path', 'attack_success_rate'):.2f}% / {mean('fitted threshold', 'attack_success_rate'):.2f}% |"
+        )
+    lines += ["", f"ΔF1 over all {len(deltas)} models: mean {statistics.mean(deltas):+.2f}, "
+              f"least {min(deltas):+.2f}, most {max(deltas):+.2f}."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
