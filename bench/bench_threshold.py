@@ -69,6 +69,9 @@ def save_copies(dataset_dir: Path, run_dir: Path) -> dict:
     fit = ner.fit_threshold(Corpus(str(dataset_dir / "corpus" / "dev.spacy"))(nlp))
     for value in DECODINGS.values():
         out = run_dir / f"decoding-{value or 'best'}" / "model-best"
+        if (out / "config.cfg").exists() and out.stat().st_mtime > (run_dir / "model-best").stat().st_mtime:
+            continue  # saved by an earlier run: its robustness scores are kept
+        out.mkdir(parents=True, exist_ok=True)
         nlp.to_disk(out)
         # ents_threshold is a factory setting: the saved config decides how the copy decodes.
         config = load_config(out / "config.cfg", interpolate=False)
@@ -85,7 +88,7 @@ def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> str:
         "",
         f"Command: `{command.strip()}`  ",
         f"Machine: {machine_line()}  ",
-        f"Models: {SYSTEMS[args.system][0]}, seeds {', '.join(map(str, args.seeds))}, from `{args.runs.relative_to(ROOT)}` "
+        f"Models: {SYSTEMS[args.system][0]}, seeds {', '.join(map(str, args.seeds))}, from `{args.runs}` "
         "(bench/bench_datasets.py); each decoded both ways. Test split alone (P, R, F1) and in adjacent joined "
         "pairs (R-F1, Asr): means over seeds; ΔF1 per seed in brackets.",
         "",
