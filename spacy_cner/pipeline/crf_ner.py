@@ -10,7 +10,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy
 import srsly
+from spacy import util
 from spacy.attrs import IS_SPACE, LENGTH, SENT_START
+from spacy.errors import Errors
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.ner import ner_score
@@ -312,51 +314,6 @@ class CRFEntityRecognizer(TrainablePipe):
         if getattr(self.scorer, "needs_pipeline", False):
             kwargs["nlp"] = self._pipeline()
         return super().score(examples, **kwargs)
-
-    def to_bytes(self, *, exclude=tuple()) -> bytes:
-        """Serialize the pipe; its cfg records the learned scalar mix, for reading without loading.
-
-        A model with lexicon layers (adapters, soft lexicons) gets their lexicons saved under the key "lexicon".
-        """
-        self._record_scalar_mix()
-        data = super().to_bytes(exclude=exclude)
-        lexicons = self._lexicon_bytes()
-        if lexicons is None or "lexicon" in exclude:
-            return data
-        msg = srsly.msgpack_loads(data)
-        msg["lexicon"] = lexicons
-        return srsly.msgpack_dumps(msg)
-
-    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
-        """Load the pipe, and the lexicons of its lexicon layers."""
-        super().from_bytes(bytes_data, exclude=exclude)
-        self._check_tag_names("the cfg in the bytes")
-        if not self._lexicon_layers() or "lexicon" in exclude:
-            return self  # no need to read the (possibly large) bytes a second time
-        msg = srsly.msgpack_loads(bytes_data)
-        if "lexicon" in msg:
-            self._load_lexicons(msg["lexicon"], "bytes")
-        return self
-
-    def to_disk(self, path, *, exclude=tuple()) -> None:
-        """Save the pipe; its cfg file records the learned scalar mix, for reading without loading.
-
-        A model with lexicon layers (adapters, soft lexicons) gets their lexicons saved in the file "lexicon".
-        """
-        self._record_scalar_mix()
-        super().to_disk(path, exclude=exclude)
-        lexicons = self._lexicon_bytes()
-        if lexicons is not None and "lexicon" not in exclude:
-            (Path(path) / "lexicon").write_bytes(lexicons)
-
-    def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
-        """Load the pipe, and the lexicons of its lexicon layers."""
-        super().from_disk(path, exclude=exclude)
-        self._check_tag_names(str(Path(path) / "cfg"))
-        lexicon_path = Path(path) / "lexicon"
-        if lexicon_path.exists() and "lexicon" not in exclude:
-            self._load_lexicons(lexicon_path.read_bytes(), str(lexicon_path))
-        return self
 
     def add_label(self, label: str) -> int:
         """Add an entity label. After initialization, as spaCy's `ner` does, the output layer
@@ -788,7 +745,10 @@ class CRFEntityRecognizer(TrainablePipe):
             return None
         return srsly.msgpack_dumps([lexicon.to_bytes() for lexicon in lexicons])
 
-    def _load_lexicons(self, data: bytes, source: str) -> None:
+    def _load_lexicons(self, data: Optional[bytes], source: str) -> None:
+        """Give each lexicon layer its saved lexicon (data from _lexicon_bytes; None: none saved)."""
+        if data is None:
+            return
         adapters = self._lexicon_layers()
         lexicons = srsly.msgpack_loads(data)
         if len(lexicons) != len(adapters):
@@ -903,6 +863,66 @@ class CRFEntityRecognizer(TrainablePipe):
             if node is not larger and larger in node.walk() and node.has_dim("nO"):
                 node.set_dim("nO", len(new_tags), force=True)
         resize_crf(self.model.get_ref("crf"), new_tags)
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        """Serialize the pipe: cfg (recording the learned scalar mix, for reading without
+        loading), vocab, model and, for a model with lexicon layers (adapters, soft lexicons),
+        "lexicon": their lexicons."""
+        self._record_scalar_mix()
+        serializers = {
+            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
+            "model": lambda: self.model.to_bytes(),
+            "lexicon": self._lexicon_bytes,
+        }
+        return util.to_bytes(serializers, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
+        """Load the pipe, and the lexicons of its lexicon layers."""
+        deserializers = {
+            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
+            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
+            "model": self._load_model,
+            "lexicon": lambda b: self._load_lexicons(b, "bytes"),
+        }
+        util.from_bytes(bytes_data, deserializers, exclude)
+        self._check_tag_names("the cfg in the bytes")
+        return self
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        """Save the pipe (see to_bytes); the lexicons in the file "lexicon"."""
+        self._record_scalar_mix()
+
+        def write_lexicon(p: Path) -> None:
+            data = self._lexicon_bytes()
+            if data is not None:
+                p.write_bytes(data)
+
+        serializers = {
+            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
+            "model": lambda p: self.model.to_disk(p),
+            "lexicon": write_lexicon,
+        }
+        util.to_disk(path, serializers, exclude)
+
+    def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
+        """Load the pipe, and the lexicons of its lexicon layers."""
+        deserializers = {
+            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
+            "model": lambda p: self._load_model(p.read_bytes()),
+            "lexicon": lambda p: self._load_lexicons(p.read_bytes(), str(p)) if p.exists() else None,
+        }
+        util.from_disk(path, deserializers, exclude)
+        self._check_tag_names(str(Path(path) / "cfg"))
+        return self
+
+    def _load_model(self, data: bytes) -> None:
+        try:
+            self.model.from_bytes(data)
+        except AttributeError:
+            raise ValueError(Errors.E149) from None
 
 
 @dataclass
