@@ -13,7 +13,6 @@ is the only difference.
 """
 import argparse
 import datetime
-import json
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
