@@ -639,10 +639,12 @@ class CRFEntityRecognizer(TrainablePipe):
     def fit_temperature(self, examples: Iterable[Example]) -> Dict[str, float]:
         """Fit the temperature of the entity probabilities on held-out examples (dev), and keep it.
 
-        The temperature (on a log grid from 1/4 to 4) under which the probabilities of the
-        predicted entities best predict whether each is right (an exact match of a gold
-        entity): the least binary log loss. Stored in cfg["temperature"], so it is saved
-        with the pipe; the predicted entities themselves do not change.
+        The temperature from 1/4 to 4 under which the probabilities of the predicted entities
+        best predict whether each is right (an exact match of a gold entity): the least binary
+        log loss, on a log grid of 9 and then of 9 between the best one's neighbours (steps of
+        9%; 15 forward-backward passes over the examples where one grid that fine takes 33: it
+        runs before each save in training). Stored in cfg["temperature"], so it is saved with
+        the pipe; the predicted entities themselves do not change.
 
         examples (Iterable[Example]): Held-out gold examples; their predicted docs are tagged.
         RETURNS (Dict[str, float]): temperature, n_entities, and log_loss / ece (10 bins)
@@ -654,10 +656,19 @@ class CRFEntityRecognizer(TrainablePipe):
             probs = numpy.clip(probs, 1e-7, 1 - 1e-7)
             return float(-(right * numpy.log(probs) + (1 - right) * numpy.log(1 - probs)).mean()) if len(probs) else 0.0
 
-        grid = numpy.exp(numpy.linspace(numpy.log(0.25), numpy.log(4.0), 41))
-        losses = [log_loss(*outcomes(float(t))) for t in grid]
-        best = round(float(grid[int(numpy.argmin(losses))]), 4)  # as the saved cfg keeps it
-        before, after = outcomes(1.0), outcomes(best)
+        seen: Dict[float, Tuple[numpy.ndarray, numpy.ndarray]] = {}
+
+        def at(temperature: float) -> Tuple[numpy.ndarray, numpy.ndarray]:
+            temperature = round(float(temperature), 4)  # as the saved cfg keeps it
+            if temperature not in seen:
+                seen[temperature] = outcomes(temperature)
+            return seen[temperature]
+
+        coarse = numpy.linspace(numpy.log(0.25), numpy.log(4.0), 9)  # 1 is the middle one
+        i = int(numpy.argmin([log_loss(*at(numpy.exp(x))) for x in coarse]))
+        fine = numpy.exp(numpy.linspace(coarse[max(i - 1, 0)], coarse[min(i + 1, 8)], 9))
+        best = min((round(float(t), 4) for t in fine), key=lambda t: log_loss(*at(t)))
+        before, after = at(1.0), at(best)
         self.cfg["temperature"] = best
         return {
             "temperature": best,
