@@ -9,8 +9,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 from spacy.tokens import Doc, Span
 from spacy.vocab import Vocab
 
-# (start, end, label) with token offsets and an exclusive end, like spaCy spans.
-EntitySpan = Tuple[int, int, str]
+from .tags import Entity
 
 # chars-style formats (one token per line) and annotation-tool formats (text + offsets)
 TAG_FORMATS = ("chars", "chars-seg")
@@ -367,7 +366,7 @@ def decode_tags(
     lines: Optional[Sequence[int]] = None,
     path: str = "<tags>",
     sentence: int = 0,
-) -> Tuple[List[EntitySpan], List[Repair]]:
+) -> Tuple[List[Entity], List[Repair]]:
     """Turn one sentence's tags into entity spans, checking that they are well formed.
 
     tags (Sequence[str]): One tag per token, e.g. ["B-ORG", "M-ORG", "E-ORG", "O"].
@@ -376,7 +375,7 @@ def decode_tags(
     lines (Optional[Sequence[int]]): The 1-based line of each tag, for messages.
     path (str): The file name, for messages.
     sentence (int): The 0-based sentence index, for the repair records.
-    RETURNS (Tuple[List[EntitySpan], List[Repair]]): (start, end, label) spans with an exclusive
+    RETURNS (Tuple[List[Entity], List[Repair]]): (start, end, label) spans with an exclusive
         end, and the repairs made.
     """
     if scheme not in SCHEME_PREFIXES:
@@ -396,7 +395,7 @@ def read_offset_records(
     format: str = "cluener",
     repair: bool = False,
     problems: Optional[_Problems] = None,
-) -> Iterator[Tuple[List[str], Optional[List[EntitySpan]]]]:
+) -> Iterator[Tuple[List[str], Optional[List[Entity]]]]:
     """Stream the records of an annotation-tool file as characters and checked entity spans.
 
     path (Union[str, Path]): The input file.
@@ -408,7 +407,7 @@ def read_offset_records(
         "labels"}}]}]}]`). Offsets are characters, the end exclusive unless said otherwise.
     repair (bool): Drop bad records and spans and report them instead of raising (ignored if
         `problems` is given).
-    YIELDS (Tuple[List[str], Optional[List[EntitySpan]]]): The characters and the spans (exclusive
+    YIELDS (Tuple[List[str], Optional[List[Entity]]]): The characters and the spans (exclusive
         end, sorted), or None when the record carries no annotation (e.g. a test set).
     """
     path = Path(path)
@@ -444,7 +443,7 @@ def read_offset_records(
 
 def _decode(
     tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
-) -> List[EntitySpan]:
+) -> List[Entity]:
     """Decode tags with `problems` deciding between raising and repairing."""
     if scheme in ("bmes", "bioes"):
         return _decode_bmes(tags, scheme, lines, sentence, problems)
@@ -453,9 +452,9 @@ def _decode(
 
 def _decode_bio(
     tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
-) -> List[EntitySpan]:
+) -> List[Entity]:
     """Decode BIO (IOB2) or IOB (IOB1) tags."""
-    spans: List[EntitySpan] = []
+    spans: List[Entity] = []
     start: Optional[int] = None
     label = ""
     for i, tag in enumerate(tags):
@@ -500,10 +499,10 @@ def _decode_bio(
 
 def _decode_bmes(
     tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
-) -> List[EntitySpan]:
+) -> List[Entity]:
     """Decode BMES or BIOES tags; every B- must be closed by an E- of the same type."""
     middle = "M" if scheme == "bmes" else "I"
-    spans: List[EntitySpan] = []
+    spans: List[Entity] = []
     start: Optional[int] = None
     label = ""
 
@@ -904,7 +903,7 @@ def _replace_surrogates(text: str, line: int, sentence: int, problems: _Problems
 def _check_span(
     text: str, ent_type: str, start: int, end: int, surface: Optional[str], where: str,
     line: int, sentence: int, problems: _Problems,
-) -> Optional[EntitySpan]:
+) -> Optional[Entity]:
     """Check one span (exclusive end) against the text; None if it was dropped."""
     if not 0 <= start < end <= len(text):
         problems(
@@ -932,11 +931,11 @@ def _check_span(
 
 
 def _resolve_overlaps(
-    text: str, spans: List[EntitySpan], line: int, sentence: int, problems: _Problems
-) -> List[EntitySpan]:
+    text: str, spans: List[Entity], line: int, sentence: int, problems: _Problems
+) -> List[Entity]:
     """Keep non-overlapping spans, longer first; each dropped span is a problem."""
-    kept: List[EntitySpan] = []
-    taken: Dict[int, EntitySpan] = {}
+    kept: List[Entity] = []
+    taken: Dict[int, Entity] = {}
     for span in sorted(spans, key=lambda s: (-(s[1] - s[0]), s[0], s[2])):
         start, end, ent_type = span
         clash = next((taken[i] for i in range(start, end) if i in taken), None)
@@ -955,7 +954,7 @@ def _resolve_overlaps(
 
 
 def _make_doc(
-    vocab: Vocab, tokens: List[str], spans: Optional[List[EntitySpan]], stats: ConversionStats
+    vocab: Vocab, tokens: List[str], spans: Optional[List[Entity]], stats: ConversionStats
 ) -> Doc:
     """Build one Doc and count it; spans None leaves the entity annotation missing."""
     doc = Doc(vocab, words=tokens, spaces=[False] * len(tokens))

@@ -21,9 +21,8 @@ from spacy.training import Example
 from spacy.util import registry
 from tqdm import tqdm
 
-from .tags import spans_to_tags
+from .tags import Entity, spans_to_tags
 
-Entity = Tuple[int, int, str]  # start char, end char (exclusive), label
 PAIRINGS = ("adjacent", "disjoint", "random")
 
 

@@ -16,7 +16,9 @@ _FROM_BILUO = {
 }
 _PREFIXES = {"BIOES": ("B", "I", "E", "S"), "BIO": ("B", "I")}
 
-Span = Tuple[int, int, str]
+# (start, end exclusive, label): token offsets (here, crf_ner, convert) or character offsets
+# (robustness), as spaCy's Span(doc, start, end, label) and Doc.char_span take them.
+Entity = Tuple[int, int, str]
 
 
 def validate_scheme(scheme: str) -> str:
@@ -71,7 +73,7 @@ def biluo_to_tags(biluo: Sequence[Optional[str]], scheme: str) -> List[Optional[
     return tags
 
 
-def spans_to_tags(spans: Iterable[Span], length: int, scheme: str) -> List[str]:
+def spans_to_tags(spans: Iterable[Entity], length: int, scheme: str) -> List[str]:
     """Encode non-overlapping (start, end, label) token spans as tags.
 
     spans (Iterable[Tuple[int, int, str]]): Token offsets, end exclusive.
@@ -97,7 +99,7 @@ def spans_to_tags(spans: Iterable[Span], length: int, scheme: str) -> List[str]:
     return tags
 
 
-def tags_to_spans(tags: Sequence[str]) -> List[Span]:
+def tags_to_spans(tags: Sequence[str]) -> List[Entity]:
     """Decode BIOES or BIO tags into (start, end, label) token spans.
 
     A continuation tag with no matching opener starts a new span, so an
@@ -106,7 +108,7 @@ def tags_to_spans(tags: Sequence[str]) -> List[Span]:
     tags (Sequence[str]): One tag per token.
     RETURNS (List[Tuple[int, int, str]]): Spans, end exclusive, in order.
     """
-    spans: List[Span] = []
+    spans: List[Entity] = []
     start, label = -1, ""
     for i, tag in enumerate(tags):
         if tag == OUT and start < 0:
@@ -130,8 +132,8 @@ def tags_to_spans(tags: Sequence[str]) -> List[Span]:
 
 
 def most_probable_spans(
-    probabilities: Dict[Span, float], threshold: float, required: Iterable[Span] = ()
-) -> List[Span]:
+    probabilities: Dict[Entity, float], threshold: float, required: Iterable[Entity] = ()
+) -> List[Entity]:
     """Entities by their probabilities (posterior decoding): the spans at or above threshold,
     most probable first, each kept unless it overlaps one already kept.
 
@@ -154,7 +156,7 @@ def most_probable_spans(
         key=lambda span: (-probabilities[span], span[0], span[1], span[2]),
     )
     taken = numpy.zeros(max((span[1] for span in [*required, *ranked]), default=0), dtype=bool)
-    kept: List[Span] = []
+    kept: List[Entity] = []
     for span in [*required, *ranked]:
         if not taken[span[0] : span[1]].any():
             taken[span[0] : span[1]] = True
