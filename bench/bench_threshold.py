@@ -13,6 +13,7 @@ is the only difference.
 """
 import argparse
 import datetime
+import shlex
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -80,7 +81,7 @@ def save_copies(dataset_dir: Path, run_dir: Path) -> dict:
 
 
 def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> str:
-    command = "python bench/bench_threshold.py " + " ".join(sys.argv[1:])
+    command = "python bench/bench_threshold.py " + shlex.join(sys.argv[1:])
     lines = [
         f"### Entity threshold fitted on dev against the best path{': ' + args.title if args.title else ''} "
         f"({datetime.date.today().isoformat()})",
