@@ -272,7 +272,7 @@ class CRFEntityRecognizer(TrainablePipe):
             # Entity probabilities are computed with every CRF score divided by it (fit_temperature).
             "temperature": 1.0,
             # The probability doc.ents are decoded at with ents_threshold "fitted" (fit_threshold);
-            # None (the best path) until fitted, and again once update() changes the weights.
+            # None (the best path) until fitted, and again once finish_update() changes the weights.
             "fitted_threshold": None,
             # "char" when the training docs' tokens were single characters (set at initialize).
             "token_unit": None,
@@ -517,8 +517,6 @@ class CRFEntityRecognizer(TrainablePipe):
         if not examples:
             return losses
         self._warn_unknown_labels(examples)
-        # A threshold fitted on the old weights no longer holds (nor shows in dev scores).
-        self.cfg["fitted_threshold"] = None
         if self.join_examples:
             examples = join_pairs(examples, self.join_examples)
         set_dropout_rate(self.model, drop)
@@ -550,6 +548,8 @@ class CRFEntityRecognizer(TrainablePipe):
 
         sgd (Optimizer): The optimizer.
         """
+        # A threshold fitted on the old weights no longer holds (nor shows in dev scores).
+        self.cfg["fitted_threshold"] = None
         scale = self.cfg.get("tok2vec_learn_rate_scale", 1.0)
         if scale == 1.0:
             self.model.finish_update(sgd)
