@@ -15,6 +15,7 @@ streams the annotated rows back in input order (`preserve_order`) to the driver,
 the shards. Ray's own writers name files by block, so a restarted job could not tell which input
 rows are done: writing per input shard from the driver is what makes the job resumable.
 """
+import contextlib
 import dataclasses
 import glob
 import io
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
 
+import srsly
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 
@@ -435,19 +437,45 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
             # marked complete only once its last shard is written.
             yield Row({}, error="end"), (source, n_rows, True)
 
-    for row, (source, index, end), doc in _pipe(nlp, pending(), batch_size=batch_size, n_process=n_process):
-        if end:
-            writer.complete(source, index)
-            continue
-        if writer.output_format == "spacy":
-            record_doc = doc if doc is not None else nlp.make_doc("")
-            _docbin_add(writer, source, index, row, record_doc)
-        else:
-            record = doc_record(doc, row, entities_field, spans_key) if doc is not None else error_record(row, _where(source, index))
-            writer.add(source, index, record, len(row.text))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(_rate(writer.summary, bar), refresh=False)
+    with msgpack_hooks_looked_up_once():
+        for row, (source, index, end), doc in _pipe(nlp, pending(), batch_size=batch_size, n_process=n_process):
+            if end:
+                writer.complete(source, index)
+                continue
+            if writer.output_format == "spacy":
+                record_doc = doc if doc is not None else nlp.make_doc("")
+                _docbin_add(writer, source, index, row, record_doc)
+            else:
+                record = doc_record(doc, row, entities_field, spans_key) if doc is not None else error_record(row, _where(source, index))
+                writer.add(source, index, record, len(row.text))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(_rate(writer.summary, bar), refresh=False)
+
+
+@contextlib.contextmanager
+def msgpack_hooks_looked_up_once() -> Iterator[None]:
+    """srsly's msgpack hooks looked up once for the block, then srsly's lookup restored.
+
+    srsly finds its msgpack encoders and decoders in catalogue on every packb/unpackb: a scan of the
+    installed entry points and of every registered function, ~2.5 ms once a pipeline is loaded.
+    nlp.pipe(n_process > 1) packs each doc three times in a worker and unpacks it three times in the
+    main process, which made `--n-process 2` 0.3x as fast as one process on short docs (measured on
+    Resume sentences). Inside the block the hooks are the ones registered when it starts; workers
+    forked inside it inherit them (under the spawn start method they look them up as before).
+    """
+    registries = (srsly.msgpack_encoders, srsly.msgpack_decoders)
+    before = [vars(registry).get("get_all") for registry in registries]
+    for registry in registries:
+        hooks = registry.get_all()
+        registry.get_all = lambda hooks=hooks: dict(hooks)
+    try:
+        yield
+    finally:
+        for registry, get_all in zip(registries, before):
+            del registry.get_all
+            if get_all is not None:
+                registry.get_all = get_all
 
 
 def _docbin_add(writer: ShardWriter, source: Source, index: int, row: Row, doc: Doc) -> None:

@@ -6,12 +6,15 @@ import threading
 import time
 from pathlib import Path
 
+import catalogue
+import numpy
 import pytest
 import spacy
+import srsly
 from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
-from spacy_cner.annotate import annotate, find_sources, iter_lines
+from spacy_cner.annotate import annotate, find_sources, iter_lines, msgpack_hooks_looked_up_once
 from spacy_cner.cli import app
 
 from test_cli import trained_pipeline
@@ -61,6 +64,33 @@ def test_annotate_text_file_keeps_every_line_and_scores(model, tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").glob("*.jsonl")) == ["docs.00000.jsonl", "docs.00001.jsonl", "docs.00002.jsonl"]
     assert (summary.docs, summary.errors, summary.shards_written, summary.shards_skipped) == (7, 0, 3, 0)
     assert summary.chars == sum(len(text) for text in texts)
+
+
+def test_annotate_n_process_2_matches_one_process(model, tmp_path):
+    """Workers send docs back through srsly's msgpack: same rows, same entities and scores."""
+    texts = TEXTS * 3
+    (tmp_path / "docs.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
+    annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "one", shard_size=4)
+    summary = annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "two", shard_size=4, n_process=2, batch_size=2)
+    assert read_jsonl(tmp_path / "two") == read_jsonl(tmp_path / "one")
+    assert summary.docs == len(texts)
+    assert "get_all" not in vars(srsly.msgpack_decoders)
+
+
+def test_msgpack_hooks_looked_up_once(monkeypatch):
+    """Inside the block srsly's hooks (numpy's among them) still apply, without a registry lookup per call."""
+    calls = []
+    lookup = catalogue.Registry.get_all
+    monkeypatch.setattr(catalogue.Registry, "get_all", lambda self: calls.append(self.namespace) or lookup(self))
+    array = numpy.arange(6, dtype="float32").reshape(2, 3)
+    with msgpack_hooks_looked_up_once():
+        assert len(calls) == 2
+        for _ in range(3):
+            assert numpy.array_equal(srsly.msgpack_loads(srsly.msgpack_dumps({"a": array}))["a"], array)
+        assert len(calls) == 2
+    assert "get_all" not in vars(srsly.msgpack_encoders) and "get_all" not in vars(srsly.msgpack_decoders)
+    srsly.msgpack_loads(srsly.msgpack_dumps({"a": array}))
+    assert len(calls) == 4
 
 
 def test_annotate_jsonl_carries_fields_and_reports_bad_rows(model, tmp_path):
