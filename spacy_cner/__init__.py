@@ -5,14 +5,13 @@ from .layers.char_bigram_embed import CharBigramEmbed
 from .layers.crf import CRF, crf_decode
 from .layers.scalar_mix import ScalarMix
 from .layers.soft_lexicon import SoftLexicon
-from .layers.tener import AttentionPrior, TENEREncoder
+from .layers.tener import TENEREncoder
 from .layers.transformer import TransformerTok2Vec
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 from .robustness import make_robust_ner_scorer
 from .tokenizer import LinearChineseTokenizer
 
 __all__ = [
-    "AttentionPrior",
     "BiLSTMEncoder",
     "CharBigramEmbed",
     "CRF",

@@ -1,14 +1,19 @@
 """Registered model builders that compose the layers (what configs name)."""
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Linear, Model, chain, with_array
-from thinc.types import Floats2d
+from thinc.types import Floats2d, Ints1d
 
+from .entity_attention import takes_gold, with_gold
 from .layers.crf import CRF
-from .windows import sentence_cuts
+from .long_docs import sentence_cuts
+
+
+# The docs, or (docs, gold entity ids per doc) in crf_ner's update.
+InT = Union[List[Doc], Tuple[List[Doc], List[Ints1d]]]
 
 
 @registry.architectures("spacy-cner.CRFTagger.v1")
@@ -22,7 +27,9 @@ def build_crf_tagger(
 
     The model's output is the per-token emission scores; the CRF that scores and
     decodes them is the ref "crf" (see spacy_cner.layers.crf). Initialize with
-    the tag names as Y, which sets nO and the CRF's allowed transitions.
+    the tag names as Y, which sets nO and the CRF's allowed transitions. In
+    training the input may be (docs, gold entity ids per doc): the tok2vec or encoder
+    with an entity_attention_scale gets them beside its input (spacy_cner.entity_attention).
 
     tok2vec (Model[List[Doc], List[Floats2d]]): Any spaCy tok2vec or listener.
     encoder (Optional[Model[List[Floats2d], List[Floats2d]]]): Contextual encoder,
@@ -37,11 +44,13 @@ def build_crf_tagger(
     """
     if sentence_encoding and encoder is None:
         raise ValueError("sentence_encoding needs an encoder (e.g. spacy-cner.BiLSTMEncoder.v1) to run per sentence.")
-    if sentence_encoding and encoder.attrs.get("entity_attention_scale"):
-        raise ValueError(
-            "sentence_encoding cannot be combined with the encoder's entity_attention_scale yet "
-            "(its gold entities are matched to whole docs): set one of them off."
-        )
+    for name, layer in (("tok2vec", tok2vec), ("encoder", encoder)):
+        inner = [node for node in (list(layer.walk())[1:] if layer is not None else []) if takes_gold(node)]
+        if inner:
+            raise ValueError(
+                f"The CRF tagger hands gold entities to its {name} itself, not to the {inner[0].name} "
+                f"layer inside it: make that layer the {name}, or set its entity_attention_scale to 0."
+            )
     output_layer = Linear(nO=nO)
     layers = [tok2vec] + ([encoder] if encoder is not None else [])
     emitter = chain(*layers, with_array(output_layer))
@@ -60,27 +69,54 @@ def build_crf_tagger(
     )
 
 
-def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+def forward(model: Model, X: InT, is_train: bool) -> Tuple[List[Floats2d], Callable]:
     """The emission scores (n_tokens, n_tags) per doc."""
-    if not model.attrs.get("sentence_encoding"):
-        return model.layers[0](docs, is_train)
-    xp = model.ops.xp
-    tok2vec, encoder = model.get_ref("tok2vec"), model.get_ref("encoder")
-    output = model.layers[0].layers[-1]  # with_array(output_layer)
-    X, backprop_tok2vec = tok2vec(docs, is_train)
-    cuts = [sentence_cuts(doc).tolist() for doc in docs]
-    counts = numpy.cumsum([0] + [len(doc_cuts) + 1 for doc_cuts in cuts])
-    H_pieces, backprop_encoder = encoder([p for x, c in zip(X, cuts) for p in xp.split(x, c)], is_train)
-    H = [xp.concatenate(H_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
+    docs, entity_ids = with_gold(X)
+    tok2vec = model.get_ref("tok2vec")
+    encoder = model.get_ref("encoder") if model.has_ref("encoder") else None
+    output = model.layers[0].layers[-1]  # with_array(output_layer), the emitter chain's last layer
+    H, backprop_tok2vec = _with_gold_if_taken(tok2vec, docs, entity_ids, is_train)
+    if encoder is not None and model.attrs.get("sentence_encoding"):
+        H, backprop_encoder = _by_sentence(model, encoder, docs, H, entity_ids, is_train)
+    elif encoder is not None:
+        H, backprop_encoder = _with_gold_if_taken(encoder, H, entity_ids, is_train)
+    else:
+        backprop_encoder = None
     Y, backprop_output = output(H, is_train)
 
-    def backprop(dY: List[Floats2d]) -> List[Doc]:
+    def backprop(dY: List[Floats2d]) -> InT:
         dH = backprop_output(dY)
-        dX_pieces = backprop_encoder([p for dh, c in zip(dH, cuts) for p in xp.split(dh, c)])
-        dX = [xp.concatenate(dX_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
-        return backprop_tok2vec(dX)
+        if backprop_encoder is not None:
+            dH = backprop_encoder(dH)
+        backprop_tok2vec(dH)
+        return X
 
     return Y, backprop
+
+
+def _with_gold_if_taken(layer: Model, inputs, entity_ids, is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    """Run the layer with the gold entity ids beside its input if it reads them; the backprop returns dX."""
+    if entity_ids is None or not takes_gold(layer):
+        return layer(inputs, is_train)
+    Y, backprop_layer = layer((inputs, entity_ids), is_train)
+    return Y, lambda dY: with_gold(backprop_layer(dY))[0]
+
+
+def _by_sentence(model: Model, encoder: Model, docs: List[Doc], X: List[Floats2d], entity_ids, is_train: bool):
+    """The encoder over each sentence of each doc on its own (sentence_encoding), the outputs joined per doc."""
+    xp = model.ops.xp
+    cuts = [sentence_cuts(doc).tolist() for doc in docs]
+    counts = numpy.cumsum([0] + [len(doc_cuts) + 1 for doc_cuts in cuts])
+    pieces = [p for x, c in zip(X, cuts) for p in xp.split(x, c)]
+    id_pieces = None if entity_ids is None else [p for ids, c in zip(entity_ids, cuts) for p in numpy.split(ids, c)]
+    H_pieces, backprop_encoder = _with_gold_if_taken(encoder, pieces, id_pieces, is_train)
+    H = [xp.concatenate(H_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
+
+    def backprop(dH: List[Floats2d]) -> List[Floats2d]:
+        dX_pieces = backprop_encoder([p for dh, c in zip(dH, cuts) for p in xp.split(dh, c)])
+        return [xp.concatenate(dX_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
+
+    return H, backprop
 
 
 def init(model: Model, X: Optional[List[Doc]] = None, Y: Optional[Sequence[str]] = None) -> None:

@@ -10,15 +10,17 @@ from spacy.training import Example
 from spacy.util import load_config
 from thinc.api import fix_random_seed
 
+from spacy_cner.architectures import build_crf_tagger
 from spacy_cner.entity_attention import (
     NO_ENTITY,
+    ScaleAttentionScores,
     entity_scale,
     example_entity_ids,
-    gold_entity_ids,
-    training_gold,
+    wordpiece_entity_scale,
 )
-from spacy_cner.layers.tener import AttentionPrior, TENEREncoder
-from spacy_cner.layers.transformer import _ScaleAttentionScores, _entity_scale, _plan_doc, _window_batch
+from spacy_cner.layers._torch import torch_module
+from spacy_cner.layers.tener import TENEREncoder
+from spacy_cner.layers.transformer import _plan_doc, _window_batch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_DATA = [
@@ -50,21 +52,7 @@ def test_entity_scale_is_beta_w_plus_j():
     numpy.testing.assert_array_equal(scale, expected)
 
 
-def test_gold_is_only_visible_inside_training_gold():
-    docs = [example.predicted for example in make_examples()]
-    ids = [numpy.zeros((len(doc),), dtype="i") for doc in docs]
-    assert gold_entity_ids(docs=docs) is None
-    with training_gold(docs, ids):
-        for found in (gold_entity_ids(docs=docs), gold_entity_ids(lengths=[len(doc) for doc in docs])):
-            assert len(found) == len(ids) and all(a is b for a, b in zip(found, ids))
-        # Other docs (e.g. a tok2vec updated by another component) see nothing.
-        assert gold_entity_ids(docs=[spacy.blank("zh").make_doc(doc.text) for doc in docs]) is None
-        with pytest.raises(ValueError, match="one input row per token"):
-            gold_entity_ids(lengths=[1, 2, 3])
-    assert gold_entity_ids(docs=docs) is None
-
-
-# TENER: the scale goes in as an attention prior (tested against the naive loop in layers/test_tener.py).
+# TENER: the scale multiplies the scores of every head (tested against the naive loop in layers/test_tener.py).
 
 
 def tener(beta):
@@ -75,38 +63,67 @@ def tener(beta):
     return model
 
 
+def with_scale(model, x, scale):
+    """The encoder's torch module over one doc with its attention scores multiplied by scale."""
+    module = torch_module(model).eval()
+    mask = torch.ones((1, len(x)), dtype=torch.bool)
+    return module(torch.tensor(x)[None], mask, torch.tensor(scale)[None])[0].detach().numpy()
+
+
 def test_tener_scales_scores_in_training_only():
     rng = numpy.random.default_rng(0)
     X = [rng.normal(size=(n, 5)).astype("float32") for n in (6, 4)]
     ids = [numpy.asarray([0, 0, -1, 1, 1, 1], dtype="i"), numpy.asarray([-1, 0, 0, -1], dtype="i")]
-    docs = [spacy.blank("zh").make_doc("x" * len(x)) for x in X]
     enhanced, plain = tener(2.0), tener(0.0)
-    for a, b in zip(enhanced.predict(X), plain.predict(X)):
+    # Prediction ignores gold entities.
+    for a, b in zip(enhanced.predict((X, ids)), plain.predict(X)):
         numpy.testing.assert_array_equal(a, b)
-    # Training outside crf_ner's update: no gold entities, no change.
+    # Training without gold entities (a forward pass outside crf_ner's update): no change.
     for a, b in zip(enhanced.begin_update(X)[0], plain.begin_update(X)[0]):
         numpy.testing.assert_allclose(a, b, rtol=1e-6)
-    with training_gold(docs, ids):
-        trained, _ = enhanced.begin_update(X)
-        predicted = enhanced.predict(X)
-        untouched, _ = plain.begin_update(X)
-    prior = AttentionPrior(scale=[entity_scale(i, 2.0) for i in ids])
-    reference, _ = plain.begin_update((X, prior))
-    for a, b, c, d in zip(trained, reference, predicted, untouched):
-        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-        numpy.testing.assert_allclose(c, d, rtol=1e-5, atol=1e-6)
+    trained, _ = enhanced.begin_update((X, ids))
+    untouched, _ = plain.begin_update((X, ids))
+    for x, i, a, b in zip(X, ids, trained, untouched):
+        numpy.testing.assert_allclose(a, with_scale(plain, x, entity_scale(i, 2.0)), rtol=1e-5, atol=1e-6)
+        numpy.testing.assert_allclose(b, with_scale(plain, x, numpy.ones((len(x), len(x)), "float32")), rtol=1e-5, atol=1e-6)
     assert not numpy.allclose(trained[0], untouched[0], atol=1e-4)
 
 
-def test_tener_multiplies_an_existing_prior_scale():
-    X = [numpy.random.default_rng(1).normal(size=(5, 5)).astype("float32")]
-    ids = [numpy.asarray([0, 0, 0, -1, -1], dtype="i")]
-    docs = [spacy.blank("zh").make_doc("x" * 5)]
-    window = numpy.full((5, 5), 0.5, dtype="float32")
-    with training_gold(docs, ids):
-        both, _ = tener(1.5).begin_update((X, AttentionPrior(scale=[window])))
-    expected, _ = tener(0.0).begin_update((X, AttentionPrior(scale=[window * entity_scale(ids[0], 1.5)])))
-    numpy.testing.assert_allclose(both[0], expected[0], rtol=1e-5, atol=1e-6)
+def tagger(beta, sentence_encoding=False):
+    fix_random_seed(0)
+    tok2vec = spacy.util.registry.resolve({"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16,
+                                                 "dropout": 0.0, "bigram_dropout": 0.0}})["t"]
+    encoder = TENEREncoder(n_heads=2, head_width=8, depth=1, dropout=0.0, attention_dropout=0.0,
+                           output_dropout=0.0, entity_attention_scale=beta)
+    model = build_crf_tagger(tok2vec, encoder, sentence_encoding=sentence_encoding)
+    docs = [example.predicted for example in make_examples()]
+    model.initialize(X=docs, Y=["O", "B-PER", "I-PER"])
+    return model, docs
+
+
+@pytest.mark.parametrize("sentence_encoding", [False, True])
+def test_tagger_hands_gold_to_its_encoder(sentence_encoding):
+    """(docs, ids) in training: the enhanced encoder reads them (per sentence too); otherwise nothing changes."""
+    model, docs = tagger(2.0, sentence_encoding)
+    docs[1] = spacy.blank("zh").make_doc("张三去了。上海很大")  # two sentences
+    ids = [numpy.zeros((len(doc),), dtype="i") for doc in docs]
+    plain, _ = model.begin_update(docs)
+    with_gold, backprop = model.begin_update((docs, ids))
+    assert all(not numpy.allclose(a, b, atol=1e-5) for a, b in zip(plain, with_gold))
+    assert backprop([numpy.ones_like(y) for y in with_gold]) == (docs, ids)
+    for a, b in zip(model.predict((docs, ids)), model.predict(docs)):
+        numpy.testing.assert_array_equal(a, b)
+    unenhanced, _ = tagger(0.0, sentence_encoding)
+    for a, b in zip(unenhanced.begin_update(docs)[0], unenhanced.begin_update((docs, ids))[0]):
+        numpy.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_tagger_refuses_an_enhanced_layer_it_cannot_reach():
+    from thinc.api import chain
+
+    tok2vec = spacy.util.registry.resolve({"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16}})["t"]
+    with pytest.raises(ValueError, match="hands gold entities to its tok2vec itself, not to the tener"):
+        build_crf_tagger(chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)))
 
 
 def test_negative_beta_raises():
@@ -126,7 +143,7 @@ def test_scaled_bert_attention_matches_reference(tiny_bert, implementation):
     mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])
     entity_ids = numpy.asarray([-1, 0, 0, -1, 1, -1, -1], dtype="i")
     scale = torch.tensor(entity_scale(entity_ids, 2.0))[None, None]
-    with _ScaleAttentionScores(scale) as mode:
+    with ScaleAttentionScores(scale) as mode:
         output = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
     assert mode.n_scaled == model.config.num_hidden_layers
     attention = model.encoder.layer[0].attention.self
@@ -155,7 +172,11 @@ def test_wordpiece_scale_follows_tokens(tiny_roberta):
     plan = _plan_doc(doc, tokenizer, 60)
     items = [(plan, plan.windows[0])]
     batch = _window_batch(model, tokenizer, items, 1)
-    scale = _entity_scale(items, [numpy.asarray([0, 0, -1, -1], dtype="i")], batch, 1, 2.0)
+    window = plan.windows[0]
+    scale = wordpiece_entity_scale(
+        [plan.wordpiece_tokens[window.start : window.end]], [numpy.asarray([0, 0, -1, -1], dtype="i")],
+        batch["input_ids"].shape[1], 1, 2.0,
+    )
     assert scale.shape == (1, 14, 14)  # <s>, 4 x 3 wordpieces, </s>
     expected = numpy.ones((14, 14), dtype="float32")
     expected[1:7, 1:7] = 3.0

@@ -54,11 +54,22 @@ def test_it_learns_and_saves(tmp_path):
     assert ents(loaded.pipe(texts)) == ents(nlp.pipe(texts))
 
 
-def test_needs_an_encoder_and_no_entity_attention():
+def test_needs_an_encoder():
     nlp = spacy.blank("zh")
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": None, "sentence_encoding": True}
     with pytest.raises(ValueError, match="needs an encoder"):
         nlp.add_pipe("crf_ner", config={"model": model})
+
+
+def test_entity_attention_per_sentence():
+    """An entity-label enhancement gets each sentence's gold entity ids (cut as the vectors are)."""
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
     tener = {**ENCODERS["tener"], "entity_attention_scale": 0.5}
-    with pytest.raises(ValueError, match="entity_attention_scale"):
-        nlp.add_pipe("crf_ner", config={"model": {**model, "encoder": tener}})
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": tener, "sentence_encoding": True}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(120):
+        nlp.update(examples, sgd=optimizer, drop=0.0)
+    assert nlp.evaluate(examples)["ents_f"] == 1.0

@@ -189,15 +189,16 @@ def forward_by_length(
     is_train: bool,
     *,
     group_size: int = GROUP_SIZE,
-    extras: Optional[Sequence[Any]] = None,
+    side_inputs: Optional[Sequence[Any]] = None,
 ) -> Tuple[List[Floats2d], Callable]:
     """Run a wrapped layer over groups of similar-length docs; empty docs get empty outputs.
 
     Docs are sorted by length and run up to group_size at a time, the longest of a
     group at most twice the shortest, so that short docs are not padded to the
     longest doc of the whole batch (over half of a random
-    batch of Resume sentences would be padding). With extras (one item per doc),
-    each group's input is (arrays, extras of those docs); the extras get no gradient.
+    batch of Resume sentences would be padding). With side_inputs (one item per doc,
+    e.g. lexicon word ids), each group's input is (arrays, side inputs of those docs);
+    side inputs get no gradient.
 
     RETURNS (Tuple[List[Floats2d], Callable]): Outputs of width nO and the backprop
         callback, which returns the inputs' gradients.
@@ -216,7 +217,7 @@ def forward_by_length(
     backprops = []
     for group in groups:
         group_X = [X[i] for i in group]
-        group_input = group_X if extras is None else (group_X, [extras[i] for i in group])
+        group_input = group_X if side_inputs is None else (group_X, [side_inputs[i] for i in group])
         Y_group, backprop_group = pytorch_forward(model, group_input, is_train)
         for i, y in zip(group, Y_group):
             Y[i] = y

@@ -9,7 +9,7 @@ from spacy.util import registry
 from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
-from ..windows import ends_sentence, sentence_cuts
+from ..long_docs import ends_sentence, sentence_cuts
 
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A

@@ -324,7 +324,7 @@ def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT,
     docs, X = inputs
     ids = [token_word_ids(model, doc) for doc in docs]
     # The backprop returns the gradient of the hidden states (the docs get none).
-    return forward_by_length(model, X, is_train, extras=ids)
+    return forward_by_length(model, X, is_train, side_inputs=ids)
 
 
 def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, Callable]:

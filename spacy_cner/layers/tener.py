@@ -5,15 +5,15 @@ position encoding that knows direction as well as distance (eq. 18), and they ar
 not scaled by 1/sqrt(d_k), which keeps the attention sharp (section 3.2.2).
 """
 import math
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp, xp2torch
-from thinc.types import Floats2d
+from thinc.types import Floats2d, Ints1d
 
-from ..entity_attention import check_scale, entity_scale, gold_entity_ids
-from ..windows import split_windows
+from ..attention_window import allowed_keys, check_window
+from ..entity_attention import check_gold, check_scale, entity_scale, with_gold
+from ..long_docs import split_windows
 from ._torch import (
     SizedModule,
     build_for_input_width,
@@ -26,43 +26,8 @@ from ._torch import (
 )
 
 
-@dataclass
-class AttentionPrior:
-    """Per-doc adjustments of the attention scores, one (n_tokens, n_tokens) array per doc.
-
-    Rows are queries, columns keys. In every layer and head the scores are
-    multiplied by `scale`, then `bias` is added, before the padding mask and the
-    softmax. A bias of -inf blocks attention (a window constraint), but every
-    token must keep at least one key; a scale of beta * W + 1 sharpens attention
-    between the tokens that W marks.
-    """
-
-    bias: Optional[List[Floats2d]] = None
-    scale: Optional[List[Floats2d]] = None
-
-    def per_doc(self, lengths: Sequence[int]) -> List[Tuple[Optional[Floats2d], Optional[Floats2d]]]:
-        """(bias, scale) for each doc, checked against the docs' lengths."""
-        for name, arrays in (("bias", self.bias), ("scale", self.scale)):
-            if arrays is None:
-                continue
-            if len(arrays) != len(lengths):
-                raise ValueError(
-                    f"AttentionPrior.{name} has {len(arrays)} arrays for {len(lengths)} docs; "
-                    "give one (n_tokens, n_tokens) array per doc."
-                )
-            for i, (array, length) in enumerate(zip(arrays, lengths)):
-                if tuple(array.shape) != (length, length):
-                    raise ValueError(
-                        f"AttentionPrior.{name} of doc {i} has shape {tuple(array.shape)}, "
-                        f"expected ({length}, {length}) for its {length} tokens."
-                    )
-        return [
-            (None if self.bias is None else self.bias[i], None if self.scale is None else self.scale[i])
-            for i in range(len(lengths))
-        ]
-
-
-InT = Union[List[Floats2d], Tuple[List[Floats2d], AttentionPrior]]
+# The docs' vectors, or (vectors, gold entity ids per doc) in crf_ner's update (entity_attention).
+InT = Union[List[Floats2d], Tuple[List[Floats2d], List[Ints1d]]]
 OutT = List[Floats2d]
 
 
@@ -85,9 +50,9 @@ def TENEREncoder(
     """Contextualise token vectors with TENER's relative-position Transformer layers.
 
     The input is projected to n_heads * head_width, then runs through `depth`
-    post-norm layers of relative self-attention and a feed-forward network. The
-    input may be a tuple (vectors, AttentionPrior) to adjust the attention scores
-    per doc (window constraints, entity-label enhancement).
+    post-norm layers of relative self-attention and a feed-forward network. In
+    training, the input may be (vectors, gold entity ids per doc), which an
+    entity_attention_scale reads (spacy_cner.entity_attention); prediction ignores them.
 
     n_heads (int): Attention heads per layer.
     head_width (int): Width of each head (even); the model width is n_heads * head_width.
@@ -120,8 +85,7 @@ def TENEREncoder(
         raise ValueError(f"TENEREncoder needs n_heads >= 1 and depth >= 1, got {n_heads} and {depth}.")
     if max_length < 2:
         raise ValueError(f"TENEREncoder max_length must be at least 2, got {max_length}.")
-    if attention_window is not None and attention_window < 0:
-        raise ValueError(f"TENEREncoder attention_window must be >= 0 or null, got {attention_window}.")
+    check_window(attention_window, "TENEREncoder")
     check_scale(entity_attention_scale, "TENEREncoder")
     width = n_heads * head_width
     hparams = {
@@ -153,50 +117,34 @@ def TENEREncoder(
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
     """Encode groups of similar-length docs (long ones in windows); empty docs get empty outputs."""
-    arrays, prior = X if isinstance(X, tuple) else (X, None)
+    arrays, entity_ids = with_gold(X)
     lengths = [len(array) for array in arrays]
-    extras = prior.per_doc(lengths) if prior is not None else None
     beta = model.attrs.get("entity_attention_scale", 0.0)
-    if is_train and beta:
-        extras = _add_entity_scale(model, extras, lengths, beta)
+    scales = None
+    if entity_ids is not None:
+        check_gold(entity_ids, lengths, "TENEREncoder")
+        if is_train and beta:
+            scales = [model.ops.asarray2f(entity_scale(ids, beta)) for ids in entity_ids]
     max_length = model.attrs["max_length"]
     if all(len(array) <= max_length for array in arrays):
-        Y, backprop_arrays = forward_by_length(model, arrays, is_train, extras=extras)
+        Y, backprop_arrays = forward_by_length(model, arrays, is_train, side_inputs=scales)
     else:
-        Y, backprop_arrays = _forward_windows(model, arrays, extras, max_length, is_train)
-    if prior is None:
+        Y, backprop_arrays = _forward_windows(model, arrays, scales, max_length, is_train)
+    if entity_ids is None:
         return Y, backprop_arrays
 
-    def backprop(dY: OutT) -> Tuple[List[Floats2d], AttentionPrior]:
-        return backprop_arrays(dY), prior
+    def backprop(dY: OutT) -> Tuple[List[Floats2d], List[Ints1d]]:
+        return backprop_arrays(dY), entity_ids
 
     return Y, backprop
 
 
-def _add_entity_scale(model: Model, extras, lengths: List[int], beta: float):
-    """Multiply each doc's attention scale by beta * W_cl + J, if crf_ner is training on the docs."""
-    entity_ids = gold_entity_ids(lengths=lengths)
-    if entity_ids is None:
-        return extras
-    scales = [model.ops.asarray2f(entity_scale(ids, beta)) for ids in entity_ids]
-    if extras is None:
-        return [(None, scale) for scale in scales]
-    return [(bias, scale if old is None else old * scale) for (bias, old), scale in zip(extras, scales)]
-
-
-def _forward_windows(model: Model, arrays: List[Floats2d], extras, max_length: int, is_train: bool):
+def _forward_windows(model: Model, arrays: List[Floats2d], scales, max_length: int, is_train: bool):
     """Encode docs longer than max_length as overlapping windows and stitch the outputs."""
     pieces = [(i, window) for i, array in enumerate(arrays) for window in split_windows([], len(array), max_length)]
     piece_arrays = [arrays[i][w.start : w.end] for i, w in pieces]
-    piece_extras = None
-    if extras is not None:
-        piece_extras = [
-            tuple(None if square is None else square[w.start : w.end, w.start : w.end] for square in extras[i])
-            for i, w in pieces
-        ]
-    Y_pieces, backprop_pieces = forward_by_length(
-        model, piece_arrays, is_train, extras=piece_extras
-    )
+    piece_scales = None if scales is None else [scales[i][w.start : w.end, w.start : w.end] for i, w in pieces]
+    Y_pieces, backprop_pieces = forward_by_length(model, piece_arrays, is_train, side_inputs=piece_scales)
     width = model.get_dim("nO")
     Y = [model.ops.alloc2f(len(array), width) for array in arrays]
     for (i, w), y in zip(pieces, Y_pieces):
@@ -216,7 +164,7 @@ def _forward_windows(model: Model, arrays: List[Floats2d], extras, max_length: i
 
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
     """Infer nI from the data and build the layers."""
-    build_for_input_width(model, X[0] if isinstance(X, tuple) else X, "TENEREncoder")
+    build_for_input_width(model, with_gold(X)[0] if X is not None else None, "TENEREncoder")
 
 
 class TENER(torch.nn.Module, SizedModule):
@@ -273,27 +221,19 @@ class TENER(torch.nn.Module, SizedModule):
         return self._device_marker.device
 
     def forward(
-        self,
-        inputs: torch.Tensor,
-        mask: torch.Tensor,
-        attention_bias: Optional[torch.Tensor] = None,
-        attention_scale: Optional[torch.Tensor] = None,
+        self, inputs: torch.Tensor, mask: torch.Tensor, attention_scale: Optional[torch.Tensor] = None
     ) -> torch.Tensor:
         """inputs (batch, length, nI), mask (batch, length) bool -> (batch, length, width).
 
-        attention_bias, attention_scale: optional (batch, length, length) score
-        adjustments (see AttentionPrior). Padding positions of the output are zero.
+        attention_scale: optional (batch, length, length) factors of the attention scores
+        (entity_attention). Padding positions of the output are zero.
         """
+        attention_bias = None
         if self.attention_window is not None:
-            steps = torch.arange(inputs.shape[1], device=inputs.device)
-            # shape: (batch, length, length); -inf where |t - j| > attention_window. Padding
-            # queries stay unconstrained: a row with no key left would make NaNs that the
-            # zero attention weights on padding keys could not cancel (0 * NaN).
-            far = (steps.unsqueeze(1) - steps.unsqueeze(0)).abs() > self.attention_window
-            far = far.unsqueeze(0) & mask.unsqueeze(2)
-            window_bias = torch.zeros(far.shape, dtype=inputs.dtype, device=inputs.device)
-            window_bias = window_bias.masked_fill(far, float("-inf"))
-            attention_bias = window_bias if attention_bias is None else attention_bias + window_bias
+            steps = torch.arange(inputs.shape[1], device=inputs.device).expand(mask.shape)
+            blocked = ~allowed_keys(steps, mask, self.attention_window)
+            attention_bias = torch.zeros(blocked.shape, dtype=inputs.dtype, device=inputs.device)
+            attention_bias = attention_bias.masked_fill(blocked, float("-inf"))
         hidden = self.input_layer(inputs)
         for layer in self.layers:
             hidden = layer(hidden, mask, attention_bias, attention_scale)
@@ -430,16 +370,13 @@ def relative_encoding(length: int, width: int, device=None, dtype=torch.float32)
 
 
 def _convert_inputs(model: Model, X, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
-    """Pad one group: X is the docs' arrays, or (arrays, [(bias, scale) per doc])."""
-    arrays, extras = X if isinstance(X, tuple) else (X, None)
+    """Pad one group: X is the docs' arrays, or (arrays, attention scale per doc)."""
+    arrays, scales = X if isinstance(X, tuple) else (X, None)
     device = torch_module(model).device
     inputs, mask = pad_batch(model, arrays, requires_grad=is_train, device=device)
     kwargs = {}
-    if extras is not None:
-        for key, position, fill in (("attention_bias", 0, 0.0), ("attention_scale", 1, 1.0)):
-            squares = [extra[position] for extra in extras]
-            if squares[0] is not None:
-                kwargs[key] = _pad_squares(model, squares, inputs.shape[1], fill, device)
+    if scales is not None:
+        kwargs["attention_scale"] = _pad_squares(model, scales, inputs.shape[1], 1.0, device)
     lengths = [len(array) for array in arrays]
 
     def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:

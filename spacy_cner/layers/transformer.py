@@ -9,13 +9,13 @@ state it uses into the transformer: with a scalar mix (NEZHA paper eqs. 11-12)
 all L + 1 layers are fine-tuned through the mix.
 
 Long docs are split at sentence ends into windows the model can take
-(spacy_cner.windows); tokens get the mean of their wordpieces' vectors.
+(spacy_cner.long_docs); tokens get the mean of their wordpieces' vectors.
 """
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy
 import srsly
@@ -28,15 +28,16 @@ from spacy_transformers.layers.hf_wrapper import HFWrapper
 from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
 from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats2d, Ints1d
-from torch.overrides import TorchFunctionMode
 
-from ..entity_attention import NO_ENTITY, check_scale, entity_scale, gold_entity_ids
-from ..windows import Window, ends_sentence, split_windows
+from ..attention_window import allowed_keys, check_window
+from ..entity_attention import ScaleAttentionScores, check_gold, check_scale, with_gold, wordpiece_entity_scale
+from ..long_docs import Window, ends_sentence, split_windows
 from ._torch import finish_update_in_place, load_weights, torch_module
 from .lexicon_adapter import fuse, word_ids
 from .scalar_mix import ScalarMix
 
-InT = List[Doc]
+# The docs, or (docs, gold entity ids per doc) in crf_ner's update (entity_attention).
+InT = Union[List[Doc], Tuple[List[Doc], List[Ints1d]]]
 OutT = List[Floats2d]
 
 
@@ -86,6 +87,7 @@ def TransformerTok2Vec(
     RETURNS (Model[List[Doc], List[Floats2d]]): The tok2vec.
     """
     check_scale(entity_attention_scale, "TransformerTok2Vec")
+    check_window(attention_window, "TransformerTok2Vec")
     if lexicon_layer < 0:
         raise ValueError(f"lexicon_layer must be 0 (the embeddings) or a layer number, got {lexicon_layer}.")
     hf_objects = HFObjects(None, None, None, dict(tokenizer_config), dict(transformer_config))
@@ -206,8 +208,9 @@ class DocPlan:
     wordpiece_words: Optional[numpy.ndarray] = None
 
 
-def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, Callable]:
+def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
     """Windows -> transformer -> (scalar mix) -> mean over each token's wordpieces."""
+    docs, entity_ids = with_gold(X)
     transformer = model.get_ref("transformer")
     tokenizer = transformer.shims[0]._hfmodel.tokenizer
     if tokenizer is None:
@@ -218,7 +221,10 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
     plans = [_plan_doc(doc, tokenizer, max_length, adapter) for doc in docs]
     windows = [(d, window) for d, plan in enumerate(plans) for window in plan.windows]
     beta = model.attrs.get("entity_attention_scale", 0.0)
-    entity_ids = gold_entity_ids(docs=docs) if is_train and beta else None
+    if entity_ids is not None:
+        check_gold(entity_ids, [len(doc) for doc in docs], "TransformerTok2Vec")
+        if not (is_train and beta):
+            entity_ids = None
     # Training runs all windows at once (one backward pass); prediction in chunks of
     # similar length, so a long doc needs only a chunk's hidden states at a time.
     if is_train:
@@ -234,8 +240,13 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
         items = [(plans[windows[i][0]], windows[i][1]) for i in chunk]
         batch = _window_batch(model, tokenizer, items, content_offset)
         if entity_ids is not None:
-            window_ids = [entity_ids[windows[i][0]] for i in chunk]
-            batch["entity_scale"] = _entity_scale(items, window_ids, batch, content_offset, beta)
+            batch["entity_scale"] = wordpiece_entity_scale(
+                [plan.wordpiece_tokens[w.start : w.end] for plan, w in items],
+                [entity_ids[windows[i][0]] for i in chunk],
+                batch["input_ids"].shape[1],
+                content_offset,
+                beta,
+            )
         rows, backprop_chunk = _encode(model, batch, is_train)
         n_steps = batch["input_ids"].shape[1]
         for position, i in enumerate(chunk):
@@ -256,7 +267,7 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
 
     def backprop(dY: OutT) -> InT:
         if not len(gather):
-            return docs
+            return X
         d_tokens = model.ops.xp.concatenate(dY)
         d_gathered = model.ops.backprop_reduce_mean(d_tokens, lengths)
         d_rows = model.ops.alloc2f(*all_rows.shape)
@@ -265,7 +276,7 @@ def forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, C
         for rows, backprop_chunk in zip(outputs, backprops):
             backprop_chunk(d_rows[start : start + rows.shape[0]])
             start += rows.shape[0]
-        return docs
+        return X
 
     return Y, backprop
 
@@ -303,7 +314,7 @@ def _run_transformer(model: Model, batch: Dict[str, Any], is_train: bool):
     if "entity_scale" in batch:
         hf_model = transformer.shims[0]._hfmodel.transformer
         scale = torch.as_tensor(batch["entity_scale"], device=hf_model.device)[:, None]
-        with _ScaleAttentionScores(scale) as mode:
+        with ScaleAttentionScores(scale) as mode:
             layers, backprop_layers = transformer(batch, is_train)
         if mode.n_scaled < hf_model.config.num_hidden_layers:
             raise ValueError(
@@ -466,65 +477,18 @@ def _window_batch(
     window = model.attrs.get("attention_window")
     if window is None:
         return batch
-    # Token coordinates of every position; special tokens sit just outside the content.
-    coordinates = numpy.zeros((len(sequences), n_steps), dtype="f")
+    # Token positions of every wordpiece; special tokens sit just outside the content.
+    positions = numpy.zeros((len(sequences), n_steps), dtype="f")
     for i, ((plan, w), sequence) in enumerate(zip(items, sequences)):
         content = plan.wordpiece_tokens[w.start : w.end]
         end = content_offset + len(content)
-        coordinates[i, :content_offset] = content[0] - 1
-        coordinates[i, content_offset:end] = content
-        coordinates[i, end : len(sequence)] = content[-1] + 1
-    near = numpy.abs(coordinates[:, :, None] - coordinates[:, None, :]) <= window
-    # shape: (n_windows, query, key); padding queries keep the plain mask
-    square = numpy.where(attention_mask[:, :, None] == 1, near, True) & (attention_mask[:, None, :] == 1)
-    batch["attention_mask"] = square.astype("int64")
+        positions[i, :content_offset] = content[0] - 1
+        positions[i, content_offset:end] = content
+        positions[i, end : len(sequence)] = content[-1] + 1
+    real = attention_mask == 1
+    # shape: (n_windows, query, key)
+    batch["attention_mask"] = (allowed_keys(positions, real, window) & real[:, None, :]).astype("int64")
     return batch
-
-
-def _entity_scale(
-    items: List[Tuple[DocPlan, Window]], entity_ids: List[Ints1d], batch: Dict[str, Any], content_offset: int, beta: float
-) -> numpy.ndarray:
-    """beta * W_cl + J per window (n_windows, length, length), over wordpieces; special tokens and padding 1."""
-    n_windows, n_steps = batch["input_ids"].shape
-    scale = numpy.ones((n_windows, n_steps, n_steps), dtype="float32")
-    for i, ((plan, w), ids) in enumerate(zip(items, entity_ids)):
-        positions = numpy.full((n_steps,), NO_ENTITY, dtype="i")
-        tokens = numpy.asarray(plan.wordpiece_tokens[w.start : w.end], dtype="i")
-        positions[content_offset : content_offset + len(tokens)] = ids[tokens]
-        scale[i] = entity_scale(positions, beta)
-    return scale
-
-
-class _ScaleAttentionScores(TorchFunctionMode):
-    """Multiply the input of every attention softmax, (batch, heads, length, length), by a scale.
-
-    Eager attention computes softmax(scores + mask); with a scale of 1 wherever the
-    mask blocks special tokens and padding, softmax((scores + mask) * scale) equals
-    softmax(scores * scale + mask), the enhanced attention (a pair of one entity that an
-    attention window blocks only gets blocked harder).
-    """
-
-    SOFTMAXES = (torch.nn.functional.softmax, torch.softmax, torch.Tensor.softmax)
-
-    def __init__(self, scale: torch.Tensor) -> None:
-        super().__init__()
-        self.scale = scale  # shape: (batch, 1, length, length)
-        self.n_scaled = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in self.SOFTMAXES and args and self._is_scores(args[0]):
-            self.n_scaled += 1
-            args = (args[0] * self.scale.to(args[0].dtype),) + tuple(args[1:])
-        return func(*args, **kwargs)
-
-    def _is_scores(self, tensor) -> bool:
-        return (
-            isinstance(tensor, torch.Tensor)
-            and tensor.dim() == 4
-            and tensor.shape[0] == self.scale.shape[0]
-            and tensor.shape[2:] == self.scale.shape[2:]
-        )
 
 
 def _token_rows(model: Model, plans: List[DocPlan], windows, row_of_window) -> Tuple[Ints1d, Ints1d]:

@@ -3,7 +3,6 @@ import random
 import warnings
 import weakref
 from collections import Counter
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -25,7 +24,7 @@ from thinc.types import Floats2d, Ints1d
 from wasabi import msg
 
 from ..adversarial import EmbeddingAttack
-from ..entity_attention import example_entity_ids, training_gold
+from ..entity_attention import example_entity_ids, takes_gold
 from ..layers._torch import torch_module
 from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
@@ -40,7 +39,7 @@ from ..tags import (
     validate_scheme,
 )
 from ..tokenizer import words_and_spaces
-from ..windows import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
+from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 
 default_model_config = """
 [model]
@@ -119,7 +118,7 @@ def make_crf_ner(
     tok2vec_learn_rate_scale (float): The tok2vec's (e.g. the transformer's) learning
         rate as a multiple of the optimizer's, which the layers above it use.
     long_doc_window (int): At prediction, a doc of more tokens is tagged in windows of at
-        most this many tokens, cut after sentence ends (spacy_cner.windows.doc_windows), so
+        most this many tokens, cut after sentence ends (spacy_cner.long_docs.doc_windows), so
         that time and memory grow linearly with its length; 0 tags every doc whole.
     join_examples (float): In training, the share of each batch's examples that are joined
         in random pairs, X_i + X_j with nothing between (as the robustness test joins them), so
@@ -521,22 +520,21 @@ class CRFEntityRecognizer(TrainablePipe):
             examples = join_pairs(examples, self.join_examples)
         set_dropout_rate(self.model, drop)
         docs = [eg.predicted for eg in examples]
-        # Encoders with an entity-label enhancement read the gold entities in training.
-        gold = [example_entity_ids(eg) for eg in examples] if self._uses_gold_entities() else None
-        with training_gold(docs, gold) if gold is not None else nullcontext():
-            emissions, backprop = self.model.begin_update(docs)
-            loss, d_emissions = self.get_loss(examples, emissions)
-            backprop(d_emissions)
-            if self.adversarial is not None:
-                restore = self.adversarial.perturb(self.model)
-                try:
-                    emissions, backprop = self.model.begin_update(docs)
-                    adversarial_loss, d_emissions = self.get_loss(examples, emissions)
-                    backprop(d_emissions)
-                finally:
-                    restore()
-                key = f"{self.name}_adversarial"
-                losses[key] = losses.get(key, 0.0) + adversarial_loss
+        # Layers with an entity-label enhancement read the gold entities beside the docs.
+        X = (docs, [example_entity_ids(eg) for eg in examples]) if self._uses_gold_entities() else docs
+        emissions, backprop = self.model.begin_update(X)
+        loss, d_emissions = self.get_loss(examples, emissions)
+        backprop(d_emissions)
+        if self.adversarial is not None:
+            restore = self.adversarial.perturb(self.model)
+            try:
+                emissions, backprop = self.model.begin_update(X)
+                adversarial_loss, d_emissions = self.get_loss(examples, emissions)
+                backprop(d_emissions)
+            finally:
+                restore()
+            key = f"{self.name}_adversarial"
+            losses[key] = losses.get(key, 0.0) + adversarial_loss
         if sgd is not None:
             self.finish_update(sgd)
         losses[self.name] += loss
@@ -786,8 +784,18 @@ class CRFEntityRecognizer(TrainablePipe):
             set_lexicon(adapter, lexicon)
 
     def _uses_gold_entities(self) -> bool:
-        """Whether a layer of the model has an entity-label enhancement (entity_attention_scale > 0)."""
-        return any(node.attrs.get("entity_attention_scale") for node in self.model.walk())
+        """Whether the model reads gold entities in training: a CRF tagger whose tok2vec or encoder
+        has an entity-label enhancement (entity_attention_scale > 0)."""
+        enhanced = [node for node in self.model.walk() if takes_gold(node)]
+        if not enhanced:
+            return False
+        if self.model.name != "crf_tagger":
+            raise ValueError(
+                f"'{self.name}' has a layer with an entity_attention_scale ({enhanced[0].name}) in a "
+                f"'{self.model.name}' model: only spacy-cner.CRFTagger.v1 hands it the gold entities. "
+                "Use that architecture, or set entity_attention_scale to 0."
+            )
+        return True
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in."""

@@ -1,4 +1,4 @@
-"""TENER: eq. 18 against a naive loop, direction awareness, padding, attention priors."""
+"""TENER: eq. 18 against a naive loop, direction awareness, padding, attention window, gold entity ids."""
 import math
 
 import numpy
@@ -6,10 +6,10 @@ import pytest
 import torch
 from thinc.api import fix_random_seed
 
+from spacy_cner.entity_attention import NO_ENTITY
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.tener import (
     TENER,
-    AttentionPrior,
     RelativeSelfAttention,
     TENEREncoder,
     relative_encoding,
@@ -88,7 +88,7 @@ def test_attention_is_unscaled_by_default():
     torch.testing.assert_close(scaled, unscaled / math.sqrt(HEAD_WIDTH))
 
 
-def test_attention_output_matches_naive_loop_with_padding_and_prior():
+def test_attention_output_matches_naive_loop_with_padding_bias_and_scale():
     attention = make_attention()
     rng = numpy.random.default_rng(1)
     lengths = [6, 3]
@@ -205,51 +205,75 @@ def window_bias(length: int, window: int) -> numpy.ndarray:
     return numpy.where(far, -numpy.inf, 0.0).astype("float32")
 
 
-def test_window_bias_blocks_far_tokens():
+def with_bias(model, x, bias) -> numpy.ndarray:
+    """The encoder's layers over one doc with a bias added to every head's scores (the reference)."""
+    module = torch_module(model).eval()
+    hidden = module.input_layer(torch.tensor(x)[None])
+    mask = torch.ones((1, len(x)), dtype=torch.bool)
+    for layer in module.layers:
+        hidden = layer(hidden, mask, torch.tensor(bias)[None], None)
+    return hidden[0].detach().numpy()
+
+
+def test_attention_window_blocks_far_tokens():
     """Attention limited to |t - j| <= 1 in each of 2 layers: a token reaches 2 positions away."""
+    settings = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
+                    attention_dropout=0.0, output_dropout=0.0)
     fix_random_seed(0)
-    model = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
-                         attention_dropout=0.0, output_dropout=0.0)
+    free = TENEREncoder(**settings)
+    model = TENEREncoder(attention_window=1, **settings)
     (x,) = arrays(8)
+    free.initialize(X=[x])
     model.initialize(X=[x])
+    torch_module(model).load_state_dict(torch_module(free).state_dict())
     changed = x.copy()
     changed[3] += 5.0
-    prior = AttentionPrior(bias=[window_bias(8, 1), window_bias(8, 1)])
-    windowed = model.predict(([x, changed], prior))
+    windowed = model.predict([x, changed])
     unreached = [0, 6, 7]
     numpy.testing.assert_allclose(windowed[0][unreached], windowed[1][unreached], rtol=1e-5, atol=1e-6)
     for position in range(1, 6):
         assert not numpy.allclose(windowed[0][position], windowed[1][position])
-    free = model.predict([x, changed])
-    assert not numpy.allclose(free[0][unreached], free[1][unreached])
+    unwindowed = free.predict([x, changed])
+    assert not numpy.allclose(unwindowed[0][unreached], unwindowed[1][unreached])
 
 
-def test_prior_scale_of_ones_changes_nothing(encoder):
+@pytest.fixture
+def enhanced():
+    """An encoder with an entity-label enhancement (reads gold entity ids in training)."""
+    fix_random_seed(0)
+    model = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
+                         attention_dropout=0.0, output_dropout=0.0, entity_attention_scale=2.0)
+    model.initialize(X=[numpy.zeros((2, 5), dtype="float32")])
+    return model
+
+
+def test_gold_without_entities_changes_nothing(enhanced):
     X = arrays(4, 6)
-    plain = encoder.predict(X)
-    ones = encoder.predict((X, AttentionPrior(scale=[numpy.ones((len(x), len(x)), "float32") for x in X])))
-    for a, b in zip(plain, ones):
+    plain, _ = enhanced.begin_update(X)
+    none = [numpy.full((len(x),), NO_ENTITY, dtype="i") for x in X]
+    for a, b in zip(plain, enhanced.begin_update((X, none))[0]):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    doubled = encoder.predict((X, AttentionPrior(scale=[numpy.full((len(x), len(x)), 3.0, "float32") for x in X])))
-    assert not numpy.allclose(plain[1], doubled[1])
+    some = [numpy.asarray([0, 0, 0, NO_ENTITY], dtype="i"), numpy.zeros((6,), dtype="i")]
+    scaled, _ = enhanced.begin_update((X, some))
+    assert not numpy.allclose(plain[1], scaled[1])
 
 
-def test_prior_backprop_returns_the_prior(encoder):
+def test_gold_backprop_returns_the_ids(enhanced):
     X = arrays(4, 0, 6)
-    prior = AttentionPrior(bias=[window_bias(len(x), 2) for x in X])
-    Y, backprop = encoder.begin_update((X, prior))
+    ids = [numpy.zeros((len(x),), dtype="i") for x in X]
+    Y, backprop = enhanced.begin_update((X, ids))
     assert [y.shape for y in Y] == [(4, WIDTH), (0, WIDTH), (6, WIDTH)]
-    dX, d_prior = backprop([numpy.ones_like(y) for y in Y])
-    assert d_prior is prior
+    dX, d_ids = backprop([numpy.ones_like(y) for y in Y])
+    assert d_ids == ids
     assert [d.shape for d in dX] == [x.shape for x in X]
 
 
-def test_prior_shape_errors(encoder):
+def test_gold_shape_errors(enhanced):
     X = arrays(4, 6)
-    with pytest.raises(ValueError, match="doc 1 has shape"):
-        encoder.predict((X, AttentionPrior(bias=[window_bias(4, 1), window_bias(5, 1)])))
-    with pytest.raises(ValueError, match="1 arrays for 2 docs"):
-        encoder.predict((X, AttentionPrior(scale=[numpy.ones((4, 4), "float32")])))
+    with pytest.raises(ValueError, match="5 gold entity ids for doc 1 of 6 tokens"):
+        enhanced.predict((X, [numpy.zeros((4,), "i"), numpy.zeros((5,), "i")]))
+    with pytest.raises(ValueError, match="for 1 docs and an input of 2 docs"):
+        enhanced.predict((X, [numpy.zeros((4,), "i")]))
 
 
 @pytest.mark.parametrize("settings", [{"head_width": 5}, {"n_heads": 0}, {"depth": 0}])
@@ -288,15 +312,20 @@ def test_long_docs_are_encoded_in_windows():
     # The first window is tokens 0-15 and owns the first ones: they see no token past 15.
     (first_window,) = whole.predict([long[:16]])
     numpy.testing.assert_allclose(out_long[:8], first_window[:8], rtol=1e-5, atol=1e-6)
-    prior = AttentionPrior(bias=[window_bias(50, 3), window_bias(5, 3)])
-    Y, backprop = windowed.begin_update(([long, short], prior))
+    # Gold entity ids are cut with the windows: the first window's tokens as if encoded alone.
+    windowed.attrs["entity_attention_scale"] = whole.attrs["entity_attention_scale"] = 2.0
+    ids = [numpy.arange(50, dtype="i") // 4, numpy.zeros((5,), dtype="i")]
+    Y, backprop = windowed.begin_update(([long, short], ids))
+    (first_window,), _ = whole.begin_update(([long[:16]], [ids[0][:16]]))
+    numpy.testing.assert_allclose(Y[0][:8], first_window[:8], rtol=1e-5, atol=1e-6)
+    assert not numpy.allclose(Y[0][:8], out_long[:8], atol=1e-4)
     rng = numpy.random.default_rng(5)
     dX, _ = backprop([rng.normal(size=y.shape).astype("float32") for y in Y])
     assert [d.shape for d in dX] == [(50, 5), (5, 5)]
     assert (numpy.abs(dX[0]).sum(axis=1) > 0).all()
 
 
-def test_attention_window_setting_equals_the_window_prior():
+def test_attention_window_setting_equals_a_window_bias():
     """attention_window = w gives what a -inf bias beyond w gives, in training too."""
     fix_random_seed(0)
     settings = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
@@ -307,8 +336,7 @@ def test_attention_window_setting_equals_the_window_prior():
     free.initialize(X=X)
     windowed.initialize(X=X)
     torch_module(windowed).load_state_dict(torch_module(free).state_dict())
-    prior = AttentionPrior(bias=[window_bias(len(x), 1) for x in X])
-    expected = free.predict((X, prior))
+    expected = [with_bias(free, x, window_bias(len(x), 1)) for x in X]
     for a, b in zip(windowed.predict(X), expected):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     trained, _ = windowed.begin_update(X)

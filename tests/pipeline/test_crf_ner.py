@@ -32,7 +32,7 @@ from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
 from spacy_cner.pipeline.crf_ner import join_pairs, make_crf_ner
 from spacy_cner.tags import SCHEMES, is_valid_sequence, most_probable_spans, preset_constraints
-from spacy_cner.windows import doc_windows
+from spacy_cner.long_docs import doc_windows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL_MODEL = {

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 import spacy
 from spacy.tokens import Span
 
-from spacy_cner.windows import Window, doc_windows, split_windows, window_doc, window_segments
+from spacy_cner.long_docs import Window, doc_windows, split_windows, window_doc, window_segments
 
 
 def test_short_doc_is_one_window():
