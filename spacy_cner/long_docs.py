@@ -1,5 +1,5 @@
 """Long docs, cut into windows that keep sentences whole: their wordpieces for a
-transformer (layers/transformer.py), their tokens for crf_ner's long_doc_window and
+transformer (layers/transformer/wordpieces.py), their tokens for crf_ner's long_doc_window and
 TENER's max_length. (Attention limited to nearby tokens, "cs", is attention_window.)
 
 The NEZHA-BiLSTM-CRF paper cuts long texts at the last full stop before 512

@@ -20,7 +20,8 @@ from spacy_cner.entity_attention import (
 )
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.tener import TENEREncoder
-from spacy_cner.layers.transformer import _plan_doc, _window_batch
+from spacy_cner.layers.transformer.batch import window_batch
+from spacy_cner.layers.transformer.wordpieces import plan_doc
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_DATA = [
@@ -169,9 +170,9 @@ def test_wordpiece_scale_follows_tokens(tiny_roberta):
     doc = spacy.blank("zh").make_doc("张三去了")
     model.initialize(X=[doc])
     tokenizer = model.get_ref("transformer").shims[0]._hfmodel.tokenizer
-    plan = _plan_doc(doc, tokenizer, 60)
+    plan = plan_doc(doc, tokenizer, 60)
     items = [(plan, plan.windows[0])]
-    batch = _window_batch(model, tokenizer, items, 1)
+    batch = window_batch(tokenizer, items, 1)
     window = plan.windows[0]
     scale = wordpiece_entity_scale(
         [plan.wordpiece_tokens[window.start : window.end]], [numpy.asarray([0, 0, -1, -1], dtype="i")],

@@ -16,7 +16,9 @@ from thinc.api import Adam, fix_random_seed
 
 from spacy_cner.adversarial import EmbeddingAttack
 from spacy_cner.layers._torch import torch_module
-from spacy_cner.layers.transformer import _lexicon_hook, _plan_doc, _window_batch, _window_geometry
+from spacy_cner.layers.lexicon_adapter import lexicon_hook
+from spacy_cner.layers.transformer.batch import window_batch, window_geometry
+from spacy_cner.layers.transformer.wordpieces import plan_doc
 from spacy_cner.lexicon import Lexicon
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -57,14 +59,14 @@ def hidden_states(tok2vec_model, doc, hooked: bool):
     """All hidden states of the transformer for one doc, with or without the adapter's hook."""
     transformer = tok2vec_model.get_ref("transformer")
     hf = transformer.shims[0]._hfmodel
-    max_length, offset = _window_geometry(tok2vec_model, hf.tokenizer)
+    max_length, offset = window_geometry(hf.transformer.config, hf.tokenizer, tok2vec_model.attrs["window_size"])
     adapter = tok2vec_model.get_ref("lexicon_adapter")
-    plan = _plan_doc(doc, hf.tokenizer, max_length, adapter)
-    batch = _window_batch(tok2vec_model, hf.tokenizer, [(plan, plan.windows[0])], offset)
+    plan = plan_doc(doc, hf.tokenizer, max_length, adapter)
+    batch = window_batch(hf.tokenizer, [(plan, plan.windows[0])], offset, max_words_per_char=adapter.attrs["max_words_per_char"])
     inputs = {key: torch.as_tensor(batch[key]) for key in ("input_ids", "attention_mask")}
     with torch.no_grad():
         if hooked:
-            with _lexicon_hook(tok2vec_model, batch, is_train=False):
+            with lexicon_hook(adapter, hf.transformer, tok2vec_model.attrs["lexicon_layer"], batch["word_ids"], is_train=False):
                 return hf.transformer(**inputs, output_hidden_states=True).hidden_states, batch
         return hf.transformer(**inputs, output_hidden_states=True).hidden_states, batch
 
@@ -100,7 +102,7 @@ def test_wordpieces_get_the_words_of_their_characters(tiny_roberta):
     tok2vec = nlp.get_pipe("crf_ner").model.get_ref("tok2vec")
     tokenizer = tok2vec.get_ref("transformer").shims[0]._hfmodel.tokenizer
     doc = nlp.make_doc("上海工作")
-    plan = _plan_doc(doc, tokenizer, 60, tok2vec.get_ref("lexicon_adapter"))
+    plan = plan_doc(doc, tokenizer, 60, tok2vec.get_ref("lexicon_adapter"))
     assert len(plan.input_ids) == 12
     words = [sorted(WORDS[i] for i in row if i >= 0) for row in plan.wordpiece_words]
     assert words == [["上海"]] * 6 + [["工作"]] * 6

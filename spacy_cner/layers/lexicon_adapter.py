@@ -9,7 +9,8 @@ that cover it (spacy_cner.lexicon.Lexicon.match):
 A character that no word covers gets z_i = 0: out = LayerNorm(h_i).
 """
 import copy
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -342,3 +343,60 @@ def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, C
         return unpad_batch(torch2xp(d_inputs.args[0]), lengths)
 
     return ArgsKwargs(args=(hidden, rows, mask), kwargs={}), backprop
+
+
+@contextmanager
+def lexicon_hook(adapter: Model, hf_model: torch.nn.Module, layer: int, ids: numpy.ndarray, is_train: bool) -> Iterator[None]:
+    """LEBERT's placement inside a transformer: while the block runs, the output of layer `layer`
+    (0: the embeddings) is replaced by the adapter's fusion of it with the lexicon words `ids`,
+    (n_windows, length, max_words_per_char) as transformer.batch.window_batch makes them."""
+    site = adapter_site(hf_model, layer)
+    torch_module(adapter).train(is_train)
+
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return (fuse(adapter, output[0], ids),) + tuple(output[1:])
+        return fuse(adapter, output, ids)
+
+    handle = site.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def adapter_site(hf_model, layer: int) -> torch.nn.Module:
+    """The module whose output the adapter replaces: the embeddings (0) or transformer layer `layer`."""
+    name = type(hf_model).__name__
+    if layer == 0:
+        embeddings = getattr(hf_model, "embeddings", None)
+        if not isinstance(embeddings, torch.nn.Module):
+            raise ValueError(f"lexicon_layer 0 needs the model's embeddings module; {name} has no 'embeddings'.")
+        return embeddings
+    n_layers = hf_model.config.num_hidden_layers
+    candidates = [getattr(getattr(hf_model, "encoder", None), "layer", None)]
+    candidates += [m for m in hf_model.modules() if isinstance(m, torch.nn.ModuleList)]
+    for layers in candidates:
+        if isinstance(layers, torch.nn.ModuleList) and len(layers) == n_layers:
+            return layers[layer - 1]
+    raise ValueError(f"Found no list of {n_layers} transformer layers in {name} for the lexicon adapter.")
+
+
+def backward_unscaled(module: torch.nn.Module, scaler, run_backward: Callable[[], None]) -> None:
+    """Run the transformer's backward pass; with mixed precision, unscale the module's new gradients.
+
+    The transformer's grad scaler scales the gradients that flow into the adapter inside it,
+    but unscales only the transformer's own parameters.
+    """
+    if not getattr(scaler, "_enabled", False):
+        run_backward()
+        return
+    params = [p for p in module.parameters() if p.requires_grad]
+    saved = [p.grad for p in params]
+    for param in params:
+        param.grad = None
+    run_backward()
+    scaler.unscale([p.grad for p in params if p.grad is not None])
+    for param, grad in zip(params, saved):
+        if grad is not None:
+            param.grad = grad if param.grad is None else param.grad + grad

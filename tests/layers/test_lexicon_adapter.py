@@ -240,7 +240,7 @@ def test_backward_unscaled_with_a_grad_scaler():
     """Mixed precision: the transformer's scaler scales the adapter's gradients; they come back unscaled."""
     from thinc.shims.pytorch_grad_scaler import PyTorchGradScaler
 
-    from spacy_cner.layers.transformer import _backward_unscaled
+    from spacy_cner.layers.lexicon_adapter import backward_unscaled
 
     module = torch.nn.Linear(2, 1)
     module.weight.grad = torch.ones_like(module.weight)  # from an earlier pass, already unscaled
@@ -250,7 +250,7 @@ def test_backward_unscaled_with_a_grad_scaler():
     def run_backward():
         (module(x).sum() * 8.0).backward()  # what the scaler (scale 8) does to the output gradient
 
-    _backward_unscaled(module, scaler, run_backward)
+    backward_unscaled(module, scaler, run_backward)
     torch.testing.assert_close(module.weight.grad, torch.full((1, 2), 2.0))
     torch.testing.assert_close(module.bias.grad, torch.ones(1))
 

@@ -1,0 +1,118 @@
+"""Loading a Hugging Face model and running it: spacy-transformers' HFWrapper and HFShim,
+with the shim's memory and weights-loading fixes and hidden states of every layer."""
+import warnings
+from io import BytesIO
+from typing import Any, Callable, Dict, Tuple
+
+import srsly
+import torch
+from spacy_transformers.layers.hf_shim import HFShim
+from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
+from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
+
+from ...entity_attention import ScaleAttentionScores
+from .._torch import finish_update_in_place, load_weights
+
+
+class InPlaceHFShim(HFShim):
+    """spacy-transformers' HFShim with a finish_update that does not leak memory (see _torch),
+    and a from_bytes that loads the weights with weights_only=True (_torch.load_weights).
+    """
+
+    def finish_update(self, optimizer) -> None:
+        finish_update_in_place(self, optimizer)
+
+    def from_bytes(self, bytes_data: bytes) -> "InPlaceHFShim":
+        """HFShim.from_bytes, which reads the weights with torch.load's default (pickled code
+        runs on torch < 2.6): its config and tokenizer, then the weights through load_weights.
+        """
+        msg = srsly.msgpack_loads(bytes_data)
+        if not msg["config"]:  # saved before initialize: no weights
+            return super().from_bytes(bytes_data)
+        device = get_torch_default_device()
+        state = load_weights(msg["state"], device)
+        # HFShim builds the model and tokenizer from the config; its weights come below.
+        blank = BytesIO()
+        torch.save({}, blank)
+        with warnings.catch_warnings():
+            # It warns that the (empty) state does not match the model.
+            warnings.filterwarnings("ignore", message="Error loading saved torch state_dict")
+            # Under TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD it warns of loading the empty state unsafely.
+            warnings.filterwarnings("ignore", message="Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+            super().from_bytes(srsly.msgpack_dumps({**msg, "state": blank.getvalue()}))
+        try:
+            self._model.load_state_dict(state)
+        except RuntimeError as error:
+            # As HFShim does: weights saved by another transformers version may differ in buffers.
+            warnings.warn(f"Loading the transformer's weights with strict=False: {error}")
+            self._model.load_state_dict(state, strict=False)
+        self._model.to(device)
+        return self
+
+
+def load_pretrained(transformer: Model, name: str) -> None:
+    """Load the HFWrapper's pretrained model and tokenizer (once: a deserialized model has them).
+
+    name: a Hugging Face hub name or a local folder.
+    """
+    shim = transformer.shims[0]
+    if shim._hfmodel.transformer is None:
+        hf_objects = huggingface_from_pretrained(
+            name,
+            dict(shim._hfmodel._init_tokenizer_config),
+            dict(shim._hfmodel._init_transformer_config),
+        )
+        shim._model = hf_objects.transformer
+        shim._hfmodel = hf_objects
+
+
+def run_transformer(transformer: Model, batch: Dict[str, Any], is_train: bool):
+    """The HFWrapper's hidden states (n_layers, batch, length, width) and their backprop; with an
+    "entity_scale" in the batch, the scores of every attention softmax scaled (entity_attention)."""
+    if "entity_scale" in batch:
+        hf_model = transformer.shims[0]._hfmodel.transformer
+        scale = torch.as_tensor(batch["entity_scale"], device=hf_model.device)[:, None]
+        with ScaleAttentionScores(scale) as mode:
+            layers, backprop_layers = transformer(batch, is_train)
+        if mode.n_scaled < hf_model.config.num_hidden_layers:
+            raise ValueError(
+                f"entity_attention_scale scaled the attention scores of {mode.n_scaled} of "
+                f"{hf_model.config.num_hidden_layers} layers of {type(hf_model).__name__}: it needs "
+                "attention computed through torch's softmax (eager attention, as in BERT, RoBERTa "
+                "and NEZHA). Set entity_attention_scale = 0 for this model."
+            )
+    else:
+        # shape: (n_layers, batch, length, width)
+        layers, backprop_layers = transformer(batch, is_train)
+    return layers, backprop_layers
+
+
+def convert_inputs(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    """The HF model's keyword arguments for one batch of windows (no gradient into the inputs)."""
+    device = model.shims[0]._hfmodel.transformer.device
+    kwargs = {
+        "input_ids": xp2torch(model.ops.asarray(batch["input_ids"]), device=device),
+        "attention_mask": xp2torch(model.ops.asarray(batch["attention_mask"]), device=device),
+        "output_hidden_states": model.attrs["all_layers"],
+        "return_dict": True,
+    }
+    if "entity_scale" in batch:
+        # Fused attention kernels (sdpa) fall back to eager attention, whose softmax can be scaled.
+        kwargs["output_attentions"] = True
+    return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: []
+
+
+def convert_outputs(model: Model, inputs_outputs, is_train: bool):
+    """Stack the hidden states used, (n_layers, batch, length, width); backprop into each of them."""
+    _, output = inputs_outputs
+    tensors = tuple(output.hidden_states) if model.attrs["all_layers"] else (output.last_hidden_state,)
+    layers = model.ops.xp.stack([torch2xp(tensor.detach().float()) for tensor in tensors])
+
+    def backprop(d_layers) -> ArgsKwargs:
+        grads = [
+            xp2torch(model.ops.asarray(d_layers[i]), device=tensor.device).to(tensor.dtype)
+            for i, tensor in enumerate(tensors)
+        ]
+        return ArgsKwargs(args=(list(tensors),), kwargs={"grad_tensors": grads})
+
+    return layers, backprop

@@ -1,0 +1,246 @@
+"""The thinc layer: TransformerTok2Vec (spacy-cner.TransformerTok2Vec.v1)."""
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import numpy
+from spacy.tokens import Doc
+from spacy.util import SimpleFrozenDict, registry
+from spacy_transformers.data_classes import HFObjects
+from spacy_transformers.layers.hf_wrapper import HFWrapper
+from thinc.api import Model
+from thinc.types import Floats2d, Ints1d
+
+from ...attention_window import check_window
+from ...entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
+from ...long_docs import Window
+from .._torch import torch_module
+from ..lexicon_adapter import backward_unscaled, lexicon_hook
+from ..scalar_mix import ScalarMix
+from .batch import window_batch, window_geometry
+from .hf import InPlaceHFShim, convert_inputs, convert_outputs, load_pretrained, run_transformer
+from .wordpieces import plan_doc, token_rows
+
+# The docs, or (docs, gold entity ids per doc) in crf_ner's update (entity_attention).
+InT = Union[List[Doc], Tuple[List[Doc], List[Ints1d]]]
+OutT = List[Floats2d]
+
+
+@registry.architectures("spacy-cner.TransformerTok2Vec.v1")
+def TransformerTok2Vec(
+    name: str,
+    scalar_mix: bool = True,
+    window_size: int = 0,
+    max_batch_windows: int = 64,
+    attention_window: Optional[int] = None,
+    entity_attention_scale: float = 0.0,
+    lexicon_adapter: Optional[Model] = None,
+    lexicon_layer: int = 1,
+    tokenizer_config: Dict[str, Any] = SimpleFrozenDict(),
+    transformer_config: Dict[str, Any] = SimpleFrozenDict(),
+    mixed_precision: bool = False,
+    grad_scaler_config: Dict[str, Any] = SimpleFrozenDict(),
+) -> Model[InT, OutT]:
+    """Token vectors from a Hugging Face encoder (BERT, RoBERTa-style, NEZHA).
+
+    name (str): Model name on the Hugging Face hub or a local path, e.g. "bert-base-chinese".
+        Read at initialize only: a saved pipeline carries the weights.
+    scalar_mix (bool): Mix all L + 1 hidden states with trained weights (spacy-cner.ScalarMix.v1);
+        False uses the last layer.
+    window_size (int): Most wordpieces per window, special tokens included; 0 is the model's maximum.
+    max_batch_windows (int): At prediction, windows per transformer call (bounds memory on long docs).
+    attention_window (Optional[int]): Sliding-window constraint (Wang, Wang and Shen 2024, eq. 18):
+        a wordpiece attends only to wordpieces whose tokens are at most this many tokens away
+        (special tokens sit just before the first and after the last token), through a 3-D
+        attention mask, in training and prediction; None attends to the whole window.
+    entity_attention_scale (float): Entity-label enhancement, beta of Wang, Wang and Shen
+        2024 (eqs. 15-16): in training, the attention scores (before the softmax) between
+        wordpieces of the same gold entity are multiplied by 1 + beta in every layer and
+        head (crf_ner provides the gold entities); 0 turns it off. Prediction is unchanged.
+        Needs attention computed through a softmax (eager attention); models whose
+        attention kernel fuses it away raise an error.
+    lexicon_adapter (Optional[Model]): spacy-cner.LexiconAdapter.v1 (LEBERT): fuses the
+        lexicon words that cover each wordpiece's characters into its hidden state after
+        transformer layer lexicon_layer, so the layers above it (and the scalar mix of
+        hidden states lexicon_layer...L) see them. Special tokens get no words.
+    lexicon_layer (int): k, the layer after which the adapter runs (1 = after the first
+        layer, LEBERT's best; 0 = on the embedding output).
+    tokenizer_config (Dict[str, Any]): Keyword arguments for the tokenizer's from_pretrained.
+    transformer_config (Dict[str, Any]): Keyword arguments for the model config's from_pretrained.
+    mixed_precision (bool): Run the transformer in mixed precision (GPU).
+    grad_scaler_config (Dict[str, Any]): Settings of the gradient scaler for mixed precision.
+    RETURNS (Model[List[Doc], List[Floats2d]]): The tok2vec.
+    """
+    check_scale(entity_attention_scale, "TransformerTok2Vec")
+    check_window(attention_window, "TransformerTok2Vec")
+    if lexicon_layer < 0:
+        raise ValueError(f"lexicon_layer must be 0 (the embeddings) or a layer number, got {lexicon_layer}.")
+    hf_objects = HFObjects(None, None, None, dict(tokenizer_config), dict(transformer_config))
+    transformer = HFWrapper(
+        hf_objects,
+        convert_inputs=convert_inputs,
+        convert_outputs=convert_outputs,
+        mixed_precision=mixed_precision,
+        grad_scaler_config=dict(grad_scaler_config),
+    )
+    transformer.shims[0].__class__ = InPlaceHFShim
+    transformer.attrs["all_layers"] = scalar_mix
+    layers = [transformer]
+    refs = {"transformer": transformer}
+    if scalar_mix:
+        mix = ScalarMix()
+        layers.append(mix)
+        refs["scalar_mix"] = mix
+    if lexicon_adapter is not None:
+        layers.append(lexicon_adapter)
+        refs["lexicon_adapter"] = lexicon_adapter
+    return Model(
+        "transformer_tok2vec",
+        forward,
+        init=init,
+        layers=layers,
+        refs=refs,
+        dims={"nO": None},
+        attrs={
+            "name": name,
+            "window_size": window_size,
+            "max_batch_windows": max_batch_windows,
+            "attention_window": attention_window,
+            "entity_attention_scale": entity_attention_scale,
+            "lexicon_layer": lexicon_layer,
+        },
+    )
+
+
+def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
+    """Load the pretrained model (once: a deserialized model already has its weights)."""
+    transformer = model.get_ref("transformer")
+    load_pretrained(transformer, model.attrs["name"])
+    shim = transformer.shims[0]
+    config = shim._hfmodel.transformer.config
+    model.set_dim("nO", config.hidden_size, force=True)
+    if model.has_ref("scalar_mix"):
+        mix = model.get_ref("scalar_mix")
+        if not mix.has_dim("nL"):
+            mix.set_dim("nL", config.num_hidden_layers + 1)
+        if not mix.has_param("alpha"):
+            mix.initialize()
+    if model.has_ref("lexicon_adapter"):
+        if model.attrs["lexicon_layer"] > config.num_hidden_layers:
+            raise ValueError(
+                f"lexicon_layer is {model.attrs['lexicon_layer']} but {type(shim._model).__name__} has "
+                f"{config.num_hidden_layers} layers."
+            )
+        adapter = model.get_ref("lexicon_adapter")
+        adapter.set_dim("nI", config.hidden_size, force=True)
+        adapter.initialize()
+
+
+def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    """Windows -> transformer -> (scalar mix) -> mean over each token's wordpieces."""
+    docs, entity_ids = with_gold(X)
+    hf_objects = model.get_ref("transformer").shims[0]._hfmodel
+    tokenizer = hf_objects.tokenizer
+    if tokenizer is None:
+        raise ValueError("The transformer is not loaded: initialize the pipeline (or load a saved one) first.")
+    width = model.get_dim("nO")
+    max_length, content_offset = window_geometry(hf_objects.transformer.config, tokenizer, model.attrs["window_size"])
+    adapter = model.get_ref("lexicon_adapter") if model.has_ref("lexicon_adapter") else None
+    plans = [plan_doc(doc, tokenizer, max_length, adapter) for doc in docs]
+    windows = [(d, window) for d, plan in enumerate(plans) for window in plan.windows]
+    beta = model.attrs.get("entity_attention_scale", 0.0)
+    if entity_ids is not None:
+        check_gold(entity_ids, [len(doc) for doc in docs], "TransformerTok2Vec")
+        if not (is_train and beta):
+            entity_ids = None
+    row_of_window = {}  # window index -> row of its first wordpiece in all_rows
+    outputs, backprops = [], []
+    offset = 0
+    for chunk in _chunks(windows, None if is_train else model.attrs["max_batch_windows"]):
+        items = [(plans[windows[i][0]], windows[i][1]) for i in chunk]
+        batch = window_batch(
+            tokenizer, items, content_offset, model.attrs.get("attention_window"),
+            adapter.attrs["max_words_per_char"] if adapter is not None else None,
+        )
+        if entity_ids is not None:
+            batch["entity_scale"] = wordpiece_entity_scale(
+                [plan.wordpiece_tokens[w.start : w.end] for plan, w in items],
+                [entity_ids[windows[i][0]] for i in chunk],
+                batch["input_ids"].shape[1],
+                content_offset,
+                beta,
+            )
+        rows, backprop_chunk = _encode(model, batch, is_train)
+        n_steps = batch["input_ids"].shape[1]
+        for position, i in enumerate(chunk):
+            row_of_window[i] = offset + position * n_steps + content_offset
+        offset += rows.shape[0]
+        outputs.append(rows)
+        backprops.append(backprop_chunk)
+    all_rows = model.ops.xp.concatenate(outputs) if outputs else model.ops.alloc2f(0, width)
+    gather, lengths = token_rows(model.ops, plans, windows, row_of_window)
+    # Tokens without wordpieces (whitespace, control characters the tokenizer drops) get
+    # zeros; thinc's reduce_mean reads out of bounds when no token has any.
+    if len(gather):
+        tokens = model.ops.reduce_mean(all_rows[gather], lengths)
+    else:
+        tokens = model.ops.alloc2f(len(lengths), width)
+    splits = numpy.cumsum([len(doc) for doc in docs])[:-1]
+    Y = model.ops.xp.split(tokens, splits.tolist()) if docs else []
+
+    def backprop(dY: OutT) -> InT:
+        if not len(gather):
+            return X
+        d_tokens = model.ops.xp.concatenate(dY)
+        d_gathered = model.ops.backprop_reduce_mean(d_tokens, lengths)
+        d_rows = model.ops.alloc2f(*all_rows.shape)
+        model.ops.scatter_add(d_rows, gather, d_gathered)
+        start = 0
+        for rows, backprop_chunk in zip(outputs, backprops):
+            backprop_chunk(d_rows[start : start + rows.shape[0]])
+            start += rows.shape[0]
+        return X
+
+    return Y, backprop
+
+
+def _chunks(windows: List[Tuple[int, Window]], size: Optional[int]) -> List[List[int]]:
+    """Window indices per transformer call: all at once in training (size None: one backward
+    pass), else `size` windows of similar length at a time, so that a long doc needs only a
+    chunk's hidden states at a time."""
+    if size is None:
+        return [list(range(len(windows)))] if windows else []
+    by_length = sorted(range(len(windows)), key=lambda i: windows[i][1].end - windows[i][1].start)
+    size = max(1, size)
+    return [by_length[i : i + size] for i in range(0, len(by_length), size)]
+
+
+def _encode(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[Floats2d, Callable]:
+    """Run one padded batch of windows; rows (batch * length, width) and their backprop."""
+    transformer = model.get_ref("transformer")
+    adapter = model.get_ref("lexicon_adapter") if model.has_ref("lexicon_adapter") else None
+    if adapter is None:
+        layers, backprop_layers = run_transformer(transformer, batch, is_train)
+    else:
+        hf_model = transformer.shims[0]._hfmodel.transformer
+        with lexicon_hook(adapter, hf_model, model.attrs["lexicon_layer"], batch["word_ids"], is_train):
+            layers, backprop_layers = run_transformer(transformer, batch, is_train)
+    n_layers, n_windows, n_steps, width = layers.shape
+    flat = layers.reshape(n_layers, n_windows * n_steps, width)
+    if model.has_ref("scalar_mix"):
+        (rows,), backprop_mix = model.get_ref("scalar_mix")([flat], is_train)
+    else:
+        rows = flat[-1]
+
+        def backprop_mix(d_rows):
+            return [d_rows[0][None]]
+
+    def backprop(d_rows: Floats2d) -> None:
+        (d_flat,) = backprop_mix([d_rows])
+        d_layers = d_flat.reshape(n_layers, n_windows, n_steps, width)
+        if adapter is not None:
+            # The grad scaler scales the adapter's gradients but unscales only the transformer's.
+            scaler = transformer.shims[0]._grad_scaler
+            backward_unscaled(torch_module(adapter), scaler, lambda: backprop_layers(d_layers))
+        else:
+            backprop_layers(d_layers)
+
+    return rows, backprop
