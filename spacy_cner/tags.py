@@ -1,4 +1,6 @@
 """Tag schemes, span <-> tag conversion and the transitions a CRF may take."""
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
@@ -32,6 +34,52 @@ def validate_scheme(scheme: str) -> str:
     return upper
 
 
+@dataclass(frozen=True)
+class TagSet:
+    """The tags of a scheme over labels: the one place where tag names are made and read back.
+
+    names: "O", then each label's prefixes, in label order (["O", "B-LOC", "I-LOC", ...]).
+    index: tag name -> column; columns: prefix -> the columns of that prefix, in label order.
+    """
+
+    labels: Tuple[str, ...]
+    scheme: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(self.labels))
+        object.__setattr__(self, "scheme", validate_scheme(self.scheme))
+
+    @classmethod
+    def from_names(cls, tag_names: Sequence[str]) -> "TagSet":
+        """The tag set whose names these are (a CRF keeps only the names), or a ValueError.
+
+        A tag set without E- or S- tags is BIO (so is one with labels none: its only tag is "O").
+        """
+        parsed = [split_tag(tag) for tag in tag_names if tag != OUT]
+        labels = tuple(dict.fromkeys(label for _, label in parsed))
+        scheme = "BIOES" if any(prefix in ("E", "S") for prefix, _ in parsed) else "BIO"
+        tag_set = cls(labels, scheme)
+        if tag_set.names != list(tag_names):
+            raise ValueError(
+                f"Tags {list(tag_names)[:12]} are not the tags of a scheme: expected 'O' first, then "
+                f"each label's {'/'.join(_PREFIXES[scheme])} tags, such as {tag_set.names[:1 + len(_PREFIXES[scheme])]}."
+            )
+        return tag_set
+
+    @cached_property
+    def names(self) -> List[str]:
+        return [OUT] + [f"{prefix}-{label}" for label in self.labels for prefix in _PREFIXES[self.scheme]]
+
+    @cached_property
+    def index(self) -> Dict[str, int]:
+        return {tag: i for i, tag in enumerate(self.names)}
+
+    @cached_property
+    def columns(self) -> Dict[str, numpy.ndarray]:
+        index = self.index
+        return {p: numpy.asarray([index[f"{p}-{label}"] for label in self.labels], dtype="i") for p in _PREFIXES[self.scheme]}
+
+
 def get_tag_names(labels: Iterable[str], scheme: str) -> List[str]:
     """The tag names of a scheme, "O" first, then each label's prefixes.
 
@@ -39,8 +87,7 @@ def get_tag_names(labels: Iterable[str], scheme: str) -> List[str]:
     scheme (str): "BIOES" or "BIO".
     RETURNS (List[str]): Tag names such as ["O", "B-LOC", "I-LOC", "E-LOC", "S-LOC"].
     """
-    prefixes = _PREFIXES[validate_scheme(scheme)]
-    return [OUT] + [f"{prefix}-{label}" for label in labels for prefix in prefixes]
+    return list(TagSet(tuple(labels), scheme).names)
 
 
 def split_tag(tag: str) -> Tuple[str, str]:
@@ -168,14 +215,13 @@ def allowed_transitions(
 ) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
     """Which tags may start, follow one another and end a sequence.
 
-    The scheme is read from the prefixes: E- or S- tags mean BIOES, else BIO.
-
-    tag_names (Sequence[str]): The tag names in output order.
+    tag_names (Sequence[str]): The tag names of a scheme (TagSet.names) in output order.
     RETURNS (Tuple[ndarray, ndarray, ndarray]): Boolean masks: start (n,),
         transitions (n, n) indexed [from, to], and end (n,).
     """
-    parsed = [split_tag(tag) for tag in tag_names]
-    bioes = any(prefix in ("E", "S") for prefix, _ in parsed)
+    tag_set = TagSet.from_names(tag_names)
+    bioes = tag_set.scheme == "BIOES"
+    parsed = [split_tag(tag) for tag in tag_set.names]
     n_tags = len(parsed)
     start = numpy.zeros((n_tags,), dtype=bool)
     end = numpy.zeros((n_tags,), dtype=bool)
@@ -209,14 +255,15 @@ def is_valid_sequence(tag_ids: Sequence[int], tag_names: Sequence[str]) -> bool:
 IOB_INSIDE, IOB_BEGIN = 1, 3
 
 
-def gold_constraints(biluo: Sequence[Optional[str]], tag_names: Sequence[str], scheme: str) -> numpy.ndarray:
+def gold_constraints(biluo: Sequence[Optional[str]], tag_set: TagSet) -> numpy.ndarray:
     """Per token, 1 for the gold tag, or for every tag where gold is missing.
 
     biluo (Sequence[Optional[str]]): The gold tags, as Example.get_aligned_ner() gives them.
+    tag_set (TagSet): The tags the CRF predicts.
     RETURNS (numpy.ndarray): Allowed tags, shape (n_tokens, n_tags), float32.
     """
-    tag_index = {tag: i for i, tag in enumerate(tag_names)}
-    tags = biluo_to_tags(biluo, scheme)
+    tag_index = tag_set.index
+    tags = biluo_to_tags(biluo, tag_set.scheme)
     # Unknown tags (missing annotation, labels we don't predict) stay -1.
     ids = numpy.asarray([tag_index.get(tag, -1) if tag else -1 for tag in tags], dtype="i")
     allowed = numpy.ones((len(ids), len(tag_index)), dtype="f")
@@ -226,16 +273,14 @@ def gold_constraints(biluo: Sequence[Optional[str]], tag_names: Sequence[str], s
     return allowed
 
 
-def preset_constraints(
-    doc: Doc, ranges: Sequence[Tuple[int, int]], tag_names: Sequence[str], labels: Iterable[str], scheme: str
-) -> List[Optional[numpy.ndarray]]:
+def preset_constraints(doc: Doc, ranges: Sequence[Tuple[int, int]], tag_set: TagSet) -> List[Optional[numpy.ndarray]]:
     """Per token range [start, end) of the doc, the tags allowed by what the doc already
     says (shape (end - start, n_tags), float32), or None where anything goes.
 
     Pre-set entities are kept (spaCy's `ner` does the same), entities neither
     start on whitespace nor continue across a pre-set sentence start. No pre-set
     entity may cross a range's edge (doc_windows cuts outside them). Pre-set entities
-    whose label is not in `labels` are decoded as "O" and kept.
+    whose label is not among the tag set's labels are decoded as "O" and kept.
     """
     if not len(doc):
         return [None for _ in ranges]
@@ -244,11 +289,10 @@ def preset_constraints(
     sent_start[0] = 0  # the doc's start is not a pre-set sentence start
     if not (preset.any() or is_space.any() or (sent_start == 1).any()):
         return [None for _ in ranges]
-    labels = set(labels)
+    labels, scheme, tag_names, tag_index = set(tag_set.labels), tag_set.scheme, tag_set.names, tag_set.index
     prefixes = [split_tag(tag)[0] for tag in tag_names]
     out_only = numpy.asarray([tag == OUT for tag in tag_names], dtype="f")
     opening = numpy.asarray([prefix not in CONTINUE_PREFIXES for prefix in prefixes], dtype="f")
-    tag_index = {tag: i for i, tag in enumerate(tag_names)}
     ents = list(doc.ents)
     ent_starts = numpy.asarray([ent.start for ent in ents], dtype="i")
     constraints: List[Optional[numpy.ndarray]] = []

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spacy_cner.tags import (
+    TagSet,
     allowed_transitions,
     biluo_to_tags,
     get_tag_names,
@@ -34,6 +35,26 @@ def test_validate_scheme():
         validate_scheme("BMES")
     with pytest.raises(ValueError, match="Unknown tag scheme"):
         get_tag_names(["LOC"], "IOB2")
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
+def test_tag_set_names_round_trip(scheme):
+    tag_set = TagSet(tuple(LABELS), scheme.lower())
+    assert tag_set.scheme == scheme and tag_set.names == get_tag_names(LABELS, scheme)
+    assert TagSet.from_names(tag_set.names) == tag_set
+    assert [tag_set.names[i] for i in tag_set.columns["I"]] == [f"I-{label}" for label in LABELS]
+    assert all(tag_set.names[i] == tag for tag, i in tag_set.index.items())
+    assert TagSet.from_names(["O"]).labels == ()
+
+
+@pytest.mark.parametrize("names", [
+    ["B-LOC", "O", "I-LOC"],  # "O" not first
+    ["O", "B-LOC", "I-LOC", "E-LOC"],  # S-LOC missing
+    ["O", "I-LOC", "B-LOC"],  # prefixes out of order
+])
+def test_tag_set_refuses_names_of_no_scheme(names):
+    with pytest.raises(ValueError, match="are not the tags of a scheme"):
+        TagSet.from_names(names)
 
 
 def test_split_tag():

@@ -8,7 +8,7 @@ from thinc.types import Floats1d, Floats2d, Ints1d
 from torch.nn.utils import parametrize
 from torchcrf import CRF as TorchCRF
 
-from ..tags import allowed_transitions, split_tag
+from ..tags import TagSet, allowed_transitions
 from ._torch import SizedModule, pad_batch, set_torch_module, torch_module, unpad_batch, wrap_sized
 
 # Per-doc (length, n_tags) masks: 1 where a tag is allowed at a token.
@@ -357,7 +357,7 @@ class _Lattice:
     """The forward-backward scores (numpy, float64) of a group of docs padded to one length,
     for span probabilities. A span is keyed (doc's row in the group, (start, end, label))."""
 
-    def __init__(self, emit, transitions, alpha, beta, log_z, lengths, index: "_TagIndex") -> None:
+    def __init__(self, emit, transitions, alpha, beta, log_z, lengths, index: TagSet) -> None:
         # shapes: emit, alpha, beta (batch, steps, n_tags); log_z, lengths (batch,)
         self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
         self.log_z, self.lengths, self.index = log_z, numpy.asarray(lengths), index
@@ -445,16 +445,6 @@ class _Lattice:
         return found
 
 
-class _TagIndex(dict):
-    """Tag name -> column, with each prefix's columns in label order (labels sorted)."""
-
-    def __init__(self, tag_names: Sequence[str]) -> None:
-        super().__init__((tag, i) for i, tag in enumerate(tag_names))
-        self.labels = sorted({split_tag(tag)[1] for tag in tag_names if tag != "O"})
-        prefixes = {split_tag(tag)[0] for tag in tag_names if tag != "O"}
-        self.columns = {p: numpy.asarray([self[f"{p}-{label}"] for label in self.labels]) for p in prefixes}
-
-
 def _lattices(
     model: Model,
     emissions: List[Floats2d],
@@ -467,7 +457,7 @@ def _lattices(
     if not temperature > 0:
         raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
-    index = _TagIndex(crf.tag_names)
+    index = TagSet.from_names(crf.tag_names)
     with torch.no_grad(), parametrize.cached():
         scores = tuple(
             t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)

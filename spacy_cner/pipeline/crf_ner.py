@@ -30,8 +30,9 @@ from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
+from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 from ..tags import (
-    get_tag_names,
+    TagSet,
     gold_constraints,
     most_probable_spans,
     preset_constraints,
@@ -39,7 +40,6 @@ from ..tags import (
     validate_scheme,
 )
 from ..tokenizer import words_and_spaces
-from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 
 default_model_config = """
 [model]
@@ -288,9 +288,14 @@ class CRFEntityRecognizer(TrainablePipe):
         return self.labels
 
     @property
-    def tag_names(self) -> List[str]:
+    def tag_set(self) -> TagSet:
         """The CRF's tags: "O" and each label's scheme prefixes."""
-        return get_tag_names(self.labels, self.cfg["scheme"])
+        return TagSet(self.labels, self.cfg["scheme"])
+
+    @property
+    def tag_names(self) -> List[str]:
+        """The names of the CRF's tags, in output order."""
+        return list(self.tag_set.names)
 
     def scalar_mix_weights(self) -> Optional[Dict[str, object]]:
         """The tok2vec's learned layer mix, or None if it has no scalar mix.
@@ -384,7 +389,7 @@ class CRFEntityRecognizer(TrainablePipe):
         constraints = [
             None if c is None else self.model.ops.asarray2f(c)
             for doc, doc_ranges in zip(docs, ranges)
-            for c in preset_constraints(doc, doc_ranges, self.tag_names, self.labels, self.cfg["scheme"])
+            for c in preset_constraints(doc, doc_ranges, self.tag_set)
         ]
         allowed = None
         if any(c is not None for c in constraints):
@@ -581,7 +586,7 @@ class CRFEntityRecognizer(TrainablePipe):
         examples = list(examples)
         validate_examples(examples, "CRFEntityRecognizer.get_loss")
         allowed = [
-            self.model.ops.asarray2f(gold_constraints(eg.get_aligned_ner(), self.tag_names, self.cfg["scheme"]))
+            self.model.ops.asarray2f(gold_constraints(eg.get_aligned_ner(), self.tag_set))
             for eg in examples
         ]
         crf = self.model.get_ref("crf")

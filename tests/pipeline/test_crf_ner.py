@@ -869,7 +869,7 @@ def test_spans_hold_the_entities_with_their_exact_probabilities(scheme):
         assert set(ents) <= set(found)
         emissions = ner.model.predict([doc])
         # The same constraints as decoding: no entity starts on whitespace.
-        (allowed,) = preset_constraints(nlp.make_doc(doc.text), [(0, len(doc))], ner.tag_names, ner.labels, scheme)
+        (allowed,) = preset_constraints(nlp.make_doc(doc.text), [(0, len(doc))], ner.tag_set)
         masks = None if allowed is None else [allowed]
         exact = span_log_probs(ner.model.get_ref("crf"), emissions, [list(found)], scheme, masks)[0]
         assert_allclose([found[span] for span in found], numpy.exp(exact), rtol=1e-5, atol=1e-6)
