@@ -19,7 +19,7 @@ GROUP_SIZE = 16
 os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
 
 
-class SizedModule:
+class RebuildableModule:
     """Mixin for a torch module that records its JSON-safe constructor arguments.
 
     Layers whose sizes are only known at `initialize` build a placeholder at
@@ -32,30 +32,30 @@ class SizedModule:
     hparams: Dict[str, Any]
 
     def __reduce_ex__(self, protocol):
-        """Pickle as the constructor arguments and the weights (as serialize_sized saves them).
+        """Pickle as the constructor arguments and the weights (as serialize_rebuildable saves them).
 
         torch refuses to pickle a module with parametrizations (the CRF's transition
         masks), and a pipeline must pickle for nlp.pipe(n_process=2) under spawn.
         """
         cls = parametrize.type_before_parametrizations(self)
-        return (_rebuild_sized, (cls, self.hparams, self.state_dict(), self.training))
+        return (_rebuild, (cls, self.hparams, self.state_dict(), self.training))
 
 
-def _rebuild_sized(cls: type, hparams: Dict[str, Any], state: Dict[str, Any], training: bool) -> SizedModule:
+def _rebuild(cls: type, hparams: Dict[str, Any], state: Dict[str, Any], training: bool) -> RebuildableModule:
     module = cls(**hparams)
     module.load_state_dict(state)
     return module.train(training)
 
 
-def serialize_sized(module: SizedModule) -> bytes:
-    """Serialize a SizedModule's constructor arguments and weights."""
+def serialize_rebuildable(module: RebuildableModule) -> bytes:
+    """Serialize a RebuildableModule's constructor arguments and weights."""
     filelike = BytesIO()
     torch.save(module.state_dict(), filelike)
     return srsly.msgpack_dumps({"hparams": module.hparams, "state": filelike.getvalue()})
 
 
-def deserialize_sized(module: SizedModule, data: bytes, device: "torch.device") -> SizedModule:
-    """Rebuild a SizedModule of the same class from serialize_sized's bytes."""
+def deserialize_rebuildable(module: RebuildableModule, data: bytes, device: "torch.device") -> RebuildableModule:
+    """Rebuild a RebuildableModule of the same class from serialize_rebuildable's bytes."""
     msg = srsly.msgpack_loads(data)
     rebuilt = type(module)(**msg["hparams"])
     rebuilt.load_state_dict(load_weights(msg["state"], device))
@@ -106,9 +106,9 @@ class InPlacePyTorchShim(PyTorchShim):
         finish_update_in_place(self, optimizer)
 
 
-def wrap_sized(
+def wrap_rebuildable(
     name: str,
-    module: SizedModule,
+    module: RebuildableModule,
     convert_inputs: Callable,
     convert_outputs: Callable,
     *,
@@ -117,15 +117,15 @@ def wrap_sized(
     dims: Optional[Dict[str, Optional[int]]] = None,
     mixed_precision: bool = False,
 ) -> Model:
-    """A thinc layer around a SizedModule, as PyTorchWrapper_v3 builds one.
+    """A thinc layer around a RebuildableModule, as PyTorchWrapper_v3 builds one.
 
     forward defaults to PyTorchWrapper's: convert_inputs, the module, convert_outputs.
     """
     shim = InPlacePyTorchShim(
         module,
         mixed_precision=mixed_precision,
-        serialize_model=serialize_sized,
-        deserialize_model=deserialize_sized,
+        serialize_model=serialize_rebuildable,
+        deserialize_model=deserialize_rebuildable,
     )
     return Model(
         name,
@@ -137,12 +137,12 @@ def wrap_sized(
     )
 
 
-def torch_module(model: Model) -> SizedModule:
+def torch_module(model: Model) -> RebuildableModule:
     """The torch module inside a wrapped layer."""
     return model.shims[0]._model
 
 
-def set_torch_module(model: Model, module: SizedModule) -> None:
+def set_torch_module(model: Model, module: RebuildableModule) -> None:
     """Replace the torch module inside a wrapped layer (from its init)."""
     shim = model.shims[0]
     shim._model = module.to(shim.device)
@@ -162,25 +162,17 @@ def build_for_input_width(model: Model, arrays: Optional[List[Floats2d]], layer_
 def pad_batch(
     model: Model, arrays: List[Floats2d], *, requires_grad: bool, device: Any = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Stack (length, width) arrays into a zero-padded (batch, max_len, width) tensor.
+    """Stack (length, width) arrays into a zero-padded (batch, max_len, width) tensor (thinc's
+    Ops.pad), with a bool mask (batch, max_len) of the real rows, on the module's device.
 
-    RETURNS (Tuple[Tensor, Tensor]): The padded tensor and a bool mask (batch, max_len).
+    RETURNS (Tuple[Tensor, Tensor]): The padded tensor and the mask.
     """
-    lengths = [len(array) for array in arrays]
-    width = arrays[0].shape[1]
-    padded = model.ops.alloc3f(len(arrays), max(lengths), width)
-    for i, array in enumerate(arrays):
-        padded[i, : len(array)] = array
-    mask = model.ops.alloc2f(len(arrays), max(lengths))
-    for i, length in enumerate(lengths):
-        mask[i, :length] = 1
+    xp = model.ops.xp
+    padded = model.ops.pad([model.ops.asarray2f(array) for array in arrays])
+    lengths = xp.asarray([len(array) for array in arrays])
+    mask = (xp.arange(padded.shape[1])[None, :] < lengths[:, None]).astype("float32")
     tensor = xp2torch(padded, requires_grad=requires_grad, device=device)
     return tensor, xp2torch(mask, device=device).bool()
-
-
-def unpad_batch(padded: Any, lengths: List[int]) -> List[Any]:
-    """Split a (batch, max_len, ...) array into per-item (length, ...) arrays."""
-    return [padded[i, :length] for i, length in enumerate(lengths)]
 
 
 def forward_by_length(
@@ -246,4 +238,4 @@ def convert_padded_outputs(model: Model, X_Ytorch: Tuple[Any, torch.Tensor], is_
         d_outputs, _ = pad_batch(model, dY, requires_grad=False, device=outputs.device)
         return ArgsKwargs(args=(outputs,), kwargs={"grad_tensors": d_outputs})
 
-    return unpad_batch(torch2xp(outputs.detach()), lengths), backprop
+    return model.ops.unpad(torch2xp(outputs.detach()), lengths), backprop

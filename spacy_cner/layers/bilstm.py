@@ -6,14 +6,13 @@ from thinc.api import ArgsKwargs, Model, registry, torch2xp
 from thinc.types import Floats2d
 
 from ._torch import (
-    SizedModule,
+    RebuildableModule,
     build_for_input_width,
     convert_padded_outputs,
     forward_by_length,
     pad_batch,
     torch_module,
-    unpad_batch,
-    wrap_sized,
+    wrap_rebuildable,
 )
 
 InT = List[Floats2d]
@@ -35,7 +34,7 @@ def BiLSTMEncoder(
     if width % 2 or width <= 0:
         raise ValueError(f"BiLSTMEncoder width must be a positive even number, got {width}.")
     hparams = {"nI": nI, "width": width, "depth": depth, "dropout": dropout}
-    return wrap_sized(
+    return wrap_rebuildable(
         "bilstm",
         BiLSTM(**hparams),
         _convert_inputs,
@@ -51,7 +50,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
     build_for_input_width(model, X, "BiLSTMEncoder")
 
 
-class BiLSTM(torch.nn.Module, SizedModule):
+class BiLSTM(torch.nn.Module, RebuildableModule):
     """torch BiLSTM over zero-padded batches that never reads the padding.
 
     Each direction is a unidirectional LSTM over the padded batch; the backward
@@ -116,7 +115,7 @@ def _convert_inputs(model: Model, X: InT, is_train: bool) -> Tuple[ArgsKwargs, C
     lengths = [len(x) for x in X]
 
     def backprop(d_inputs: ArgsKwargs) -> InT:
-        return unpad_batch(torch2xp(d_inputs.args[0]), lengths)
+        return model.ops.unpad(torch2xp(d_inputs.args[0]), lengths)
 
     args = (inputs, torch.tensor(lengths, dtype=torch.int64))
     return ArgsKwargs(args=args, kwargs={}), backprop

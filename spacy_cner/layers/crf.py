@@ -9,7 +9,7 @@ from torch.nn.utils import parametrize
 from torchcrf import CRF as TorchCRF
 
 from ..tags import TagSet, allowed_transitions
-from ._torch import SizedModule, pad_batch, set_torch_module, torch_module, unpad_batch, wrap_sized
+from ._torch import RebuildableModule, pad_batch, set_torch_module, torch_module, wrap_rebuildable
 
 # Per-doc (length, n_tags) masks: 1 where a tag is allowed at a token.
 AllowedTags = Floats2d
@@ -32,7 +32,7 @@ def CRF() -> Model[CRFInput, Floats1d]:
     Transitions the tag scheme forbids (e.g. O -> I-X) are fixed to FORBIDDEN;
     decode with `crf_decode`. The tag names are given to `initialize` as Y.
     """
-    return wrap_sized(
+    return wrap_rebuildable(
         "crf",
         ConstrainedCRF(tag_names=[]),
         _convert_inputs,
@@ -116,7 +116,7 @@ def length_groups(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
     return groups
 
 
-class ConstrainedCRF(TorchCRF, SizedModule):
+class ConstrainedCRF(TorchCRF, RebuildableModule):
     """pytorch-crf's CRF with scheme-forbidden transitions masked out.
 
     The masks are applied through torch parametrizations, so every pytorch-crf
@@ -265,7 +265,7 @@ def _convert_inputs(model: Model, X: CRFInput, is_train: bool) -> Tuple[ArgsKwar
 
     def backprop(d_inputs: ArgsKwargs) -> Tuple[List[Floats2d], List[AllowedTags]]:
         d_scores = torch2xp(d_inputs.args[0])
-        return unpad_batch(d_scores, lengths), allowed
+        return model.ops.unpad(d_scores, lengths), allowed
 
     args = (scores, mask, allowed_mask > 0)
     return ArgsKwargs(args=args, kwargs={}), backprop

@@ -23,14 +23,13 @@ from torch import nn
 
 from ..lexicon import Lexicon, token_spans
 from ._torch import (
-    SizedModule,
+    RebuildableModule,
     convert_padded_outputs,
     forward_by_length,
     pad_batch,
     set_torch_module,
     torch_module,
-    unpad_batch,
-    wrap_sized,
+    wrap_rebuildable,
 )
 
 InT = Tuple[List[Doc], List[Floats2d]]
@@ -103,7 +102,7 @@ def _serialize_slot(_, value: LexiconSlot, name: str, model: Model) -> bytes:
     raise TypeError("The lexicon is saved by the pipe, not with the model.")
 
 
-class LexiconAdapterNet(torch.nn.Module, SizedModule):
+class LexiconAdapterNet(torch.nn.Module, RebuildableModule):
     """Word embeddings (a trained table, or frozen vectors) and the adapter that fuses them."""
 
     def __init__(
@@ -197,7 +196,7 @@ def LexiconAdapter(
     if max_words_per_char < 1:
         raise ValueError(f"max_words_per_char must be at least 1, got {max_words_per_char}.")
     placeholder = LexiconAdapterNet(None, word_width, 0, False, dropout)
-    model = wrap_sized(
+    model = wrap_rebuildable(
         "lexicon_adapter",
         placeholder,
         _convert_inputs,
@@ -296,7 +295,7 @@ def token_word_ids(model: Model, doc: Doc) -> numpy.ndarray:
     return word_ids(model, doc.text, token_spans(doc))
 
 
-def word_rows(
+def table_rows_of_words(
     model: Model, module: LexiconAdapterNet, ids: numpy.ndarray, device: torch.device
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Word indices (..., n_words), -1 for none -> the table rows (..., n_words, n_hashes) and the mask."""
@@ -316,7 +315,7 @@ def fuse(model: Model, hidden: torch.Tensor, ids: numpy.ndarray) -> torch.Tensor
     hidden (batch, length, width); ids (batch, length, n_words) word indices, -1 for none.
     """
     module = _prepared(model)
-    rows, mask = word_rows(model, module, ids, hidden.device)
+    rows, mask = table_rows_of_words(model, module, ids, hidden.device)
     return module(hidden, rows, mask)
 
 
@@ -336,11 +335,11 @@ def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, C
     padded = numpy.full(tuple(hidden.shape[:2]) + (model.attrs["max_words_per_char"],), -1, dtype="int64")
     for i, doc_ids in enumerate(ids):
         padded[i, : len(doc_ids)] = doc_ids
-    rows, mask = word_rows(model, module, padded, device)
+    rows, mask = table_rows_of_words(model, module, padded, device)
     lengths = [len(x) for x in X]
 
     def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:
-        return unpad_batch(torch2xp(d_inputs.args[0]), lengths)
+        return model.ops.unpad(torch2xp(d_inputs.args[0]), lengths)
 
     return ArgsKwargs(args=(hidden, rows, mask), kwargs={}), backprop
 

@@ -15,14 +15,13 @@ from ..attention_window import allowed_keys, check_window
 from ..entity_attention import check_gold, check_scale, entity_scale, with_gold
 from ..long_docs import split_windows
 from ._torch import (
-    SizedModule,
+    RebuildableModule,
     build_for_input_width,
     convert_padded_outputs,
     forward_by_length,
     pad_batch,
     torch_module,
-    unpad_batch,
-    wrap_sized,
+    wrap_rebuildable,
 )
 
 
@@ -101,7 +100,7 @@ def TENEREncoder(
         "key_projection": key_projection,
         "attention_window": attention_window,
     }
-    model = wrap_sized(
+    model = wrap_rebuildable(
         "tener",
         TENER(**hparams),
         _convert_inputs,
@@ -167,7 +166,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
     build_for_input_width(model, with_gold(X)[0] if X is not None else None, "TENEREncoder")
 
 
-class TENER(torch.nn.Module, SizedModule):
+class TENER(torch.nn.Module, RebuildableModule):
     """Input projection, then post-norm Transformer layers with relative attention."""
 
     def __init__(
@@ -380,13 +379,14 @@ def _convert_inputs(model: Model, X, is_train: bool) -> Tuple[ArgsKwargs, Callab
     lengths = [len(array) for array in arrays]
 
     def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:
-        return unpad_batch(torch2xp(d_inputs.args[0]), lengths)
+        return model.ops.unpad(torch2xp(d_inputs.args[0]), lengths)
 
     return ArgsKwargs(args=(inputs, mask), kwargs=kwargs), backprop
 
 
 def _pad_squares(model: Model, squares: List[Floats2d], length: int, fill: float, device) -> torch.Tensor:
-    """Stack (n, n) arrays into a (batch, length, length) tensor filled with `fill` elsewhere."""
+    """Stack (n, n) arrays into a (batch, length, length) tensor filled with `fill` elsewhere
+    (thinc's Ops.pad pads the first axis only, with zeros)."""
     padded = model.ops.alloc3f(len(squares), length, length)
     padded += fill
     for i, square in enumerate(squares):
