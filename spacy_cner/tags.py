@@ -103,6 +103,9 @@ def split_tag(tag: str) -> Tuple[str, str]:
 def biluo_to_tags(biluo: Sequence[Optional[str]], scheme: str) -> List[Optional[str]]:
     """Map spaCy's BILUO tags to a scheme; missing values ("-", "", None) stay None.
 
+    One table for both schemes (_FROM_BILUO); spaCy's biluo_to_iob covers BIO only and
+    keeps "-" as it is.
+
     biluo (Sequence[Optional[str]]): Tags as from Example.get_aligned_ner().
     scheme (str): "BIOES" or "BIO".
     RETURNS (List[Optional[str]]): The tags in the scheme, None where unknown.

@@ -31,7 +31,13 @@ class DocPlan:
 
 
 def plan_doc(doc: Doc, tokenizer, max_length: int, adapter: Optional[Model] = None) -> DocPlan:
-    """Tokenize a doc into wordpieces, align them to its tokens and split it into windows."""
+    """Tokenize a doc into wordpieces, align them to its tokens and split it into windows.
+
+    The alignment is our own, not spacy-transformers' get_alignment_via_offset_mapping: that
+    one gives each token its wordpieces but not each wordpiece its token (which the attention
+    window and the entity scale need), and it also maps the character after each token to
+    the token, so a wordpiece of a trailing space would join the token before it.
+    """
     if not doc.text:
         empty = numpy.zeros((0,), dtype="i")
         return DocPlan([], [], empty, numpy.zeros((len(doc),), dtype="i"), [])
