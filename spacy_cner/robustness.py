@@ -77,11 +77,16 @@ def make_robust_ner_scorer(pairing: str = "adjacent", seed: int = 0, batch_size:
     return RobustNERScorer(pairing, seed, batch_size)
 
 
-class RobustNERScorer:
-    """A scorer that runs the pipeline on joined examples; see make_robust_ner_scorer."""
+class PipelineScorer:
+    """A component scorer that runs the pipeline: crf_ner calls it with nlp=<its pipeline>
+    (spaCy gives component scorers no pipeline). Subclass it to write one."""
 
-    # The pipe calls it with nlp=<its pipeline>: scorers get no pipeline otherwise.
-    needs_pipeline = True
+    def __call__(self, examples: Iterable[Example], *, nlp: Optional[Language] = None, **kwargs) -> Dict[str, Any]:
+        raise NotImplementedError
+
+
+class RobustNERScorer(PipelineScorer):
+    """A scorer that runs the pipeline on joined examples; see make_robust_ner_scorer."""
 
     def __init__(self, pairing: str, seed: int, batch_size: int) -> None:
         self.pairing = pairing

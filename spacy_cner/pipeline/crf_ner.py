@@ -31,6 +31,7 @@ from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
 from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
+from ..robustness import PipelineScorer
 from ..tags import (
     TagSet,
     gold_constraints,
@@ -69,9 +70,24 @@ DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
 # At prediction, the most tokens (summed over docs and windows) per model call: bounds the
 # memory of the layers' activations on long docs and big batches.
 EMISSION_BATCH_TOKENS = 16384
-# Each pipe's pipeline (weakly: pipes are pickled, pipelines own their pipes), for
-# scorers that run the pipeline, such as spacy-cner.robust_ner_scorer.v1.
-_PIPELINES: "weakref.WeakKeyDictionary[CRFEntityRecognizer, weakref.ref]" = weakref.WeakKeyDictionary()
+
+
+class PipelineLink:
+    """The pipeline a pipe was created or initialized in, for a scorer that runs it
+    (robustness.PipelineScorer): spaCy's Scorer gives component scorers no pipeline.
+
+    Held weakly (the pipeline owns the pipe). A pickled or copied pipe is in no pipeline
+    yet, and a weak reference cannot be pickled: the link pickles empty.
+    """
+
+    def __init__(self, nlp: Optional[Language] = None) -> None:
+        self._ref = weakref.ref(nlp) if nlp is not None else None
+
+    def __call__(self) -> Optional[Language]:
+        return self._ref() if self._ref is not None else None
+
+    def __reduce__(self):
+        return (PipelineLink, ())
 
 
 @Language.factory(
@@ -158,7 +174,7 @@ def make_crf_ner(
         ents_threshold=ents_threshold,
         alignment_mode=alignment_mode,
     )
-    _PIPELINES[pipe] = weakref.ref(nlp)
+    pipe.pipeline_link = PipelineLink(nlp)
     return pipe
 
 
@@ -261,6 +277,8 @@ class CRFEntityRecognizer(TrainablePipe):
         self.candidate_threshold = candidate_threshold
         self.ents_threshold = ents_threshold
         self._warned_labels: set = set()
+        # Set by the factory and by initialize(nlp=...).
+        self.pipeline_link = PipelineLink()
         if alignment_mode not in ("strict", "contract", "expand"):
             raise ValueError(f"alignment_mode must be 'strict', 'contract' or 'expand', got {alignment_mode!r}.")
         self.alignment_mode = alignment_mode
@@ -312,10 +330,10 @@ class CRFEntityRecognizer(TrainablePipe):
     def score(self, examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
         """Score a batch of examples with the configured scorer.
 
-        A scorer with `needs_pipeline` (spacy-cner.robust_ner_scorer.v1) also gets
+        A robustness.PipelineScorer (spacy-cner.robust_ner_scorer.v1) also gets
         nlp=<the pipeline this pipe is in>, to run it on new texts.
         """
-        if getattr(self.scorer, "needs_pipeline", False):
+        if isinstance(self.scorer, PipelineScorer):
             kwargs["nlp"] = self._pipeline()
         return super().score(examples, **kwargs)
 
@@ -615,7 +633,7 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
         if nlp is not None:
-            _PIPELINES[self] = weakref.ref(nlp)
+            self.pipeline_link = PipelineLink(nlp)
             self._check_vectors(nlp)
         if labels is not None:
             for label in labels:
@@ -804,8 +822,7 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in."""
-        ref = _PIPELINES.get(self)
-        nlp = ref() if ref is not None else None
+        nlp = self.pipeline_link()
         if nlp is None or not any(pipe is self for _, pipe in nlp.pipeline):
             raise ValueError(
                 f"The scorer of '{self.name}' runs the pipeline, but '{self.name}' is not in the pipeline "
