@@ -450,6 +450,11 @@ def _decode(
     return _decode_bio(tags, scheme, lines, sentence, problems)
 
 
+def _before(tags: Sequence[str], i: int) -> str:
+    """What comes before tag i, for an error message."""
+    return "the start of the sentence" if i == 0 else tags[i - 1]
+
+
 def _decode_bio(
     tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
 ) -> List[Entity]:
@@ -476,19 +481,17 @@ def _decode_bio(
                     f"end the {spans[-1][2]} entity and open a new {tag_label} entity here",
                 )
             else:
-                got = "the start of the sentence" if i == 0 else tags[i - 1]
                 problems(
                     "missing_opening", lines[i], sentence,
                     f"{tag} has no opening tag: expected B-{tag_label} or I-{tag_label} before "
-                    f"it, got {got} (if the file is IOB1, use --scheme iob)",
+                    f"it, got {_before(tags, i)} (if the file is IOB1, use --scheme iob)",
                     f"open a new {tag_label} entity here",
                 )
         elif prefix == "B" and scheme == "iob" and not continues:
-            got = "the start of the sentence" if i == 0 else tags[i - 1]
             problems(
                 "iob1_b_opening", lines[i], sentence,
                 f"{tag} in IOB1 must directly follow a {tag_label} entity: expected I-{tag_label} "
-                f"to open an entity after {got} (if the file is IOB2, use --scheme bio)",
+                f"to open an entity after {_before(tags, i)} (if the file is IOB2, use --scheme bio)",
                 f"open a new {tag_label} entity here",
             )
         start, label = i, tag_label
@@ -530,11 +533,10 @@ def _decode_bmes(
             continue
         # prefix is the continuation (M- or I-) or E-
         if start is None:
-            got = "the start of the sentence" if i == 0 else tags[i - 1]
             problems(
                 "missing_opening", lines[i], sentence,
                 f"{tag} has no opening tag: expected B-{tag_label} or {middle}-{tag_label} "
-                f"before it, got {got}",
+                f"before it, got {_before(tags, i)}",
                 f"open a new {tag_label} entity here",
             )
             start, label = i, tag_label
