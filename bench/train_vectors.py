@@ -1,0 +1,101 @@
+"""Character and bigram vectors trained on the unlabeled text at hand (issue 13, item 2).
+
+Usage: python bench/train_vectors.py [--data ../shared/data] [--out bench/runs/vectors]
+       [--width 50] [--epochs 10] [--min-count 2] [--seed 0]
+
+The text: the train split of every dataset in --data, and every split of a dataset that has
+no train split (peoples_daily: bench_datasets never scores it), read as characters; the
+dev and test text of the scored datasets is never read. gensim's word2vec (skip-gram, as
+the gigaword_chn.all.a2b.{uni,bi}.ite50.vec files Lattice-LSTM and TENER use were
+trained) learns character vectors on the sentences as characters and bigram vectors on
+the sentences as overlapping bigrams. Both go into one word2vec text file, keyed as
+CharBigramEmbed looks them up (a character; a bigram as its two characters), then into a
+spaCy vectors model with `spacy init vectors zh`, for
+`--paths.vectors OUT/model` with `components.crf_ner.model.tok2vec.static_vectors=true`:
+
+  python bench/bench_datasets.py --variant \\
+      vectors=default:paths.vectors=bench/runs/vectors/model,components.crf_ner.model.tok2vec.static_vectors=true
+
+Needs gensim: pip install "spacy-cner[vectors]". Prints how much text that was.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+from _common import ROOT
+
+
+def read_sentences(path: Path) -> List[str]:
+    """The sentences of a one-character-per-line file (blank lines between sentences)."""
+    sentences, chars = [], []
+    for line in path.read_text(encoding="utf8").splitlines():
+        fields = line.split()
+        if not fields:
+            if chars:
+                sentences.append("".join(chars))
+            chars = []
+        else:
+            chars.append(fields[0])
+    if chars:
+        sentences.append("".join(chars))
+    return sentences
+
+
+def unlabeled_files(data: Path) -> List[Path]:
+    """Train splits, and every split of a dataset without one; never a scored dev or test split."""
+    files = []
+    for folder in sorted(p for p in data.iterdir() if p.is_dir()):
+        splits = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "SOURCE.md")
+        train = [p for p in splits if p.name.startswith("train")]
+        files.extend(train or splits)
+    return files
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "vectors")
+    parser.add_argument("--width", type=int, default=50)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--min-count", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    try:
+        from gensim.models import Word2Vec
+    except ImportError:
+        sys.exit('gensim is not installed: pip install "spacy-cner[vectors]"')
+    files = unlabeled_files(args.data)
+    if not files:
+        sys.exit(f"No data under {args.data}: pass --data DIR")
+    sentences = [s for path in files for s in read_sentences(path)]
+    chars = [list(s) for s in sentences]
+    bigrams = [[a + b for a, b in zip(s, s[1:])] for s in sentences if len(s) > 1]
+    settings = dict(vector_size=args.width, window=5, sg=1, min_count=args.min_count, epochs=args.epochs,
+                    seed=args.seed, workers=1)
+    models = {"chars": Word2Vec(chars, **settings), "bigrams": Word2Vec(bigrams, **settings)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    text_path = args.out / "vectors.txt"
+    rows = [(key, model.wv[key]) for model in models.values() for key in model.wv.index_to_key]
+    with text_path.open("w", encoding="utf8") as file:
+        file.write(f"{len(rows)} {args.width}\n")
+        for key, vector in rows:
+            file.write(key + " " + " ".join(f"{x:.5f}" for x in vector) + "\n")
+    subprocess.run([sys.executable, "-m", "spacy", "init", "vectors", "zh", str(text_path), str(args.out / "model")],
+                   check=True)
+    summary = {
+        "files": [str(p.relative_to(args.data)) for p in files],
+        "sentences": len(sentences),
+        "characters": sum(len(s) for s in sentences),
+        "char_vectors": len(models["chars"].wv.index_to_key),
+        "bigram_vectors": len(models["bigrams"].wv.index_to_key),
+        "settings": settings,
+    }
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf8")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
