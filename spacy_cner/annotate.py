@@ -462,7 +462,9 @@ def msgpack_hooks_looked_up_once() -> Iterator[None]:
     nlp.pipe(n_process > 1) packs each doc three times in a worker and unpacks it three times in the
     main process, which made `--n-process 2` 0.3x as fast as one process on short docs (measured on
     Resume sentences). Inside the block the hooks are the ones registered when it starts; workers
-    forked inside it inherit them (under the spawn start method they look them up as before).
+    forked inside it inherit them (under the spawn and forkserver start methods, forkserver being
+    Python 3.14's default on Linux, they look them up as before: correct, only slower). Blocks
+    nest: each restores what was there when it began.
     """
     registries = (srsly.msgpack_encoders, srsly.msgpack_decoders)
     before = [vars(registry).get("get_all") for registry in registries]

@@ -22,7 +22,7 @@ def build_crf_tagger(
     encoder: Optional[Model[List[Floats2d], List[Floats2d]]] = None,
     nO: Optional[int] = None,
     sentence_encoding: bool = False,
-) -> Model[List[Doc], List[Floats2d]]:
+) -> Model[InT, List[Floats2d]]:
     """Emission scores for a CRF: tok2vec -> optional encoder -> linear layer.
 
     The model's output is the per-token emission scores; the CRF that scores and
@@ -40,7 +40,7 @@ def build_crf_tagger(
         sentence gets the same vectors alone and after another one (sentence-level
         robustness); the CRF still decodes the whole doc. A transformer tok2vec below
         still reads whole windows.
-    RETURNS (Model[List[Doc], List[Floats2d]]): The tagger.
+    RETURNS (Model[InT, List[Floats2d]]): The tagger.
     """
     if sentence_encoding and encoder is None:
         raise ValueError("sentence_encoding needs an encoder (e.g. spacy-cner.BiLSTMEncoder.v1) to run per sentence.")

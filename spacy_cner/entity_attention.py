@@ -39,7 +39,11 @@ def takes_gold(model: Model) -> bool:
 
 
 def with_gold(X: Any) -> Tuple[Any, Optional[List[Ints1d]]]:
-    """A layer's input and its gold entity ids: X is (input, ids) or the input alone (ids None)."""
+    """A layer's input and its gold entity ids: X is (input, ids) or the input alone (ids None).
+
+    Only a tuple is read as a pair: the inputs these layers take (docs, arrays, Ragged, padded
+    batches) are lists or thinc dataclasses, never tuples.
+    """
     if isinstance(X, tuple):
         inputs, entity_ids = X
         return inputs, list(entity_ids)

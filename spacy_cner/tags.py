@@ -50,14 +50,17 @@ class TagSet:
         object.__setattr__(self, "scheme", validate_scheme(self.scheme))
 
     @classmethod
-    def from_names(cls, tag_names: Sequence[str]) -> "TagSet":
+    def from_names(cls, tag_names: Sequence[str], scheme: Optional[str] = None) -> "TagSet":
         """The tag set whose names these are (a CRF keeps only the names), or a ValueError.
 
-        A tag set without E- or S- tags is BIO (so is one with labels none: its only tag is "O").
+        scheme: the scheme the names must be in; None reads it from the names: a tag set
+        without E- or S- tags is BIO (so is one without labels, whose only tag is "O", which
+        is why callers that know their scheme pass it).
         """
         parsed = [split_tag(tag) for tag in tag_names if tag != OUT]
         labels = tuple(dict.fromkeys(label for _, label in parsed))
-        scheme = "BIOES" if any(prefix in ("E", "S") for prefix, _ in parsed) else "BIO"
+        if scheme is None:
+            scheme = "BIOES" if any(prefix in ("E", "S") for prefix, _ in parsed) else "BIO"
         tag_set = cls(labels, scheme)
         if tag_set.names != list(tag_names):
             raise ValueError(

@@ -127,6 +127,22 @@ def test_tagger_refuses_an_enhanced_layer_it_cannot_reach():
         build_crf_tagger(chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)))
 
 
+def test_pipe_refuses_an_enhanced_layer_moved_out_of_reach():
+    """A model rewired after it was built (as replace_listeners does) must not train an enhanced
+    layer without its gold entities."""
+    from thinc.api import chain, noop
+
+    nlp, examples, optimizer = tener_pipeline(3.0)
+    model = nlp.get_pipe("crf_ner").model
+    encoder = model.get_ref("encoder")
+    emitter = model.layers[0]
+    wrapped = chain(encoder, noop())
+    emitter.layers[emitter.layers.index(encoder)] = wrapped
+    model.set_ref("encoder", wrapped)
+    with pytest.raises(ValueError, match="inside its tok2vec or encoder"):
+        nlp.update(examples, sgd=optimizer)
+
+
 def test_negative_beta_raises():
     with pytest.raises(ValueError, match="entity_attention_scale must be >= 0"):
         TENEREncoder(entity_attention_scale=-1.0)

@@ -79,6 +79,9 @@ def test_a_pipe_outside_its_pipeline_fails_clearly():
     nlp.remove_pipe("crf_ner")
     with pytest.raises(ValueError, match="not in the pipeline it was created or initialized in"):
         ner.score([])
+    del ner.pipeline_link  # as a pipe pickled before the link existed
+    with pytest.raises(ValueError, match="not in the pipeline it was created or initialized in"):
+        ner.score([])
 
 
 def test_spacy_train_reports_and_weights_robust_f(tmp_path):

@@ -45,6 +45,8 @@ def test_tag_set_names_round_trip(scheme):
     assert [tag_set.names[i] for i in tag_set.columns["I"]] == [f"I-{label}" for label in LABELS]
     assert all(tag_set.names[i] == tag for tag, i in tag_set.index.items())
     assert TagSet.from_names(["O"]).labels == ()
+    assert TagSet.from_names(["O"], scheme.lower()) == TagSet((), scheme)
+    assert TagSet.from_names(tag_set.names, scheme) == tag_set
 
 
 @pytest.mark.parametrize("names", [
@@ -55,6 +57,11 @@ def test_tag_set_names_round_trip(scheme):
 def test_tag_set_refuses_names_of_no_scheme(names):
     with pytest.raises(ValueError, match="are not the tags of a scheme"):
         TagSet.from_names(names)
+
+
+def test_tag_set_refuses_names_of_another_scheme():
+    with pytest.raises(ValueError, match="are not the tags of a scheme"):
+        TagSet.from_names(get_tag_names(LABELS, "BIOES"), "BIO")
 
 
 def test_split_tag():

@@ -305,9 +305,9 @@ def span_log_probs(
     """
     out = [numpy.zeros((0,), dtype="float64") for _ in emissions]
     lengths = [len(scores) if len(doc_spans) else 0 for scores, doc_spans in zip(emissions, spans)]
-    for group, lattice in _lattices(model, emissions, lengths, allowed):
+    for group, lattice in _lattices(model, emissions, lengths, allowed, scheme):
         keys = [(b, span) for b, i in enumerate(group) for span in spans[i]]
-        log_probs = lattice.span_log_probs(keys, scheme)
+        log_probs = lattice.span_log_probs(keys)
         bounds = numpy.cumsum([0] + [len(spans[i]) for i in group])
         for b, i in enumerate(group):
             out[i] = log_probs[bounds[b] : bounds[b + 1]]
@@ -341,12 +341,12 @@ def entity_probabilities(
     """
     out: List[Dict[Tuple[int, int, str], float]] = [{} for _ in emissions]
     lengths = [len(scores) for scores in emissions]
-    for group, lattice in _lattices(model, emissions, lengths, allowed, temperature):
+    for group, lattice in _lattices(model, emissions, lengths, allowed, scheme, temperature):
         given = [(b, span) for b, i in enumerate(group) for span in spans[i]]
-        candidates = lattice.candidates(scheme, threshold) if threshold <= 1.0 else []
+        candidates = lattice.candidates(threshold) if threshold <= 1.0 else []
         keys = list(dict.fromkeys(given + candidates))
         given = set(given)
-        probabilities = numpy.minimum(1.0, numpy.exp(lattice.span_log_probs(keys, scheme)))
+        probabilities = numpy.minimum(1.0, numpy.exp(lattice.span_log_probs(keys)))
         for (b, span), probability in zip(keys, probabilities.tolist()):
             if probability >= threshold or (b, span) in given:
                 out[group[b]][span] = probability
@@ -362,7 +362,7 @@ class _Lattice:
         self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
         self.log_z, self.lengths, self.index = log_z, numpy.asarray(lengths), index
 
-    def span_log_probs(self, keys: Sequence[Tuple[int, Tuple[int, int, str]]], scheme: str) -> numpy.ndarray:
+    def span_log_probs(self, keys: Sequence[Tuple[int, Tuple[int, int, str]]]) -> numpy.ndarray:
         """log P(span is an entity) for each (doc row, span): the paths through its tags, over all paths.
 
         Vectorised over the spans of the group: a span's tags are fixed (B I .. I E, S, or
@@ -372,7 +372,7 @@ class _Lattice:
         """
         if not len(keys):
             return numpy.zeros((0,), dtype="float64")
-        index = self.index
+        index, scheme = self.index, self.index.scheme
         label_ids = {label: k for k, label in enumerate(index.labels)}
         rows = numpy.asarray([b for b, _ in keys])
         starts = numpy.asarray([span[0] for _, span in keys])
@@ -418,14 +418,14 @@ class _Lattice:
                 scores = scores + numpy.where(lasts + 1 >= lengths, beta[rows, lasts, last_tag], summed)
         return scores - self.log_z[rows]
 
-    def candidates(self, scheme: str, threshold: float) -> List[Tuple[int, Tuple[int, int, str]]]:
+    def candidates(self, threshold: float) -> List[Tuple[int, Tuple[int, int, str]]]:
         """(doc row, span) for the spans whose every tag has a marginal probability >= threshold
         (a superset of the spans whose probability is)."""
         steps = self.alpha.shape[1]
         real = numpy.arange(steps)[None, :] < self.lengths[:, None]
         # shape: (batch, steps, n_tags), the tags whose marginal probability reaches the threshold
         above = (numpy.exp(self.alpha + self.beta - self.log_z[:, None, None]) >= threshold) & real[:, :, None]
-        columns, labels = self.index.columns, self.index.labels
+        columns, labels, scheme = self.index.columns, self.index.labels, self.index.scheme
         found = []
         if scheme == "BIOES":
             for b, t, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["S"]]))):
@@ -450,14 +450,16 @@ def _lattices(
     emissions: List[Floats2d],
     lengths: Sequence[int],
     allowed: Optional[List[AllowedTags]],
+    scheme: str,
     temperature: float = 1.0,
 ):
     """(doc indices, _Lattice) for each group of docs of non-zero length and similar length,
-    forward-backward run on the CRF's device, every score divided by the temperature."""
+    forward-backward run on the CRF's device, every score divided by the temperature; the
+    CRF's tag names are read in the given scheme."""
     if not temperature > 0:
         raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
-    index = TagSet.from_names(crf.tag_names)
+    index = TagSet.from_names(crf.tag_names, scheme)
     with torch.no_grad(), parametrize.cached():
         scores = tuple(
             t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)

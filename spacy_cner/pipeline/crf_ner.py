@@ -808,7 +808,9 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def _uses_gold_entities(self) -> bool:
         """Whether the model reads gold entities in training: a CRF tagger whose tok2vec or encoder
-        has an entity-label enhancement (entity_attention_scale > 0)."""
+        has an entity-label enhancement (entity_attention_scale > 0). An enhanced layer anywhere
+        else (another architecture, or moved deeper, e.g. by replace_listeners) would never get
+        them, so it raises instead of training without them."""
         enhanced = [node for node in self.model.walk() if takes_gold(node)]
         if not enhanced:
             return False
@@ -818,11 +820,21 @@ class CRFEntityRecognizer(TrainablePipe):
                 f"'{self.model.name}' model: only spacy-cner.CRFTagger.v1 hands it the gold entities. "
                 "Use that architecture, or set entity_attention_scale to 0."
             )
-        return True
+        fed = [self.model.get_ref(name) for name in ("tok2vec", "encoder") if self.model.has_ref(name)]
+        unfed = [node for node in enhanced if not any(node is layer for layer in fed)]
+        if unfed:
+            raise ValueError(
+                f"'{self.name}' has a layer with an entity_attention_scale ({unfed[0].name}) inside its "
+                "tok2vec or encoder, where the CRF tagger cannot hand it the gold entities: make it "
+                "the tagger's tok2vec or encoder itself, or set its entity_attention_scale to 0."
+            )
+        return any(takes_gold(layer) for layer in fed)
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in."""
-        nlp = self.pipeline_link()
+        # A pipe pickled before pipeline_link existed has none.
+        link = getattr(self, "pipeline_link", None)
+        nlp = link() if link is not None else None
         if nlp is None or not any(pipe is self for _, pipe in nlp.pipeline):
             raise ValueError(
                 f"The scorer of '{self.name}' runs the pipeline, but '{self.name}' is not in the pipeline "

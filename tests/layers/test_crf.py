@@ -465,6 +465,16 @@ def test_viterbi_entities_have_probabilities_at_most_one():
         assert (log_probs <= 1e-9).all() and (log_probs > -50).all()
 
 
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
+def test_span_probabilities_without_labels(scheme):
+    """A CRF with no labels yet (only "O") has no entities in either scheme: its names alone
+    would read as BIO, so the scheme it was built in is passed."""
+    model = make_crf(["O"])
+    emissions = [numpy.zeros((4, 1), dtype="f")]
+    assert entity_probabilities(model, emissions, [[]], scheme, threshold=0.0) == [{}]
+    assert span_log_probs(model, emissions, [[]], scheme)[0].shape == (0,)
+
+
 @pytest.mark.parametrize("threshold", [0.05, 0.5])
 @pytest.mark.parametrize("with_mask", [False, True])
 @pytest.mark.parametrize("tag_set", sorted(SPAN_TAG_SETS))
@@ -571,7 +581,6 @@ def test_log_likelihood_falls_back_to_log_space_when_the_scaled_sums_underflow(m
     normaliser takes over and the log-likelihood still matches brute force."""
     tag_names = get_tag_names(["X"], "BIOES")  # O B-X I-X E-X S-X
     model = make_crf(tag_names, seed=16)
-    crf = torch_module(model)
     index = {tag: i for i, tag in enumerate(tag_names)}
     emissions = numpy.zeros((2, len(tag_names)), dtype="float32")
     emissions[0, :] = -800.0
