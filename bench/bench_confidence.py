@@ -1,7 +1,7 @@
 """Entity probabilities of crf_ner: calibration (ECE), thresholds and cost, on every dataset.
 
 Usage: python bench/bench_confidence.py [--runs bench/runs/datasets] [--datasets resume ecommerce youku taobao]
-       [--system bilstm] [--seed 0] [--repeats 3] [--long-chars 1000000] [--figure bench/reliability.png]
+       [--system default] [--seed 0] [--repeats 3] [--long-chars 1000000] [--figure bench/reliability.png]
        [--write BENCHMARKS.md]
 
 Reads the models and corpora that bench_datasets.py trained and converted (run it first).
@@ -9,8 +9,9 @@ For each dataset: the expected calibration error (10 bins) of the predicted enti
 probabilities on dev and test, before and after fitting a temperature on dev
 (crf_ner.fit_temperature); precision/recall/F1 on test when the best path's entities below a
 threshold are left out; and the cost of the probabilities: inference chars/s over the test
-texts decoding the best path without probabilities (spans_key and ents_threshold None) vs
-with the span group, alternating, on one thread. With --long-chars, one
+texts decoding the best path without probabilities (spans_key and ents_threshold None), with
+the span group, and as the default decodes (the span group and doc.ents at the model's fitted
+threshold, no best path), alternating, on one thread. With --long-chars, one
 doc of that many characters (test texts joined) is tagged with and without probabilities,
 each in its own process: seconds and peak memory.
 """
@@ -60,10 +61,12 @@ for threshold in thresholds:
     out["thresholds"].append([threshold, p, r, 2 * p * r / (p + r) if p + r else 0.0])
 texts = [eg.text for eg in test]
 n_chars = sum(len(text) for text in texts)
-seconds = {"off": [], "on": []}
+fitted = ner.cfg.get("fitted_threshold")
+settings = [("off", None, None), ("on", "crf_ner", None)] + ([("default", "crf_ner", fitted)] if fitted else [])
+seconds = {setting: [] for setting, _, _ in settings}
 for _ in range(repeats):
-    for setting, key in (("off", None), ("on", "crf_ner")):
-        ner.spans_key, ner.ents_threshold = key, None
+    for setting, key, threshold in settings:
+        ner.spans_key, ner.ents_threshold = key, threshold
         start = time.perf_counter()
         for _ in nlp.pipe(texts, batch_size=256):
             pass
@@ -102,7 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, default=ROOT / "bench" / "runs" / "datasets")
     parser.add_argument("--datasets", nargs="+", default=["resume", "ecommerce", "youku", "taobao"])
-    parser.add_argument("--system", default="bilstm")
+    parser.add_argument("--system", default="default")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--long-chars", type=int, default=0, help="0: no long-doc run")
@@ -177,17 +180,21 @@ def render(results: dict, args: argparse.Namespace) -> str:
         f"Models: bench_datasets.py's `{args.system}` seed {args.seed} (model-best). ECE over the predicted entities "
         "(10 equal-width bins; right = exact match of a gold entity); the temperature is fitted on dev.",
         "",
-        "| dataset | temperature | dev ECE before / after | test ECE before / after | chars/s, probabilities off / on | cost |",
+        "| dataset | temperature | dev ECE before / after | test ECE before / after | chars/s: best path / + span group / default | cost: + span group / default |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, res in results.items():
-        off, on = res["chars_per_s"]["off"], res["chars_per_s"]["on"]
+        speed = res["chars_per_s"]
+        off, on, default = speed["off"], speed["on"], speed.get("default")
         lines.append(
             f"| {name} | {res['temperature']:.2f} | {res['ece_dev_before']:.3f} / {res['ece_dev_after']:.3f} | "
-            f"{res['ece_test_before']:.3f} / {res['ece_test_after']:.3f} | {off:,.0f} / {on:,.0f} | "
-            f"{100 * (off / on - 1):+.0f}% time |"
+            f"{res['ece_test_before']:.3f} / {res['ece_test_after']:.3f} | {off:,.0f} / {on:,.0f} / "
+            f"{f'{default:,.0f}' if default else 'no fitted threshold'} | {100 * (off / on - 1):+.0f}% / "
+            f"{f'{100 * (off / default - 1):+.0f}%' if default else '-'} time |"
         )
-    lines += ["", "Test precision / recall / F1 when the best path's entities below the threshold are left "
+    lines += ["", "Default: doc.ents at the model's fitted threshold (ents_threshold \"fitted\") and the span "
+              "group, the configs' default; it computes no best path.", "",
+              "Test precision / recall / F1 when the best path's entities below the threshold are left "
               "out (at the fitted temperature):", ""]
     header = "| dataset | " + " | ".join(f">= {t:g}" for t in THRESHOLDS) + " |"
     lines += [header, "| --- |" + " ---: |" * len(THRESHOLDS)]

@@ -367,7 +367,8 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def predict(self, docs: Iterable[Doc]) -> "Tagging":
         """The best tag-id sequence per doc, respecting pre-set entities, and the entity
-        probabilities when spans_key or entity_threshold asks for them.
+        probabilities when spans_key or entity_threshold asks for them. Decoding at a threshold
+        needs only the probabilities: the best path is then not computed (tag_ids None).
 
         docs (Iterable[Doc]): The docs to tag.
         RETURNS (Tagging): Tag ids (indices into self.tag_names) and scored spans per doc.
@@ -376,13 +377,15 @@ class CRFEntityRecognizer(TrainablePipe):
         # A character model tags a doc of longer tokens on a character copy of it.
         char_docs = [self._char_doc(doc) for doc in docs]
         docs = [char_doc if char_doc is not None else doc for doc, char_doc in zip(docs, char_docs)]
-        decoded = self._decode(docs)
-        ops = self.model.ops
-        by_doc: List[List[Ints1d]] = [[] for _ in docs]
-        for (i, _, _), path in zip(decoded.segments, decoded.paths):
-            by_doc[i].append(path)
-        tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
         ents_threshold = self.entity_threshold
+        decoded = self._decode(docs, best_path=ents_threshold is None)
+        tag_ids = None
+        if decoded.paths is not None:
+            ops = self.model.ops
+            by_doc: List[List[Ints1d]] = [[] for _ in docs]
+            for (i, _, _), path in zip(decoded.segments, decoded.paths):
+                by_doc[i].append(path)
+            tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
         if self.spans_key is None and ents_threshold is None:
             return Tagging(tag_ids, None, char_docs)
         threshold = min(
@@ -392,9 +395,10 @@ class CRFEntityRecognizer(TrainablePipe):
         scores = self._span_scores(len(docs), decoded, threshold, self.cfg.get("temperature", 1.0))
         return Tagging(tag_ids, scores, char_docs)
 
-    def _decode(self, docs: List[Doc]) -> "_Decoded":
-        """Emissions, constraints and Viterbi paths of the docs' segments: whole docs, or a long
-        doc's windows, each ending at a sentence end (those over one long sentence together)."""
+    def _decode(self, docs: List[Doc], best_path: bool = True) -> "_Decoded":
+        """Emissions, constraints and (if best_path) Viterbi paths of the docs' segments: whole
+        docs, or a long doc's windows, each ending at a sentence end (those over one long sentence
+        together)."""
         ops = self.model.ops
         limit = self.long_doc_window
         windows = [
@@ -417,17 +421,23 @@ class CRFEntityRecognizer(TrainablePipe):
                 for c, (_, start, end) in zip(constraints, segments)
             ]
         segment_emissions = [emissions[i][start:end] for i, start, end in segments]
-        paths = crf_decode(self.model.get_ref("crf"), segment_emissions, allowed) if segments else []
+        paths = None
+        if best_path:
+            paths = crf_decode(self.model.get_ref("crf"), segment_emissions, allowed) if segments else []
         return _Decoded(segments, segment_emissions, allowed, paths)
 
     def _span_scores(
         self, n_docs: int, decoded: "_Decoded", threshold: float, temperature: float
     ) -> List[Dict[Tuple[int, int, str], float]]:
-        """Per doc, (start, end, label) -> probability of the predicted entities and the spans at
-        or above threshold. A long doc's segments were decoded apart: so are their probabilities."""
+        """Per doc, (start, end, label) -> probability of the best path's entities (when it was
+        decoded) and the spans at or above threshold. A long doc's segments were decoded apart:
+        so are their probabilities."""
         tag_names = self.tag_names
         to_list = self.model.ops.to_numpy
-        predicted = [tags_to_spans([tag_names[t] for t in to_list(path).tolist()]) for path in decoded.paths]
+        if decoded.paths is None:
+            predicted: List[List[Tuple[int, int, str]]] = [[] for _ in decoded.segments]
+        else:
+            predicted = [tags_to_spans([tag_names[t] for t in to_list(path).tolist()]) for path in decoded.paths]
         found = entity_probabilities(
             self.model.get_ref("crf"),
             decoded.emissions,
@@ -473,16 +483,18 @@ class CRFEntityRecognizer(TrainablePipe):
         tag_names = self.tag_names
         labels = set(self.labels)
         ents_threshold = self.entity_threshold
-        scores = tagging.scores or [None] * len(tagging.tag_ids)
-        char_docs = tagging.char_docs or [None] * len(tagging.tag_ids)
+        docs = list(docs)
+        tag_ids = tagging.tag_ids or [None] * len(docs)
+        scores = tagging.scores or [None] * len(docs)
+        char_docs = tagging.char_docs or [None] * len(docs)
         n_unaligned = 0
-        for doc, ids, doc_scores, char_doc in zip(docs, tagging.tag_ids, scores, char_docs):
-            tags = [tag_names[i] for i in self.model.ops.to_numpy(ids).tolist()]
+        for doc, ids, doc_scores, char_doc in zip(docs, tag_ids, scores, char_docs):
             # Pre-set entities come back unchanged (kb_id too); those of labels we
             # don't predict were decoded as "O" and are added back.
             preset = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
-            found = tags_to_spans(tags)
-            if ents_threshold is not None:
+            if ents_threshold is None:
+                found = tags_to_spans([tag_names[i] for i in self.model.ops.to_numpy(ids).tolist()])
+            else:
                 tagged = doc if char_doc is None else char_doc
                 kept = [(ent.start, ent.end, ent.label_) for ent in tagged.ents if ent.label_ in labels]
                 found = most_probable_spans(doc_scores, ents_threshold, required=kept)
@@ -982,11 +994,12 @@ class CRFEntityRecognizer(TrainablePipe):
 class Tagging:
     """What CRFEntityRecognizer.predict found in a batch of docs."""
 
-    # Per doc, the best tag ids (indices into the pipe's tag_names).
-    tag_ids: List[Ints1d]
-    # Per doc, (start token, end token, label) -> its probability: the best path's entities and
-    # the spans above candidate_threshold (or entity_threshold, if lower); None when the pipe
-    # computes no probabilities.
+    # Per doc, the best tag ids (indices into the pipe's tag_names); None when doc.ents are
+    # decoded at a threshold, which needs no best path.
+    tag_ids: Optional[List[Ints1d]]
+    # Per doc, (start token, end token, label) -> its probability: the best path's entities (when
+    # decoded) and the spans above candidate_threshold (or entity_threshold, if lower); None when
+    # the pipe computes no probabilities.
     scores: Optional[List[Dict[Tuple[int, int, str], float]]]
     # Per doc, the character copy it was tagged on (tag ids and scores index its tokens), or
     # None where the doc was tagged as it is.
@@ -1010,12 +1023,12 @@ def expected_calibration_error(probs: numpy.ndarray, right: numpy.ndarray, n_bin
 @dataclass
 class _Decoded:
     """The segments (doc index, start token, end token) of a batch and their emissions,
-    tag constraints (None: all allowed) and Viterbi paths."""
+    tag constraints (None: all allowed) and Viterbi paths (None: not decoded)."""
 
     segments: List[Tuple[int, int, int]]
     emissions: List[Floats2d]
     allowed: Optional[List[Floats2d]]
-    paths: List[Ints1d]
+    paths: Optional[List[Ints1d]]
 
 
 def _align(

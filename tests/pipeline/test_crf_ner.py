@@ -974,6 +974,27 @@ def test_ents_threshold_decodes_the_most_probable_spans():
     assert (3, 6, "ORG") in {(e.start, e.end, e.label_) for e in ner(doc).ents}
 
 
+def test_threshold_decoding_skips_the_best_path(monkeypatch):
+    """doc.ents at a threshold need only the probabilities: no Viterbi pass, same entities."""
+    import spacy_cner.pipeline.crf_ner as crf_ner_module
+
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    texts = [t for t in TEXTS if t.strip()] + [text for text, _ in HELD_OUT]
+    ner.ents_threshold = 0.2
+    expected = [p["ents"] for p in predictions(nlp.pipe(texts))]
+    assert any(expected)
+    calls = []
+    original = crf_ner_module.crf_decode
+    monkeypatch.setattr(crf_ner_module, "crf_decode", lambda *args: calls.append(1) or original(*args))
+    assert ner.predict([nlp.make_doc(texts[0])]).tag_ids is None
+    assert [p["ents"] for p in predictions(nlp.pipe(texts))] == expected
+    assert not calls
+    ner.ents_threshold = None
+    nlp(texts[0])
+    assert calls
+
+
 def test_fit_threshold_is_half_the_dev_f1_until_an_update(tmp_path):
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
