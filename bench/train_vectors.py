@@ -16,32 +16,33 @@ spaCy vectors model with `spacy init vectors zh`, for
   python bench/bench_datasets.py --variant \\
       vectors=default:paths.vectors=bench/runs/vectors/model,components.crf_ner.model.tok2vec.static_vectors=true
 
-Needs gensim: pip install "spacy-cner[vectors]". Prints how much text that was.
+Needs gensim: pip install "spacy-cner[vectors]". Prints how much text that was and writes it to
+OUT/summary.json. A data-preparation script, not a benchmark: the gain of the vectors is measured
+by bench_datasets.py with the variant above. The same --seed gives the same vectors (one worker
+thread, and a hash of the words that does not change between runs, as Python's own does).
 """
 import argparse
 import json
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import List
 
 from _common import ROOT
 
+from spacy_cner.convert import iter_docs
+
 
 def read_sentences(path: Path) -> List[str]:
-    """The sentences of a one-character-per-line file (blank lines between sentences)."""
-    sentences, chars = [], []
-    for line in path.read_text(encoding="utf8").splitlines():
-        fields = line.split()
-        if not fields:
-            if chars:
-                sentences.append("".join(chars))
-            chars = []
-        else:
-            chars.append(fields[0])
-    if chars:
-        sentences.append("".join(chars))
-    return sentences
+    """The sentences of an NER file, read by the package's converter (any of its formats; the
+    repairs it would make change no text), as plain text."""
+    return [doc.text for doc in iter_docs(path, repair=True)]
+
+
+def stable_hash(text: str) -> int:
+    """A hash of a word that is the same in every run (gensim seeds each word's first vector with it)."""
+    return zlib.crc32(text.encode("utf8"))
 
 
 def unlabeled_files(data: Path) -> List[Path]:
@@ -75,10 +76,12 @@ def main() -> None:
     bigrams = [[a + b for a, b in zip(s, s[1:])] for s in sentences if len(s) > 1]
     settings = dict(vector_size=args.width, window=5, sg=1, min_count=args.min_count, epochs=args.epochs,
                     seed=args.seed, workers=1)
-    models = {"chars": Word2Vec(chars, **settings), "bigrams": Word2Vec(bigrams, **settings)}
+    models = {name: Word2Vec(texts, hashfxn=stable_hash, **settings) for name, texts in (("chars", chars), ("bigrams", bigrams))}
     args.out.mkdir(parents=True, exist_ok=True)
     text_path = args.out / "vectors.txt"
-    rows = [(key, model.wv[key]) for model in models.values() for key in model.wv.index_to_key]
+    # A key with a space (E-commerce has space tokens) cannot be written in word2vec's text format.
+    rows = [(key, model.wv[key]) for model in models.values() for key in model.wv.index_to_key
+            if not any(c.isspace() for c in key)]
     with text_path.open("w", encoding="utf8") as file:
         file.write(f"{len(rows)} {args.width}\n")
         for key, vector in rows:
@@ -91,6 +94,7 @@ def main() -> None:
         "characters": sum(len(s) for s in sentences),
         "char_vectors": len(models["chars"].wv.index_to_key),
         "bigram_vectors": len(models["bigrams"].wv.index_to_key),
+        "rows_written": len(rows),
         "settings": settings,
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf8")

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 INPUT_FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 OUTPUT_FORMATS = {"jsonl": ".jsonl", "parquet": ".parquet", "spacy": ".spacy"}
+# local: nlp.pipe in this process (n_process workers); ray: Ray Data actors.
+ENGINES = ("local", "ray")
 # Progress and settings live beside the shards, hidden from globs such as OUTPUT/*.jsonl.
 STATE_DIR = ".annotate"
 
@@ -61,11 +63,11 @@ class Row:
 class Summary:
     """What a run did: counts of docs, characters, bad rows and shards, and its speed."""
 
-    docs: int = 0
-    chars: int = 0
-    errors: int = 0
+    docs: int = 0  # annotated docs (bad rows not included)
+    chars: int = 0  # the characters of the annotated docs
+    errors: int = 0  # bad rows, written out with an "error" field
     shards_written: int = 0
-    shards_skipped: int = 0
+    shards_skipped: int = 0  # written by an earlier run of the same job (resumed)
     seconds: float = 0.0
 
     @property
@@ -119,8 +121,8 @@ def annotate(
         raise ValueError(f"Unknown output format {output_format!r}: expected one of {list(OUTPUT_FORMATS)}.")
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1, not {shard_size}.")
-    if engine not in ("local", "ray"):
-        raise ValueError(f"Unknown engine {engine!r}: expected 'local' or 'ray'.")
+    if engine not in ENGINES:
+        raise ValueError(f"Unknown engine {engine!r}: expected one of {list(ENGINES)}.")
     # A setting the chosen engine would not use is an error, not silently ignored.
     unused = ({"--workers": workers != 1, "--gpus-per-worker": gpus_per_worker != 0, "--address": address is not None}
               if engine == "local" else {"--n-process": n_process != 1, "--gpu-id": gpu_id != -1})

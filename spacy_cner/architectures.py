@@ -7,7 +7,7 @@ from spacy.util import registry
 from thinc.api import Linear, Model, chain, with_array
 from thinc.types import Floats2d, Ints1d
 
-from .entity_attention import takes_gold, with_gold
+from .entity_attention import gold_layers_out_of_reach, takes_gold, with_gold
 from .layers.crf import CRF
 from .long_docs import sentence_cuts
 
@@ -45,7 +45,7 @@ def build_crf_tagger(
     if sentence_encoding and encoder is None:
         raise ValueError("sentence_encoding needs an encoder (e.g. spacy-cner.BiLSTMEncoder.v1) to run per sentence.")
     for name, layer in (("tok2vec", tok2vec), ("encoder", encoder)):
-        inner = [node for node in (list(layer.walk())[1:] if layer is not None else []) if takes_gold(node)]
+        inner = gold_layers_out_of_reach([layer], [tok2vec, encoder])
         if inner:
             raise ValueError(
                 f"The CRF tagger hands gold entities to its {name} itself, not to the {inner[0].name} "

@@ -7,7 +7,7 @@ import urllib.request
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Sequence
+from typing import Dict, Iterator, Optional, Sequence, Type
 
 import srsly
 import typer
@@ -15,7 +15,10 @@ from spacy.language import FactoryMeta, Language
 from spacy.tokens import DocBin
 from wasabi import Printer
 
-from .convert import ConversionStats, iter_docs
+from .annotate import ENGINES, OUTPUT_FORMATS
+from .convert import FORMATS, INPUT_SCHEMES, ConversionStats, iter_docs
+from .export import EXPORT_FORMATS, EXPORT_SCHEMES
+from .robustness import PAIRINGS
 
 app = typer.Typer(
     name="spacy_cner",
@@ -28,26 +31,21 @@ msg = Printer()
 _NOTES_SHOWN = 5
 
 
-class InputFormat(str, Enum):
-    """Input formats of `convert`."""
-
-    auto = "auto"
-    chars = "chars"
-    chars_seg = "chars-seg"
-    cluener = "cluener"
-    doccano = "doccano"
-    prodigy = "prodigy"
-    labelstudio = "labelstudio"
+def _choices(name: str, values: Sequence[str], doc: str) -> Type[Enum]:
+    """A str Enum of the values a module accepts, as typer takes a choice option; the values
+    come from the module, so the CLI offers what the function behind it takes."""
+    choices = Enum(name, [(value, value) for value in values], type=str)
+    choices.__doc__ = doc
+    return choices
 
 
-class TagScheme(str, Enum):
-    """Tag schemes of the one-character-per-line formats."""
-
-    auto = "auto"
-    bio = "bio"
-    iob = "iob"
-    bmes = "bmes"
-    bioes = "bioes"
+InputFormat = _choices("InputFormat", FORMATS, "Input formats of `convert`.")
+TagScheme = _choices("TagScheme", INPUT_SCHEMES, "Tag schemes of the one-character-per-line formats.")
+ExportFormat = _choices("ExportFormat", EXPORT_FORMATS, "Output formats of `export`.")
+ExportScheme = _choices("ExportScheme", EXPORT_SCHEMES, "Tag schemes `export --format chars` writes.")
+Pairing = _choices("Pairing", PAIRINGS, "How `robustness` joins test sentences.")
+AnnotateEngine = _choices("AnnotateEngine", ENGINES, "Where `annotate` runs.")
+AnnotateOutput = _choices("AnnotateOutput", list(OUTPUT_FORMATS), "Output formats of `annotate`.")
 
 
 @app.callback()
@@ -66,13 +64,13 @@ def convert_command(
         help="Output .spacy file (or an existing folder: writes <folder>/<input stem>.spacy).",
     ),
     format: InputFormat = typer.Option(
-        InputFormat.auto, "--format", "-f",
+        InputFormat("auto"), "--format", "-f",
         help="chars: `char tag` lines; chars-seg: `科0 tag` lines (Weibo); cluener, doccano, "
         "prodigy: JSON lines; labelstudio: Label Studio's JSON export; auto: detect from the "
         "content.",
     ),
     scheme: TagScheme = typer.Option(
-        TagScheme.auto, "--scheme", "-s",
+        TagScheme("auto"), "--scheme", "-s",
         help="Tag scheme of chars/chars-seg: bio (IOB2), iob (IOB1), bmes, bioes; "
         "auto: bmes/bioes if any M-/E-/S- tag occurs, else bio.",
     ),
@@ -136,22 +134,6 @@ def print_stats(stats: ConversionStats) -> None:
             print(f"{stats.path}:{repair.line}: [{repair.kind}] {repair.message}")
 
 
-class ExportFormat(str, Enum):
-    """Output formats of `export`."""
-
-    chars = "chars"
-    cluener = "cluener"
-    doccano = "doccano"
-
-
-class ExportScheme(str, Enum):
-    """Tag schemes `export --format chars` writes."""
-
-    bioes = "bioes"
-    bio = "bio"
-    bmes = "bmes"
-
-
 @app.command("export")
 def export_command(
     input_path: Path = typer.Argument(
@@ -159,11 +141,11 @@ def export_command(
     ),
     output_path: Path = typer.Argument(..., help="Output file."),
     format: ExportFormat = typer.Option(
-        ExportFormat.chars, "--format", "-f",
+        ExportFormat("chars"), "--format", "-f",
         help="chars: `token<TAB>tag` lines; cluener or doccano: JSON lines.",
     ),
     scheme: ExportScheme = typer.Option(
-        ExportScheme.bioes, "--scheme", "-s", help="Tag scheme of --format chars."
+        ExportScheme("bioes"), "--scheme", "-s", help="Tag scheme of --format chars."
     ),
 ) -> None:
     """Write a DocBin's docs and entities in a format `convert` (and annotation tools) read."""
@@ -295,20 +277,12 @@ def display_table(rows: Sequence[Sequence[str]], header: Sequence[str], aligns: 
     return "\n".join(rendered)
 
 
-class Pairing(str, Enum):
-    """How `robustness` joins test sentences."""
-
-    adjacent = "adjacent"
-    disjoint = "disjoint"
-    random = "random"
-
-
 @app.command("robustness")
 def robustness_command(
     model: str = typer.Argument(..., help="Pipeline name or path."),
     data: Path = typer.Argument(..., exists=True, dir_okay=False, help="Test corpus (.spacy), sentences in file order."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json and report.html."),
-    pairing: Pairing = typer.Option(Pairing.adjacent, "--pairing", help="Which sentences to join."),
+    pairing: Pairing = typer.Option(Pairing("adjacent"), "--pairing", help="Which sentences to join."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random pairing."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch."),
     max_examples: int = typer.Option(200, "--max-examples", help="Changed samples shown in the report."),
@@ -342,34 +316,19 @@ def robustness_command(
     )
 
 
-class AnnotateEngine(str, Enum):
-    """Where `annotate` runs."""
-
-    local = "local"
-    ray = "ray"
-
-
-class AnnotateOutput(str, Enum):
-    """Output formats of `annotate`."""
-
-    jsonl = "jsonl"
-    parquet = "parquet"
-    spacy = "spacy"
-
-
 @app.command("annotate")
 def annotate_command(
     model: str = typer.Argument(..., help="Pipeline name or path."),
     input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one doc per line), .jsonl (a 'text' field) or .parquet file, a folder of them, or a glob."),
     output: Path = typer.Argument(..., help="Folder for the output shards; rerun with the same settings to resume."),
-    output_format: AnnotateOutput = typer.Option(AnnotateOutput.jsonl, "--format", "-f", help="Output shards: JSONL, Parquet or DocBin."),
+    output_format: AnnotateOutput = typer.Option(AnnotateOutput("jsonl"), "--format", "-f", help="Output shards: JSONL, Parquet or DocBin."),
     input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or parquet."),
     shard_size: int = typer.Option(10_000, "--shard-size", help="Rows per output shard, the unit a restart skips."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch (per Ray batch)."),
     n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
     entities_field: str = typer.Option("entities", "--entities-field", help="Output field holding the entities."),
     gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to run on; -1 for CPU."),
-    engine: AnnotateEngine = typer.Option(AnnotateEngine.local, "--engine", help="local (nlp.pipe) or ray (Ray Data)."),
+    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."),
     workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),

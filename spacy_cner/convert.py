@@ -4,7 +4,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from spacy.tokens import Doc, Span
 from spacy.vocab import Vocab
@@ -253,13 +253,8 @@ def read_sentences(
     YIELDS (Sentence): The non-empty sentences, in file order.
     """
     path = Path(path)
-    if format not in ("chars", "chars-seg"):
-        raise ValueError(
-            f"format for read_sentences: expected 'chars' or 'chars-seg', got {format!r}. "
-            f"Use read_cluener for JSON lines."
-        )
-    if problems is None:
-        problems = _Problems(str(path), repair, [])
+    problems = _reader_problems("read_sentences", path, format, TAG_FORMATS, repair, problems,
+                                "Use read_offset_records for JSON records.")
     index = 0
     tokens: List[str] = []
     tags: List[str] = []
@@ -284,6 +279,16 @@ def read_sentences(
         lines.append(line_no)
     if tokens:
         yield Sentence(index, tokens, tags, lines)
+
+
+def _reader_problems(
+    reader: str, path: Path, format: str, formats: Sequence[str], repair: bool, problems: Optional[_Problems], hint: str
+) -> _Problems:
+    """The problem log a reader reports to (a new one unless given), or a ValueError if the
+    format is not one the reader reads."""
+    if format not in formats:
+        raise ValueError(f"format for {reader}: expected one of {', '.join(formats)}, got {format!r}. {hint}")
+    return problems if problems is not None else _Problems(str(path), repair, [])
 
 
 def _split_last_field(text: str) -> Optional[Tuple[str, str]]:
@@ -411,13 +416,8 @@ def read_offset_records(
         end, sorted), or None when the record carries no annotation (e.g. a test set).
     """
     path = Path(path)
-    if format not in OFFSET_FORMATS:
-        raise ValueError(
-            f"format for read_offset_records: expected one of {', '.join(OFFSET_FORMATS)}, got "
-            f"{format!r}. Use read_sentences for one-token-per-line files."
-        )
-    if problems is None:
-        problems = _Problems(str(path), repair, [])
+    problems = _reader_problems("read_offset_records", path, format, OFFSET_FORMATS, repair, problems,
+                                "Use read_sentences for one-token-per-line files.")
     index = 0
     read_record = _RECORD_READERS[format]
     records = (
@@ -455,6 +455,18 @@ def _before(tags: Sequence[str], i: int) -> str:
     return "the start of the sentence" if i == 0 else tags[i - 1]
 
 
+def _missing_opening(
+    problems: _Problems, tags: Sequence[str], i: int, middle: str, label: str, lines: Sequence[int], sentence: int,
+    hint: str = "",
+) -> None:
+    """Report (or repair, opening an entity at i) a continuation tag with no entity to continue."""
+    problems(
+        "missing_opening", lines[i], sentence,
+        f"{tags[i]} has no opening tag: expected B-{label} or {middle}-{label} before it, got {_before(tags, i)}{hint}",
+        f"open a new {label} entity here",
+    )
+
+
 def _decode_bio(
     tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
 ) -> List[Entity]:
@@ -481,12 +493,7 @@ def _decode_bio(
                     f"end the {spans[-1][2]} entity and open a new {tag_label} entity here",
                 )
             else:
-                problems(
-                    "missing_opening", lines[i], sentence,
-                    f"{tag} has no opening tag: expected B-{tag_label} or I-{tag_label} before "
-                    f"it, got {_before(tags, i)} (if the file is IOB1, use --scheme iob)",
-                    f"open a new {tag_label} entity here",
-                )
+                _missing_opening(problems, tags, i, "I", tag_label, lines, sentence, " (if the file is IOB1, use --scheme iob)")
         elif prefix == "B" and scheme == "iob" and not continues:
             problems(
                 "iob1_b_opening", lines[i], sentence,
@@ -533,12 +540,7 @@ def _decode_bmes(
             continue
         # prefix is the continuation (M- or I-) or E-
         if start is None:
-            problems(
-                "missing_opening", lines[i], sentence,
-                f"{tag} has no opening tag: expected B-{tag_label} or {middle}-{tag_label} "
-                f"before it, got {_before(tags, i)}",
-                f"open a new {tag_label} entity here",
-            )
+            _missing_opening(problems, tags, i, middle, tag_label, lines, sentence)
             start, label = i, tag_label
         elif tag_label != label:
             problems(
@@ -739,12 +741,7 @@ def _read_cluener(record: dict, line: int, sentence: int, problems: _Problems):
             for offset in offsets if isinstance(offsets, list) else [offsets]:
                 where = f"{ent_type} {surface!r} at {json.dumps(offset)}"
                 if not _is_int_pair(offset):
-                    problems(
-                        "invalid_span", line, sentence,
-                        f"{where}: expected [start, end] with integer offsets, got "
-                        f"{json.dumps(offset)}",
-                        "drop this span",
-                    )
+                    _invalid_span(problems, line, sentence, where, f"[start, end] with integer offsets, got {json.dumps(offset)}")
                     continue
                 start, end = offset
                 candidates.append((ent_type, start, end + 1, surface, where + " (end inclusive)"))
@@ -766,18 +763,12 @@ def _read_doccano(record: dict, line: int, sentence: int, problems: _Problems):
         raw = record.get("label")
     if raw is None:
         return text, None
-    candidates: List[_CandidateSpan] = []
-    for item in raw if isinstance(raw, list) else [raw]:
-        where = f"span {json.dumps(item, ensure_ascii=False)}"
-        if not (isinstance(item, list) and len(item) == 3 and _is_int_pair(item[:2])
-                and isinstance(item[2], str)):
-            problems(
-                "invalid_span", line, sentence,
-                f"{where}: expected [start, end, label] with integer offsets", "drop this span",
-            )
-            continue
-        candidates.append((item[2], item[0], item[1], None, where))
-    return text, candidates
+    def read(item) -> Optional[Tuple[str, int, int, Optional[str]]]:
+        if isinstance(item, list) and len(item) == 3 and _is_int_pair(item[:2]) and isinstance(item[2], str):
+            return item[2], item[0], item[1], None
+        return None
+
+    return text, _read_spans(raw, read, "[start, end, label] with integer offsets", line, sentence, problems)
 
 
 def _read_prodigy(record: dict, line: int, sentence: int, problems: _Problems):
@@ -792,19 +783,12 @@ def _read_prodigy(record: dict, line: int, sentence: int, problems: _Problems):
     spans = record.get("spans")
     if spans is None:
         return text, None
-    candidates: List[_CandidateSpan] = []
-    for item in spans if isinstance(spans, list) else [spans]:
-        where = f"span {json.dumps(item, ensure_ascii=False)}"
-        if not (isinstance(item, dict) and _is_int_pair([item.get("start"), item.get("end")])
-                and isinstance(item.get("label"), str)):
-            problems(
-                "invalid_span", line, sentence,
-                f'{where}: expected {{"start": int, "end": int, "label": str}}',
-                "drop this span",
-            )
-            continue
-        candidates.append((item["label"], item["start"], item["end"], item.get("text"), where))
-    return text, candidates
+    def read(item) -> Optional[Tuple[str, int, int, Optional[str]]]:
+        if isinstance(item, dict) and _is_int_pair([item.get("start"), item.get("end")]) and isinstance(item.get("label"), str):
+            return item["label"], item["start"], item["end"], item.get("text")
+        return None
+
+    return text, _read_spans(spans, read, '{"start": int, "end": int, "label": str}', line, sentence, problems)
 
 
 def _read_labelstudio(task: dict, line: int, sentence: int, problems: _Problems):
@@ -837,15 +821,38 @@ def _read_labelstudio(task: dict, line: int, sentence: int, problems: _Problems)
         where = f"task {task.get('id')} result {json.dumps(value, ensure_ascii=False)}"
         if not (_is_int_pair([value.get("start"), value.get("end")]) and isinstance(labels, list)
                 and len(labels) == 1 and isinstance(labels[0], str)):
-            problems(
-                "invalid_span", line, sentence,
-                f'{where}: expected {{"start": int, "end": int, "labels": [one label]}}',
-                "drop this span",
-            )
+            _invalid_span(problems, line, sentence, where, '{"start": int, "end": int, "labels": [one label]}')
             continue
         start, end = _utf16_to_chars(text, value["start"], value["end"], value.get("text"))
         candidates.append((labels[0], start, end, value.get("text"), where))
     return text, candidates
+
+
+def _read_spans(
+    items: Any,
+    read: Callable[[Any], Optional[Tuple[str, int, int, Optional[str]]]],
+    expected: str,
+    line: int,
+    sentence: int,
+    problems: _Problems,
+) -> List[_CandidateSpan]:
+    """The candidate spans of a record's span items (one item or a list): read(item) gives
+    (label, start, end, surface text or None), or None for an item not of the expected form,
+    which is reported (or dropped)."""
+    candidates: List[_CandidateSpan] = []
+    for item in items if isinstance(items, list) else [items]:
+        where = f"span {json.dumps(item, ensure_ascii=False)}"
+        span = read(item)
+        if span is None:
+            _invalid_span(problems, line, sentence, where, expected)
+            continue
+        candidates.append((*span, where))
+    return candidates
+
+
+def _invalid_span(problems: _Problems, line: int, sentence: int, where: str, expected: str) -> None:
+    """Report (or repair, dropping it) a span a record reader cannot read."""
+    problems("invalid_span", line, sentence, f"{where}: expected {expected}", "drop this span")
 
 
 _RECORD_READERS = {

@@ -16,10 +16,10 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
+from spacy.training import Example
 from thinc.api import Model
 from thinc.types import Ints1d
 from torch.overrides import TorchFunctionMode
-from spacy.training import Example
 
 NO_ENTITY = -1
 
@@ -36,6 +36,19 @@ def example_entity_ids(example: Example) -> Ints1d:
 def takes_gold(model: Model) -> bool:
     """Whether the layer reads gold entity ids beside its input (an entity_attention_scale > 0)."""
     return bool(model.attrs.get("entity_attention_scale"))
+
+
+def gold_layers_out_of_reach(roots: Sequence[Optional[Model]], fed: Sequence[Optional[Model]]) -> List[Model]:
+    """The layers under roots that have an entity_attention_scale but are not one of the fed
+    layers, the only ones a CRF tagger hands the gold entities to: those would train without them.
+
+    roots (Sequence[Optional[Model]]): The models to search (None entries skipped).
+    fed (Sequence[Optional[Model]]): The layers that get the gold entities.
+    RETURNS (List[Model]): The enhanced layers out of reach, in walk order.
+    """
+    fed = [layer for layer in fed if layer is not None]
+    nodes = [node for root in roots if root is not None for node in root.walk()]
+    return [node for node in nodes if takes_gold(node) and not any(node is layer for layer in fed)]
 
 
 def with_gold(X: Any) -> Tuple[Any, Optional[List[Ints1d]]]:

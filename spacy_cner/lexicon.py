@@ -258,13 +258,8 @@ class Lexicon:
 
     @classmethod
     def from_word2vec(
-        cls,
-        path: PathLike,
-        *,
-        min_word_length: int = 2,
-        max_word_length: Optional[int] = None,
-        max_words: Optional[int] = None,
-        encoding: str = "utf8",
+        cls, path: PathLike, *, min_word_length: int = 2, max_word_length: Optional[int] = None,
+        max_words: Optional[int] = None, encoding: str = "utf8",
     ) -> Tuple["Lexicon", LoadStats]:
         """Load word vectors in word2vec text format: "count dim", then "word v1 ... v_dim" lines.
 

@@ -1,12 +1,15 @@
-"""Long docs, cut into windows that keep sentences whole: their wordpieces for a
-transformer (layers/transformer/wordpieces.py), their tokens for crf_ner's long_doc_window and
-TENER's max_length. (Attention limited to nearby tokens, "cs", is attention_window.)
+"""Long docs, cut into windows: their wordpieces for a transformer
+(layers/transformer/wordpieces.py) and their tokens for crf_ner's long_doc_window, both keeping
+sentences whole; TENER's max_length passes no sentence ends, so its windows only overlap.
+Sentence ends themselves (ends_sentence, sentence_cuts) are also read by CharBigramEmbed's
+sentence_bigrams and the tagger's sentence_encoding. (Attention limited to nearby tokens, "cs",
+is attention_window.)
 
 The NEZHA-BiLSTM-CRF paper cuts long texts at the last full stop before 512
 characters. Here a window holds as many whole sentences as fit; a sentence longer
-than a window is covered by overlapping windows instead, and each wordpiece (token)
-is read from the window where it sits farthest from an edge. Every one belongs to
-exactly one window, so every token gets a vector and nothing is cut off.
+than a window is covered by overlapping windows instead, and each position (a wordpiece
+or a token) is read from the window where it sits farthest from an edge. Every one belongs
+to exactly one window, so every token gets a vector and nothing is cut off.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -28,7 +31,8 @@ def ends_sentence(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Window:
-    """Wordpieces [start, end) are fed to the model; [own_start, own_end) are read from it."""
+    """Positions (wordpieces or tokens) [start, end) are fed to the model; [own_start, own_end)
+    are read from it."""
 
     start: int
     end: int

@@ -65,7 +65,7 @@ class TagSet:
         if tag_set.names != list(tag_names):
             raise ValueError(
                 f"Tags {list(tag_names)[:12]} are not the tags of a scheme: expected 'O' first, then "
-                f"each label's {'/'.join(_PREFIXES[scheme])} tags, such as {tag_set.names[:1 + len(_PREFIXES[scheme])]}."
+                f"each label's {'/'.join(_PREFIXES[tag_set.scheme])} tags, such as {tag_set.names[:1 + len(_PREFIXES[tag_set.scheme])]}."
             )
         return tag_set
 

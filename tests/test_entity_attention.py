@@ -8,7 +8,7 @@ import spacy
 import torch
 from spacy.training import Example
 from spacy.util import load_config
-from thinc.api import fix_random_seed
+from thinc.api import Model, chain, fix_random_seed, noop
 
 from spacy_cner.architectures import build_crf_tagger
 from spacy_cner.entity_attention import (
@@ -120,8 +120,6 @@ def test_tagger_hands_gold_to_its_encoder(sentence_encoding):
 
 
 def test_tagger_refuses_an_enhanced_layer_it_cannot_reach():
-    from thinc.api import chain
-
     tok2vec = spacy.util.registry.resolve({"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16}})["t"]
     with pytest.raises(ValueError, match="hands gold entities to its tok2vec itself, not to the tener"):
         build_crf_tagger(chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)))
@@ -130,8 +128,6 @@ def test_tagger_refuses_an_enhanced_layer_it_cannot_reach():
 def test_pipe_refuses_an_enhanced_layer_moved_out_of_reach():
     """A model rewired after it was built (as replace_listeners does) must not train an enhanced
     layer without its gold entities."""
-    from thinc.api import chain, noop
-
     nlp, examples, optimizer = tener_pipeline(3.0)
     model = nlp.get_pipe("crf_ner").model
     encoder = model.get_ref("encoder")
@@ -141,6 +137,19 @@ def test_pipe_refuses_an_enhanced_layer_moved_out_of_reach():
     model.set_ref("encoder", wrapped)
     with pytest.raises(ValueError, match="inside its tok2vec or encoder"):
         nlp.update(examples, sgd=optimizer)
+
+
+def test_pipe_refuses_an_enhanced_layer_in_another_architecture():
+    from spacy_cner.layers.crf import CRF
+    from spacy_cner.pipeline.crf_ner import CRFEntityRecognizer
+
+    tok2vec = spacy.util.registry.resolve({"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16}})["t"]
+    crf = CRF()
+    model = Model("my_tagger", lambda model, X, is_train: (X, lambda dY: dY),
+                  layers=[chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)), crf], refs={"crf": crf})
+    ner = CRFEntityRecognizer(spacy.blank("zh").vocab, model, "crf_ner")
+    with pytest.raises(ValueError, match="in a 'my_tagger' model: only spacy-cner.CRFTagger.v1"):
+        ner._uses_gold_entities()
 
 
 def test_negative_beta_raises():

@@ -62,6 +62,8 @@ def test_tag_set_refuses_names_of_no_scheme(names):
 def test_tag_set_refuses_names_of_another_scheme():
     with pytest.raises(ValueError, match="are not the tags of a scheme"):
         TagSet.from_names(get_tag_names(LABELS, "BIOES"), "BIO")
+    with pytest.raises(ValueError, match="are not the tags of a scheme"):
+        TagSet.from_names(get_tag_names(LABELS, "BIOES"), "bio")
 
 
 def test_split_tag():

@@ -163,7 +163,7 @@ def pad_batch(
     model: Model, arrays: List[Floats2d], *, requires_grad: bool, device: Any = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Stack (length, width) arrays into a zero-padded (batch, max_len, width) tensor (thinc's
-    Ops.pad), with a bool mask (batch, max_len) of the real rows, on the module's device.
+    Ops.pad), with a bool mask (batch, max_len) of the real rows, both on the given device.
 
     RETURNS (Tuple[Tensor, Tensor]): The padded tensor and the mask.
     """

@@ -5,15 +5,8 @@ import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp
 from thinc.types import Floats2d
 
-from ._torch import (
-    RebuildableModule,
-    build_for_input_width,
-    convert_padded_outputs,
-    forward_by_length,
-    pad_batch,
-    torch_module,
-    wrap_rebuildable,
-)
+from ._torch import RebuildableModule, build_for_input_width, convert_padded_outputs, forward_by_length
+from ._torch import pad_batch, torch_module, wrap_rebuildable
 
 InT = List[Floats2d]
 OutT = List[Floats2d]

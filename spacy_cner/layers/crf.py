@@ -357,10 +357,10 @@ class _Lattice:
     """The forward-backward scores (numpy, float64) of a group of docs padded to one length,
     for span probabilities. A span is keyed (doc's row in the group, (start, end, label))."""
 
-    def __init__(self, emit, transitions, alpha, beta, log_z, lengths, index: TagSet) -> None:
+    def __init__(self, emit, transitions, alpha, beta, log_z, lengths, tag_set: TagSet) -> None:
         # shapes: emit, alpha, beta (batch, steps, n_tags); log_z, lengths (batch,)
         self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
-        self.log_z, self.lengths, self.index = log_z, numpy.asarray(lengths), index
+        self.log_z, self.lengths, self.tag_set = log_z, numpy.asarray(lengths), tag_set
 
     def span_log_probs(self, keys: Sequence[Tuple[int, Tuple[int, int, str]]]) -> numpy.ndarray:
         """log P(span is an entity) for each (doc row, span): the paths through its tags, over all paths.
@@ -372,8 +372,8 @@ class _Lattice:
         """
         if not len(keys):
             return numpy.zeros((0,), dtype="float64")
-        index, scheme = self.index, self.index.scheme
-        label_ids = {label: k for k, label in enumerate(index.labels)}
+        tag_set, scheme = self.tag_set, self.tag_set.scheme
+        label_ids = {label: k for k, label in enumerate(tag_set.labels)}
         rows = numpy.asarray([b for b, _ in keys])
         starts = numpy.asarray([span[0] for _, span in keys])
         lasts = numpy.asarray([span[1] - 1 for _, span in keys])
@@ -381,10 +381,10 @@ class _Lattice:
         lengths = self.lengths[rows]
         inner_tokens = lasts - starts
         T, emit, alpha, beta = self.transitions, self.emit, self.alpha, self.beta
-        B, I = index.columns["B"][ks], index.columns["I"][ks]
+        B, I = tag_set.columns["B"][ks], tag_set.columns["I"][ks]
         # Prefix sums of the I-tag emissions; forbidden entries counted apart (their FORBIDDEN
         # scores would swamp the float64 sums).
-        inside = emit[:, :, index.columns["I"]]
+        inside = emit[:, :, tag_set.columns["I"]]
         forbidden = inside <= FORBIDDEN / 2
         zeros = numpy.zeros((inside.shape[0], 1, inside.shape[2]))
         sums = numpy.concatenate([zeros, numpy.cumsum(numpy.where(forbidden, 0.0, inside), axis=1)], axis=1)
@@ -396,7 +396,7 @@ class _Lattice:
 
         with numpy.errstate(invalid="ignore", over="ignore"):
             if scheme == "BIOES":
-                S, E = index.columns["S"][ks], index.columns["E"][ks]
+                S, E = tag_set.columns["S"][ks], tag_set.columns["E"][ks]
                 single = alpha[rows, starts, S] + beta[rows, starts, S]
                 steps = numpy.where(
                     inner_tokens == 1, T[B, E], T[B, I] + numpy.maximum(inner_tokens - 2, 0) * T[I, I] + T[I, E]
@@ -425,7 +425,7 @@ class _Lattice:
         real = numpy.arange(steps)[None, :] < self.lengths[:, None]
         # shape: (batch, steps, n_tags), the tags whose marginal probability reaches the threshold
         above = (numpy.exp(self.alpha + self.beta - self.log_z[:, None, None]) >= threshold) & real[:, :, None]
-        columns, labels, scheme = self.index.columns, self.index.labels, self.index.scheme
+        columns, labels, scheme = self.tag_set.columns, self.tag_set.labels, self.tag_set.scheme
         found = []
         if scheme == "BIOES":
             for b, t, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["S"]]))):
@@ -459,7 +459,7 @@ def _lattices(
     if not temperature > 0:
         raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
-    index = TagSet.from_names(crf.tag_names, scheme)
+    tag_set = TagSet.from_names(crf.tag_names, scheme)
     with torch.no_grad(), parametrize.cached():
         scores = tuple(
             t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
@@ -472,7 +472,7 @@ def _lattices(
                 allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
                 emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
             alpha, beta, log_z = (t.cpu().numpy() for t in _forward_backward(emit, mask, *scores))
-            yield group, _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z, [lengths[i] for i in group], index)
+            yield group, _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z, [lengths[i] for i in group], tag_set)
 
 
 def _forward_backward(emit, mask, transitions, start, end):

@@ -87,28 +87,14 @@ def TENEREncoder(
     check_window(attention_window, "TENEREncoder")
     check_scale(entity_attention_scale, "TENEREncoder")
     width = n_heads * head_width
-    hparams = {
-        "nI": nI,
-        "n_heads": n_heads,
-        "head_width": head_width,
-        "depth": depth,
-        "ffn_width": ffn_width if ffn_width is not None else 2 * width,
-        "dropout": dropout,
-        "attention_dropout": attention_dropout,
-        "output_dropout": output_dropout,
-        "scale_attention": scale_attention,
-        "key_projection": key_projection,
-        "attention_window": attention_window,
-    }
-    model = wrap_rebuildable(
-        "tener",
-        TENER(**hparams),
-        _convert_inputs,
-        convert_padded_outputs,
-        init=init,
-        forward=forward,
-        dims={"nI": nI, "nO": width},
+    module = TENER(
+        nI=nI, n_heads=n_heads, head_width=head_width, depth=depth,
+        ffn_width=ffn_width if ffn_width is not None else 2 * width, dropout=dropout,
+        attention_dropout=attention_dropout, output_dropout=output_dropout, scale_attention=scale_attention,
+        key_projection=key_projection, attention_window=attention_window,
     )
+    model = wrap_rebuildable("tener", module, _convert_inputs, convert_padded_outputs, init=init, forward=forward,
+                             dims={"nI": nI, "nO": width})
     model.attrs["max_length"] = max_length
     model.attrs["entity_attention_scale"] = entity_attention_scale
     return model
@@ -257,14 +243,10 @@ class TENERLayer(torch.nn.Module):
         )
         self.feed_forward_norm = torch.nn.LayerNorm(width)
 
-    def forward(
-        self,
-        hidden: torch.Tensor,
-        mask: torch.Tensor,
-        attention_bias: Optional[torch.Tensor] = None,
-        attention_scale: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
-        hidden = self.attention_norm(hidden + self.attention(hidden, mask, attention_bias, attention_scale))
+    def forward(self, hidden: torch.Tensor, *attention_args: Optional[torch.Tensor]) -> torch.Tensor:
+        """hidden (batch, length, width) -> (batch, length, width); attention_args: the mask, bias
+        and scale that RelativeSelfAttention.forward takes after the hidden states."""
+        hidden = self.attention_norm(hidden + self.attention(hidden, *attention_args))
         return self.feed_forward_norm(hidden + self.feed_forward(hidden))
 
 

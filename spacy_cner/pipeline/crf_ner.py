@@ -24,7 +24,7 @@ from thinc.types import Floats2d, Ints1d
 from wasabi import msg
 
 from ..adversarial import EmbeddingAttack
-from ..entity_attention import example_entity_ids, takes_gold
+from ..entity_attention import example_entity_ids, gold_layers_out_of_reach, takes_gold
 from ..layers._torch import torch_module
 from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
@@ -126,7 +126,8 @@ def make_crf_ner(
     """Create a CRF named-entity recognizer.
 
     model (Model[List[Doc], List[Floats2d]]): Emission scores with a "crf" ref,
-        e.g. spacy-cner.CRFTagger.v1.
+        e.g. spacy-cner.CRFTagger.v1 (which update may give (docs, gold entity ids) when its
+        tok2vec or encoder has an entity_attention_scale).
     scheme (str): Tag scheme of the CRF, "BIOES" (default) or "BIO".
     scorer (Optional[Callable]): Scoring method; spaCy's NER scorer by default.
     adversarial (Optional[EmbeddingAttack]): Adversarial training on the embeddings,
@@ -387,13 +388,13 @@ class CRFEntityRecognizer(TrainablePipe):
                 by_doc[i].append(path)
             tag_ids = [ops.xp.concatenate(doc_paths) if doc_paths else ops.alloc1i(0) for doc_paths in by_doc]
         if self.spans_key is None and ents_threshold is None:
-            return Tagging(tag_ids, None, char_docs)
+            return Tagging(tag_ids, None, char_docs, None)
         threshold = min(
             self.candidate_threshold if self.spans_key is not None else float("inf"),
             ents_threshold if ents_threshold is not None else float("inf"),
         )
         scores = self._span_scores(len(docs), decoded, threshold, self.cfg.get("temperature", 1.0))
-        return Tagging(tag_ids, scores, char_docs)
+        return Tagging(tag_ids, scores, char_docs, ents_threshold)
 
     def _decode(self, docs: List[Doc], best_path: bool = True) -> "_Decoded":
         """Emissions, constraints and (if best_path) Viterbi paths of the docs' segments: whole
@@ -482,7 +483,8 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         tag_names = self.tag_names
         labels = set(self.labels)
-        ents_threshold = self.entity_threshold
+        # As predict decoded them: the weights (and a fitted threshold) may have changed since.
+        ents_threshold = tagging.ents_threshold
         docs = list(docs)
         tag_ids = tagging.tag_ids or [None] * len(docs)
         scores = tagging.scores or [None] * len(docs)
@@ -534,8 +536,9 @@ class CRFEntityRecognizer(TrainablePipe):
 
         With adversarial training, a second forward/backward pass on perturbed
         embeddings adds its gradients before the optimizer step (its loss is
-        reported as "<name>_adversarial"). Encoders with an entity_attention_scale
-        see the examples' gold entities in these passes (spacy_cner.entity_attention).
+        reported as "<name>_adversarial"). A CRF tagger whose tok2vec or encoder has an
+        entity_attention_scale gets (docs, gold entity ids) in these passes and hands the ids
+        to that layer (spacy_cner.entity_attention).
 
         examples (Iterable[Example]): The gold examples.
         drop (float): The dropout rate.
@@ -832,15 +835,15 @@ class CRFEntityRecognizer(TrainablePipe):
                 f"'{self.model.name}' model: only spacy-cner.CRFTagger.v1 hands it the gold entities. "
                 "Use that architecture, or set entity_attention_scale to 0."
             )
-        fed = [self.model.get_ref(name) for name in ("tok2vec", "encoder") if self.model.has_ref(name)]
-        unfed = [node for node in enhanced if not any(node is layer for layer in fed)]
+        fed = [self.model.maybe_get_ref("tok2vec"), self.model.maybe_get_ref("encoder")]
+        unfed = gold_layers_out_of_reach([self.model], fed)
         if unfed:
             raise ValueError(
                 f"'{self.name}' has a layer with an entity_attention_scale ({unfed[0].name}) inside its "
                 "tok2vec or encoder, where the CRF tagger cannot hand it the gold entities: make it "
                 "the tagger's tok2vec or encoder itself, or set its entity_attention_scale to 0."
             )
-        return any(takes_gold(layer) for layer in fed)
+        return True
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in."""
@@ -1004,6 +1007,8 @@ class Tagging:
     # Per doc, the character copy it was tagged on (tag ids and scores index its tokens), or
     # None where the doc was tagged as it is.
     char_docs: Optional[List[Optional[Doc]]] = None
+    # The probability doc.ents are decoded at (the most probable spans); None: the best path.
+    ents_threshold: Optional[float] = None
 
 
 def expected_calibration_error(probs: numpy.ndarray, right: numpy.ndarray, n_bins: int = 10) -> float:

@@ -754,6 +754,7 @@ def test_long_doc_is_tagged_as_its_windows(scheme):
 def test_long_sentence_gets_valid_tags_from_overlapping_windows(scheme):
     nlp = load_trained(scheme)
     nlp.get_pipe("crf_ner").long_doc_window = 6
+    nlp.get_pipe("crf_ner").ents_threshold = None  # the best path: tag ids to check
     text = "".join(t for t, _ in TRAIN_DATA)  # no sentence end: one long sentence
     doc = nlp(text)
     ner = nlp.get_pipe("crf_ner")
@@ -774,6 +775,7 @@ def test_long_doc_in_a_batch_equals_apart():
 def test_long_doc_keeps_a_preset_entity_across_a_sentence_end():
     nlp = load_trained()
     nlp.get_pipe("crf_ner").long_doc_window = 8
+    nlp.get_pipe("crf_ner").ents_threshold = None  # the best path: tag ids to check
     doc = nlp.make_doc(LONG_TEXT)
     period = LONG_TEXT.index("。")
     doc.ents = [Span(doc, period - 2, period + 3, "ORG")]  # "工作。张三"
@@ -974,25 +976,46 @@ def test_ents_threshold_decodes_the_most_probable_spans():
     assert (3, 6, "ORG") in {(e.start, e.end, e.label_) for e in ner(doc).ents}
 
 
-def test_threshold_decoding_skips_the_best_path(monkeypatch):
-    """doc.ents at a threshold need only the probabilities: no Viterbi pass, same entities."""
-    import spacy_cner.pipeline.crf_ner as crf_ner_module
-
+@pytest.mark.parametrize("long_doc_window", [0, 8])
+def test_threshold_decoding_skips_the_best_path(monkeypatch, long_doc_window):
+    """doc.ents at a threshold need only the probabilities: no Viterbi pass, and the entities
+    are the most probable spans of the probabilities scored beside the best path (long docs
+    decoded in windows too)."""
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
-    texts = [t for t in TEXTS if t.strip()] + [text for text, _ in HELD_OUT]
+    ner.long_doc_window = long_doc_window
+    texts = [t for t in TEXTS if t.strip()] + [text for text, _ in HELD_OUT] + [LONG_TEXT]
     ner.ents_threshold = 0.2
-    expected = [p["ents"] for p in predictions(nlp.pipe(texts))]
+    docs = [nlp.make_doc(text) for text in texts]
+    scored = ner._span_scores(len(docs), ner._decode(docs, best_path=True), 0.1, ner.cfg.get("temperature", 1.0))
+    expected = [most_probable_spans(doc_scores, 0.2) for doc_scores in scored]
     assert any(expected)
     calls = []
     original = crf_ner_module.crf_decode
     monkeypatch.setattr(crf_ner_module, "crf_decode", lambda *args: calls.append(1) or original(*args))
-    assert ner.predict([nlp.make_doc(texts[0])]).tag_ids is None
-    assert [p["ents"] for p in predictions(nlp.pipe(texts))] == expected
+    assert ner.predict(docs[:1]).tag_ids is None
+    assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)] == expected
     assert not calls
     ner.ents_threshold = None
     nlp(texts[0])
     assert calls
+
+
+def test_set_annotations_decodes_as_predict_did():
+    """A tagging keeps its decoding: set_annotations does not read a threshold changed since."""
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    doc = nlp.make_doc(TEXTS[0])
+    ner.ents_threshold = 0.2
+    at_threshold = ner.predict([doc])
+    ner.ents_threshold = None
+    best_path = ner.predict([doc])
+    ner.ents_threshold = 0.2
+    ner.set_annotations([doc], best_path)
+    assert doc.ents
+    ner.ents_threshold = None
+    ner.set_annotations([doc], at_threshold)
+    assert [(e.start, e.end, e.label_) for e in doc.ents] == most_probable_spans(at_threshold.scores[0], 0.2)
 
 
 def test_fit_threshold_is_half_the_dev_f1_until_an_update(tmp_path):

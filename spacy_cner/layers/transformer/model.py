@@ -67,7 +67,8 @@ def TransformerTok2Vec(
     transformer_config (Dict[str, Any]): Keyword arguments for the model config's from_pretrained.
     mixed_precision (bool): Run the transformer in mixed precision (GPU).
     grad_scaler_config (Dict[str, Any]): Settings of the gradient scaler for mixed precision.
-    RETURNS (Model[List[Doc], List[Floats2d]]): The tok2vec.
+    RETURNS (Model[InT, List[Floats2d]]): The tok2vec; its input is the docs, or (docs, gold
+        entity ids) in training with an entity_attention_scale.
     """
     check_scale(entity_attention_scale, "TransformerTok2Vec")
     check_window(attention_window, "TransformerTok2Vec")

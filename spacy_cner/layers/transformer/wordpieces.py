@@ -41,15 +41,9 @@ def plan_doc(doc: Doc, tokenizer, max_length: int, adapter: Optional[Model] = No
     if not doc.text:
         empty = numpy.zeros((0,), dtype="i")
         return DocPlan([], [], empty, numpy.zeros((len(doc),), dtype="i"), [])
-    encoding = tokenizer(
-        doc.text,
-        add_special_tokens=False,
-        return_offsets_mapping=True,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-        truncation=False,
-        verbose=False,
-    )
+    # The doc's wordpieces and their character offsets only: the windows add the special tokens.
+    encoding = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False,
+                         return_token_type_ids=False, truncation=False, verbose=False)
     offsets = encoding["offset_mapping"]
     char_to_token = [-1] * len(doc.text)
     for token in doc:
