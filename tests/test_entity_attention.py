@@ -125,6 +125,25 @@ def test_tagger_refuses_an_enhanced_layer_it_cannot_reach():
         build_crf_tagger(chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)))
 
 
+@pytest.mark.parametrize("sentence_encoding", [False, True])
+def test_tagger_cuts_the_gold_ids_as_it_cuts_the_sentences(monkeypatch, sentence_encoding):
+    """With sentence_encoding each sentence's encoder pass gets that sentence's ids (an entity
+    across the sentence end included); without it, the doc's."""
+    import spacy_cner.layers.tener as tener_module
+
+    seen = []
+    original = tener_module.entity_scale
+    monkeypatch.setattr(tener_module, "entity_scale", lambda ids, beta: seen.append(ids.tolist()) or original(ids, beta))
+    model, _ = tagger(2.0, sentence_encoding)
+    doc = spacy.blank("zh").make_doc("张三去了。上海很大")  # the sentence ends after "。"
+    ids = numpy.asarray([0, 0, -1, 1, 1, 1, 2, 2, -1], dtype="i")
+    model.begin_update(([doc], [ids]))
+    if sentence_encoding:
+        assert seen == [[0, 0, -1, 1, 1], [1, 2, 2, -1]]
+    else:
+        assert seen == [ids.tolist()]
+
+
 def test_pipe_refuses_an_enhanced_layer_moved_out_of_reach():
     """A model rewired after it was built (as replace_listeners does) must not train an enhanced
     layer without its gold entities."""
@@ -271,8 +290,13 @@ def test_cl_changes_training_only(kind, request):
     assert not numpy.allclose(parameters(enhanced), parameters(plain), rtol=0, atol=1e-7)
 
 
-def test_cl_with_attention_window_and_fgm(tiny_nezha):
+def test_cl_with_attention_window_and_fgm(tiny_nezha, monkeypatch):
     """cl, cs and adversarial training together: the update runs and both passes see the gold."""
+    import spacy_cner.layers.transformer.model as model_module
+
+    scaled = []
+    original = model_module.wordpiece_entity_scale
+    monkeypatch.setattr(model_module, "wordpiece_entity_scale", lambda *args: scaled.append(1) or original(*args))
     nlp, examples, optimizer = transformer_pipeline(tiny_nezha, 2.0, window=2)
     ner = nlp.get_pipe("crf_ner")
     ner.adversarial = spacy.util.registry.resolve({"a": {"@misc": "spacy-cner.fgm.v1"}})["a"]
@@ -280,3 +304,4 @@ def test_cl_with_attention_window_and_fgm(tiny_nezha):
     for _ in range(3):
         nlp.update(examples, sgd=optimizer, drop=0.0, losses=losses)
     assert losses["crf_ner"] > 0 and losses["crf_ner_adversarial"] > 0
+    assert len(scaled) == 6  # per update: the plain pass and the adversarial one
