@@ -826,24 +826,23 @@ class CRFEntityRecognizer(TrainablePipe):
         has an entity-label enhancement (entity_attention_scale > 0). An enhanced layer anywhere
         else (another architecture, or moved deeper, e.g. by replace_listeners) would never get
         them, so it raises instead of training without them."""
-        enhanced = [node for node in self.model.walk() if takes_gold(node)]
-        if not enhanced:
-            return False
-        if self.model.name != "crf_tagger":
+        # Only CRFTagger.v1 hands gold entities on, and only to its tok2vec and encoder.
+        is_tagger = self.model.name == "crf_tagger"
+        fed = [self.model.maybe_get_ref("tok2vec"), self.model.maybe_get_ref("encoder")] if is_tagger else []
+        unfed = gold_layers_out_of_reach([self.model], fed)
+        if unfed and not is_tagger:
             raise ValueError(
-                f"'{self.name}' has a layer with an entity_attention_scale ({enhanced[0].name}) in a "
+                f"'{self.name}' has a layer with an entity_attention_scale ({unfed[0].name}) in a "
                 f"'{self.model.name}' model: only spacy-cner.CRFTagger.v1 hands it the gold entities. "
                 "Use that architecture, or set entity_attention_scale to 0."
             )
-        fed = [self.model.maybe_get_ref("tok2vec"), self.model.maybe_get_ref("encoder")]
-        unfed = gold_layers_out_of_reach([self.model], fed)
         if unfed:
             raise ValueError(
                 f"'{self.name}' has a layer with an entity_attention_scale ({unfed[0].name}) inside its "
                 "tok2vec or encoder, where the CRF tagger cannot hand it the gold entities: make it "
                 "the tagger's tok2vec or encoder itself, or set its entity_attention_scale to 0."
             )
-        return True
+        return any(layer is not None and takes_gold(layer) for layer in fed)
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in."""
