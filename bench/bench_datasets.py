@@ -36,7 +36,12 @@ DATASETS = {
     "ecommerce": (("train.txt.bieos", "dev.txt.bieos", "test.txt.bieos"), ["--repair"]),
     "youku": (("train.txt", "dev.txt", "test.txt"), []),
     "taobao": (("train.txt", "dev.txt", "test.txt"), []),
+    # Newswire with sentence ends, as the held-out MSRA set; its train file is missing (SOURCE.md), so
+    # it trains on example.dev, and example.test gives dev (its first DEV_FROM_TEST sentences) and test.
+    "peoples_daily": (("example.dev", "example.test", "example.test"), ["--scheme", "bio"]),
 }
+# Datasets whose dev and test come from one file: dev is its first this many sentences, test the rest.
+DEV_FROM_TEST = {"peoples_daily": 700}
 
 
 def main() -> None:
@@ -67,7 +72,8 @@ def main() -> None:
     if missing:
         sys.exit(f"No data for {', '.join(missing)} in {args.data}: pass --data DIR (see each SOURCE.md)")
     sample = {"train": args.train_sentences, "dev": args.dev_sentences}
-    corpora = {name: prepare(args.data / name, args.out / name / "corpus", *DATASETS[name], sample=sample)
+    corpora = {name: prepare(args.data / name, args.out / name / "corpus", *DATASETS[name], sample=sample,
+                             dev_from_test=DEV_FROM_TEST.get(name, 0))
                for name in args.datasets}
     configs = {
         key: ROOT / "configs" / SYSTEMS[key][1] if SYSTEMS[key][1] else spacy_ner_config(args.out / "spacy_ner.cfg")
@@ -110,11 +116,13 @@ def main() -> None:
             file.write("\n" + table)
 
 
-def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: dict = None) -> dict:
+def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: dict = None,
+            dev_from_test: int = 0) -> dict:
     """Convert a dataset's splits and drop dev/test docs whose text occurs in train; the counts.
 
     sample: split -> number of docs to keep (a random sample in corpus order; 0 keeps all). Dev
     and test are deduplicated against the whole train split, so test is the same at every size.
+    dev_from_test: when dev and test are one file, dev is its first this many docs and test the rest.
     """
     sample = sample or {}
     import spacy
@@ -134,6 +142,8 @@ def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: 
     counts["train"] = len(train_docs)
     for split in ("dev", "test"):
         docs = list(DocBin().from_disk(corpus / f"{split}.all.spacy").get_docs(nlp.vocab))
+        if dev_from_test:
+            docs = docs[:dev_from_test] if split == "dev" else docs[dev_from_test:]
         kept = [doc for doc in docs if doc.text not in seen]
         counts[f"{split}_removed"] = len(docs) - len(kept)
         counts[f"{split}_all"] = len(kept)

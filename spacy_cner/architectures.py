@@ -9,6 +9,7 @@ from thinc.types import Floats2d, Ints1d
 
 from .entity_attention import gold_layers_out_of_reach, takes_gold, with_gold
 from .layers.crf import CRF
+from .layers.transformer.model import TRANSFORMER_TOK2VEC
 from .long_docs import sentence_cuts
 
 
@@ -38,12 +39,20 @@ def build_crf_tagger(
     sentence_encoding (bool): The encoder reads each sentence of a doc on its own (cut
         after the tokens that end a sentence, as CharBigramEmbed's sentence_bigrams), so a
         sentence gets the same vectors alone and after another one (sentence-level
-        robustness); the CRF still decodes the whole doc. A transformer tok2vec below
-        still reads whole windows.
+        robustness); the CRF still decodes the whole doc. A spacy-cner.TransformerTok2Vec.v1
+        tok2vec then also reads each sentence in a window of its own. Other tok2vecs are
+        left as they are (spaCy's Tok2Vec sees a few tokens across a sentence end).
     RETURNS (Model[InT, List[Floats2d]]): The tagger.
     """
-    if sentence_encoding and encoder is None:
-        raise ValueError("sentence_encoding needs an encoder (e.g. spacy-cner.BiLSTMEncoder.v1) to run per sentence.")
+    if sentence_encoding:
+        transformers = [layer for layer in tok2vec.walk() if layer.name == TRANSFORMER_TOK2VEC]
+        if encoder is None and not transformers:
+            raise ValueError(
+                "sentence_encoding needs an encoder (e.g. spacy-cner.BiLSTMEncoder.v1) or a "
+                "spacy-cner.TransformerTok2Vec.v1 tok2vec to run per sentence."
+            )
+        for layer in transformers:
+            layer.attrs["sentence_windows"] = True
     for name, layer in (("tok2vec", tok2vec), ("encoder", encoder)):
         inner = gold_layers_out_of_reach([layer], [tok2vec, encoder])
         if inner:

@@ -40,13 +40,17 @@ class Window:
     own_end: int
 
 
-def split_windows(sentence_ends: Sequence[int], n_wordpieces: int, max_length: int) -> List[Window]:
+def split_windows(
+    sentence_ends: Sequence[int], n_wordpieces: int, max_length: int, every_sentence: bool = False
+) -> List[Window]:
     """Windows of at most max_length wordpieces over a doc of n_wordpieces.
 
     sentence_ends (Sequence[int]): Sorted wordpiece offsets where a sentence ends
         (a cut may go there).
     n_wordpieces (int): The doc's number of wordpieces.
     max_length (int): The most wordpieces a window may hold (>= 2).
+    every_sentence (bool): Cut at every sentence end (one sentence per window, as the
+        tagger's sentence_encoding reads them), not only where a window is full.
     RETURNS (List[Window]): In order; their owned ranges tile [0, n_wordpieces).
     """
     if max_length < 2:
@@ -64,6 +68,8 @@ def split_windows(sentence_ends: Sequence[int], n_wordpieces: int, max_length: i
         while index < len(cuts) and cuts[index] - start <= max_length:
             best = cuts[index]
             index += 1
+            if every_sentence:
+                break
         if best is not None:
             windows.append(Window(start, best, start, best))
             start = best

@@ -29,19 +29,29 @@ def test_long_sentence_gets_overlapping_windows():
     assert [w.own_start for w in rest[1:]] == [w.own_end for w in rest[:-1]]
 
 
+def test_every_sentence_gets_its_own_window():
+    assert split_windows([4, 8, 12], 15, 10, every_sentence=True) == [
+        Window(0, 4, 0, 4), Window(4, 8, 4, 8), Window(8, 12, 8, 12), Window(12, 15, 12, 15)
+    ]
+    # A sentence longer than a window still gets overlapping windows, and nothing is lost.
+    windows = split_windows([2], 20, 8, every_sentence=True)
+    assert windows[0] == Window(0, 2, 0, 2) and windows[1].start == 2 and windows[-1].end == 20
+
+
 def test_bad_size_raises():
     with pytest.raises(ValueError, match="max_length 1"):
         split_windows([], 5, 1)
 
 
+@pytest.mark.parametrize("every_sentence", [False, True])
 @settings(max_examples=300, deadline=None)
 @given(
     n=st.integers(0, 120),
     max_length=st.integers(2, 30),
     ends=st.lists(st.integers(0, 130), max_size=25),
 )
-def test_windows_tile_the_doc(n, max_length, ends):
-    windows = split_windows(sorted(ends), n, max_length)
+def test_windows_tile_the_doc(n, max_length, ends, every_sentence):
+    windows = split_windows(sorted(ends), n, max_length, every_sentence)
     owned = [i for w in windows for i in range(w.own_start, w.own_end)]
     assert owned == list(range(n))
     for w in windows:
@@ -57,6 +67,9 @@ def test_windows_tile_the_doc(n, max_length, ends):
     for a, b in zip(sorted_cuts, sorted_cuts[1:]):
         if b - a <= max_length:
             assert any(w.start <= a and b <= w.end and w.own_start <= a and b <= w.own_end for w in windows)
+    if every_sentence:
+        # No window reads across a sentence end.
+        assert not any(w.start < cut < w.end for w in windows for cut in cuts)
 
 
 def test_doc_windows_cut_after_sentence_ends_outside_entities():

@@ -73,3 +73,21 @@ def test_entity_attention_per_sentence():
     for _ in range(120):
         nlp.update(examples, sgd=optimizer, drop=0.0)
     assert nlp.evaluate(examples)["ents_f"] == 1.0
+
+
+def test_a_transformer_tok2vec_reads_each_sentence_in_its_own_window(tiny_bert):
+    first, second = "我在北京市工作！", "张三去了上海。"
+    for sentence_encoding in (True, False):
+        fix_random_seed(0)
+        nlp = spacy.blank("zh")
+        tok2vec = {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(tiny_bert)}
+        model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": None,
+                 "sentence_encoding": sentence_encoding}
+        nlp.add_pipe("crf_ner", config={"model": model})
+        examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+        nlp.initialize(lambda: examples)
+        tagger = nlp.get_pipe("crf_ner").model
+        assert tagger.get_ref("tok2vec").attrs.get("sentence_windows", False) == sentence_encoding
+        joined, alone_first, alone_second = tagger.predict([nlp.make_doc(t) for t in (first + second, first, second)])
+        assert numpy.allclose(joined[len(first):], alone_second, atol=1e-5) == sentence_encoding
+        assert numpy.allclose(joined[: len(first)], alone_first, atol=1e-5) == sentence_encoding

@@ -22,6 +22,8 @@ from .wordpieces import plan_doc, token_rows
 # The docs, or (docs, gold entity ids per doc) in crf_ner's update (entity_attention).
 InT = Union[List[Doc], Tuple[List[Doc], List[Ints1d]]]
 OutT = List[Floats2d]
+# The layer's name: CRFTagger(sentence_encoding=True) finds it by name and sets its "sentence_windows".
+TRANSFORMER_TOK2VEC = "transformer_tok2vec"
 
 
 @registry.architectures("spacy-cner.TransformerTok2Vec.v1")
@@ -94,7 +96,7 @@ def TransformerTok2Vec(
         layers.append(lexicon_adapter)
         refs["lexicon_adapter"] = lexicon_adapter
     return Model(
-        "transformer_tok2vec",
+        TRANSFORMER_TOK2VEC,
         forward,
         init=init,
         layers=layers,
@@ -145,7 +147,9 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     width = model.get_dim("nO")
     max_length, content_offset = window_geometry(hf_objects.transformer.config, tokenizer, model.attrs["window_size"])
     adapter = model.get_ref("lexicon_adapter") if model.has_ref("lexicon_adapter") else None
-    plans = [plan_doc(doc, tokenizer, max_length, adapter) for doc in docs]
+    # Set by CRFTagger(sentence_encoding=True): each sentence in a window of its own.
+    every_sentence = model.attrs.get("sentence_windows", False)
+    plans = [plan_doc(doc, tokenizer, max_length, adapter, every_sentence) for doc in docs]
     windows = [(d, window) for d, plan in enumerate(plans) for window in plan.windows]
     beta = model.attrs.get("entity_attention_scale", 0.0)
     if entity_ids is not None:

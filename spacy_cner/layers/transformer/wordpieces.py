@@ -30,8 +30,11 @@ class DocPlan:
     wordpiece_words: Optional[numpy.ndarray] = None
 
 
-def plan_doc(doc: Doc, tokenizer, max_length: int, adapter: Optional[Model] = None) -> DocPlan:
-    """Tokenize a doc into wordpieces, align them to its tokens and split it into windows.
+def plan_doc(
+    doc: Doc, tokenizer, max_length: int, adapter: Optional[Model] = None, every_sentence: bool = False
+) -> DocPlan:
+    """Tokenize a doc into wordpieces, align them to its tokens and split it into windows
+    (one per sentence with every_sentence, else as many whole sentences as fit).
 
     The alignment is our own, not spacy-transformers' get_alignment_via_offset_mapping: that
     one gives each token its wordpieces but not each wordpiece its token (which the attention
@@ -63,7 +66,7 @@ def plan_doc(doc: Doc, tokenizer, max_length: int, adapter: Optional[Model] = No
         for token in doc
         if ends_sentence(token.text)
     ]
-    windows = split_windows(sentence_ends, len(offsets), max_length)
+    windows = split_windows(sentence_ends, len(offsets), max_length, every_sentence)
     flat = [j for wordpieces in token_wordpieces for j in wordpieces]
     return DocPlan(
         list(encoding["input_ids"]),
