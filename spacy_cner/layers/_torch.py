@@ -1,4 +1,5 @@
 """Helpers shared by the torch-backed layers: rebuildable modules and padding."""
+import contextlib
 import os
 import pickle
 from io import BytesIO
@@ -99,11 +100,41 @@ def finish_update_in_place(shim: PyTorchShim, optimizer: Any) -> None:
     shim._grad_scaler.update()
 
 
+@contextlib.contextmanager
+def use_params_in_place(shim: PyTorchShim, params: Dict[Any, Any]):
+    """thinc's PyTorchShim.use_params, reading the keys the optimizer writes.
+
+    The optimizer keeps a shim's weights (and, with use_averages, their averages) under
+    (shim.id, parameter name), as finish_update names them, but thinc's use_params looks
+    for "pytorch_<id>_<name>" keys, finds none and leaves the weights as they are: spaCy's
+    training loop evaluates and saves with nlp.use_params(optimizer.averages), so every
+    torch layer (BiLSTM, TENER, CRF, transformer) silently ignored use_averages = true.
+    """
+    swapped = {}
+    with torch.no_grad():
+        for name, param in shim._model.named_parameters():
+            if (shim.id, name) in params:
+                swapped[name] = param.detach().clone()
+                param.copy_(xp2torch(params[(shim.id, name)], device=param.device))
+    try:
+        yield
+    finally:
+        if swapped:
+            with torch.no_grad():
+                for name, param in shim._model.named_parameters():
+                    if name in swapped:
+                        param.copy_(swapped[name])
+
+
 class InPlacePyTorchShim(PyTorchShim):
-    """A PyTorchShim whose finish_update does not leak memory (finish_update_in_place)."""
+    """A PyTorchShim whose finish_update does not leak memory (finish_update_in_place) and
+    whose use_params reads the optimizer's averages (use_params_in_place)."""
 
     def finish_update(self, optimizer: Any) -> None:
         finish_update_in_place(self, optimizer)
+
+    def use_params(self, params: Dict[Any, Any]):
+        return use_params_in_place(self, params)
 
 
 def wrap_rebuildable(

@@ -11,16 +11,20 @@ from spacy_transformers.layers.transformer_model import huggingface_from_pretrai
 from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 
 from ...entity_attention import ScaleAttentionScores
-from .._torch import finish_update_in_place, load_weights
+from .._torch import finish_update_in_place, load_weights, use_params_in_place
 
 
 class InPlaceHFShim(HFShim):
-    """spacy-transformers' HFShim with a finish_update that does not leak memory (see _torch),
-    and a from_bytes that loads the weights with weights_only=True (_torch.load_weights).
+    """spacy-transformers' HFShim with a finish_update that does not leak memory and a
+    use_params that reads the optimizer's averages (see _torch), and a from_bytes that loads
+    the weights with weights_only=True (_torch.load_weights).
     """
 
     def finish_update(self, optimizer) -> None:
         finish_update_in_place(self, optimizer)
+
+    def use_params(self, params):
+        return use_params_in_place(self, params)
 
     def from_bytes(self, bytes_data: bytes) -> "InPlaceHFShim":
         """HFShim.from_bytes, which reads the weights with torch.load's default (pickled code
