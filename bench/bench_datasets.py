@@ -1,11 +1,13 @@
 """Every dataset at once: our configs vs spaCy's `ner`, 3 seeds, accuracy, robustness and speed.
 
 Usage: python bench/bench_datasets.py [--data ../shared/data] [--out bench/runs/datasets]
-       [--datasets resume ecommerce youku taobao] [--systems default bilstm tener spacy]
+       [--datasets resume ecommerce youku taobao peoples_daily] [--systems default bilstm tener spacy]
        [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--write BENCHMARKS.md]
        [--variant NAME=SYSTEM:section.key=value,...] [--train-sentences N] [--dev-sentences N]
 
-Each dataset with a train split is converted with our converter (repairs counted), and
+Each dataset with a train split is converted with our converter (repairs counted; People's
+Daily, whose train file is missing, trains on its dev file and splits its test file into dev
+and test: a small newswire set with sentence ends), and
 dev/test sentences whose text occurs in train are removed (Taobao repeats many; the
 counts are printed and reported). Every system trains on the same split once per seed,
 the best model chosen on dev, and is scored on test: P/R/F1, then sentence-level
