@@ -110,20 +110,18 @@ def use_params_in_place(shim: PyTorchShim, params: Dict[Any, Any]):
     training loop evaluates and saves with nlp.use_params(optimizer.averages), so every
     torch layer (BiLSTM, TENER, CRF, transformer) silently ignored use_averages = true.
     """
-    swapped = {}
+    swapped = []  # (parameter, its own weights)
     with torch.no_grad():
         for name, param in shim._model.named_parameters():
             if (shim.id, name) in params:
-                swapped[name] = param.detach().clone()
+                swapped.append((param, param.detach().clone()))
                 param.copy_(xp2torch(params[(shim.id, name)], device=param.device))
     try:
         yield
     finally:
-        if swapped:
-            with torch.no_grad():
-                for name, param in shim._model.named_parameters():
-                    if name in swapped:
-                        param.copy_(swapped[name])
+        with torch.no_grad():
+            for param, own in swapped:
+                param.copy_(own)
 
 
 class InPlacePyTorchShim(PyTorchShim):
