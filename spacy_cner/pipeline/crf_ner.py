@@ -188,28 +188,40 @@ def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bo
     threshold, the pipeline's meta["performance"] gets the entity scores on path that the saved
     pipeline has (the training log shows those of the best path, which model-best is chosen on).
 
+    spaCy's loop saves model-last after every evaluation and copies it to model-best when its
+    score is the best so far; a fit (a few passes over dev) is only kept by model-best and by
+    the last save. So in a training loop the callback fits at a save whose checkpoint scores at
+    least as well as every earlier one (score_weights over meta["performance"], as the loop
+    ranks them) and at the final save (no evaluation since the previous call), and leaves the
+    other saves of model-last as they are: the best path, the last fitted temperature. Outside
+    a training loop it always fits.
+
     path (Optional[str]): A .spacy file or folder of them; None fits nothing.
     temperature (bool): Fit the temperature.
     threshold (bool): Fit the threshold.
     RETURNS (Callable[[Language], Language]): The callback.
     """
 
+    checkpoints = _Checkpoints()
+
     def fit_before_saving(nlp: Language) -> Language:
-        if path is None:
+        if path is None or not checkpoints.worth_fitting(nlp):
             return nlp
         examples = list(Corpus(path)(nlp))
         fitted = False
         for name, pipe in nlp.pipeline:
-            if not isinstance(pipe, CRFEntityRecognizer):
+            if not isinstance(pipe, CRFEntityRecognizer) or not (temperature or threshold):
                 continue
+            # One decoding of dev for both fits.
+            outcomes = pipe.entity_outcomes(examples)
             if temperature:
-                fit = pipe.fit_temperature(examples)
+                fit = pipe.fit_temperature(examples, outcomes=outcomes)
                 msg.info(
                     f"{name}: temperature {fit['temperature']:.3g} on {fit['n_entities']} dev entities "
                     f"(ECE {fit['ece_before']:.3f} -> {fit['ece_after']:.3f})"
                 )
             if threshold:
-                fit = pipe.fit_threshold(examples)
+                fit = pipe.fit_threshold(examples, outcomes=outcomes)
                 msg.info(f"{name}: entity threshold {fit['threshold']:.3g} (best-path dev F1 {fit['f1'] * 100:.2f})")
                 fitted = fitted or pipe.ents_threshold == "fitted"
         if fitted:
@@ -219,6 +231,32 @@ def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bo
         return nlp
 
     return fit_before_saving
+
+
+class _Checkpoints:
+    """Which saves of spaCy's training loop the calibrator fits at (make_calibrator)."""
+
+    def __init__(self) -> None:
+        self.best: Optional[float] = None
+        self.performance: Optional[Dict[str, Any]] = None
+
+    def worth_fitting(self, nlp: Language) -> bool:
+        """True outside a training loop, at the final save, and at a checkpoint that scores at
+        least as well as every earlier one: the saves whose fit is kept (model-best, model-last)."""
+        performance = nlp.meta.get("performance")
+        # The loop's update_meta makes a new dict at every evaluation: the same one means none
+        # since the previous save, i.e. the save after training (or a second call).
+        if performance is self.performance:
+            return True
+        self.performance = performance
+        weights = {key: w for key, w in nlp.config.get("training", {}).get("score_weights", {}).items() if w}
+        if not performance or not any(key in performance for key in weights):
+            return True
+        score = sum(float(performance.get(key, 0.0)) * w for key, w in weights.items())
+        if self.best is not None and score < self.best:
+            return False
+        self.best = score
+        return True
 
 
 @registry.misc("spacy-cner.fit_temperature.v1")
@@ -672,7 +710,9 @@ class CRFEntityRecognizer(TrainablePipe):
         self.cfg["token_unit"] = "char" if chars else "token"
         self.model.initialize(X=doc_sample, Y=self.tag_names)
 
-    def fit_temperature(self, examples: Iterable[Example]) -> Dict[str, float]:
+    def fit_temperature(
+        self, examples: Iterable[Example], *, outcomes: Optional[Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]] = None
+    ) -> Dict[str, float]:
         """Fit the temperature of the entity probabilities on held-out examples (dev), and keep it.
 
         The temperature from 1/4 to 4 under which the probabilities of the predicted entities
@@ -683,10 +723,13 @@ class CRFEntityRecognizer(TrainablePipe):
         the pipe; the predicted entities themselves do not change.
 
         examples (Iterable[Example]): Held-out gold examples; their predicted docs are tagged.
+        outcomes (Optional[Callable]): entity_outcomes(examples), when the caller has it (one
+            decoding for fit_temperature and fit_threshold).
         RETURNS (Dict[str, float]): temperature, n_entities, and log_loss / ece (10 bins)
             at temperature 1 and at the fitted one.
         """
-        outcomes = self.entity_outcomes(examples)
+        if outcomes is None:
+            outcomes = self.entity_outcomes(examples)
 
         def log_loss(probs: numpy.ndarray, right: numpy.ndarray) -> float:
             probs = numpy.clip(probs, 1e-7, 1 - 1e-7)
@@ -715,7 +758,9 @@ class CRFEntityRecognizer(TrainablePipe):
             "ece_after": expected_calibration_error(*after),
         }
 
-    def fit_threshold(self, examples: Iterable[Example]) -> Dict[str, float]:
+    def fit_threshold(
+        self, examples: Iterable[Example], *, outcomes: Optional[Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]] = None
+    ) -> Dict[str, float]:
         """Fit the probability doc.ents are decoded at (ents_threshold "fitted") on held-out
         examples (dev), and keep it in cfg["fitted_threshold"].
 
@@ -726,10 +771,13 @@ class CRFEntityRecognizer(TrainablePipe):
         sentences. At least 0.1 (the default candidate_threshold), for an untrained model.
 
         examples (Iterable[Example]): Held-out gold examples; their predicted docs are tagged.
+        outcomes (Optional[Callable]): entity_outcomes(examples), when the caller has it.
         RETURNS (Dict[str, float]): threshold, and f1 of the best path on the examples.
         """
         examples = list(examples)
-        _, right = self.entity_outcomes(examples)(self.cfg.get("temperature", 1.0))
+        if outcomes is None:
+            outcomes = self.entity_outcomes(examples)
+        _, right = outcomes(self.cfg.get("temperature", 1.0))
         n_gold = sum(len(eg.get_aligned_spans_y2x(eg.reference.ents)) for eg in examples)
         f1 = 2 * float(right.sum()) / (len(right) + n_gold) if len(right) + n_gold else 0.0
         self.cfg["fitted_threshold"] = round(max(0.1, f1 / 2), 4)  # as the saved cfg keeps it

@@ -1072,6 +1072,42 @@ def test_calibrate_callback_fits_on_dev_and_scores_the_saved_pipeline(tmp_path):
     assert ner.entity_threshold is None
 
 
+
+def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatch):
+    """In spaCy's loop every evaluation saves model-last (update_meta makes a new
+    meta["performance"] first); only a best-so-far checkpoint becomes model-best, and only the
+    final save (no evaluation since) is the last model-last: the callback fits at those."""
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    DocBin(docs=[eg.reference for eg in make_examples(nlp, HELD_OUT)]).to_disk(tmp_path / "dev.spacy")
+    decodings = []
+    decode = ner._decode
+    monkeypatch.setattr(ner, "_decode", lambda docs, **kwargs: decodings.append(len(docs)) or decode(docs, **kwargs))
+    callback = registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))
+
+    def save(ents_f=None):
+        ner.cfg["temperature"], ner.cfg["fitted_threshold"] = 1.0, None  # as training leaves them
+        if ents_f is not None:  # an evaluation before the save
+            nlp.meta["performance"] = {"ents_f": ents_f, "ents_p": 0.0, "ents_r": 0.0, "crf_ner_loss": 3.0}
+        decodings.clear()
+        callback(nlp)
+        return ner.entity_threshold is not None
+
+    assert save(0.5)  # the first checkpoint is the best so far
+    # Both fits share one decoding of dev; the rescoring of the fitted pipeline is the other.
+    assert decodings == [len(HELD_OUT), len(HELD_OUT)]
+    assert ner.cfg["temperature"] != 1.0
+    assert not save(0.4) and decodings == [] and ner.cfg["temperature"] == 1.0
+    assert save(0.5)  # a tie is a new best for spaCy's loop too (the later step wins)
+    assert not save(0.3)
+    assert save()  # no evaluation since the last save: the save after training
+    assert save(0.6)
+    # Outside a training loop (no scores in meta): always.
+    nlp.meta["performance"] = {}
+    assert registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))(nlp) is nlp
+    assert ner.entity_threshold is not None
+
+
 # ---------------------------------------------------------------------------
 # Labels after initialize
 
