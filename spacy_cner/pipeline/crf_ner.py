@@ -24,6 +24,7 @@ from thinc.types import Floats2d, Ints1d
 from wasabi import msg
 
 from ..adversarial import EmbeddingAttack
+from ..augment import MentionPool
 from ..entity_attention import example_entity_ids, gold_layers_out_of_reach, takes_gold
 from ..layers._torch import torch_module
 from ..layers.crf import crf_decode, entity_probabilities, resize_crf
@@ -101,6 +102,7 @@ class PipelineLink:
         "tok2vec_learn_rate_scale": 1.0,
         "long_doc_window": 512,
         "join_examples": 0.0,
+        "replace_mentions": 0.0,
         "spans_key": "crf_ner",
         "candidate_threshold": 0.1,
         "ents_threshold": "fitted",
@@ -118,6 +120,7 @@ def make_crf_ner(
     tok2vec_learn_rate_scale: float,
     long_doc_window: int,
     join_examples: float,
+    replace_mentions: float,
     spans_key: Optional[str],
     candidate_threshold: float,
     ents_threshold: Union[float, str, None],
@@ -141,6 +144,10 @@ def make_crf_ner(
         in random pairs, X_i + X_j with nothing between (as the robustness test joins them), so
         the model learns that a neighbouring sentence does not change a sentence's entities;
         0 trains on the examples as they come.
+    replace_mentions (float): In training, each gold entity's probability of being replaced,
+        at each step, by another mention of its label from the training examples (mention
+        replacement, Dai and Adel 2020; spacy_cner.augment), so the model learns contexts, not
+        only names; 0 replaces none.
     spans_key (Optional[str]): Where to write the scored entities, doc.spans[spans_key]: the
         predicted entities and alternative spans, each with its exact probability under the
         CRF in the group's attrs["scores"] (as spancat's); None computes no probabilities.
@@ -170,6 +177,7 @@ def make_crf_ner(
         tok2vec_learn_rate_scale=tok2vec_learn_rate_scale,
         long_doc_window=long_doc_window,
         join_examples=join_examples,
+        replace_mentions=replace_mentions,
         spans_key=spans_key,
         candidate_threshold=candidate_threshold,
         ents_threshold=ents_threshold,
@@ -290,6 +298,7 @@ class CRFEntityRecognizer(TrainablePipe):
         tok2vec_learn_rate_scale: float = 1.0,
         long_doc_window: int = 512,
         join_examples: float = 0.0,
+        replace_mentions: float = 0.0,
         spans_key: Optional[str] = "crf_ner",
         candidate_threshold: float = 0.1,
         ents_threshold: Union[float, str, None] = "fitted",
@@ -308,6 +317,11 @@ class CRFEntityRecognizer(TrainablePipe):
         if not 0.0 <= join_examples <= 1.0:
             raise ValueError(f"join_examples is a share of each batch, from 0 to 1, got {join_examples}.")
         self.join_examples = join_examples
+        if not 0.0 <= replace_mentions <= 1.0:
+            raise ValueError(f"replace_mentions is a probability, from 0 to 1, got {replace_mentions}.")
+        self.replace_mentions = replace_mentions
+        # The mentions replace_mentions draws from: those of the examples seen at initialize and in update.
+        self._mentions = MentionPool()
         if not candidate_threshold > 0:
             raise ValueError(f"candidate_threshold must be positive (above 1 for no alternatives), got {candidate_threshold}.")
         if not (ents_threshold in (None, "fitted") or (not isinstance(ents_threshold, str) and 0.0 <= ents_threshold <= 1.0)):
@@ -592,6 +606,9 @@ class CRFEntityRecognizer(TrainablePipe):
         if not examples:
             return losses
         self._warn_unknown_labels(examples)
+        if self.replace_mentions:
+            self._mentions.add(examples)
+            examples = self._mentions.replace(examples, self.replace_mentions)
         if self.join_examples:
             examples = join_pairs(examples, self.join_examples)
         set_dropout_rate(self.model, drop)
@@ -691,7 +708,9 @@ class CRFEntityRecognizer(TrainablePipe):
         if labels is not None:
             for label in labels:
                 self.add_label(label)
-        elif not self.labels:
+        if self.replace_mentions:
+            self._mentions.add(get_examples())
+        if labels is None and not self.labels:
             found = {ent.label_ for eg in get_examples() for ent in eg.reference.ents}
             for label in sorted(found):
                 self.add_label(label)
