@@ -7,6 +7,7 @@ from .layers.scalar_mix import ScalarMix
 from .layers.soft_lexicon import SoftLexicon
 from .layers.tener import TENEREncoder
 from .layers.transformer import TransformerTok2Vec
+from .patience import corpus_patience
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 from .robustness import make_robust_ner_scorer
 from .tokenizer import LinearChineseTokenizer
@@ -22,6 +23,7 @@ __all__ = [
     "TENEREncoder",
     "TransformerTok2Vec",
     "build_crf_tagger",
+    "corpus_patience",
     "crf_decode",
     "make_crf_ner",
     "make_robust_ner_scorer",
