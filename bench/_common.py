@@ -71,9 +71,12 @@ def train(
     return json.loads(output.strip().splitlines()[-1])
 
 
-def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_thread: bool = False) -> dict:
+def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_thread: bool = False,
+             seen_recall: bool = False) -> dict:
     """Test P/R/F1 of every model; inference chars/s of speed_models, alternating, in one child process
-    (on one thread with one_thread, as the trainings with --jobs > 1)."""
+    (on one thread with one_thread, as the trainings with --jobs > 1). seen_recall: also the recall of
+    the test entities whose text and label occur as an entity in corpus/train.spacy (r_seen) and of
+    the others (r_unseen), n_seen and n_unseen."""
     code = (
         "import json, sys, time, spacy\n"
         "from spacy.tokens import DocBin\n"
@@ -87,6 +90,16 @@ def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_t
         "for k, nlp in nlps.items():\n"
         "    s = nlp.evaluate([Example(nlp.make_doc(d.text), d) for d in docs])\n"
         "    out[k] = {'p': s['ents_p'], 'r': s['ents_r'], 'f': s['ents_f'], 'seconds': []}\n"
+        "    if len(sys.argv) > 5:\n"
+        "        seen = {(e.text, e.label_) for d in DocBin().from_disk(sys.argv[5]).get_docs(nlp.vocab) for e in d.ents}\n"
+        "        hits = {True: [0, 0], False: [0, 0]}\n"
+        "        for gold, pred in zip(docs, nlp.pipe(texts, batch_size=256)):\n"
+        "            found = {(e.start_char, e.end_char, e.label_) for e in pred.ents}\n"
+        "            for e in gold.ents:\n"
+        "                hit = hits[(e.text, e.label_) in seen]\n"
+        "                hit[0] += (e.start_char, e.end_char, e.label_) in found; hit[1] += 1\n"
+        "        out[k].update(r_seen=hits[True][0] / max(hits[True][1], 1), n_seen=hits[True][1],\n"
+        "                      r_unseen=hits[False][0] / max(hits[False][1], 1), n_unseen=hits[False][1])\n"
         "for _ in range(repeats):\n"
         "    for k in speed_models:\n"
         "        start = time.perf_counter()\n"
@@ -98,7 +111,7 @@ def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_t
     )
     paths = {key: str(path) for key, path in models.items()}
     command = [sys.executable, "-c", code, json.dumps(paths), json.dumps(speed_models),
-               str(corpus / "test.spacy"), str(repeats)]
+               str(corpus / "test.spacy"), str(repeats)] + ([str(corpus / "train.spacy")] if seen_recall else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else None
     return json.loads(run(command, env=env).strip().splitlines()[-1])
 

@@ -102,7 +102,7 @@ def main() -> None:
                   for key in args.systems for seed in args.seeds}
         speed_models = [f"{key}/seed{args.seeds[0]}" for key in args.systems]
         scores = evaluate({k: str(p) for k, p in models.items()}, speed_models, corpora[name]["path"], args.repeats,
-                          one_thread=True)
+                          one_thread=True, seen_recall=True)
         for model_key, path in models.items():
             metrics = robustness_score(path.parent, corpora[name]["path"], reuse=True)
             dev_f = json.loads((path / "meta.json").read_text(encoding="utf8"))["performance"]["ents_f"]
@@ -175,15 +175,17 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
         f"{', one thread each' if args.jobs > 1 else ''}. Test split, model chosen on dev; P, R, F1, R-F1 and "
         "Asr are means over seeds (F1 with the sample standard deviation, then per seed); training time is "
         "the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) over test, best of "
-        f"{args.repeats}, the systems alternating.",
+        f"{args.repeats}, the systems alternating. R seen / unseen: the recall of the test entities whose text "
+        "and label occur as an entity in train, and of the others ("
+        + "; ".join(f"{name} {_seen_counts(results[name])}" for name in args.datasets) + ").",
         "",
         "Sentences (train / dev / test after removing dev and test sentences found in train"
         + (", then keeping a random sample" if args.train_sentences or args.dev_sentences else "") + "): "
         + "; ".join(f"{name} {_count(c, 'train')} / {_count(c, 'dev')} (-{c['dev_removed']}) / {c['test']:,} "
                     f"(-{c['test_removed']})" for name, c in corpora.items()),
         "",
-        "| dataset | system | dev F1 | test P | test R | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| dataset | system | dev F1 | test P | test R | R seen / unseen | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for name in args.datasets:
         for key in args.systems:
@@ -194,12 +196,19 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
             lines.append(
                 f"| {name} | {SYSTEMS[key][0]} | {statistics.mean(s['dev_f'] for s in per_seed) * 100:.2f} | "
                 f"{statistics.mean(s['p'] for s in per_seed) * 100:.2f} | "
-                f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | {statistics.mean(f1):.2f}{spread} | "
+                f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | "
+                f"{statistics.mean(s['r_seen'] for s in per_seed) * 100:.1f} / "
+                f"{statistics.mean(s['r_unseen'] for s in per_seed) * 100:.1f} | {statistics.mean(f1):.2f}{spread} | "
                 f"{', '.join(f'{f:.2f}' for f in f1)} | {statistics.mean(s['robust'] for s in per_seed) * 100:.2f} | "
                 f"{statistics.mean(s['asr'] for s in per_seed) * 100:.2f}% | {seconds / 60:.1f} min | "
                 f"{results[name][f'{key}/seed{args.seeds[0]}']['chars_per_s']:,.0f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _seen_counts(scores: dict) -> str:
+    first = next(iter(scores.values()))
+    return f"{first['n_seen']:,} seen, {first['n_unseen']:,} unseen"
 
 
 def _count(counts: dict, split: str) -> str:
