@@ -8,6 +8,7 @@ from thinc.api import Linear, Model, chain, with_array
 from thinc.types import Floats2d, Ints1d
 
 from .entity_attention import gold_layers_out_of_reach, takes_gold, with_gold
+from .layers._blas import use_numpy_blas
 from .layers.crf import CRF
 from .layers.transformer.model import TRANSFORMER_TOK2VEC
 from .long_docs import sentence_cuts
@@ -67,7 +68,7 @@ def build_crf_tagger(
     refs = {"tok2vec": tok2vec, "output_layer": output_layer, "crf": crf}
     if encoder is not None:
         refs["encoder"] = encoder
-    return Model(
+    model = Model(
         "crf_tagger",
         forward,
         init=init,
@@ -76,6 +77,8 @@ def build_crf_tagger(
         dims={"nO": nO},
         attrs={"sentence_encoding": sentence_encoding},
     )
+    use_numpy_blas(model)
+    return model
 
 
 def forward(model: Model, X: InT, is_train: bool) -> Tuple[List[Floats2d], Callable]:

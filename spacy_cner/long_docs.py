@@ -12,7 +12,7 @@ or a token) is read from the window where it sits farthest from an edge. Every o
 to exactly one window, so every token gets a vector and nothing is cut off.
 """
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import NORM, ORTH, SPACY
@@ -22,6 +22,11 @@ from spacy.tokens import Doc
 SENTENCE_ENDS = frozenset("。！？!?;；\n")
 # What window_doc copies from a doc's tokens.
 WINDOW_ATTRS = [ORTH, NORM, SPACY]
+
+
+# orth id -> ends_sentence(its text), for sentence_cuts: an id is the hash of the text, the same in
+# every vocab. Looking the texts up in the StringStore cost sentence_cuts most of its time.
+_ENDS_SENTENCE: Dict[int, bool] = {}
 
 
 def ends_sentence(text: str) -> bool:
@@ -97,10 +102,19 @@ def _overlapping(start: int, end: int, max_length: int) -> List[Window]:
 
 def sentence_cuts(doc: Doc) -> numpy.ndarray:
     """The token offsets 1...len(doc) - 1 after a token that ends a sentence (ends_sentence)."""
-    orths = doc.to_array([ORTH]).reshape(-1)
-    end_ids = [orth for orth in numpy.unique(orths).tolist() if ends_sentence(doc.vocab.strings[orth])]
-    cuts = numpy.flatnonzero(numpy.isin(orths, end_ids)) + 1
-    return cuts[cuts < len(doc)]
+    orths = doc.to_array(ORTH).tolist()
+    strings, known = doc.vocab.strings, _ENDS_SENTENCE
+    if len(known) > 1_000_000:
+        known.clear()
+    end_ids = set()
+    for orth in set(orths):
+        ends = known.get(orth)
+        if ends is None:
+            ends = known[orth] = ends_sentence(strings[orth])
+        if ends:
+            end_ids.add(orth)
+    last = len(orths) - 1
+    return numpy.asarray([i + 1 for i, orth in enumerate(orths) if orth in end_ids and i < last], dtype=numpy.intp)
 
 
 def doc_windows(doc: Doc, max_length: int) -> List[Window]:

@@ -4,9 +4,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spacy
-from spacy.tokens import Span
+from spacy.tokens import Doc, Span
 
-from spacy_cner.long_docs import Window, doc_windows, split_windows, window_doc, window_segments
+from spacy_cner.long_docs import Window, doc_windows, ends_sentence, sentence_cuts, split_windows, window_doc
+from spacy_cner.long_docs import window_segments
 
 
 def test_short_doc_is_one_window():
@@ -96,3 +97,21 @@ def test_window_doc_keeps_text_and_norms():
     piece = window_doc(doc, Window(0, 4, 0, 4))
     assert piece.text == doc[0:4].text_with_ws and [t.norm_ for t in piece] == [t.norm_ for t in doc[0:4]]
     assert window_doc(doc, Window(4, len(doc), 4, len(doc))).text == doc[4:].text
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["今", "天", "。", "！", "?", "\n", "a\nb", "很好", "；"]), max_size=30))
+def test_sentence_cuts_are_the_offsets_after_sentence_ends(words):
+    """Word tokens too (one holding a newline ends a sentence); never a cut at the doc's end."""
+    doc = Doc(spacy.blank("zh").vocab, words=words, spaces=[False] * len(words))
+    expected = [i + 1 for i, word in enumerate(words) if ends_sentence(word) and i + 1 < len(words)]
+    cuts = sentence_cuts(doc)
+    assert cuts.tolist() == expected
+    assert cuts.dtype.kind == "i"
+
+
+def test_sentence_cuts_read_each_vocab_alike():
+    """The cache is keyed by orth id, the hash of the text: any vocab gives the same cuts."""
+    first = Doc(spacy.blank("zh").vocab, words=list("好。好"), spaces=[False] * 3)
+    second = Doc(spacy.blank("en").vocab, words=["好", "。", "好"], spaces=[False] * 3)
+    assert sentence_cuts(first).tolist() == sentence_cuts(second).tolist() == [2]

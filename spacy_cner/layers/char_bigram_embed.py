@@ -10,6 +10,7 @@ from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
 from ..long_docs import ends_sentence, sentence_cuts
+from ._blas import use_numpy_blas
 
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
@@ -81,17 +82,18 @@ def CharBigramEmbed(
         mix = Maxout(width, embed_width * len(tables), nP=3, dropout=dropout, normalize=True)
         model = chain(keys, with_array(chain(concatenate(*tables), mix)))
     model.set_dim("nO", width)
-    if lexicon_adapter is None:
-        return model
-    lexicon_adapter.set_dim("nI", width)
-    return Model(
-        "char_bigram_lexicon",
-        _lexicon_forward,
-        init=_lexicon_init,
-        layers=[model, lexicon_adapter],
-        refs={"lexicon_adapter": lexicon_adapter},
-        dims={"nO": width},
-    )
+    if lexicon_adapter is not None:
+        lexicon_adapter.set_dim("nI", width)
+        model = Model(
+            "char_bigram_lexicon",
+            _lexicon_forward,
+            init=_lexicon_init,
+            layers=[model, lexicon_adapter],
+            refs={"lexicon_adapter": lexicon_adapter},
+            dims={"nO": width},
+        )
+    use_numpy_blas(model)
+    return model
 
 
 def _lexicon_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:

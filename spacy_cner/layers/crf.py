@@ -491,40 +491,56 @@ def _forward_backward(emit, mask, transitions, start, end):
 
 
 def _scaled_forward_backward(emit, mask, transitions, start, end):
-    n_docs, n_steps, _ = emit.shape
+    """The scaled passes run every doc of the batch over all steps, without masks (the fewest
+    tensor operations per step: on CPU a step's cost is mostly their overhead); a doc's steps
+    after its end compute garbage that is never read. The backward pass runs over each doc
+    reversed, so that every doc starts it at step 0. Then each doc's real steps are gathered,
+    the padding taking the values of _log_forward_backward."""
+    n_docs, n_steps, n_tags = emit.shape
+    # shape: (batch, 1), each doc's last real step
+    last = (mask.sum(dim=1, keepdim=True) - 1).clamp(min=0)
+    steps = torch.arange(n_steps, device=emit.device).unsqueeze(0)
     trans_max, start_max, end_max = transitions.max(), start.max(), end.max()
     exp_transitions = torch.exp(transitions - trans_max)
-    emit_max = emit.max(dim=2, keepdim=True).values
-    # shape: (batch, length, n_tags), each token's best tag at 1
-    probs = torch.exp(emit - emit_max)
-    # Each step's rows sum to 1; the factors go to the (batch, length) log scales.
-    alpha, beta = torch.empty_like(emit), torch.empty_like(emit)
-    alpha_scale, beta_scale = torch.empty_like(emit[:, :, 0]), torch.empty_like(emit[:, :, 0])
+    # shape: (batch, length), each token's best emission; probs: its tags' at most 1
+    emit_max = emit.max(dim=2).values
+    probs = torch.exp(emit - emit_max.unsqueeze(2))
+    by_tag = lambda index: index.unsqueeze(2).expand(-1, -1, n_tags)  # noqa: E731
+    # Forward: rows normalised to sum 1; totals[:, t] is the factor taken out at step t.
+    alpha, totals = torch.empty_like(emit), torch.empty_like(emit_max)
     current = torch.exp(start - start_max) * probs[:, 0]
-    total = current.sum(dim=1, keepdim=True)
-    current = current / total
-    scale = torch.log(total[:, 0]) + start_max + emit_max[:, 0, 0]
-    alpha[:, 0], alpha_scale[:, 0] = current, scale
+    totals[:, 0] = current.sum(dim=1)
+    alpha[:, 0] = current = current / totals[:, 0:1]
     for t in range(1, n_steps):
         stepped = (current @ exp_transitions) * probs[:, t]
         total = stepped.sum(dim=1, keepdim=True)
-        step = mask[:, t]
-        current = torch.where(step.unsqueeze(1), stepped / total, current)
-        scale = torch.where(step, scale + torch.log(total[:, 0]) + trans_max + emit_max[:, t, 0], scale)
-        alpha[:, t], alpha_scale[:, t] = current, scale
-    log_z = scale + end_max + torch.log((current * torch.exp(end - end_max)).sum(dim=1))
+        alpha[:, t] = current = stepped / total
+        totals[:, t] = total[:, 0]
+    alpha_scale = torch.cumsum(torch.log(totals) + emit_max, dim=1) + start_max + steps * trans_max
+    real_steps = torch.minimum(steps, last)  # padding repeats the last real step
+    alpha, alpha_scale = alpha.gather(1, by_tag(real_steps)), alpha_scale.gather(1, real_steps)
+    log_z = (
+        alpha_scale.gather(1, last)[:, 0]
+        + end_max
+        + torch.log((alpha.gather(1, by_tag(last))[:, 0] * torch.exp(end - end_max)).sum(dim=1))
+    )
+    # Backward over the reversed docs: step k of a doc is its token last - k.
+    reverse = (last - steps).clamp(min=0)
+    reversed_probs = probs.gather(1, by_tag(reverse))
+    reversed_max = emit_max.gather(1, reverse)
     end_probs = torch.exp(end - end_max)
-    end_total = end_probs.sum()
-    end_current, end_scale = end_probs / end_total, torch.log(end_total) + end_max
-    current, scale = end_current.expand(n_docs, -1), end_scale.expand(n_docs)
-    beta[:, n_steps - 1], beta_scale[:, n_steps - 1] = current, scale
-    for t in range(n_steps - 2, -1, -1):
-        stepped = (probs[:, t + 1] * current) @ exp_transitions.T
+    beta, totals = torch.empty_like(emit), torch.empty_like(emit_max)
+    beta[:, 0] = current = (end_probs / end_probs.sum()).expand(n_docs, -1)
+    totals[:, 0] = end_probs.sum()
+    for k in range(1, n_steps):
+        stepped = (reversed_probs[:, k - 1] * current) @ exp_transitions.T
         total = stepped.sum(dim=1, keepdim=True)
-        step = mask[:, t + 1]
-        current = torch.where(step.unsqueeze(1), stepped / total, end_current)
-        scale = torch.where(step, scale + torch.log(total[:, 0]) + trans_max + emit_max[:, t + 1, 0], end_scale)
-        beta[:, t], beta_scale[:, t] = current, scale
+        beta[:, k] = current = stepped / total
+        totals[:, k] = total[:, 0]
+    beta_scale = torch.cumsum(torch.log(totals), dim=1) + end_max
+    beta_scale[:, 1:] += torch.cumsum(reversed_max[:, :-1] + trans_max, dim=1)
+    # Token t is reversed step last - t; padding takes step 0, the end transition.
+    beta, beta_scale = beta.gather(1, by_tag(reverse)), beta_scale.gather(1, reverse)
     if not (torch.isfinite(log_z).all() and not torch.isnan(alpha).any() and not torch.isnan(beta).any()):
         return None
     return torch.log(alpha) + alpha_scale.unsqueeze(2), torch.log(beta) + beta_scale.unsqueeze(2), log_z
