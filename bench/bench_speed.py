@@ -1,0 +1,153 @@
+"""Inference speed against spaCy's `ner` on every dataset, and where our time goes (one thread).
+
+Usage: python bench/bench_speed.py --runs bench/runs/datasets [--runs DIR ...] [--repeats 3]
+       [--spacy-steps 200] [--write BENCHMARKS.md]
+
+Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default's seed-0 model
+(RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
+texts, best of --repeats, three systems alternating in this one process: ours; ours with every
+thinc layer put back on thinc's default CPU ops (blis matrix products, as before use_numpy_blas);
+spaCy's `ner`. spaCy's model is RUNS/<dataset>/spacy/seed0/model-best, or one trained for
+--spacy-steps steps into RUNS/<dataset>/spacy_speed when there is none: its transition-based
+`ner` takes one action per token whatever its weights, so its speed does not depend on how long
+it trained (its accuracy does: this script reports none). Then our time split into stages: the
+tokenizer, the tok2vec, the encoder, the rest of the pipe's predict (output layer, emission
+batching, the CRF's forward-backward and entity probabilities) and set_annotations.
+"""
+import os
+
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_name] = "1"
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from _common import machine_line, spacy_ner_config, train  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, action="append", required=True, help="a bench_datasets.py --out folder")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--spacy-steps", type=int, default=200)
+    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    rows = []
+    for runs in args.runs:
+        for dataset in sorted(p for p in runs.iterdir() if (p / "default" / "seed0" / "model-best").exists()):
+            rows.append(measure(dataset, args))
+            print(rows[-1], file=sys.stderr)
+    table = render(rows, args)
+    print(table)
+    if args.write:
+        with args.write.open("a", encoding="utf8") as file:
+            file.write("\n" + table)
+
+
+def measure(dataset: Path, args) -> dict:
+    """chars/s of ours, ours on blis and spaCy's `ner`, and our seconds per stage, on dataset's test."""
+    import spacy
+    from spacy.tokens import DocBin
+    from thinc.api import NumpyOps
+
+    corpus = dataset / "corpus"
+    spacy_model = dataset / "spacy" / "seed0" / "model-best"
+    if not spacy_model.exists():
+        spacy_model = dataset / "spacy_speed" / "seed0" / "model-best"
+        if not spacy_model.exists():
+            spacy_model.parent.mkdir(parents=True, exist_ok=True)
+            config = spacy_ner_config(dataset / "spacy_speed" / "spacy_ner.cfg")
+            train(config, corpus, spacy_model.parent, 0, args.spacy_steps, one_thread=True)
+    ours = spacy.load(dataset / "default" / "seed0" / "model-best")
+    on_blis = spacy.load(dataset / "default" / "seed0" / "model-best")
+    for _, pipe in on_blis.pipeline:
+        if hasattr(pipe, "model"):
+            pipe.model._to_ops(NumpyOps())
+    theirs = spacy.load(spacy_model)
+    texts = [doc.text for doc in DocBin().from_disk(corpus / "test.spacy").get_docs(ours.vocab)]
+    n_chars = sum(len(text) for text in texts)
+    systems = {"ours": ours, "ours on blis": on_blis, "spaCy ner": theirs}
+    seconds = {name: [] for name in systems}
+    for nlp in systems.values():
+        list(nlp.pipe(texts[:256], batch_size=256))  # warm up (jieba's dictionary, lazy tables)
+    for _ in range(args.repeats):
+        for name, nlp in systems.items():
+            start = time.perf_counter()
+            for _ in nlp.pipe(texts, batch_size=256):
+                pass
+            seconds[name].append(time.perf_counter() - start)
+    return {
+        "dataset": dataset.name,
+        "runs": str(dataset.parent),
+        "n_texts": len(texts),
+        "n_chars": n_chars,
+        "chars_per_s": {name: n_chars / min(times) for name, times in seconds.items()},
+        "stages": stages(ours, texts, args.repeats),
+        "spacy_model": str(spacy_model),
+    }
+
+
+def stages(nlp, texts, repeats: int) -> dict:
+    """Our best-of-repeats seconds per stage over texts, in batches of 256 as nlp.pipe."""
+    pipe = nlp.get_pipe("crf_ner")
+    tok2vec = pipe.model.get_ref("tok2vec")
+    encoder = pipe.model.get_ref("encoder") if pipe.model.has_ref("encoder") else None
+
+    def best(function) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            function()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    batches = [texts[i : i + 256] for i in range(0, len(texts), 256)]
+    docs = [[nlp.make_doc(text) for text in batch] for batch in batches]
+    vectors = [tok2vec.predict(batch) for batch in docs]
+    taggings = [pipe.predict(batch) for batch in docs]
+    out = {
+        "tokenizer": best(lambda: [[nlp.make_doc(text) for text in batch] for batch in batches]),
+        "tok2vec": best(lambda: [tok2vec.predict(batch) for batch in docs]),
+        "encoder": best(lambda: [encoder.predict(batch) for batch in vectors]) if encoder is not None else 0.0,
+        "predict": best(lambda: [pipe.predict(batch) for batch in docs]),
+        "set_annotations": best(lambda: [pipe.set_annotations(b, t) for b, t in zip(docs, taggings)]),
+    }
+    out["rest of predict"] = out.pop("predict") - out["tok2vec"] - out["encoder"]
+    return out
+
+
+def render(rows: list, args) -> str:
+    """The Markdown section: speeds, ratios and our stage shares per dataset."""
+    lines = [
+        f"### Inference speed against spaCy's `ner` ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/bench_speed.py {' '.join(f'--runs {r}' for r in args.runs)} --repeats {args.repeats}`  ",
+        f"Machine: {machine_line()}  ",
+        "One thread (OMP, MKL and OpenBLAS threads 1, torch 1); nlp.pipe(batch_size=256) over the test texts, "
+        f"best of {args.repeats}, the three systems alternating; seed-0 models.",
+        "",
+        "| dataset (runs) | texts | chars | ours chars/s | ours on blis | spaCy ner | ours / spaCy | blis / spaCy "
+        "| tokenizer | tok2vec | encoder | rest of predict | set_annotations |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        speed, stage = row["chars_per_s"], row["stages"]
+        total = sum(stage.values())
+        shares = " | ".join(f"{stage[k] / total:.0%}" for k in
+                            ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations"))
+        lines.append(
+            f"| {row['dataset']} ({Path(row['runs']).name}) | {row['n_texts']:,} | {row['n_chars']:,} "
+            f"| {speed['ours']:,.0f} | {speed['ours on blis']:,.0f} | {speed['spaCy ner']:,.0f} "
+            f"| {speed['ours'] / speed['spaCy ner']:.2f}x | {speed['ours on blis'] / speed['spaCy ner']:.2f}x | {shares} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
