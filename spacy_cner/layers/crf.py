@@ -505,7 +505,11 @@ def _scaled_forward_backward(emit, mask, transitions, start, end):
     # shape: (batch, length), each token's best emission; probs: its tags' at most 1
     emit_max = emit.max(dim=2).values
     probs = torch.exp(emit - emit_max.unsqueeze(2))
-    by_tag = lambda index: index.unsqueeze(2).expand(-1, -1, n_tags)  # noqa: E731
+
+    def by_tag(index: torch.Tensor) -> torch.Tensor:
+        """A (batch, steps) index of steps as a gather index over (batch, steps, n_tags)."""
+        return index.unsqueeze(2).expand(-1, -1, n_tags)
+
     # Forward: rows normalised to sum 1; totals[:, t] is the factor taken out at step t.
     alpha, totals = torch.empty_like(emit), torch.empty_like(emit_max)
     current = torch.exp(start - start_max) * probs[:, 0]
