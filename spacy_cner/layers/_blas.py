@@ -43,9 +43,9 @@ class RowBlockOps(NumpyOps):
 def use_numpy_blas(model: Model) -> None:
     """Put the model's layers that are on thinc's default CPU ops on RowBlockOps.
 
-    The tok2vec's Maxout ran 2.0x faster on one thread of the benchmark machine (People's
-    Daily test, 188k characters: 0.56 s against 1.13 s; BENCHMARKS.md "Inference speed"), in
-    training and prediction alike. Layers on other ops (CupyOps on a GPU, a NumpyOps without
+    The tok2vec's Maxout ran 1.9x faster on one thread of the benchmark machine (People's
+    Daily test, 188k characters: 0.60 s against 1.13 s on blis; BENCHMARKS.md "Inference
+    speed"), in training and prediction alike. Layers on other ops (CupyOps on a GPU, a NumpyOps without
     blis, AppleOps) are left as they are; thinc's Model.to_cpu() puts a model back on blis.
     """
     ops = None
