@@ -45,8 +45,9 @@ def use_numpy_blas(model: Model) -> None:
 
     The tok2vec's Maxout ran 1.9x faster on one thread of the benchmark machine (People's
     Daily test, 188k characters: 0.60 s against 1.13 s on blis; BENCHMARKS.md "Inference
-    speed"), in training and prediction alike. Layers on other ops (CupyOps on a GPU, a NumpyOps without
-    blis, AppleOps) are left as they are; thinc's Model.to_cpu() puts a model back on blis.
+    speed"), in training and prediction alike. Layers on other ops (CupyOps on a GPU, a
+    NumpyOps without blis, AppleOps) are left as they are; thinc's Model.to_cpu() puts a
+    model back on blis.
     """
     ops = None
     for node in model.walk():
