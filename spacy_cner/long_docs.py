@@ -114,7 +114,8 @@ def sentence_cuts(doc: Doc) -> numpy.ndarray:
         if ends:
             end_ids.add(orth)
     last = len(orths) - 1
-    return numpy.asarray([i + 1 for i, orth in enumerate(orths) if orth in end_ids and i < last], dtype=numpy.intp)
+    cuts = [i + 1 for i, orth in enumerate(orths) if orth in end_ids and i < last]
+    return numpy.asarray(cuts, dtype=numpy.intp)
 
 
 def doc_windows(doc: Doc, max_length: int) -> List[Window]:
