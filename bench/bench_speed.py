@@ -54,7 +54,6 @@ def measure(dataset: Path, args) -> dict:
     """chars/s of ours, ours on blis and spaCy's `ner`, and our seconds per stage, on dataset's test."""
     import spacy
     from spacy.tokens import DocBin
-    from thinc.api import NumpyOps
 
     corpus = dataset / "corpus"
     spacy_model = dataset / "spacy" / "seed0" / "model-best"
@@ -68,7 +67,7 @@ def measure(dataset: Path, args) -> dict:
     on_blis = spacy.load(dataset / "default" / "seed0" / "model-best")
     for _, pipe in on_blis.pipeline:
         if hasattr(pipe, "model"):
-            pipe.model._to_ops(NumpyOps())
+            pipe.model.to_cpu()  # thinc's default CPU ops: blis
     theirs = spacy.load(spacy_model)
     texts = [doc.text for doc in DocBin().from_disk(corpus / "test.spacy").get_docs(ours.vocab)]
     n_chars = sum(len(text) for text in texts)

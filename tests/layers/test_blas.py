@@ -29,7 +29,7 @@ def test_the_tagger_is_built_on_numpy_blas_and_predicts_as_on_blis():
     docs = [spacy.blank("zh").make_doc(text) for text in ["北京欢迎你", "上海", "我在南京市长江大桥"]]
     model.initialize(X=docs, Y=TAG_NAMES)
     on_numpy = model.predict(docs)
-    model._to_ops(NumpyOps())  # thinc's default CPU ops, blis
+    model.to_cpu()  # thinc's default CPU ops, blis
     assert all(type(node.ops) is NumpyOps and node.ops.use_blis for node in thinc_nodes(model))
     on_blis = model.predict(docs)
     for ours, theirs in zip(on_numpy, on_blis):
