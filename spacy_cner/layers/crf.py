@@ -17,6 +17,11 @@ CRFInput = Tuple[List[Floats2d], List[AllowedTags]]
 # Padded positions (batch x longest) per Viterbi call: docs of similar length decode
 # together, so that one long doc does not pad a whole batch to its length.
 DECODE_BATCH_TOKENS = 65536
+# The same for the forward-backward of the entity probabilities, whose steps cost more per
+# padded position (two passes, float64): on Resume's test set (33 tags, docs of 1-167
+# characters in batches of 256) 0.05 s instead of 0.12 s with groups of 65,536; the same
+# (within the noise) on Youku, E-commerce, Taobao and People's Daily (9-17 tags).
+LATTICE_BATCH_TOKENS = 8192
 # The score of a forbidden transition or tag: low enough that no path using
 # one can win, finite so that log-sum-exp stays free of NaN.
 FORBIDDEN = -1e9
@@ -465,7 +470,7 @@ def _lattices(
             t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
         )
         transitions = scores[0].cpu().numpy()
-        for group in length_groups(lengths, DECODE_BATCH_TOKENS):
+        for group in length_groups(lengths, LATTICE_BATCH_TOKENS):
             emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=crf.device)
             emit = emit.double() / temperature
             if allowed is not None:

@@ -513,6 +513,26 @@ def test_entity_probabilities_find_every_span_above_the_threshold(tag_set, with_
         assert any(threshold <= p < 0.9 for doc_found in found for p in doc_found.values())
 
 
+def test_entity_probabilities_in_length_groups_equal_one_doc_at_a_time(monkeypatch):
+    """Docs of many lengths split into several forward-backward groups keep their own probabilities."""
+    import spacy_cner.layers.crf as crf_module
+
+    tag_names = get_tag_names(["X", "Y"], "BIOES")
+    model = make_crf(tag_names, seed=21)
+    rng = numpy.random.default_rng(21)
+    emissions = [em / 3 for em in random_emissions(rng, len(tag_names), lengths=[9, 1, 40, 0, 3, 17, 2, 40, 5])]
+    alone = [entity_probabilities(model, [em], [[]], "BIOES", 0.05)[0] for em in emissions]
+    monkeypatch.setattr(crf_module, "LATTICE_BATCH_TOKENS", 40)
+    groups = length_groups([len(em) for em in emissions], crf_module.LATTICE_BATCH_TOKENS)
+    assert len(groups) >= 4
+    together = entity_probabilities(model, emissions, [[] for _ in emissions], "BIOES", 0.05)
+    assert [set(found) for found in together] == [set(found) for found in alone]
+    assert any(alone)
+    for found, expected in zip(together, alone):
+        for span, p in expected.items():
+            assert found[span] == pytest.approx(p, abs=1e-12)
+
+
 def test_no_candidates_above_one():
     tag_names = get_tag_names(["X"], "BIOES")
     model = make_crf(tag_names, seed=14)
