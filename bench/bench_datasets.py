@@ -15,7 +15,9 @@ robustness (R-F1 and Asr, adjacent pairs, `python -m spacy_cner robustness`), an
 inference chars/s of the seed-0 models (one process per dataset, systems alternating).
 Choose defaults on dev scores across all datasets at once, never per dataset: the table
 gives the dev F1 of each model-best next to the test scores. A variant is a system with
-config overrides, e.g. --variant default_sent=default:components.crf_ner.model.sentence_encoding=true.
+config overrides, e.g. --variant default_sent=default:components.crf_ner.model.sentence_encoding=true
+(a JSON value may hold commas:
+--variant fgm=default:components.crf_ner.adversarial={"@misc":"spacy-cner.fgm.v1","epsilon":0.5}).
 --train-sentences and --dev-sentences keep a random sample (fixed, the same for every system) of
 that many train and dev sentences, to see how a system does on a small corpus such as Weibo's
 1,350 train and 270 dev sentences; test is kept whole.
@@ -24,6 +26,7 @@ import argparse
 import datetime
 import json
 import random
+import re
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -68,7 +71,8 @@ def main() -> None:
         if not name or base not in SYSTEMS or name in SYSTEMS:
             sys.exit(f"Bad --variant {variant!r}: expected NAME=SYSTEM:section.key=value,... with SYSTEM one of {list(SYSTEMS)}")
         SYSTEMS[name] = (f"{SYSTEMS[base][0]} + {settings}", SYSTEMS[base][1])
-        overrides[name] = [f"--{setting}" for setting in settings.split(",") if setting]
+        # A comma starts a new setting only before "key=": JSON values keep theirs.
+        overrides[name] = [f"--{setting}" for setting in re.split(r",(?=[\w.@]+=)", settings) if setting]
         args.systems.append(name)
     missing = [name for name in args.datasets if not (args.data / name / DATASETS[name][0][0]).exists()]
     if missing:
