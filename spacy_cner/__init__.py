@@ -1,5 +1,6 @@
 """spacy_cner: Chinese named-entity recognition for spaCy."""
 from .architectures import build_crf_tagger
+from .checkpoint_average import CheckpointAverage, adam_checkpoint_average
 from .layers.bilstm import BiLSTMEncoder
 from .layers.char_bigram_embed import CharBigramEmbed
 from .layers.crf import CRF, crf_decode
@@ -15,6 +16,7 @@ from .tokenizer import LinearChineseTokenizer
 __all__ = [
     "BiLSTMEncoder",
     "CharBigramEmbed",
+    "CheckpointAverage",
     "CRF",
     "CRFEntityRecognizer",
     "LinearChineseTokenizer",
@@ -22,6 +24,7 @@ __all__ = [
     "SoftLexicon",
     "TENEREncoder",
     "TransformerTok2Vec",
+    "adam_checkpoint_average",
     "build_crf_tagger",
     "corpus_patience",
     "crf_decode",
