@@ -1,7 +1,7 @@
 """Checkpoint averaging: evaluate and save the mean of the last few checkpoints' weights.
 
 Vaswani et al. (2017) average the last checkpoints of a training run; Izmailov et al. (2018,
-stochastic weight averaging) show why such a mean generalises better than its last point. spaCy's
+stochastic weight averaging) find such means in flatter regions that generalise better. spaCy's
 training loop evaluates and saves with `nlp.use_params(optimizer.averages)`, so an optimizer whose
 `averages` hold that mean is all it takes. thinc's own `use_averages` keeps an exponential moving
 average instead, whose window grows with the run (about the last ninth of its updates); this one
@@ -31,7 +31,6 @@ class CheckpointAverage(Optimizer):
         self._every = every
         self._last = last
         self._checkpoints: Dict[Tuple[int, str], Deque[FloatsXd]] = {}
-        self._sums: Dict[Tuple[int, str], FloatsXd] = {}
 
     def __call__(self, key: Tuple[int, str], weights: FloatsXd, gradient: FloatsXd, *, lr_scale: float = 1.0):
         averages, self.averages = self.averages, None
@@ -40,15 +39,12 @@ class CheckpointAverage(Optimizer):
         finally:
             self.averages = averages
         if self.nr_update[key] % self._every == 0:
-            checkpoints = self._checkpoints.setdefault(key, deque())
+            checkpoints = self._checkpoints.setdefault(key, deque(maxlen=self._last))
             checkpoints.append(weights.copy())
-            if key in self._sums:
-                self._sums[key] += checkpoints[-1]
-            else:
-                self._sums[key] = weights.copy()
-            if len(checkpoints) > self._last:
-                self._sums[key] -= checkpoints.popleft()
-            self.averages[key] = self._sums[key] / len(checkpoints)
+            mean = checkpoints[0].copy()
+            for checkpoint in list(checkpoints)[1:]:
+                mean += checkpoint
+            self.averages[key] = mean / len(checkpoints)
         return weights, gradient
 
 
