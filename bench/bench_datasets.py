@@ -27,6 +27,7 @@ import datetime
 import json
 import random
 import re
+import shlex
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -167,7 +168,8 @@ def _sample(docs: list, n: int) -> list:
 
 
 def render(results: dict, training: dict, corpora: dict, args: argparse.Namespace) -> str:
-    command = "python bench/bench_datasets.py " + " ".join(sys.argv[1:])
+    # Quoted as a shell needs it (a variant's JSON value holds braces, quotes and commas).
+    command = "python bench/bench_datasets.py " + shlex.join(sys.argv[1:])
     machine = machine_line()
     steps = f"at most {args.max_steps} steps" if args.max_steps else "the configs' own stopping rules"
     lines = [
