@@ -46,7 +46,10 @@ def test_spacy_evaluates_with_the_checkpoint_mean(encoder, monkeypatch):
 
 
 def test_an_adam_section_switches_by_its_optimizer_line():
-    overrides = {"training.optimizer.@optimizers": "spacy-cner.AdamCheckpointAverage.v1", "training.optimizer.use_averages": True}
+    overrides = {
+        "training.optimizer.@optimizers": "spacy-cner.AdamCheckpointAverage.v1",
+        "training.optimizer.use_averages": True,
+    }
     config = util.load_config(CONFIG, overrides=overrides, interpolate=True)
     optimizer = registry.resolve({"optimizer": config["training"]["optimizer"]})["optimizer"]
     assert isinstance(optimizer, CheckpointAverage)
