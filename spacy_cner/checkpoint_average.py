@@ -41,10 +41,7 @@ class CheckpointAverage(Optimizer):
         if self.nr_update[key] % self._every == 0:
             checkpoints = self._checkpoints.setdefault(key, deque(maxlen=self._last))
             checkpoints.append(weights.copy())
-            mean = checkpoints[0].copy()
-            for checkpoint in list(checkpoints)[1:]:
-                mean += checkpoint
-            self.averages[key] = mean / len(checkpoints)
+            self.averages[key] = sum(checkpoints) / len(checkpoints)
         return weights, gradient
 
 
