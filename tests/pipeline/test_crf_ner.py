@@ -713,6 +713,7 @@ def test_spacy_train(tmp_path):
         # The config's before_to_disk fitted the temperature on dev before saving: fitting the
         # saved weights again on dev gives it back.
         ner = nlp.get_pipe("crf_ner")
+        assert (ner.adversarial.method, ner.adversarial.epsilon) == ("fgm", 3.0)  # the default trains with FGM
         saved = ner.cfg["temperature"]
         dev = [Example(nlp.make_doc(eg.text), eg.reference) for eg in make_examples(nlp, TRAIN_DATA[:3])]
         assert ner.fit_temperature(dev)["temperature"] == pytest.approx(saved, abs=1e-9)
