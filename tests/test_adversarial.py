@@ -73,6 +73,25 @@ def test_adversarial_pass_adds_its_gradients(tok2vec):
     assert not numpy.allclose(grads[True], grads[False])
 
 
+def test_adversarial_pass_reuses_the_gold_constraints(monkeypatch):
+    """An update reads each example's gold once for both passes; get_loss outside an update reads it afresh."""
+    from spacy_cner.pipeline import crf_ner as crf_ner_module
+
+    nlp, examples = make_nlp(CPU_TOK2VEC, adversarial={"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0})
+    ner = nlp.get_pipe("crf_ner")
+    read = []
+    monkeypatch.setattr(crf_ner_module, "aligned_ner", lambda eg: read.append(eg) or eg.get_aligned_ner())
+    ner.update(examples)
+    assert len(read) == len(examples)
+    # Outside an update nothing is cached: new gold for the same example objects counts.
+    scores = ner.model.predict([eg.predicted for eg in examples])
+    loss_before, _ = ner.get_loss(examples, scores)
+    examples[0].reference.set_ents([], default="outside")
+    loss_after, _ = ner.get_loss(examples, scores)
+    assert len(read) == 3 * len(examples)
+    assert loss_after != pytest.approx(loss_before)
+
+
 def test_training_with_fgm_learns(tok2vec):
     nlp, examples = make_nlp(tok2vec, adversarial={"@misc": "spacy-cner.fgm.v1", "epsilon": 0.5})
     optimizer = nlp.create_optimizer()

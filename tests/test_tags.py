@@ -2,11 +2,15 @@
 import itertools
 
 import pytest
+import spacy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spacy.tokens import Doc, Span
+from spacy.training import Example
 
 from spacy_cner.tags import (
     TagSet,
+    aligned_ner,
     allowed_transitions,
     biluo_to_tags,
     get_tag_names,
@@ -253,3 +257,70 @@ def test_most_probable_spans_keeps_every_sure_span(probabilities, threshold):
     for span, p in probabilities.items():
         if p >= threshold and span not in kept:
             assert any(k[0] < span[1] and span[0] < k[1] and probabilities[k] >= p for k in kept)
+
+
+# ---------------------------------------------------------------------------
+# aligned_ner: spaCy's get_aligned_ner, read off the reference where the tokens are the same
+
+ZH = spacy.blank("zh")
+
+
+def _reference(words, spaces, ents, default):
+    doc = Doc(ZH.vocab, words=words, spaces=spaces)
+    doc.set_ents([Span(doc, start, end, label) for start, end, label in ents], default=default)
+    return doc
+
+
+ALIGNED_CASES = {
+    "full": (list("张三去了上海"), None, [(0, 2, "PER"), (4, 6, "LOC")], "outside"),
+    "partial": (list("张三去了上海"), None, [(4, 6, "LOC")], "missing"),
+    "single-token entity": (list("我在京"), None, [(2, 3, "LOC")], "outside"),
+    "whitespace token, missing": (["张", "三", " ", "上", "海"], None, [(3, 5, "LOC")], "missing"),
+    "trailing spaces": (["Li", "Si", "在", "上海"], [True, False, False, False], [(0, 2, "PER")], "missing"),
+    "three-token entity": (list("北京大学"), None, [(0, 4, "ORG")], "outside"),
+}
+
+
+@pytest.mark.parametrize("case", list(ALIGNED_CASES))
+def test_aligned_ner_same_tokens_matches_spacy(case):
+    words, spaces, ents, default = ALIGNED_CASES[case]
+    reference = _reference(words, spaces, ents, default)
+    example = Example(Doc(ZH.vocab, words=words, spaces=spaces), reference)
+    assert aligned_ner(example) == example.get_aligned_ner()
+
+
+def test_aligned_ner_without_annotation_is_missing():
+    example = Example(ZH.make_doc("张三去了上海"), ZH.make_doc("张三去了上海"))
+    assert aligned_ner(example) == example.get_aligned_ner() == [None] * 6
+
+
+@pytest.mark.parametrize(
+    "predicted_words, reference_words, ents",
+    [
+        (["张三", "去了", "上海"], list("张三去了上海"), [(0, 2, "PER"), (4, 6, "LOC")]),
+        (["张", "三去", "了上海"], list("张三去了上海"), [(0, 2, "PER"), (4, 6, "LOC")]),
+        # The same number of tokens over the same text, cut elsewhere.
+        (["张三", "去", "了", "上海"], ["张", "三去", "了", "上海"], [(0, 1, "PER"), (3, 4, "LOC")]),
+    ],
+)
+def test_aligned_ner_other_tokens_falls_back_to_spacy(predicted_words, reference_words, ents):
+    reference = _reference(reference_words, [False] * len(reference_words), ents, "outside")
+    example = Example(Doc(ZH.vocab, words=predicted_words, spaces=[False] * len(predicted_words)), reference)
+    assert aligned_ner(example) == example.get_aligned_ner()
+
+
+@st.composite
+def annotated_docs(draw):
+    words = draw(st.lists(st.sampled_from(["张", "三", " ", "上海", "a"]), min_size=1, max_size=12))
+    cuts = sorted(draw(st.sets(st.integers(0, len(words)), max_size=6)))
+    ents = [(start, end, draw(st.sampled_from(["PER", "LOC"]))) for start, end in zip(cuts[::2], cuts[1::2])]
+    return words, ents, draw(st.sampled_from(["outside", "missing"]))
+
+
+@given(annotated_docs())
+@settings(max_examples=200, deadline=None)
+def test_aligned_ner_matches_spacy_on_random_docs(case):
+    words, ents, default = case
+    reference = _reference(words, None, ents, default)
+    example = Example(Doc(ZH.vocab, words=words), reference)
+    assert aligned_ner(example) == example.get_aligned_ner()

@@ -2,22 +2,24 @@
 import numpy
 from thinc.api import Model, NumpyOps
 
-# Rows per matrix product in RowBlockOps.gemm.
-BLOCK_ROWS = 256
+# Bytes every row of a product starts on a multiple of (a cache line; wider than any SIMD load).
+ALIGN_BYTES = 64
 
 
-class RowBlockOps(NumpyOps):
-    """thinc's NumpyOps, but X @ W runs on numpy's BLAS in blocks of exactly BLOCK_ROWS rows.
+class RowwiseOps(NumpyOps):
+    """thinc's NumpyOps, but X @ W runs on numpy's BLAS one row at a time, each row at the same alignment.
 
-    Why not thinc's default: its NumpyOps multiplies with blis, which fell back to its generic
+    Why not thinc's default: its NumpyOps multiplies with blis, which falls back to its generic
     kernels on the benchmark machine (a virtual "AMD EPYC" whose model it does not recognise:
-    `BLIS_ARCH_DEBUG=1` prints "selecting sub-configuration 'generic'") and took 2.6x as long as
-    numpy's BLAS (OpenBLAS in numpy's wheels) for the tok2vec's Maxout. Why blocks: OpenBLAS
-    takes other code paths for products of a few rows, which round otherwise, so a token's
-    scores would depend on what it is batched with (1e-7 apart; blis's do not). Every product
-    here has the same shape, the last block padded with zeros: a row comes out the same alone
-    and in any batch, and the blocks cost 1.2x the single product. Products that sum over the
-    rows (trans1: weight gradients in training) run in one piece.
+    `BLIS_ARCH_DEBUG=1` prints "selecting sub-configuration 'generic'"): 1.6x as long as the
+    products here for the tok2vec's Maxout. Why one row at a time: a token's scores must not
+    depend on what it is batched with (the same doc alone, in a batch, in another process). A
+    product of many rows does not give that on OpenBLAS: with its Haswell kernels (the one it
+    picks on that machine) a row's result depends on its position in the block, 1e-5 apart. Here
+    every row is its own vector-matrix product of the same shape (numpy's stacked matmul, one
+    BLAS call per row), its row padded with zeros to a multiple of ALIGN_BYTES and placed on
+    that alignment, so each row meets the same arithmetic wherever it comes from. Products that
+    sum over the rows (trans1: weight gradients in training) run in one piece.
     """
 
     def __init__(self, device_type: str = "cpu", device_id: int = -1, **kwargs) -> None:
@@ -27,30 +29,40 @@ class RowBlockOps(NumpyOps):
         if trans1 or x.ndim != 2 or y.ndim != 2:
             return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
         y = y.T if trans2 else y
-        n_rows = x.shape[0]
+        dtype = numpy.result_type(x, y)
+        (n_rows, width), n_out = x.shape, y.shape[1]
+        # Zero columns and rows add exact zeros: the padding changes no sum.
+        padded = width + (-width * dtype.itemsize) % ALIGN_BYTES // dtype.itemsize
+        rows = _aligned_zeros((n_rows, 1, padded), dtype)  # shape: (n_rows, 1, padded)
+        rows[:, 0, :width] = x
+        weights = _aligned_zeros((padded, n_out), dtype)
+        weights[:width] = y
+        product = numpy.matmul(rows, weights)[:, 0]
         if out is None:
-            out = numpy.empty((n_rows, y.shape[1]), dtype=numpy.result_type(x, y))
-        whole = n_rows - n_rows % BLOCK_ROWS
-        for start in range(0, whole, BLOCK_ROWS):
-            out[start : start + BLOCK_ROWS] = x[start : start + BLOCK_ROWS] @ y
-        if whole < n_rows:
-            block = numpy.zeros((BLOCK_ROWS, x.shape[1]), dtype=x.dtype)
-            block[: n_rows - whole] = x[whole:]
-            out[whole:] = (block @ y)[: n_rows - whole]
+            return product
+        out[...] = product
         return out
 
 
-def use_numpy_blas(model: Model) -> None:
-    """Put the model's layers that are on thinc's default CPU ops on RowBlockOps.
+def _aligned_zeros(shape, dtype) -> numpy.ndarray:
+    """A C-contiguous array of zeros whose first element is on a multiple of ALIGN_BYTES."""
+    size = int(numpy.prod(shape))
+    itemsize = numpy.dtype(dtype).itemsize
+    buffer = numpy.zeros(size + ALIGN_BYTES // itemsize, dtype=dtype)
+    start = (-buffer.ctypes.data % ALIGN_BYTES) // itemsize
+    return buffer[start : start + size].reshape(shape)
 
-    The tok2vec's Maxout ran 1.9x faster on one thread of the benchmark machine (People's
-    Daily test, 188k characters: 0.60 s against 1.13 s on blis; BENCHMARKS.md "Inference
-    speed"), in training and prediction alike. Layers on other ops (CupyOps on a GPU, a
-    NumpyOps without blis, AppleOps) are left as they are; thinc's Model.to_cpu() puts a
-    model back on blis.
+
+def use_numpy_blas(model: Model) -> None:
+    """Put the model's layers that are on thinc's default CPU ops on RowwiseOps.
+
+    The tok2vec's Maxout ran 1.6x faster on one thread of the benchmark machine (50,000 rows of
+    220 -> 384: 0.22 s against 0.34 s on blis), in training and prediction alike. Layers on
+    other ops (CupyOps on a GPU, a NumpyOps without blis, AppleOps) are left as they are;
+    thinc's Model.to_cpu() puts a model back on blis.
     """
     ops = None
     for node in model.walk():
         if type(node.ops) is NumpyOps and node.ops.use_blis:
-            ops = ops or RowBlockOps()
+            ops = ops or RowwiseOps()
             node.ops = ops

@@ -35,6 +35,7 @@ from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_se
 from ..robustness import PipelineScorer
 from ..tags import (
     TagSet,
+    aligned_ner,
     gold_constraints,
     most_probable_spans,
     preset_constraints,
@@ -309,6 +310,8 @@ class CRFEntityRecognizer(TrainablePipe):
         self.name = name
         self.scorer = scorer
         self.adversarial = adversarial
+        # (examples, their gold constraints) while an update runs (see get_loss), else None.
+        self._gold_cache: Optional[Tuple[List[Example], List[Floats2d]]] = None
         if not tok2vec_learn_rate_scale > 0:
             raise ValueError(f"tok2vec_learn_rate_scale must be positive, got {tok2vec_learn_rate_scale}.")
         if long_doc_window != 0 and long_doc_window < 2:
@@ -615,19 +618,23 @@ class CRFEntityRecognizer(TrainablePipe):
         docs = [eg.predicted for eg in examples]
         # Layers with an entity-label enhancement read the gold entities beside the docs.
         X = (docs, [example_entity_ids(eg) for eg in examples]) if self._uses_gold_entities() else docs
-        emissions, backprop = self.model.begin_update(X)
-        loss, d_emissions = self.get_loss(examples, emissions)
-        backprop(d_emissions)
-        if self.adversarial is not None:
-            restore = self.adversarial.perturb(self.model)
-            try:
-                emissions, backprop = self.model.begin_update(X)
-                adversarial_loss, d_emissions = self.get_loss(examples, emissions)
-                backprop(d_emissions)
-            finally:
-                restore()
-            key = f"{self.name}_adversarial"
-            losses[key] = losses.get(key, 0.0) + adversarial_loss
+        self._gold_cache = ([], [])
+        try:
+            emissions, backprop = self.model.begin_update(X)
+            loss, d_emissions = self.get_loss(examples, emissions)
+            backprop(d_emissions)
+            if self.adversarial is not None:
+                restore = self.adversarial.perturb(self.model)
+                try:
+                    emissions, backprop = self.model.begin_update(X)
+                    adversarial_loss, d_emissions = self.get_loss(examples, emissions)
+                    backprop(d_emissions)
+                finally:
+                    restore()
+                key = f"{self.name}_adversarial"
+                losses[key] = losses.get(key, 0.0) + adversarial_loss
+        finally:
+            self._gold_cache = None
         if sgd is not None:
             self.finish_update(sgd)
         losses[self.name] += loss
@@ -673,10 +680,15 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         examples = list(examples)
         validate_examples(examples, "CRFEntityRecognizer.get_loss")
-        allowed = [
-            self.model.ops.asarray2f(gold_constraints(eg.get_aligned_ner(), self.tag_set))
-            for eg in examples
-        ]
+        # Within an update, the adversarial pass scores the same examples again: reuse their
+        # constraints (the cache holds the examples, so their ids stay theirs).
+        cache = self._gold_cache
+        if cache is not None and len(cache[0]) == len(examples) and all(a is b for a, b in zip(cache[0], examples)):
+            allowed = cache[1]
+        else:
+            allowed = [self.model.ops.asarray2f(gold_constraints(aligned_ner(eg), self.tag_set)) for eg in examples]
+            if cache is not None:
+                self._gold_cache = (examples, allowed)
         crf = self.model.get_ref("crf")
         log_likelihood, backprop = crf.begin_update((scores, allowed))
         d_scores, _ = backprop(-self.model.ops.xp.ones_like(log_likelihood))

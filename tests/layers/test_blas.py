@@ -6,7 +6,7 @@ from spacy.util import registry
 from thinc.api import Model, NumpyOps, fix_random_seed, get_current_ops, set_current_ops
 
 import spacy_cner  # noqa: F401  (registers the layers)
-from spacy_cner.layers._blas import BLOCK_ROWS, RowBlockOps, use_numpy_blas
+from spacy_cner.layers._blas import RowwiseOps, use_numpy_blas
 from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
 
 TAGGER = {
@@ -25,7 +25,7 @@ def test_the_tagger_is_built_on_numpy_blas_and_predicts_as_on_blis():
     fix_random_seed(0)
     model = registry.resolve({"model": TAGGER})["model"]
     nodes = thinc_nodes(model)
-    assert nodes and all(type(node.ops) is RowBlockOps for node in nodes)
+    assert nodes and all(type(node.ops) is RowwiseOps for node in nodes)
     docs = [spacy.blank("zh").make_doc(text) for text in ["北京欢迎你", "上海", "我在南京市长江大桥"]]
     model.initialize(X=docs, Y=TAG_NAMES)
     on_numpy = model.predict(docs)
@@ -38,7 +38,7 @@ def test_the_tagger_is_built_on_numpy_blas_and_predicts_as_on_blis():
 
 def test_char_bigram_embed_alone_is_on_numpy_blas():
     """A tok2vec component of its own (a listener's source) gets numpy's BLAS too."""
-    assert all(type(node.ops) is RowBlockOps for node in thinc_nodes(CharBigramEmbed(8, char_rows=20, bigram_rows=20)))
+    assert all(type(node.ops) is RowwiseOps for node in thinc_nodes(CharBigramEmbed(8, char_rows=20, bigram_rows=20)))
 
 
 def test_other_ops_are_left_alone():
@@ -58,26 +58,29 @@ def test_other_ops_are_left_alone():
     assert model.ops is without_blis
 
 
-@pytest.mark.parametrize("n_in,n_out", [(220, 384), (256, 9), (16, 5)])
+@pytest.mark.parametrize("n_in,n_out", [(220, 384), (256, 9), (16, 5), (3, 7)])
 def test_a_row_comes_out_the_same_alone_and_in_any_batch(n_in, n_out):
-    """numpy's BLAS rounds products of a few rows otherwise: RowBlockOps never runs one."""
+    """A product of many rows on OpenBLAS rounds a row by its position in the block: RowwiseOps runs none."""
     rng = numpy.random.default_rng(n_in)
-    X = rng.standard_normal((2 * BLOCK_ROWS + 37, n_in)).astype("f")
+    X = rng.standard_normal((600, n_in)).astype("f")
     W = rng.standard_normal((n_out, n_in)).astype("f")
-    ops = RowBlockOps()
+    ops = RowwiseOps()
     whole = ops.gemm(X, W, trans2=True)
     numpy.testing.assert_allclose(whole, X @ W.T, rtol=1e-4, atol=1e-4)
-    for start, length in [(0, 1), (5, 2), (40, 3), (300, 7), (BLOCK_ROWS - 2, 5), (1, 2 * BLOCK_ROWS)]:
+    for start, length in [(0, 1), (5, 2), (40, 3), (300, 7), (254, 5), (1, 512), (3, 300)]:
+        # A copy (on its own alignment) and a view into X (on X's) alike.
         assert numpy.array_equal(ops.gemm(X[start : start + length].copy(), W, trans2=True), whole[start : start + length])
+        assert numpy.array_equal(ops.gemm(X[start : start + length], W, trans2=True), whole[start : start + length])
     out = numpy.full((3, n_out), numpy.nan, dtype="f")
     assert ops.gemm(X[:3], W.T.copy(), out=out) is out and numpy.array_equal(out, whole[:3])
+    assert ops.gemm(X[:0], W, trans2=True).shape == (0, n_out)
 
 
 def test_products_over_the_rows_are_whole():
     """trans1 (the weight gradient dY.T @ X) sums over every row: no blocks."""
     rng = numpy.random.default_rng(1)
-    dY, X = rng.standard_normal((BLOCK_ROWS + 3, 4)).astype("f"), rng.standard_normal((BLOCK_ROWS + 3, 6)).astype("f")
-    numpy.testing.assert_allclose(RowBlockOps().gemm(dY, X, trans1=True), dY.T @ X, rtol=1e-5, atol=1e-4)
+    dY, X = rng.standard_normal((259, 4)).astype("f"), rng.standard_normal((259, 6)).astype("f")
+    numpy.testing.assert_allclose(RowwiseOps().gemm(dY, X, trans1=True), dY.T @ X, rtol=1e-5, atol=1e-4)
 
 
 def test_the_tagger_predicts_a_doc_the_same_alone_and_in_a_batch():

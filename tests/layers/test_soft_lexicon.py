@@ -180,3 +180,33 @@ def test_a_batch_gives_each_doc_its_own_features():
         assert_allclose(features, token_features(lexicon, text, doc_spans, softword=True))
     # "北京" at the end of one doc and "市" at the start of the next do not make 北京市.
     assert batch[0][3, :4].tolist() == [0, 0, 4, 0]
+
+
+def test_a_repeated_batch_reuses_its_features(monkeypatch):
+    """The adversarial pass of an update reads the same docs again: their features are computed once."""
+    import copy
+
+    from spacy.tokens import Doc
+
+    from spacy_cner.layers import soft_lexicon
+    from spacy_cner.layers.lexicon_adapter import set_lexicon
+
+    nlp, _ = make_nlp(Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS))
+    layer = next(node for node in nlp.get_pipe("crf_ner").model.walk() if node.name == "soft_lexicon")
+    computed = []
+    compute = soft_lexicon.batch_features
+    monkeypatch.setattr(soft_lexicon, "batch_features", lambda *args: computed.append(args[1]) or compute(*args))
+    first, _ = layer([nlp.make_doc(text) for text in TEXTS], is_train=True)
+    again, _ = layer([nlp.make_doc(text) for text in TEXTS], is_train=True)
+    assert len(computed) == 1
+    for features, reused in zip(first, again):
+        assert_allclose(reused, features)
+    # Other texts, the same text in other tokens, or another lexicon: computed afresh.
+    layer([nlp.make_doc(text) for text in TEXTS[:2]], is_train=False)
+    words = layer([Doc(nlp.vocab, words=["我在", "北京市", "工作"], spaces=[False] * 3)], is_train=False)[0]
+    assert len(computed) == 3 and words[0].shape[0] == 3
+    set_lexicon(layer, Lexicon(["员工", "上海", "张三"], frequencies=[1, 1, 1], tags=["nt", "ns", "nr"]))
+    layer([nlp.make_doc(text) for text in TEXTS], is_train=False)
+    assert len(computed) == 4
+    # Copies and pickles start without it.
+    assert copy.deepcopy(layer).attrs["last_batch"].get(layer.attrs["lexicon"].lexicon, TEXTS, []) is None
