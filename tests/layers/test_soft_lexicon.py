@@ -9,7 +9,7 @@ from spacy.training import Example
 from thinc.api import fix_random_seed
 
 from spacy_cner.layers.soft_lexicon import POSITIONS, char_features, softword_positions, token_features
-from spacy_cner.lexicon import Lexicon, make_lexicon
+from spacy_cner.lexicon import Lexicon, make_lexicon, token_spans
 
 WORDS = ["北京", "北京市", "京市", "上海", "张三", "阿里巴巴", "巴巴", "工作", "员工", "广州", "深圳"]
 FREQUENCIES = [50, 20, 1, 40, 3, 8, 2, 90, 30, 10, 10]
@@ -209,4 +209,7 @@ def test_a_repeated_batch_reuses_its_features(monkeypatch):
     layer([nlp.make_doc(text) for text in TEXTS], is_train=False)
     assert len(computed) == 4
     # Copies and pickles start without it.
-    assert copy.deepcopy(layer).attrs["last_batch"].get(layer.attrs["lexicon"].lexicon, TEXTS, []) is None
+    lexicon, docs = layer.attrs["lexicon"].lexicon, [nlp.make_doc(text) for text in TEXTS]
+    spans = [token_spans(doc) for doc in docs]
+    assert layer.attrs["last_batch"].get(lexicon, TEXTS, spans) is not None
+    assert copy.deepcopy(layer.attrs["last_batch"]).get(lexicon, TEXTS, spans) is None
