@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import reference
 from reference import logsumexp, valid_paths
+from spacy_cner.layers import crf as crf_module
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.crf import (
     CRF,
@@ -306,6 +307,66 @@ def test_gradient_vs_autograd():
         numpy.testing.assert_allclose(d_emissions[i], tensor.grad.numpy(), atol=1e-4)
 
 
+def test_transition_gradients_vs_autograd_of_brute_force():
+    """The start, transition and end scores get d log-likelihood / d score, as autograd of the
+    brute-force sum over paths gives it; forbidden entries none."""
+    tag_names = TAG_SETS["BIOES-1"]
+    n_tags = len(tag_names)
+    rng = numpy.random.default_rng(17)
+    model = make_crf(tag_names, seed=17)
+    emissions = random_emissions(rng, n_tags, lengths=[3, 1, 4, 2])
+    allowed = [numpy.maximum(one_hot(next(iter(valid_paths(tag_names, len(em)))), n_tags),
+                             rng.random((len(em), n_tags)) < 0.4).astype("float32") for em in emissions]
+    d_log_likelihood = rng.normal(size=len(emissions)).astype("float32")
+    _, backprop = model.begin_update((emissions, allowed))
+    backprop(d_log_likelihood)
+    crf = torch_module(model)
+    names = ("start_transitions", "transitions", "end_transitions")
+    ours = [crf.parametrizations[name].original.grad.double().numpy() for name in names]
+    scores = [torch.from_numpy(a).requires_grad_() for a in raw_scores(model)]
+    start, transitions, end = scores
+    total = 0.0
+    for em, mask, d in zip(emissions, allowed, d_log_likelihood):
+        em = torch.from_numpy(em.astype("float64"))
+
+        def log_sum(paths):
+            values = []
+            for path in paths:
+                value = start[path[0]] + end[path[-1]] + em[torch.arange(len(path)), list(path)].sum()
+                for a, b in zip(path[:-1], path[1:]):
+                    value = value + transitions[a, b]
+                values.append(value)
+            return torch.logsumexp(torch.stack(values), dim=0)
+
+        n = len(em)
+        total = total + float(d) * (log_sum(list(valid_paths(tag_names, n, mask))) - log_sum(list(valid_paths(tag_names, n))))
+    total.backward()
+    for mine, reference_score in zip(ours, scores):
+        numpy.testing.assert_allclose(mine, reference_score.grad.numpy(), atol=1e-5)
+    start_ok, transitions_ok, end_ok = allowed_transitions(tag_names)
+    assert not ours[1][~transitions_ok].any() and not ours[0][~start_ok].any() and not ours[2][~end_ok].any()
+
+
+def test_pair_expectations_sum_term_by_term_where_a_side_overflows():
+    from spacy_cner.layers.crf import _pair_expectations
+
+    rng = numpy.random.default_rng(18)
+    before, after = (torch.from_numpy(rng.normal(size=(50, 4))) for _ in range(2))
+    transitions, weight = torch.from_numpy(rng.normal(size=(4, 4))), torch.from_numpy(rng.normal(size=50))
+    direct = (torch.exp(before[:, :, None] + transitions + after[:, None, :]) * weight[:, None, None]).sum(dim=0)
+    numpy.testing.assert_allclose(_pair_expectations(before, after, transitions, weight).numpy(), direct.numpy(), rtol=1e-10)
+    # Row 0: the likely tag before cannot go to the likely tags after, and the others are
+    # 3,000 nats less likely: one product of exponentials overflows (inf * 0).
+    before[0], after[0] = torch.tensor([0.0, -3000, -3000, -3000]), torch.tensor([-3000, 1500.0, 1500.0, 1500.0])
+    transitions[0, 1:] = FORBIDDEN
+    offset = (before[0].max() - after[0].max()) / 2
+    assert not torch.isfinite(torch.exp(before[0] - offset)).all()
+    direct = (torch.exp(before[:, :, None] + transitions + after[:, None, :]) * weight[:, None, None]).sum(dim=0)
+    result = _pair_expectations(before, after, transitions, weight)
+    assert torch.isfinite(result).all()
+    numpy.testing.assert_allclose(result.numpy(), direct.numpy(), rtol=1e-10)
+
+
 def test_gradient_vs_finite_differences():
     tag_names = TAG_SETS["BIO-2"]
     n_tags = len(tag_names)
@@ -598,8 +659,9 @@ def test_forward_backward_falls_back_to_log_space_when_the_scaled_sums_underflow
 
 
 def test_log_likelihood_falls_back_to_log_space_when_the_scaled_sums_underflow(monkeypatch):
-    """Training's scaled forward sum underflows on the same extreme scores; pytorch-crf's log-space
-    normaliser takes over and the log-likelihood still matches brute force."""
+    """Training's scaled forward sum underflows on the same extreme scores; the log-space
+    forward-backward takes over, the log-likelihood still matches brute force and its gradient
+    is finite."""
     tag_names = get_tag_names(["X"], "BIOES")  # O B-X I-X E-X S-X
     model = make_crf(tag_names, seed=16)
     index = {tag: i for i, tag in enumerate(tag_names)}
@@ -610,10 +672,12 @@ def test_log_likelihood_falls_back_to_log_space_when_the_scaled_sums_underflow(m
     gold = numpy.zeros((2, len(tag_names)), dtype="float32")
     gold[0, index["B-X"]] = gold[1, index["E-X"]] = 1.0
     calls = []
-    original = ConstrainedCRF._compute_normalizer
-    monkeypatch.setattr(ConstrainedCRF, "_compute_normalizer", lambda self, *a: calls.append(1) or original(self, *a))
-    (log_likelihood,) = model.predict(([emissions], [gold]))
+    original = crf_module._log_forward_backward
+    monkeypatch.setattr(crf_module, "_log_forward_backward", lambda *a: calls.append(1) or original(*a))
+    (log_likelihood,), backprop = model.begin_update(([emissions], [gold]))
     assert calls, "the log-space fallback did not run"
     expected = path_score(model, emissions, (index["B-X"], index["E-X"])) - brute_log_z(model, tag_names, emissions)
     assert numpy.isfinite(log_likelihood)
     assert log_likelihood == pytest.approx(expected, abs=1e-3)
+    (d_emissions,), _ = backprop(numpy.ones(1, dtype="float32"))
+    assert numpy.isfinite(d_emissions).all()
