@@ -1,14 +1,15 @@
 """Seconds per training step of a config, for checkouts of spacy_cner side by side (one thread each).
 
 Usage: python bench/bench_train_step.py --corpus CORPUS [--checkout DIR ...] [--config configs/default.cfg]
-       [--steps 150] [--variant NAME=section.key=value,...] [--write BENCHMARKS.md]
+       [--steps 150] [--threads 1] [--variant NAME=section.key=value,...] [--write BENCHMARKS.md]
 
 CORPUS holds train.spacy and dev.spacy (as bench_datasets.py writes them). Each checkout (a folder
 with spacy_cner/ in it, e.g. a `git worktree add /tmp/old REV`; none given: this one) and each
 variant (config overrides; "-" removes a section, e.g. components.crf_ner.adversarial=-) trains
---steps steps of `nlp.update` over the train corpus in its own process on one thread, from the
-config's own initialize, batcher, dropout and optimizer; no evaluation, no saving. Two
-processes run at a time (the 2 cores), so compare rows of one run. The time includes reading
+--steps steps of `nlp.update` over the train corpus in its own process, from the config's own
+initialize, batcher, dropout and optimizer; no evaluation, no saving. With --threads 1 (OMP, MKL
+and OpenBLAS threads 1), two processes run at a time (the 2 cores); with --threads 0 (the
+libraries' defaults, as a user's `spacy train` runs) one at a time. Compare rows of one run. The time includes reading
 the corpus, as spacy train's loop does; it excludes initialize.
 """
 import argparse
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, action="append", default=[])
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "default.cfg")
     parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--threads", type=int, default=1, help="1: one thread, two runs at a time; 0: the defaults")
     parser.add_argument("--variant", action="append", default=[], help="NAME=section.key=value,...")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     args = parser.parse_args()
@@ -75,21 +77,25 @@ def main() -> None:
 
     def run(key):
         checkout, name = key
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(checkout.resolve())}
+        env = {var: value for var, value in os.environ.items() if not var.endswith("_NUM_THREADS")}
+        if args.threads:
+            env.update({var: str(args.threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+        env["PYTHONPATH"] = str(checkout.resolve())
         command = [sys.executable, "-c", CHILD, str(args.config), str(args.corpus.resolve()), str(args.steps),
                    json.dumps(variants[name])]
         output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
         return json.loads(output.strip().splitlines()[-1])
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=2 if args.threads == 1 else 1) as pool:
         results = dict(zip(runs, pool.map(run, runs)))
     lines = [
         f"### Training steps: {args.config.name} on {args.corpus.name} ({datetime.date.today().isoformat()})",
         "",
         f"Command: `python bench/bench_train_step.py {shlex.join(sys.argv[1:])}`  ",
         f"Machine: {machine_line()}  ",
-        f"{args.steps} steps of nlp.update from the config's initialize, batcher, dropout and optimizer, one "
-        "thread per process, two processes at a time.",
+        f"{args.steps} steps of nlp.update from the config's initialize, batcher, dropout and optimizer; "
+        + ("one thread per process, two processes at a time." if args.threads == 1 else
+           f"{args.threads or 'default'} threads per process (OMP, MKL, OpenBLAS), one process at a time."),
         "",
         "| checkout | variant | steps | seconds | ms per step |",
         "| --- | --- | ---: | ---: | ---: |",

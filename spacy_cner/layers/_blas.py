@@ -1,5 +1,6 @@
 """Matrix products on numpy's BLAS for the layers on thinc's CPU ops."""
 import numpy
+import torch
 from thinc.api import Model, NumpyOps
 
 # Bytes every row of a product starts on a multiple of (a cache line; wider than any SIMD load).
@@ -18,16 +19,26 @@ class RowwiseOps(NumpyOps):
     picks on that machine) a row's result depends on its position in the block, 1e-5 apart. Here
     every row is its own vector-matrix product of the same shape (numpy's stacked matmul, one
     BLAS call per row), its row padded with zeros to a multiple of ALIGN_BYTES and placed on
-    that alignment, so each row meets the same arithmetic wherever it comes from. Products that
-    sum over the rows (trans1: weight gradients in training) run in one piece.
+    that alignment, so each row meets the same arithmetic wherever it comes from (one thread:
+    OpenBLAS starts no threads for a vector-matrix product of this size). Products that sum over
+    the rows (trans1: weight gradients in training) run in one piece, on torch.
     """
 
     def __init__(self, device_type: str = "cpu", device_id: int = -1, **kwargs) -> None:
         super().__init__(device_type, device_id, use_blis=False, **kwargs)
 
     def gemm(self, x, y, *, out=None, trans1: bool = False, trans2: bool = False):
-        if trans1 or x.ndim != 2 or y.ndim != 2:
+        if x.ndim != 2 or y.ndim != 2:
             return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
+        if trans1:
+            # A sum over the rows, on torch's threads (the BiLSTM's): numpy's BLAS would start
+            # its own, and the two thread pools spinning against each other on 2 cores doubled
+            # the time of a training step (torch's and OpenBLAS's default 2 threads each).
+            product = torch.from_numpy(x).T @ torch.from_numpy(y.T if trans2 else y)
+            if out is None:
+                return product.numpy()
+            out[...] = product.numpy()
+            return out
         y = y.T if trans2 else y
         dtype = numpy.result_type(x, y)
         (n_rows, width), n_out = x.shape, y.shape[1]

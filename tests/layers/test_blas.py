@@ -77,10 +77,15 @@ def test_a_row_comes_out_the_same_alone_and_in_any_batch(n_in, n_out):
 
 
 def test_products_over_the_rows_are_whole():
-    """trans1 (the weight gradient dY.T @ X) sums over every row: no blocks."""
+    """trans1 (the weight gradient dY.T @ X) sums over every row, in one product on torch."""
     rng = numpy.random.default_rng(1)
     dY, X = rng.standard_normal((259, 4)).astype("f"), rng.standard_normal((259, 6)).astype("f")
-    numpy.testing.assert_allclose(RowwiseOps().gemm(dY, X, trans1=True), dY.T @ X, rtol=1e-5, atol=1e-4)
+    ops = RowwiseOps()
+    numpy.testing.assert_allclose(ops.gemm(dY, X, trans1=True), dY.T @ X, rtol=1e-5, atol=1e-4)
+    numpy.testing.assert_allclose(ops.gemm(dY, X.T.copy(), trans1=True, trans2=True), dY.T @ X, rtol=1e-5, atol=1e-4)
+    out = numpy.full((4, 6), numpy.nan, dtype="f")
+    assert ops.gemm(dY, X, trans1=True, out=out) is out
+    numpy.testing.assert_allclose(out, dY.T @ X, rtol=1e-5, atol=1e-4)
 
 
 def test_the_tagger_predicts_a_doc_the_same_alone_and_in_a_batch():
