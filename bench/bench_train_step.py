@@ -83,7 +83,8 @@ def main() -> None:
         env["PYTHONPATH"] = str(checkout.resolve())
         command = [sys.executable, "-c", CHILD, str(args.config), str(args.corpus.resolve()), str(args.steps),
                    json.dumps(variants[name])]
-        output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+        # The child imports spacy_cner from its working folder (sys.path[0] of `python -c`).
+        output = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True, check=True).stdout
         return json.loads(output.strip().splitlines()[-1])
 
     with ThreadPoolExecutor(max_workers=2 if args.threads == 1 else 1) as pool:
