@@ -4,7 +4,7 @@ from functools import cached_property
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
-from spacy.attrs import ENT_IOB, IDX, IS_SPACE, LENGTH, SENT_START
+from spacy.attrs import ENT_IOB, IS_SPACE, ORTH, SENT_START, SPACY
 from spacy.tokens import Doc
 from spacy.training import Example
 
@@ -267,15 +267,17 @@ def aligned_ner(example: Example) -> List[Optional[str]]:
 
     spaCy aligns the two tokenizations and re-derives the tags from character offsets, which
     took an eighth of a training step of the default config (a character tokenizer makes the
-    predicted and reference tokens identical). Where the texts and the tokens' offsets and
-    lengths are the same, the tags are read off the reference doc: its entities in BILUO, "O"
+    predicted and reference tokens identical). Where the docs' tokens have the same texts and
+    trailing spaces, the tags are read off the reference doc: its entities in BILUO, "O"
     where it says outside or the token is whitespace, None (missing) elsewhere, as spaCy's.
 
     example (Example): A training example.
     RETURNS (List[Optional[str]]): BILUO tags of the predicted doc's tokens, None where missing.
     """
     x, y = example.predicted, example.reference
-    if len(x) != len(y) or x.text != y.text or not numpy.array_equal(x.to_array([IDX, LENGTH]), y.to_array([IDX, LENGTH])):
+    # The same token texts and trailing spaces: the same text and tokens (Doc.text, a join over Token
+    # objects, cost as much as the rest of this function).
+    if len(x) != len(y) or not numpy.array_equal(x.to_array([ORTH, SPACY]), y.to_array([ORTH, SPACY])):
         return example.get_aligned_ner()
     if not y.has_annotation("ENT_IOB"):
         return [None] * len(x)
