@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import srsly
-from spacy.attrs import IDX, IS_SPACE, LENGTH
+from spacy.attrs import IDX, IS_SPACE, LENGTH, ORTH, SPACY
 from spacy.tokens import Doc
 from spacy.util import registry
 from wasabi import msg
@@ -362,6 +362,14 @@ def entity_type(tag: str) -> str:
     if tag.isascii() and tag.isalpha() and tag.islower():
         return ""  # another part-of-speech tag
     return tag
+
+
+def doc_text(doc: Doc) -> str:
+    """doc.text, read with Doc.to_array and the string store: Doc.text joins Token objects, whose
+    making took 15% of the default's inference time on short texts (Youku's test set)."""
+    strings = doc.vocab.strings
+    orths, spaces = doc.to_array([ORTH, SPACY]).T.tolist() if len(doc) else ([], [])
+    return "".join(strings[orth] + " " if space else strings[orth] for orth, space in zip(orths, spaces))
 
 
 def token_spans(doc: Doc) -> numpy.ndarray:

@@ -151,3 +151,23 @@ def test_word2vec_with_more_vectors_than_its_header(tmp_path):
     path = write(tmp_path / "vectors.txt", "1 2\n南京 1 2\n长江 3 4\n")
     with pytest.raises(ValueError, match=r"vectors.txt, line 3: more vectors than the header's 1"):
         Lexicon.from_word2vec(path)
+
+
+@pytest.mark.parametrize(
+    "words, spaces",
+    [
+        (list("张三在北京工作。"), None),
+        (["Li", " ", "Si", "在", "\n", "上海", "  "], [True, False, False, True, False, False, False]),
+        (["x"], [True]),
+        ([], []),
+    ],
+)
+def test_doc_text_is_the_docs_text(words, spaces):
+    """doc_text reads the text off the token arrays (no Token objects), the same as Doc.text."""
+    import spacy
+    from spacy.tokens import Doc
+
+    from spacy_cner.lexicon import doc_text
+
+    doc = Doc(spacy.blank("zh").vocab, words=words, spaces=spaces)
+    assert doc_text(doc) == doc.text

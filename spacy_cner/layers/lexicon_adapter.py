@@ -21,7 +21,7 @@ from thinc.model import serialize_attr
 from thinc.types import Floats2d
 from torch import nn
 
-from ..lexicon import Lexicon, token_spans
+from ..lexicon import Lexicon, doc_text, token_spans
 from ._torch import (
     RebuildableModule,
     convert_padded_outputs,
@@ -292,7 +292,7 @@ def word_ids(model: Model, text: str, spans: Sequence[Tuple[int, int]]) -> numpy
 
 def token_word_ids(model: Model, doc: Doc) -> numpy.ndarray:
     """word_ids for the doc's tokens; whitespace tokens get none."""
-    return word_ids(model, doc.text, token_spans(doc))
+    return word_ids(model, doc_text(doc), token_spans(doc))
 
 
 def table_rows_of_words(

@@ -21,7 +21,7 @@ from spacy.tokens import Doc
 from thinc.api import Model, registry
 from thinc.types import Floats2d
 
-from ..lexicon import Lexicon, token_spans
+from ..lexicon import Lexicon, doc_text, token_spans
 from .lexicon_adapter import LexiconSlot, required_lexicon
 
 # Word positions, in feature order.
@@ -69,7 +69,7 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
     lexicon = required_lexicon(model)
     width = model.get_dim("nO")
-    texts, spans = [doc.text for doc in docs], [token_spans(doc) for doc in docs]
+    texts, spans = [doc_text(doc) for doc in docs], [token_spans(doc) for doc in docs]
     last_batch = model.attrs["last_batch"]
     values = last_batch.get(lexicon, texts, spans)
     if values is None:
