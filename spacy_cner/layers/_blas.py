@@ -5,6 +5,8 @@ from thinc.api import Model, NumpyOps
 
 # Bytes every row of a product starts on a multiple of (a cache line; wider than any SIMD load).
 ALIGN_BYTES = 64
+# The dtypes whose weight-gradient products run on torch.
+FLOATS = (numpy.dtype("float32"), numpy.dtype("float64"))
 
 
 class RowwiseOps(NumpyOps):
@@ -28,7 +30,7 @@ class RowwiseOps(NumpyOps):
         super().__init__(device_type, device_id, use_blis=False, **kwargs)
 
     def gemm(self, x, y, *, out=None, trans1: bool = False, trans2: bool = False):
-        if x.ndim != 2 or y.ndim != 2:
+        if x.ndim != 2 or y.ndim != 2 or (trans1 and (x.dtype != y.dtype or x.dtype not in FLOATS)):
             return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
         if trans1:
             # A sum over the rows, on torch's threads (the BiLSTM's): numpy's BLAS would start
