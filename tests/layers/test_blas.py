@@ -1,4 +1,9 @@
 """use_numpy_blas: the CRF tagger's and CharBigramEmbed's layers multiply with numpy's BLAS on CPU."""
+import os
+import platform
+import subprocess
+import sys
+
 import numpy
 import pytest
 import spacy
@@ -97,3 +102,27 @@ def test_the_tagger_predicts_a_doc_the_same_alone_and_in_a_batch():
     batch = model.predict(docs)
     for doc, scores in zip(docs, batch):
         assert numpy.array_equal(model.predict([doc])[0], scores)
+
+
+@pytest.mark.parametrize("coretype", ["Haswell", "Sandybridge"])
+def test_rows_are_batch_invariant_on_each_openblas_kernel(coretype):
+    """A machine's CPU picks numpy's OpenBLAS kernel: the row blocks used before were invariant on
+    Sandybridge's and not on Haswell's. Both run here, each in a process of its own."""
+    flags = open("/proc/cpuinfo").read() if platform.system() == "Linux" else ""
+    if platform.machine() != "x86_64" or " avx2" not in flags:
+        pytest.skip("OpenBLAS's Haswell and Sandybridge kernels need an x86-64 CPU with AVX2")
+    code = (
+        "import numpy\n"
+        "from spacy_cner.layers._blas import RowwiseOps\n"
+        "rng = numpy.random.default_rng(0)\n"
+        "X = rng.standard_normal((600, 220)).astype('f')\n"
+        "W = rng.standard_normal((384, 220)).astype('f')\n"
+        "ops = RowwiseOps()\n"
+        "whole = ops.gemm(X, W, trans2=True)\n"
+        "parts = [(5, 2), (41, 3), (300, 7), (1, 512)]\n"
+        "print(all(numpy.array_equal(ops.gemm(X[s:s + n], W, trans2=True), whole[s:s + n]) for s, n in parts))\n"
+    )
+    env = {**os.environ, "OPENBLAS_CORETYPE": coretype}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True"]
