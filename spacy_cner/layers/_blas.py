@@ -36,25 +36,26 @@ class RowwiseOps(NumpyOps):
             # A sum over the rows, on torch's threads (the BiLSTM's): numpy's BLAS would start
             # its own, and the two thread pools spinning against each other on 2 cores doubled
             # the time of a training step (torch's and OpenBLAS's default 2 threads each).
-            product = torch.from_numpy(x).T @ torch.from_numpy(y.T if trans2 else y)
-            if out is None:
-                return product.numpy()
-            out[...] = product.numpy()
-            return out
-        y = y.T if trans2 else y
-        dtype = numpy.result_type(x, y)
-        (n_rows, width), n_out = x.shape, y.shape[1]
-        # Zero columns and rows add exact zeros: the padding changes no sum.
-        padded = width + (-width * dtype.itemsize) % ALIGN_BYTES // dtype.itemsize
-        rows = _aligned_zeros((n_rows, 1, padded), dtype)  # shape: (n_rows, 1, padded)
-        rows[:, 0, :width] = x
-        weights = _aligned_zeros((padded, n_out), dtype)
-        weights[:width] = y
-        product = numpy.matmul(rows, weights)[:, 0]
+            product = (torch.from_numpy(x).T @ torch.from_numpy(y.T if trans2 else y)).numpy()
+        else:
+            product = _rowwise_product(x, y.T if trans2 else y)
         if out is None:
             return product
         out[...] = product
         return out
+
+
+def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
+    """x @ y, each row of x its own product, padded and aligned (see RowwiseOps)."""
+    dtype = numpy.result_type(x, y)
+    (n_rows, width), n_out = x.shape, y.shape[1]
+    # Zero columns and rows add exact zeros: the padding changes no sum.
+    padded = width + (-width * dtype.itemsize) % ALIGN_BYTES // dtype.itemsize
+    rows = _aligned_zeros((n_rows, 1, padded), dtype)  # shape: (n_rows, 1, padded)
+    rows[:, 0, :width] = x
+    weights = _aligned_zeros((padded, n_out), dtype)
+    weights[:width] = y
+    return numpy.matmul(rows, weights)[:, 0]
 
 
 def _aligned_zeros(shape, dtype) -> numpy.ndarray:
