@@ -70,11 +70,9 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2
     lexicon = required_lexicon(model)
     width = model.get_dim("nO")
     texts, spans = [doc_text(doc) for doc in docs], [token_spans(doc) for doc in docs]
-    last_batch = model.attrs["last_batch"]
-    values = last_batch.get(lexicon, texts, spans)
-    if values is None:
-        values = batch_features(lexicon, texts, spans, model.attrs["softword"])
-        last_batch.set(lexicon, texts, spans, values)
+    values = model.attrs["last_batch"].features(
+        lexicon, texts, spans, lambda: batch_features(lexicon, texts, spans, model.attrs["softword"])
+    )
     if values and values[0].shape[1] != width:
         raise ValueError(
             f"The soft lexicon gives {values[0].shape[1]} features per token but the model was built for "
@@ -96,15 +94,16 @@ class LastBatch:
         # the model never read one batch's key with another's features.
         self._entry: Optional[Tuple[Lexicon, List[str], List[bytes], List[numpy.ndarray]]] = None
 
-    def get(self, lexicon: Lexicon, texts: List[str], spans: List[numpy.ndarray]) -> Optional[List[numpy.ndarray]]:
-        """The stored features if they were computed from these texts, spans and lexicon, else None."""
-        entry = self._entry
-        if entry is None or entry[0] is not lexicon or entry[1] != texts or entry[2] != _span_bytes(spans):
-            return None
-        return entry[3]
-
-    def set(self, lexicon: Lexicon, texts: List[str], spans: List[numpy.ndarray], values: List[numpy.ndarray]) -> None:
-        self._entry = (lexicon, list(texts), _span_bytes(spans), values)
+    def features(
+        self, lexicon: Lexicon, texts: List[str], spans: List[numpy.ndarray], compute: Callable[[], List[numpy.ndarray]]
+    ) -> List[numpy.ndarray]:
+        """The stored features if they were computed from these texts, spans and lexicon, else compute()'s, stored."""
+        entry, span_bytes = self._entry, _span_bytes(spans)
+        if entry is not None and entry[0] is lexicon and entry[1] == texts and entry[2] == span_bytes:
+            return entry[3]
+        values = compute()
+        self._entry = (lexicon, list(texts), span_bytes, values)
+        return values
 
     def __getstate__(self) -> Dict:
         return {"_entry": None}

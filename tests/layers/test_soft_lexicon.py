@@ -211,5 +211,8 @@ def test_a_repeated_batch_reuses_its_features(monkeypatch):
     # Copies and pickles start without it.
     lexicon, docs = layer.attrs["lexicon"].lexicon, [nlp.make_doc(text) for text in TEXTS]
     spans = [token_spans(doc) for doc in docs]
-    assert layer.attrs["last_batch"].get(lexicon, TEXTS, spans) is not None
-    assert copy.deepcopy(layer.attrs["last_batch"]).get(lexicon, TEXTS, spans) is None
+    assert len(computed) == 4
+    layer.attrs["last_batch"].features(lexicon, TEXTS, spans, lambda: computed.append("again") or [])
+    assert len(computed) == 4
+    copy.deepcopy(layer.attrs["last_batch"]).features(lexicon, TEXTS, spans, lambda: computed.append("copy") or [])
+    assert computed[-1] == "copy"
