@@ -3,9 +3,11 @@ evaluation, and the machine line every table carries."""
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 ROOT = Path(__file__).resolve().parents[1]
 # key: (name in the table, config in configs/ or None for spaCy's own)
@@ -142,6 +144,12 @@ def cpu_name() -> str:
             return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown CPU"
 
+
+
+def split_settings(settings: str) -> List[str]:
+    """A --variant's "section.key=value,..." as "section.key=value" strings: a comma starts a new
+    setting only before "key=", so JSON values keep theirs."""
+    return [setting for setting in re.split(r",(?=[\w.@]+=)", settings) if setting]
 
 
 def machine_line() -> str:

@@ -26,14 +26,13 @@ import argparse
 import datetime
 import json
 import random
-import re
 import shlex
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, SYSTEMS, evaluate, machine_line, run, spacy_ner_config, train
+from _common import ROOT, SYSTEMS, evaluate, machine_line, run, spacy_ner_config, split_settings, train
 from bench_robustness import score as robustness_score
 
 # name: (train, dev, test file names, convert arguments)
@@ -72,8 +71,7 @@ def main() -> None:
         if not name or base not in SYSTEMS or name in SYSTEMS:
             sys.exit(f"Bad --variant {variant!r}: expected NAME=SYSTEM:section.key=value,... with SYSTEM one of {list(SYSTEMS)}")
         SYSTEMS[name] = (f"{SYSTEMS[base][0]} + {settings}", SYSTEMS[base][1])
-        # A comma starts a new setting only before "key=": JSON values keep theirs.
-        overrides[name] = [f"--{setting}" for setting in re.split(r",(?=[\w.@]+=)", settings) if setting]
+        overrides[name] = [f"--{setting}" for setting in split_settings(settings)]
         args.systems.append(name)
     missing = [name for name in args.datasets if not (args.data / name / DATASETS[name][0][0]).exists()]
     if missing:

@@ -9,21 +9,20 @@ variant (config overrides; "-" removes a section, e.g. components.crf_ner.advers
 --steps steps of `nlp.update` over the train corpus in its own process, from the config's own
 initialize, batcher, dropout and optimizer; no evaluation, no saving. With --threads 1 (OMP, MKL
 and OpenBLAS threads 1), two processes run at a time (the 2 cores); with --threads 0 (the
-libraries' defaults, as a user's `spacy train` runs) one at a time. Compare rows of one run. The time includes reading
-the corpus, as spacy train's loop does; it excludes initialize.
+libraries' defaults, as a user's `spacy train` runs) one at a time. Compare rows of one run. The
+time includes reading the corpus, as spacy train's loop does; it excludes initialize.
 """
 import argparse
 import datetime
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, machine_line
+from _common import ROOT, machine_line, split_settings
 
 CHILD = """
 import json, sys, time
@@ -71,7 +70,7 @@ def main() -> None:
     variants = {"config": {}}
     for variant in args.variant:
         name, _, settings = variant.partition("=")
-        pairs = (setting.split("=", 1) for setting in re.split(r",(?=[\w.@]+=)", settings) if setting)
+        pairs = (setting.split("=", 1) for setting in split_settings(settings))
         variants[name] = {key: value if value == "-" else _value(value) for key, value in pairs}
     runs = [(checkout, name) for checkout in checkouts for name in variants]
 
