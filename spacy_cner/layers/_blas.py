@@ -14,7 +14,7 @@ class RowwiseOps(NumpyOps):
 
     Why not thinc's default: its NumpyOps multiplies with blis, which falls back to its generic
     kernels on the benchmark machine (a virtual "AMD EPYC" whose model it does not recognise:
-    `BLIS_ARCH_DEBUG=1` prints "selecting sub-configuration 'generic'"): 1.6x as long as the
+    `BLIS_ARCH_DEBUG=1` prints "selecting sub-configuration 'generic'"): 1.4x as long as the
     products here for the tok2vec's Maxout. Why one row at a time: a token's scores must not
     depend on what it is batched with (the same doc alone, in a batch, in another process). A
     product of many rows does not give that on OpenBLAS: with its Haswell kernels (the one it
@@ -70,8 +70,8 @@ def _aligned_zeros(shape, dtype) -> numpy.ndarray:
 def use_numpy_blas(model: Model) -> None:
     """Put the model's layers that are on thinc's default CPU ops on RowwiseOps.
 
-    The tok2vec's Maxout ran 1.6x faster on one thread of the benchmark machine (50,000 rows of
-    220 -> 384: 0.22 s against 0.34 s on blis), in training and prediction alike. Layers on
+    The tok2vec's Maxout ran 1.4x faster on one thread of the benchmark machine (50,000 rows of
+    220 -> 384: 0.22 s against 0.31 s on blis; bench/bench_products.py), in training and prediction alike. Layers on
     other ops (CupyOps on a GPU, a NumpyOps without blis, AppleOps) are left as they are;
     thinc's Model.to_cpu() puts a model back on blis.
     """
