@@ -71,9 +71,9 @@ def use_numpy_blas(model: Model) -> None:
     """Put the model's layers that are on thinc's default CPU ops on RowwiseOps.
 
     The tok2vec's Maxout ran 1.4x faster on one thread of the benchmark machine (50,000 rows of
-    220 -> 384: 0.22 s against 0.31 s on blis; bench/bench_products.py), in training and prediction alike. Layers on
-    other ops (CupyOps on a GPU, a NumpyOps without blis, AppleOps) are left as they are;
-    thinc's Model.to_cpu() puts a model back on blis.
+    220 -> 384: 0.22 s against 0.31 s on blis; bench/bench_products.py), in training and
+    prediction alike. Layers on other ops (CupyOps on a GPU, a NumpyOps without blis, AppleOps)
+    are left as they are; thinc's Model.to_cpu() puts a model back on blis.
     """
     ops = None
     for node in model.walk():
