@@ -270,12 +270,13 @@ def test_init_needs_tag_names():
     assert model.get_dim("nO") == 3
 
 
-def torch_brute_log_likelihood(model, tag_names, emissions, allowed):
-    """log P(allowed paths) by brute force in float64 torch, differentiable in emissions."""
-    start, transitions, end = (torch.from_numpy(a) for a in raw_scores(model))
+def torch_brute_log_likelihood(model, tag_names, emissions, allowed, scores=None):
+    """log P(allowed paths) by brute force in float64 torch, differentiable in emissions (and in
+    scores, the start, transition and end tensors, when given; else the model's raw scores)."""
+    start, transitions, end = scores or (torch.from_numpy(a) for a in raw_scores(model))
     em = torch.from_numpy(emissions.astype("float64")).requires_grad_()
 
-    def scores(mask):
+    def log_sum(mask):
         values = []
         for path in valid_paths(tag_names, len(emissions), mask):
             value = start[path[0]] + end[path[-1]] + em[torch.arange(len(path)), list(path)].sum()
@@ -284,7 +285,7 @@ def torch_brute_log_likelihood(model, tag_names, emissions, allowed):
             values.append(value)
         return torch.logsumexp(torch.stack(values), dim=0)
 
-    return em, scores(allowed) - scores(None)
+    return em, log_sum(allowed) - log_sum(None)
 
 
 def test_gradient_vs_autograd():
@@ -324,22 +325,10 @@ def test_transition_gradients_vs_autograd_of_brute_force():
     names = ("start_transitions", "transitions", "end_transitions")
     ours = [crf.parametrizations[name].original.grad.double().numpy() for name in names]
     scores = [torch.from_numpy(a).requires_grad_() for a in raw_scores(model)]
-    start, transitions, end = scores
     total = 0.0
     for em, mask, d in zip(emissions, allowed, d_log_likelihood):
-        em = torch.from_numpy(em.astype("float64"))
-
-        def log_sum(paths):
-            values = []
-            for path in paths:
-                value = start[path[0]] + end[path[-1]] + em[torch.arange(len(path)), list(path)].sum()
-                for a, b in zip(path[:-1], path[1:]):
-                    value = value + transitions[a, b]
-                values.append(value)
-            return torch.logsumexp(torch.stack(values), dim=0)
-
-        n = len(em)
-        total = total + float(d) * (log_sum(list(valid_paths(tag_names, n, mask))) - log_sum(list(valid_paths(tag_names, n))))
+        _, log_likelihood = torch_brute_log_likelihood(model, tag_names, em, mask, scores)
+        total = total + float(d) * log_likelihood
     total.backward()
     for mine, reference_score in zip(ours, scores):
         numpy.testing.assert_allclose(mine, reference_score.grad.numpy(), atol=1e-5)
