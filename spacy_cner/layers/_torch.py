@@ -5,6 +5,7 @@ import pickle
 from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy
 import srsly
 import torch
 from torch.nn.utils import parametrize
@@ -18,6 +19,31 @@ GROUP_SIZE = 16
 # torch's thread pool does not survive fork(): a forked worker (nlp.pipe with
 # n_process > 1) that runs a multi-threaded op hangs. One thread per worker.
 os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
+
+
+class Dropout(torch.nn.Dropout):
+    """torch.nn.Dropout whose mask, on the CPU in training, comes from numpy.
+
+    Why not torch's own: its CPU dropout draws a Bernoulli per element at about 17 ns (6.5 ms
+    for a (30, 50, 256) tensor: the default config's BiLSTM dropout took 8% of a training
+    step); numpy's PCG64 gives random bytes at about 1.5 ns. The same distribution: each element
+    kept with probability 1 - p and scaled by 1 / (1 - p) (exactly for p a multiple of 1/256,
+    such as 0.5; to 2^-24 otherwise). Each call seeds its generator from torch's, so that
+    spaCy's fix_random_seed still makes a training run reproducible. Other devices, evaluation,
+    in-place dropout and p of 0 or 1 are torch's own.
+    """
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not self.training or input.device.type != "cpu" or self.inplace or not 0.0 < self.p < 1.0:
+            return super().forward(input)
+        rng = numpy.random.Generator(numpy.random.PCG64(int(torch.randint(0, 2**62, (1,)))))
+        levels = self.p * 256
+        if levels == int(levels):
+            keep = rng.integers(0, 256, size=input.shape, dtype=numpy.uint8) >= int(levels)
+        else:
+            keep = rng.random(size=input.shape, dtype=numpy.float32) >= self.p
+        mask = numpy.multiply(keep, 1.0 / (1.0 - self.p), dtype=numpy.float32)
+        return input * torch.from_numpy(mask).to(input.dtype)
 
 
 class RebuildableModule:

@@ -5,7 +5,7 @@ import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp
 from thinc.types import Floats2d
 
-from ._torch import RebuildableModule, build_for_input_width, convert_padded_outputs, forward_by_length
+from ._torch import Dropout, RebuildableModule, build_for_input_width, convert_padded_outputs, forward_by_length
 from ._torch import pad_batch, torch_module, wrap_rebuildable
 
 InT = List[Floats2d]
@@ -55,7 +55,7 @@ class BiLSTM(torch.nn.Module, RebuildableModule):
     def __init__(self, nI: Optional[int], width: int, depth: int, dropout: float):
         super().__init__()
         self.hparams = {"nI": nI, "width": width, "depth": depth, "dropout": dropout}
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.register_buffer("_device_marker", torch.zeros(0), persistent=False)
         # A placeholder has no LSTMs until init knows the input width.
         self.forward_lstms = torch.nn.ModuleList()

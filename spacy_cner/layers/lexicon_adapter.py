@@ -23,6 +23,7 @@ from torch import nn
 
 from ..lexicon import Lexicon, doc_text, token_spans
 from ._torch import (
+    Dropout,
     RebuildableModule,
     convert_padded_outputs,
     forward_by_length,
@@ -49,7 +50,7 @@ class LexiconAdapterModule(nn.Module):
         self.word_output = nn.Linear(hidden_width, hidden_width)  # W2, b2
         self.attention = nn.Parameter(torch.empty(hidden_width, hidden_width))  # W_attn
         nn.init.xavier_uniform_(self.attention)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm = nn.LayerNorm(hidden_width)
 
     def forward(self, hidden: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:

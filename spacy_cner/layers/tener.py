@@ -15,6 +15,7 @@ from ..attention_window import allowed_keys, check_window
 from ..entity_attention import check_gold, check_scale, entity_scale, with_gold
 from ..long_docs import split_windows
 from ._torch import (
+    Dropout,
     RebuildableModule,
     build_for_input_width,
     convert_padded_outputs,
@@ -186,7 +187,7 @@ class TENER(torch.nn.Module, RebuildableModule):
         }
         width = n_heads * head_width
         self.register_buffer("_device_marker", torch.zeros(0), persistent=False)
-        self.output_dropout = torch.nn.Dropout(output_dropout)
+        self.output_dropout = Dropout(output_dropout)
         # A placeholder has no weights until init knows the input width.
         self.input_layer = torch.nn.Linear(nI, width) if nI is not None else None
         self.layers = torch.nn.ModuleList()
@@ -237,9 +238,9 @@ class TENERLayer(torch.nn.Module):
         self.feed_forward = torch.nn.Sequential(
             torch.nn.Linear(width, ffn_width),
             torch.nn.LeakyReLU(),
-            torch.nn.Dropout(dropout),
+            Dropout(dropout),
             torch.nn.Linear(ffn_width, width),
-            torch.nn.Dropout(dropout),
+            Dropout(dropout),
         )
         self.feed_forward_norm = torch.nn.LayerNorm(width)
 
@@ -274,7 +275,7 @@ class RelativeSelfAttention(torch.nn.Module):
         self.v = torch.nn.Parameter(torch.empty(n_heads, head_width))
         torch.nn.init.xavier_normal_(self.u)
         torch.nn.init.xavier_normal_(self.v)
-        self.dropout = torch.nn.Dropout(attention_dropout)
+        self.dropout = Dropout(attention_dropout)
 
     def forward(
         self,
