@@ -1,4 +1,8 @@
 """Matrix products on numpy's BLAS for the layers on thinc's CPU ops."""
+import contextlib
+import contextvars
+from typing import Iterator
+
 import numpy
 import torch
 from thinc.api import Model, NumpyOps
@@ -7,6 +11,23 @@ from thinc.api import Model, NumpyOps
 ALIGN_BYTES = 64
 # The dtypes whose weight-gradient products run on torch.
 FLOATS = (numpy.dtype("float32"), numpy.dtype("float64"))
+# Whether RowwiseOps multiplies row by row (see training_products).
+_ROWWISE = contextvars.ContextVar("spacy_cner_rowwise_products", default=True)
+
+
+@contextlib.contextmanager
+def training_products() -> Iterator[None]:
+    """Within this block, RowwiseOps multiplies in one piece, on torch.
+
+    For training steps (crf_ner's update): nothing there is compared across batches, and a
+    product row by row took 10% of a step of the default config (the tok2vec's Maxout and the
+    output layer, forward and backward), against about a fifth of that in one piece.
+    """
+    token = _ROWWISE.set(False)
+    try:
+        yield
+    finally:
+        _ROWWISE.reset(token)
 
 
 class RowwiseOps(NumpyOps):
@@ -23,20 +44,23 @@ class RowwiseOps(NumpyOps):
     BLAS call per row), its row padded with zeros to a multiple of ALIGN_BYTES and placed on
     that alignment, so each row meets the same arithmetic wherever it comes from (one thread:
     OpenBLAS starts no threads for a vector-matrix product of this size). Products that sum over
-    the rows (trans1: weight gradients in training) run in one piece, on torch.
+    the rows (trans1: weight gradients in training) run in one piece, on torch, and so does
+    every product inside training_products().
     """
 
     def __init__(self, device_type: str = "cpu", device_id: int = -1, **kwargs) -> None:
         super().__init__(device_type, device_id, use_blis=False, **kwargs)
 
     def gemm(self, x, y, *, out=None, trans1: bool = False, trans2: bool = False):
-        if x.ndim != 2 or y.ndim != 2 or (trans1 and (x.dtype != y.dtype or x.dtype not in FLOATS)):
+        in_one_piece = trans1 or not _ROWWISE.get()
+        if x.ndim != 2 or y.ndim != 2 or (in_one_piece and (x.dtype != y.dtype or x.dtype not in FLOATS)):
             return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
-        if trans1:
-            # A sum over the rows, on torch's threads (the BiLSTM's): numpy's BLAS would start
-            # its own, and the two thread pools spinning against each other on 2 cores doubled
-            # the time of a training step (torch's and OpenBLAS's default 2 threads each).
-            product = (torch.from_numpy(x).T @ torch.from_numpy(y.T if trans2 else y)).numpy()
+        if in_one_piece:
+            # On torch's threads (the BiLSTM's): numpy's BLAS would start its own, and the two
+            # thread pools spinning against each other on 2 cores doubled the time of a
+            # training step (torch's and OpenBLAS's default 2 threads each).
+            left, right = torch.from_numpy(x), torch.from_numpy(y)
+            product = ((left.T if trans1 else left) @ (right.T if trans2 else right)).numpy()
         else:
             product = _rowwise_product(x, y.T if trans2 else y)
         if out is None:

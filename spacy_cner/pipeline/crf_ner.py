@@ -26,6 +26,7 @@ from wasabi import msg
 from ..adversarial import EmbeddingAttack
 from ..augment import MentionPool
 from ..entity_attention import example_entity_ids, gold_layers_out_of_reach, takes_gold
+from ..layers._blas import training_products
 from ..layers._torch import torch_module
 from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
@@ -619,20 +620,22 @@ class CRFEntityRecognizer(TrainablePipe):
         # Layers with an entity-label enhancement read the gold entities beside the docs.
         X = (docs, [example_entity_ids(eg) for eg in examples]) if self._uses_gold_entities() else docs
         self._gold_cache = ([], [])
+        # Products in one piece (layers._blas.training_products): a step compares nothing across batches.
         try:
-            emissions, backprop = self.model.begin_update(X)
-            loss, d_emissions = self.get_loss(examples, emissions)
-            backprop(d_emissions)
-            if self.adversarial is not None:
-                restore = self.adversarial.perturb(self.model)
-                try:
-                    emissions, backprop = self.model.begin_update(X)
-                    adversarial_loss, d_emissions = self.get_loss(examples, emissions)
-                    backprop(d_emissions)
-                finally:
-                    restore()
-                key = f"{self.name}_adversarial"
-                losses[key] = losses.get(key, 0.0) + adversarial_loss
+            with training_products():
+                emissions, backprop = self.model.begin_update(X)
+                loss, d_emissions = self.get_loss(examples, emissions)
+                backprop(d_emissions)
+                if self.adversarial is not None:
+                    restore = self.adversarial.perturb(self.model)
+                    try:
+                        emissions, backprop = self.model.begin_update(X)
+                        adversarial_loss, d_emissions = self.get_loss(examples, emissions)
+                        backprop(d_emissions)
+                    finally:
+                        restore()
+                    key = f"{self.name}_adversarial"
+                    losses[key] = losses.get(key, 0.0) + adversarial_loss
         finally:
             self._gold_cache = None
         if sgd is not None:

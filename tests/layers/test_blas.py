@@ -11,7 +11,8 @@ from spacy.util import registry
 from thinc.api import Model, NumpyOps, fix_random_seed, get_current_ops, set_current_ops
 
 import spacy_cner  # noqa: F401  (registers the layers)
-from spacy_cner.layers._blas import RowwiseOps, use_numpy_blas
+from spacy_cner.layers import _blas
+from spacy_cner.layers._blas import RowwiseOps, training_products, use_numpy_blas
 from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
 
 TAGGER = {
@@ -91,6 +92,43 @@ def test_products_over_the_rows_are_whole():
     out = numpy.full((4, 6), numpy.nan, dtype="f")
     assert ops.gemm(dY, X, trans1=True, out=out) is out
     numpy.testing.assert_allclose(out, dY.T @ X, rtol=1e-5, atol=1e-4)
+
+
+def test_training_products_are_whole_and_only_inside_the_block(monkeypatch):
+    """Inside training_products every product is one torch product (no row-by-row call), with
+    or without transposes; outside it, row by row again, also after an error in the block."""
+    rng = numpy.random.default_rng(2)
+    X, W = rng.standard_normal((37, 6)).astype("f"), rng.standard_normal((5, 6)).astype("f")
+    ops, calls = RowwiseOps(), []
+    rowwise = _blas._rowwise_product
+    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: calls.append(1) or rowwise(*a))
+    with training_products():
+        numpy.testing.assert_allclose(ops.gemm(X, W, trans2=True), X @ W.T, rtol=1e-5, atol=1e-5)
+        numpy.testing.assert_allclose(ops.gemm(X.T.copy(), W.T.copy(), trans1=True), X @ W.T, rtol=1e-5, atol=1e-5)
+        out = numpy.full((37, 5), numpy.nan, dtype="f")
+        assert ops.gemm(X, W.T.copy(), out=out) is out
+        numpy.testing.assert_allclose(out, X @ W.T, rtol=1e-5, atol=1e-5)
+    assert calls == []
+    with pytest.raises(KeyError), training_products():
+        raise KeyError
+    ops.gemm(X, W, trans2=True)
+    assert calls == [1]
+
+
+def test_crf_ner_update_multiplies_in_one_piece_and_predicts_row_by_row(monkeypatch):
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"model": TAGGER, "join_examples": 0.0})
+    from spacy.training import Example
+
+    examples = [Example.from_dict(nlp.make_doc("我在北京"), {"entities": [(2, 4, "LOC")]})]
+    nlp.initialize(lambda: examples)
+    calls = []
+    rowwise = _blas._rowwise_product
+    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: calls.append(1) or rowwise(*a))
+    nlp.update(examples, sgd=None)
+    assert calls == []
+    nlp("我在北京")
+    assert calls
 
 
 def test_the_tagger_predicts_a_doc_the_same_alone_and_in_a_batch():
