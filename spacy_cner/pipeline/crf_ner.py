@@ -1,4 +1,5 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
+import itertools
 import random
 import warnings
 import weakref
@@ -736,7 +737,8 @@ class CRFEntityRecognizer(TrainablePipe):
                 f"{self.name}.labels]."
             )
         self._set_lexicon(lexicon)
-        doc_sample = [eg.predicted for eg in get_examples() if len(eg.predicted)][:10]
+        # The first ten non-empty docs, without reading the rest of the corpus.
+        doc_sample = list(itertools.islice((eg.predicted for eg in get_examples() if len(eg.predicted)), 10))
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         # Whether the model learns on characters: then a doc of longer tokens is tagged on its characters.
