@@ -25,6 +25,9 @@ LATTICE_BATCH_TOKENS = 8192
 # The score of a forbidden transition or tag: low enough that no path using
 # one can win, finite so that log-sum-exp stays free of NaN.
 FORBIDDEN = -1e9
+# Multiply-adds of the largest matrix product the CRF's forward-backward makes at once: OpenBLAS
+# (numpy's) splits a product of more than 4 x 65,536 over its threads (interface/gemm.c).
+ONE_THREAD_PRODUCT = 4 * 65536
 
 
 @registry.layers("spacy-cner.CRF.v1")
@@ -584,29 +587,42 @@ def _scaled_forward_backward(emit, mask, transitions, start, end):
 def _scaled_passes(probs, last, exp_transitions, start_probs, end_probs):
     """_scaled_forward_backward's two step loops in numpy over time-major (length, batch, n_tags)
     probabilities; returns the normalised alpha and beta (beta over each doc reversed), their
-    factors per step, and the (length, batch) index of reversed step k: token last - k."""
+    factors per step, and the (length, batch) index of reversed step k: token last - k.
+
+    The docs go through in chunks of ONE_THREAD_PRODUCT // n_tags**2: OpenBLAS runs a larger
+    product on its own threads, which would spin against torch's (see layers._blas)."""
     n_steps, n_docs, n_tags = probs.shape
-    # Forward: rows normalised to sum 1; totals[t] is the factor taken out at step t.
-    alpha, totals = numpy.empty_like(probs), numpy.empty((n_steps, n_docs))
-    numpy.multiply(start_probs, probs[0], out=alpha[0])
-    _normalise(alpha[0], totals[0])
-    for t in range(1, n_steps):
-        numpy.matmul(alpha[t - 1], exp_transitions, out=alpha[t])
-        alpha[t] *= probs[t]
-        _normalise(alpha[t], totals[t])
-    # Backward over the reversed docs, so that every doc starts it at step 0.
     reverse = numpy.maximum(last[None, :] - numpy.arange(n_steps)[:, None], 0)
     reversed_probs = probs[reverse, numpy.arange(n_docs)[None, :]]
     exp_transitions_t = numpy.ascontiguousarray(exp_transitions.T)
+    alpha, totals = numpy.empty_like(probs), numpy.empty((n_steps, n_docs))
     beta, beta_totals = numpy.empty_like(probs), numpy.empty((n_steps, n_docs))
     beta[0] = end_probs / end_probs.sum()
     beta_totals[0] = end_probs.sum()
-    weighted = numpy.empty((n_docs, n_tags))
-    for k in range(1, n_steps):
+    chunk = max(1, ONE_THREAD_PRODUCT // (n_tags * n_tags))
+    for docs in (slice(start, start + chunk) for start in range(0, n_docs, chunk)):
+        _forward_steps(probs[:, docs], exp_transitions, start_probs, alpha[:, docs], totals[:, docs])
+        _backward_steps(reversed_probs[:, docs], exp_transitions_t, beta[:, docs], beta_totals[:, docs])
+    return alpha, totals, beta, beta_totals, reverse
+
+
+def _forward_steps(probs, exp_transitions, start_probs, alpha, totals) -> None:
+    """The scaled forward pass, in place: rows normalised to sum 1, totals[t] the factor taken out at step t."""
+    numpy.multiply(start_probs, probs[0], out=alpha[0])
+    _normalise(alpha[0], totals[0])
+    for t in range(1, len(probs)):
+        numpy.matmul(alpha[t - 1], exp_transitions, out=alpha[t])
+        alpha[t] *= probs[t]
+        _normalise(alpha[t], totals[t])
+
+
+def _backward_steps(reversed_probs, exp_transitions_t, beta, totals) -> None:
+    """The scaled backward pass over reversed docs, in place, from beta[0] (set by the caller)."""
+    weighted = numpy.empty_like(beta[0])
+    for k in range(1, len(reversed_probs)):
         numpy.multiply(reversed_probs[k - 1], beta[k - 1], out=weighted)
         numpy.matmul(weighted, exp_transitions_t, out=beta[k])
-        _normalise(beta[k], beta_totals[k])
-    return alpha, totals, beta, beta_totals, reverse
+        _normalise(beta[k], totals[k])
 
 
 def _normalise(rows: numpy.ndarray, totals: numpy.ndarray) -> None:

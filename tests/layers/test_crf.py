@@ -607,9 +607,12 @@ def _scores(model):
         return tuple(t.double() for t in (crf.transitions, crf.start_transitions, crf.end_transitions))
 
 
-def test_scaled_forward_backward_equals_log_space():
+@pytest.mark.parametrize("product_size", [crf_module.ONE_THREAD_PRODUCT, 162, 1])
+def test_scaled_forward_backward_equals_log_space(product_size, monkeypatch):
+    """Also when the docs go through in chunks (9 tags: 2 docs at a time at 162 multiply-adds, 1 at 1)."""
     from spacy_cner.layers.crf import _log_forward_backward, _scaled_forward_backward
 
+    monkeypatch.setattr(crf_module, "ONE_THREAD_PRODUCT", product_size)
     tag_names = get_tag_names(["X", "Y"], "BIOES")
     model = make_crf(tag_names, seed=15)
     rng = numpy.random.default_rng(15)
