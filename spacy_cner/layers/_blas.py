@@ -19,9 +19,9 @@ _ROWWISE = contextvars.ContextVar("spacy_cner_rowwise_products", default=True)
 def training_products() -> Iterator[None]:
     """Within this block, RowwiseOps multiplies in one piece, on torch.
 
-    For training steps (crf_ner's update): nothing there is compared across batches, and a
-    product row by row took 10% of a step of the default config (the tok2vec's Maxout and the
-    output layer, forward and backward), against about a fifth of that in one piece.
+    For training steps (crf_ner's update): nothing there is compared across batches, and the
+    products row by row took 12% of a step of the default config (the tok2vec's Maxout and the
+    output layer, forward and backward; BENCHMARKS.md "Training steps 22% faster").
     """
     token = _ROWWISE.set(False)
     try:
