@@ -7,6 +7,7 @@ import sys
 import numpy
 import pytest
 import spacy
+from spacy.training import Example
 from spacy.util import registry
 from thinc.api import Model, NumpyOps, fix_random_seed, get_current_ops, set_current_ops
 
@@ -118,8 +119,6 @@ def test_training_products_are_whole_and_only_inside_the_block(monkeypatch):
 def test_crf_ner_update_multiplies_in_one_piece_and_predicts_row_by_row(monkeypatch):
     nlp = spacy.blank("zh")
     nlp.add_pipe("crf_ner", config={"model": TAGGER, "join_examples": 0.0})
-    from spacy.training import Example
-
     examples = [Example.from_dict(nlp.make_doc("我在北京"), {"entities": [(2, 4, "LOC")]})]
     nlp.initialize(lambda: examples)
     calls = []

@@ -35,7 +35,7 @@ def test_reproducible_from_torch_seed_and_fresh_each_call():
 
 
 @pytest.mark.parametrize("p", [0.0, 1.0])
-def test_eval_mode_and_edge_probabilities_are_torch_s(p):
+def test_eval_mode_and_p_of_0_or_1_are_torch_dropout(p):
     x = torch.rand(8, 8) + 0.5
     assert torch.equal(Dropout(0.5).eval()(x), x)
     torch.manual_seed(0)
