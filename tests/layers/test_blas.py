@@ -95,14 +95,21 @@ def test_products_over_the_rows_are_whole():
     numpy.testing.assert_allclose(out, dY.T @ X, rtol=1e-5, atol=1e-4)
 
 
-def test_training_products_are_whole_and_only_inside_the_block(monkeypatch):
+@pytest.fixture
+def rowwise_calls(monkeypatch):
+    """A list that gets an item at every row-by-row product."""
+    calls = []
+    rowwise = _blas._rowwise_product
+    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: calls.append(1) or rowwise(*a))
+    return calls
+
+
+def test_training_products_are_whole_and_only_inside_the_block(rowwise_calls):
     """Inside training_products every product is one torch product (no row-by-row call), with
     or without transposes; outside it, row by row again, also after an error in the block."""
     rng = numpy.random.default_rng(2)
     X, W = rng.standard_normal((37, 6)).astype("f"), rng.standard_normal((5, 6)).astype("f")
-    ops, calls = RowwiseOps(), []
-    rowwise = _blas._rowwise_product
-    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: calls.append(1) or rowwise(*a))
+    ops, calls = RowwiseOps(), rowwise_calls
     with training_products():
         numpy.testing.assert_allclose(ops.gemm(X, W, trans2=True), X @ W.T, rtol=1e-5, atol=1e-5)
         numpy.testing.assert_allclose(ops.gemm(X.T.copy(), W.T.copy(), trans1=True), X @ W.T, rtol=1e-5, atol=1e-5)
@@ -116,18 +123,16 @@ def test_training_products_are_whole_and_only_inside_the_block(monkeypatch):
     assert calls == [1]
 
 
-def test_crf_ner_update_multiplies_in_one_piece_and_predicts_row_by_row(monkeypatch):
+def test_crf_ner_update_multiplies_in_one_piece_and_predicts_row_by_row(rowwise_calls):
     nlp = spacy.blank("zh")
     nlp.add_pipe("crf_ner", config={"model": TAGGER, "join_examples": 0.0})
     examples = [Example.from_dict(nlp.make_doc("我在北京"), {"entities": [(2, 4, "LOC")]})]
     nlp.initialize(lambda: examples)
-    calls = []
-    rowwise = _blas._rowwise_product
-    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: calls.append(1) or rowwise(*a))
+    rowwise_calls.clear()
     nlp.update(examples, sgd=None)
-    assert calls == []
+    assert rowwise_calls == []
     nlp("我在北京")
-    assert calls
+    assert rowwise_calls
 
 
 def test_the_tagger_predicts_a_doc_the_same_alone_and_in_a_batch():
