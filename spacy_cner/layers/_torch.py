@@ -24,9 +24,9 @@ os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
 class Dropout(torch.nn.Dropout):
     """torch.nn.Dropout whose mask, on the CPU in training, comes from numpy.
 
-    Why not torch's own: its CPU dropout draws a Bernoulli per element at about 17 ns (6.5 ms
-    for a (30, 50, 256) tensor: the default config's BiLSTM dropout took 7% of a training
-    step); numpy's PCG64 gives random bytes at about 1.5 ns. The same distribution: each element
+    Why not torch's own: its CPU dropout draws a Bernoulli per element at about 16 ns (6 ms for
+    a (30, 50, 256) tensor, 0.6 ms here; bench/bench_kernels.py): the default config's BiLSTM
+    dropout took 7% of a training step. numpy's PCG64 gives random bytes at about 1.5 ns. The same distribution: each element
     kept with probability 1 - p and scaled by 1 / (1 - p) (exactly for p a multiple of 1/256,
     such as 0.5; to 2^-24 otherwise). Each call seeds its generator from torch's, so that
     spaCy's fix_random_seed still makes a training run reproducible. Other devices, evaluation,

@@ -543,9 +543,9 @@ def _scaled_forward_backward(emit, mask, transitions, start, end):
 
     The two step loops run in numpy on the CPU, time-major (each step's rows one contiguous
     block, written in place): a numpy operation on a (batch, n_tags) array costs a fraction of a
-    torch one's dispatch, and a device would launch a kernel per operation: the function ran 2x
-    faster on CPU (80 docs of up to 150 steps, 33 tags; tests/layers/test_crf.py checks it against
-    log space). The elementwise exp and log over whole arrays stay in torch (vectorised, on the
+    torch one's dispatch, and a device would launch a kernel per operation: the function ran 1.5x
+    as fast on one CPU thread (21 -> 14 ms for 80 docs of up to 150 steps, 33 tags;
+    bench/bench_kernels.py; tests/layers/test_crf.py checks it against log space). The elementwise exp and log over whole arrays stay in torch (vectorised, on the
     input's device).
     """
     n_docs, n_steps, n_tags = emit.shape
