@@ -1,7 +1,7 @@
 """Inference speed against spaCy's `ner` on every dataset, and where our time goes (one thread).
 
 Usage: python bench/bench_speed.py --runs bench/runs/datasets [--runs DIR ...] [--repeats 3]
-       [--spacy-steps 200] [--write BENCHMARKS.md]
+       [--spacy-steps 200] [--threads 1] [--write BENCHMARKS.md]
 
 Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default's seed-0 model
 (RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
@@ -13,15 +13,23 @@ spaCy's `ner`. spaCy's model is RUNS/<dataset>/spacy/seed0/model-best, or one tr
 it trained (its accuracy does: this script reports none). Then our time split into stages: the
 tokenizer, the tok2vec, the encoder, the rest of the pipe's predict (output layer, emission
 batching, the CRF's forward-backward and entity probabilities) and set_annotations.
+
+--threads 1 (the default) runs every library on one thread (OMP, MKL and OpenBLAS threads 1, torch
+1); --threads 0 leaves the libraries' defaults, as a user's nlp.pipe runs (torch takes the cores for
+the BiLSTM; spaCy's `ner` multiplies on one thread either way).
 """
 import os
+import sys
 
-for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_name] = "1"
+# Before numpy and torch are imported: their thread pools read these once.
+_ARGS = " ".join(sys.argv[1:]).replace("=", " ").split()
+ONE_THREAD = "--threads" not in _ARGS or _ARGS[_ARGS.index("--threads") + 1 :][:1] != ["0"]
+if ONE_THREAD:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_name] = "1"
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -33,11 +41,13 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, action="append", required=True, help="a bench_datasets.py --out folder")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--spacy-steps", type=int, default=200)
+    parser.add_argument("--threads", type=int, choices=(0, 1), default=1, help="1: one thread; 0: the defaults")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     args = parser.parse_args()
     import torch
 
-    torch.set_num_threads(1)
+    if ONE_THREAD:
+        torch.set_num_threads(1)
     rows = []
     for runs in args.runs:
         for dataset in sorted(p for p in runs.iterdir() if (p / "default" / "seed0" / "model-best").exists()):
@@ -121,14 +131,23 @@ def stages(nlp, texts, repeats: int) -> dict:
     return out
 
 
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def render(rows: list, args) -> str:
     """The Markdown section: speeds, ratios and our stage shares per dataset."""
     lines = [
         f"### Inference speed against spaCy's `ner` ({datetime.date.today().isoformat()})",
         "",
-        f"Command: `python bench/bench_speed.py {' '.join(f'--runs {r}' for r in args.runs)} --repeats {args.repeats}`  ",
+        f"Command: `python bench/bench_speed.py {' '.join(f'--runs {r}' for r in args.runs)} --repeats {args.repeats}"
+        f"{'' if ONE_THREAD else ' --threads 0'}`  ",
         f"Machine: {machine_line()}  ",
-        "One thread (OMP, MKL and OpenBLAS threads 1, torch 1); nlp.pipe(batch_size=256) over the test texts, "
+        ("One thread (OMP, MKL and OpenBLAS threads 1, torch 1)" if ONE_THREAD else
+         f"The libraries' default threads (torch {torch_threads()})")
+        + "; nlp.pipe(batch_size=256) over the test texts, "
         f"best of {args.repeats}, the three systems alternating; seed-0 models.",
         "",
         "| dataset (runs) | texts | chars | ours chars/s | ours on blis | spaCy ner | ours / spaCy | blis / spaCy "
