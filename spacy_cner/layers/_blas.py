@@ -1,7 +1,9 @@
 """Matrix products on numpy's BLAS for the layers on thinc's CPU ops."""
 import contextlib
 import contextvars
-from typing import Iterator
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, Optional, Tuple
 
 import numpy
 import torch
@@ -13,6 +15,11 @@ ALIGN_BYTES = 64
 FLOATS = (numpy.dtype("float32"), numpy.dtype("float64"))
 # Whether RowwiseOps multiplies row by row (see training_products).
 _ROWWISE = contextvars.ContextVar("spacy_cner_rowwise_products", default=True)
+# Fewest rows a thread of a row-by-row product gets (a task costs tens of microseconds; a row
+# of the tok2vec's Maxout about one).
+ROWS_PER_THREAD = 256
+# (process id, threads, pool): the threads of the row-by-row products, made anew in a forked child.
+_POOL: Optional[Tuple[int, int, ThreadPoolExecutor]] = None
 
 
 @contextlib.contextmanager
@@ -70,7 +77,12 @@ class RowwiseOps(NumpyOps):
 
 
 def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
-    """x @ y, each row of x its own product, padded and aligned (see RowwiseOps)."""
+    """x @ y, each row of x its own product, padded and aligned (see RowwiseOps).
+
+    With torch set to more than one thread (its default: one per core), the rows are split
+    among that many threads (numpy's BLAS calls release the GIL): each row is still its own
+    product, so the result is the same whatever the split.
+    """
     dtype = numpy.result_type(x, y)
     (n_rows, width), n_out = x.shape, y.shape[1]
     # Zero columns and rows add exact zeros: the padding changes no sum.
@@ -79,7 +91,31 @@ def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
     rows[:, 0, :width] = x
     weights = _aligned_zeros((padded, n_out), dtype)
     weights[:width] = y
-    return numpy.matmul(rows, weights)[:, 0]
+    out = numpy.empty((n_rows, 1, n_out), dtype=dtype)
+    n_threads = min(torch.get_num_threads(), n_rows // ROWS_PER_THREAD)
+    if n_threads <= 1:
+        numpy.matmul(rows, weights, out=out)
+    else:
+        bounds = numpy.linspace(0, n_rows, n_threads + 1).astype(int).tolist()
+        pieces = list(zip(bounds[:-1], bounds[1:]))
+        # The calling thread takes the first piece, the pool the others.
+        pool = _pool(n_threads - 1)
+        tasks = [pool.submit(numpy.matmul, rows[start:end], weights, out=out[start:end]) for start, end in pieces[1:]]
+        numpy.matmul(rows[: pieces[0][1]], weights, out=out[: pieces[0][1]])
+        for task in tasks:
+            task.result()
+    return out[:, 0]
+
+
+def _pool(n_threads: int) -> ThreadPoolExecutor:
+    """A thread pool of at least n_threads for this process (a forked child gets its own)."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < n_threads:
+        if _POOL is not None and _POOL[0] == os.getpid():
+            _POOL[2].shutdown(wait=False)
+        pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="spacy_cner_rowwise")
+        _POOL = (os.getpid(), n_threads, pool)
+    return _POOL[2]
 
 
 def _aligned_zeros(shape, dtype) -> numpy.ndarray:

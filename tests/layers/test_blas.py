@@ -1,12 +1,15 @@
 """use_numpy_blas: the CRF tagger's and CharBigramEmbed's layers multiply with numpy's BLAS on CPU."""
+import multiprocessing
 import os
 import platform
 import subprocess
 import sys
+import threading
 
 import numpy
 import pytest
 import spacy
+import torch
 from spacy.training import Example
 from spacy.util import registry
 from thinc.api import Model, NumpyOps, fix_random_seed, get_current_ops, set_current_ops
@@ -81,6 +84,53 @@ def test_a_row_comes_out_the_same_alone_and_in_any_batch(n_in, n_out):
     out = numpy.full((3, n_out), numpy.nan, dtype="f")
     assert ops.gemm(X[:3], W.T.copy(), out=out) is out and numpy.array_equal(out, whole[:3])
     assert ops.gemm(X[:0], W, trans2=True).shape == (0, n_out)
+
+
+@pytest.fixture
+def torch_threads():
+    """Sets torch's thread count for a test and puts the previous one back."""
+    previous = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("n_threads", [2, 3, 5])
+def test_rows_split_among_threads_come_out_as_on_one(n_threads, torch_threads, monkeypatch):
+    """With torch on several threads, the row-by-row products split the rows among as many threads."""
+    monkeypatch.setattr(_blas, "ROWS_PER_THREAD", 16)
+    rng = numpy.random.default_rng(n_threads)
+    X = rng.standard_normal((203, 220)).astype("f")
+    W = rng.standard_normal((384, 220)).astype("f")
+    ops = RowwiseOps()
+    torch_threads(1)
+    alone = ops.gemm(X, W, trans2=True)
+    torch_threads(n_threads)
+    ran_on = []
+    matmul = numpy.matmul
+    monkeypatch.setattr(_blas.numpy, "matmul", lambda *a, **k: ran_on.append(threading.current_thread().name) or matmul(*a, **k))
+    split = ops.gemm(X, W, trans2=True)
+    monkeypatch.undo()
+    assert numpy.array_equal(split, alone)
+    assert len(ran_on) == n_threads and ran_on.count(threading.current_thread().name) == 1
+    assert sum(name.startswith("spacy_cner_rowwise") for name in ran_on) == n_threads - 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork (POSIX)")
+def test_a_forked_child_multiplies_on_threads_of_its_own(torch_threads, monkeypatch):
+    """nlp.pipe(n_process=...) forks: the parent's pool threads do not exist in the child."""
+    monkeypatch.setattr(_blas, "ROWS_PER_THREAD", 16)
+    torch_threads(2)
+    X = numpy.ones((64, 8), dtype="f")
+    W = numpy.ones((8, 3), dtype="f")
+    RowwiseOps().gemm(X, W)  # the parent's pool
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        result = pool.apply_async(_product_sum, (X, W))
+        assert result.get(timeout=60) == 64 * 3 * 8
+
+
+def _product_sum(X, W) -> float:
+    return float(RowwiseOps().gemm(X, W).sum())
 
 
 def test_products_over_the_rows_are_whole():
