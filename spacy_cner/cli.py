@@ -29,6 +29,9 @@ app = typer.Typer(
 msg = Printer()
 # Lines listed per kind of note; repairs are all listed.
 _NOTES_SHOWN = 5
+# Extensions that name a text format, dropped from the name of a converted file; others
+# (.train, .dev, .test: Weibo's and People's Daily's splits) are kept.
+FORMAT_SUFFIXES = frozenset((".txt", ".json", ".jsonl", ".bmes", ".bio", ".bioes", ".iob", ".conll", ".tsv", ".csv"))
 
 
 def _choices(name: str, values: Sequence[str], doc: str) -> Type[Enum]:
@@ -61,7 +64,9 @@ def convert_command(
     ),
     output_path: Path = typer.Argument(
         ...,
-        help="Output .spacy file (or an existing folder: writes <folder>/<input stem>.spacy).",
+        help="Output .spacy file, or an existing folder: writes <folder>/<input name>.spacy, the input's "
+        "extension dropped when it is a text format's (.txt, .json, .bmes...), so that "
+        "weiboNER_2nd_conll.train and .dev do not overwrite each other.",
     ),
     format: InputFormat = typer.Option(
         InputFormat("auto"), "--format", "-f",
@@ -81,7 +86,7 @@ def convert_command(
 ) -> None:
     """Convert a character-level NER file into a spaCy DocBin (.spacy), one Doc per sentence."""
     if output_path.is_dir():
-        output_path = output_path / f"{input_path.stem}.spacy"
+        output_path = output_path / f"{output_name(input_path)}.spacy"
     stats = ConversionStats(path=str(input_path))
     doc_bin = DocBin(attrs=["ORTH", "ENT_IOB", "ENT_TYPE"], store_user_data=False)
     try:
@@ -94,10 +99,17 @@ def convert_command(
         msg.fail("Conversion failed")
         print(err)
         raise typer.Exit(code=1)
+    if output_path.exists():
+        msg.warn(f"Overwriting {output_path}")
     output_path.parent.mkdir(parents=True, exist_ok=True)
     doc_bin.to_disk(output_path)
     print_stats(stats)
     msg.good(f"Saved {stats.n_sentences} docs to {output_path}")
+
+
+def output_name(input_path: Path) -> str:
+    """The name of input_path's converted file in an output folder, without .spacy."""
+    return input_path.stem if input_path.suffix.lower() in FORMAT_SUFFIXES else input_path.name
 
 
 def print_stats(stats: ConversionStats) -> None:
@@ -183,7 +195,17 @@ def fetch_assets_command(
         if Path(asset["dest"]).is_relative_to(dest)
     ]
     if not assets:
-        msg.fail(f"No asset in {project_file} has a dest under {dest!r}.", exits=1)
+        # A dataset of the user's own, placed under dest by hand: nothing to fetch.
+        own = sorted(path.name for path in (project_root / dest).glob("*") if path.is_file())
+        if own:
+            msg.good(f"{dest}: no asset in {project_file}; using the files there ({', '.join(own)})")
+            return
+        msg.fail(
+            f"No asset in {project_file} has a dest under {dest!r}, and {project_root / dest} holds no files. "
+            "For a dataset of your own, put its files there and name them with --vars.train_file, "
+            "--vars.dev_file and --vars.test_file.",
+            exits=1,
+        )
     for asset in assets:
         try:
             how = fetch_asset(asset, project_root, local)
@@ -301,7 +323,10 @@ def robustness_command(
     if len(docs) < 2:
         msg.fail(f"{data} holds {len(docs)} doc(s); joining sentences needs at least 2.", exits=1)
     msg.info(f"{len(docs)} sentences from {data}, {pairing.value} pairs")
-    scores = evaluate_robustness(nlp, docs, pairing.value, seed, batch_size, progress=True)
+    try:
+        scores = evaluate_robustness(nlp, docs, pairing.value, seed, batch_size, progress=True)
+    except ValueError as err:
+        msg.fail(f"{data}: {err}", exits=1)
     output.mkdir(parents=True, exist_ok=True)
     result = scores.to_dict()
     result.update({"model": model, "data": str(data), "pairing": pairing.value, "seed": seed})
@@ -363,8 +388,15 @@ _SPACY_COMMAND = {"context_settings": {"allow_extra_args": True, "ignore_unknown
 @app.command("evaluate", **_SPACY_COMMAND)
 def evaluate_command(ctx: typer.Context) -> None:
     """spaCy's `evaluate` (same arguments: MODEL DATA [--displacy-path DIR] ...), with crf_ner
-    pipes treated as spaCy's `ner` (--displacy-path writes entities.html)."""
-    _run_spacy_command("evaluate", ctx.args)
+    pipes treated as spaCy's `ner` (--displacy-path writes entities.html; the folder is made
+    if missing, where spaCy's would stop)."""
+    args = list(ctx.args)
+    for i, arg in enumerate(args):
+        folder = args[i + 1] if arg in ("--displacy-path", "-dp") and i + 1 < len(args) else None
+        folder = arg.split("=", 1)[1] if arg.startswith("--displacy-path=") else folder
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+    _run_spacy_command("evaluate", args)
 
 
 @app.command("debug-data", **_SPACY_COMMAND)

@@ -1,6 +1,7 @@
 """Readers that turn Chinese NER corpora into character-level spaCy Docs."""
 import json
 import re
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,13 @@ def iter_docs(
         vocab = Vocab()
     if format == "auto":
         format = detect_format(path)
+    elif format == "chars" and detect_format(path) == "chars-seg":
+        warnings.warn(
+            f"{path}: every token of its first sentences is a character followed by a word position "
+            f"(科0, s15: Weibo's format), read with format 'chars', which keeps the digits in the text "
+            f"and the tokens as multi-character ones. Use format 'chars-seg' (or 'auto') to strip them.",
+            stacklevel=2,
+        )
     stats.format = format
     problems = _Problems(str(path), repair, stats.repairs, stats.notes)
     if format in OFFSET_FORMATS:

@@ -44,6 +44,14 @@ def evaluate_robustness(
     progress (bool): Show progress bars (on stderr).
     RETURNS (RobustnessScores): The scores; .inputs holds what was scored.
     """
+    unannotated = [i for i, doc in enumerate(gold_docs) if len(doc) and not doc.has_annotation("ENT_IOB")]
+    if unannotated:
+        shown = ", ".join(str(i) for i in unannotated[:10]) + (", ..." if len(unannotated) > 10 else "")
+        raise ValueError(
+            f"{len(unannotated)} of the {len(gold_docs)} test docs have no entity annotation (missing, "
+            f"not O: e.g. a CLUENER test file without \"label\"): docs {shown}. The scores compare "
+            f"predictions with gold entities: use an annotated split (such as dev)."
+        )
     texts = [doc.text for doc in gold_docs]
     gold = [_entities(doc) for doc in gold_docs]
     pairs = make_pairs(len(texts), pairing, seed)

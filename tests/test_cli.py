@@ -51,6 +51,20 @@ def test_fetch_assets_names_url_and_local_path_when_both_fail(tmp_path):
     assert "missing.txt" in result.output and "nowhere" in result.output
 
 
+def test_fetch_assets_takes_a_dataset_of_ones_own_in_place(tmp_path):
+    """A dataset project.yml does not list: its files put under assets/<name> by hand are used."""
+    project = write_project(tmp_path, "https://example.invalid/train.txt", None)
+    result = runner.invoke(app, ["fetch-assets", str(project), "--dest", "assets/weibo"])
+    assert result.exit_code == 1
+    output = " ".join(result.output.split())  # the printer wraps long lines
+    assert "holds no files" in output and "--vars.train_file" in output
+    (tmp_path / "assets" / "weibo").mkdir(parents=True)
+    (tmp_path / "assets" / "weibo" / "weiboNER_2nd_conll.train").write_text("科0\tO\n", encoding="utf8")
+    result = runner.invoke(app, ["fetch-assets", str(project), "--dest", "assets/weibo"])
+    assert result.exit_code == 0, result.output
+    assert "using the files there (weiboNER_2nd_conll.train)" in " ".join(result.output.split())
+
+
 def trained_pipeline(path):
     """A tiny crf_ner pipeline overfit to one sentence, saved at path; its example."""
     import spacy
@@ -94,12 +108,14 @@ def test_evaluate_writes_the_entities_page_for_crf_ner(tmp_path):
 
     examples = trained_pipeline(tmp_path / "model")
     DocBin(docs=[eg.reference for eg in examples]).to_disk(tmp_path / "dev.spacy")
-    (tmp_path / "pages").mkdir()
-    args = [str(tmp_path / "model"), str(tmp_path / "dev.spacy"), "--displacy-path", str(tmp_path / "pages")]
+    # The folder need not exist (spaCy's own option requires it).
+    args = [str(tmp_path / "model"), str(tmp_path / "dev.spacy"), "--displacy-path", str(tmp_path / "pages" / "dev")]
     result = runner.invoke(app, ["evaluate", *args])
     assert result.exit_code == 0, result.output
-    page = (tmp_path / "pages" / "entities.html").read_text(encoding="utf8")
+    page = (tmp_path / "pages" / "dev" / "entities.html").read_text(encoding="utf8")
     assert "北京" in page and "LOC" in page
+    result = runner.invoke(app, ["evaluate", *args[:2], f"--displacy-path={tmp_path / 'other'}"])
+    assert result.exit_code == 0 and (tmp_path / "other" / "entities.html").exists()
     # spaCy's own command skips crf_ner: the reason for ours.
     from spacy.cli.evaluate import evaluate
 

@@ -3,6 +3,7 @@ import json
 import re
 import runpy
 import sys
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -379,6 +380,30 @@ def test_cli_convert(tmp_path):
     assert len(DocBin().from_disk(tmp_path / "bad.spacy")) == 1
 
 
+def test_cli_convert_into_a_folder_keeps_the_split_in_the_name(tmp_path):
+    """Weibo's splits differ only in their extension: converted into one folder they must not
+    overwrite each other; a text format's extension is dropped; an overwrite is announced."""
+    from typer.testing import CliRunner
+
+    from spacy_cner.cli import app
+
+    runner = CliRunner()
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    sources = {"weiboNER_2nd_conll.train": CHARS_SEG, "weiboNER_2nd_conll.dev": CHARS_SEG.split("\n\n")[0] + "\n"}
+    for name, content in {**sources, "test.char.bmes": BMES, "dev.json": CLUENER}.items():
+        result = runner.invoke(app, ["convert", str(write(tmp_path, content, name=name)), str(folder)])
+        assert result.exit_code == 0, result.output
+        assert "Overwriting" not in result.output
+    names = sorted(path.name for path in folder.iterdir())
+    assert names == ["dev.spacy", "test.char.spacy", "weiboNER_2nd_conll.dev.spacy", "weiboNER_2nd_conll.train.spacy"]
+    assert len(DocBin().from_disk(folder / "weiboNER_2nd_conll.train.spacy")) == 2
+    assert len(DocBin().from_disk(folder / "weiboNER_2nd_conll.dev.spacy")) == 1
+    result = runner.invoke(app, ["convert", str(tmp_path / "test.char.bmes"), str(folder)])
+    assert result.exit_code == 0 and "Overwriting" in result.output
+    assert "test.char.spacy" in result.output.split("Overwriting")[1].split("Saved")[0]
+
+
 def test_python_m_convert(tmp_path, monkeypatch, capsys):
     """`python -m spacy_cner convert` runs __main__ (in-process, to skip a second spaCy import)."""
     path = write(tmp_path, CHARS_SEG)
@@ -454,6 +479,18 @@ def test_real_peoples_daily_dev():
 
 def tokens_and_ents(docs) -> List[Tuple[List[str], List[Tuple[int, int, str]]]]:
     return [([t.text for t in doc], [(e.start, e.end, e.label_) for e in doc.ents]) for doc in docs]
+
+
+def test_weibo_read_as_plain_chars_warns_that_the_digits_stay(tmp_path):
+    """--format chars on a Weibo file keeps 科0 whole (the user asked for it), and says so."""
+    path = write(tmp_path, CHARS_SEG)
+    with pytest.warns(UserWarning, match="format 'chars-seg'"):
+        docs = list(iter_docs(path, format="chars"))
+    assert docs[0].text == "科0比1的0粉0丝1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [doc.text for doc in iter_docs(path, format="chars-seg")] == ["科比的粉丝", "好"]
+        assert len(list(iter_docs(write(tmp_path, BMES, name="plain.txt"), format="chars"))) == 2
 
 
 def test_weibo_two_digit_positions_and_multi_code_point_characters(tmp_path):

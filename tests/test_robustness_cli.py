@@ -82,3 +82,20 @@ def test_too_few_sentences(tmp_path):
     result = CliRunner().invoke(app, ["robustness", str(tmp_path / "model"), str(tmp_path / "one.spacy"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert "needs at least 2" in result.output
+
+
+def test_test_docs_without_entity_annotation_are_refused(tmp_path):
+    """A CLUENER test file has no labels: its docs' entities are missing, not O, and scoring them
+    as entity-free would print S-F1 0.00 as a result."""
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("test_context_sensitive_ner")
+    nlp.to_disk(tmp_path / "model")
+    annotated = Example.from_dict(nlp.make_doc(TEXTS[0]), {"entities": GOLD[0]}).reference
+    docs = [annotated, nlp.make_doc(TEXTS[1]), nlp.make_doc(TEXTS[2])]
+    DocBin(docs=docs).to_disk(tmp_path / "test.spacy")
+    args = ["robustness", str(tmp_path / "model"), str(tmp_path / "test.spacy"), "-o", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    output = " ".join(result.output.split())
+    assert "2 of the 3 test docs have no entity annotation" in output and "docs 1, 2." in output
+    assert not (tmp_path / "out").exists()

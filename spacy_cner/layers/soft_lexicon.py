@@ -13,6 +13,7 @@ part-of-speech tags as PER/LOC/ORG/MISC, or a user gazetteer's labels). With sof
 c's position (B/M/E/S) in jieba's segmentation of the text is added (Zhang and Yang 2018).
 The features have no weights: the tok2vec's mixing layer learns what they mean.
 """
+import logging
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -198,8 +199,17 @@ def softword_positions(text: str) -> numpy.ndarray:
 
 
 def _jieba():
+    """jieba, its dictionary loaded: quietly (it logs the loading at DEBUG level on a stderr
+    handler of its own, which every pipeline load, and `annotate --quiet`, would print)."""
     try:
         import jieba
     except ImportError as error:
         raise ImportError("SoftLexicon's softword needs jieba: pip install 'spacy-cner[jieba]'.") from error
+    if not jieba.dt.initialized:
+        level = jieba.default_logger.level
+        jieba.default_logger.setLevel(logging.WARNING)
+        try:
+            jieba.dt.initialize()
+        finally:
+            jieba.default_logger.setLevel(level)
     return jieba

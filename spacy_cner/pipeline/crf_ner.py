@@ -228,7 +228,7 @@ def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bo
             if temperature:
                 fit = pipe.fit_temperature(examples, outcomes=outcomes)
                 msg.info(
-                    f"{name}: temperature {fit['temperature']:.3g} on {fit['n_entities']} dev entities "
+                    f"{name}: temperature {fit['temperature']:.3g} on {fit['n_entities']} predicted dev entities "
                     f"(ECE {fit['ece_before']:.3f} -> {fit['ece_after']:.3f})"
                 )
             if threshold:
@@ -761,8 +761,9 @@ class CRFEntityRecognizer(TrainablePipe):
         examples (Iterable[Example]): Held-out gold examples; their predicted docs are tagged.
         outcomes (Optional[Callable]): entity_outcomes(examples), when the caller has it (one
             decoding for fit_temperature and fit_threshold).
-        RETURNS (Dict[str, float]): temperature, n_entities, and log_loss / ece (10 bins)
-            at temperature 1 and at the fitted one.
+        RETURNS (Dict[str, float]): temperature (1 when no entity is predicted), n_entities (the
+            predicted entities it was fitted on), and log_loss / ece (10 bins) at temperature 1
+            and at the fitted one.
         """
         if outcomes is None:
             outcomes = self.entity_outcomes(examples)
@@ -779,10 +780,13 @@ class CRFEntityRecognizer(TrainablePipe):
                 seen[temperature] = outcomes(temperature)
             return seen[temperature]
 
-        coarse = numpy.linspace(numpy.log(0.25), numpy.log(4.0), 9)  # 1 is the middle one
-        i = int(numpy.argmin([log_loss(*at(numpy.exp(x))) for x in coarse]))
-        fine = numpy.exp(numpy.linspace(coarse[max(i - 1, 0)], coarse[min(i + 1, 8)], 9))
-        best = min((round(float(t), 4) for t in fine), key=lambda t: log_loss(*at(t)))
+        if len(at(1.0)[0]):
+            coarse = numpy.linspace(numpy.log(0.25), numpy.log(4.0), 9)  # 1 is the middle one
+            i = int(numpy.argmin([log_loss(*at(numpy.exp(x))) for x in coarse]))
+            fine = numpy.exp(numpy.linspace(coarse[max(i - 1, 0)], coarse[min(i + 1, 8)], 9))
+            best = min((round(float(t), 4) for t in fine), key=lambda t: log_loss(*at(t)))
+        else:
+            best = 1.0  # no predicted entity to fit on (e.g. a model that has not learnt yet)
         before, after = at(1.0), at(best)
         self.cfg["temperature"] = best
         return {

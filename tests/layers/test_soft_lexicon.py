@@ -1,5 +1,7 @@
 """SoftLexicon features and softword: against a per-character reference, in a pipeline, saved."""
 import math
+import subprocess
+import sys
 
 import numpy
 import pytest
@@ -81,6 +83,20 @@ def test_softword_follows_jieba():
         expected += ["S"] if len(word) == 1 else ["B"] + ["M"] * (len(word) - 2) + ["E"]
     assert [POSITIONS[i] for i in positions.argmax(axis=1)] == expected
     assert (positions.sum(axis=1) == 1).all()
+
+
+def test_softword_loads_jiebas_dictionary_without_printing():
+    """jieba logs its dictionary loading on stderr at DEBUG level; softword loads it quietly."""
+    pytest.importorskip("jieba", reason="softword needs jieba (the test extra installs it)")
+    code = (
+        "import logging, jieba\n"
+        "from spacy_cner.layers.soft_lexicon import softword_positions\n"
+        "assert softword_positions('北京欢迎你').shape == (5, 4)\n"
+        "assert jieba.dt.initialized and jieba.default_logger.level == logging.DEBUG\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "Prefix dict" not in result.stderr and "Loading model" not in result.stderr
 
 
 def test_word_tokens_get_the_mean_of_their_characters():

@@ -949,6 +949,16 @@ def test_fit_temperature_changes_probabilities_not_entities(tmp_path):
     assert expected_calibration_error(probs, right) == pytest.approx(0.5 * 0.45 + 0.25 * 0.45 + 0.25 * 0.15)
 
 
+def test_fit_temperature_without_predicted_entities_keeps_probabilities_as_they_are():
+    """A model that predicts nothing on dev (early in training) gives nothing to fit: temperature 1."""
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    ner.cfg["temperature"] = 2.0
+    nothing = (numpy.zeros((0,)), numpy.zeros((0,)))
+    report = ner.fit_temperature(make_examples(nlp, HELD_OUT), outcomes=lambda temperature: nothing)
+    assert report["temperature"] == ner.cfg["temperature"] == 1.0 and report["n_entities"] == 0
+
+
 def test_ents_threshold_decodes_the_most_probable_spans():
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
