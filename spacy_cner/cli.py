@@ -112,12 +112,18 @@ def output_name(input_path: Path) -> str:
     return input_path.stem if input_path.suffix.lower() in FORMAT_SUFFIXES else input_path.name
 
 
+def _count(n: int, one: str, many: Optional[str] = None) -> str:
+    """'1 sentence', '2 sentences'."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def print_stats(stats: ConversionStats) -> None:
     """Print the counts, the per-type entity table and every repair of a conversion."""
     scheme = f", scheme {stats.scheme}" if stats.scheme else ""
     msg.divider(f"{stats.path} (format {stats.format}{scheme})")
     msg.info(
-        f"{stats.n_sentences} sentences, {stats.n_chars} characters, {stats.n_entities} entities"
+        f"{_count(stats.n_sentences, 'sentence')}, {_count(stats.n_chars, 'character')}, "
+        f"{_count(stats.n_entities, 'entity', 'entities')}"
     )
     if stats.n_unannotated:
         msg.warn(

@@ -395,6 +395,8 @@ def test_cli_convert_into_a_folder_keeps_the_split_in_the_name(tmp_path):
         result = runner.invoke(app, ["convert", str(write(tmp_path, content, name=name)), str(folder)])
         assert result.exit_code == 0, result.output
         assert "Overwriting" not in result.output
+        if name == "weiboNER_2nd_conll.dev":
+            assert "1 sentence, 5 characters, 2 entities" in result.output
     names = sorted(path.name for path in folder.iterdir())
     assert names == ["dev.spacy", "test.char.spacy", "weiboNER_2nd_conll.dev.spacy", "weiboNER_2nd_conll.train.spacy"]
     assert len(DocBin().from_disk(folder / "weiboNER_2nd_conll.train.spacy")) == 2
