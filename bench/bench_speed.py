@@ -1,4 +1,4 @@
-"""Inference speed against spaCy's `ner` on every dataset, and where our time goes (one thread).
+"""Inference speed against spaCy's `ner` on every dataset, and where our time goes (one thread, or the default threads).
 
 Usage: python bench/bench_speed.py --runs bench/runs/datasets [--runs DIR ...] [--repeats 3]
        [--spacy-steps 200] [--threads 1] [--write BENCHMARKS.md]
