@@ -18,8 +18,18 @@ _ROWWISE = contextvars.ContextVar("spacy_cner_rowwise_products", default=True)
 # Fewest rows a thread of a row-by-row product gets (a task costs tens of microseconds; a row
 # of the tok2vec's Maxout about one).
 ROWS_PER_THREAD = 256
-# (process id, threads, pool): the threads of the row-by-row products, made anew in a forked child.
-_POOL: Optional[Tuple[int, int, ThreadPoolExecutor]] = None
+# (threads, pool): the threads of the row-by-row products. A forked child (nlp.pipe with
+# n_process > 1) has none of the parent's threads: it makes its own, as layers._torch resets
+# torch's there.
+_POOL: Optional[Tuple[int, ThreadPoolExecutor]] = None
+
+
+def _forget_pool() -> None:
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 @contextlib.contextmanager
@@ -108,14 +118,13 @@ def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
 
 
 def _pool(n_threads: int) -> ThreadPoolExecutor:
-    """A thread pool of at least n_threads for this process (a forked child gets its own)."""
+    """A thread pool of at least n_threads for this process."""
     global _POOL
-    if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < n_threads:
-        if _POOL is not None and _POOL[0] == os.getpid():
-            _POOL[2].shutdown(wait=False)
-        pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="spacy_cner_rowwise")
-        _POOL = (os.getpid(), n_threads, pool)
-    return _POOL[2]
+    if _POOL is None or _POOL[0] < n_threads:
+        if _POOL is not None:
+            _POOL[1].shutdown(wait=False)
+        _POOL = (n_threads, ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="spacy_cner_rowwise"))
+    return _POOL[1]
 
 
 def _aligned_zeros(shape, dtype) -> numpy.ndarray:

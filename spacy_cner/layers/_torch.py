@@ -26,11 +26,11 @@ class Dropout(torch.nn.Dropout):
 
     Why not torch's own: its CPU dropout draws a Bernoulli per element at about 16 ns (6 ms for
     a (30, 50, 256) tensor, 0.6 ms here; bench/bench_kernels.py): the default config's BiLSTM
-    dropout took 7% of a training step. numpy's PCG64 gives random bytes at about 1.5 ns. The same distribution: each element
-    kept with probability 1 - p and scaled by 1 / (1 - p) (exactly for p a multiple of 1/256,
-    such as 0.5; to 2^-24 otherwise). Each call seeds its generator from torch's, so that
-    spaCy's fix_random_seed still makes a training run reproducible. Other devices, evaluation,
-    in-place dropout and p of 0 or 1 are torch's own.
+    dropout took 7% of a training step. numpy's PCG64 gives random bytes at about 1.5 ns. The
+    same distribution: each element kept with probability 1 - p and scaled by 1 / (1 - p)
+    (exactly for p a multiple of 1/256, such as 0.5; to 2^-24 otherwise). Each call seeds its
+    generator from torch's, so that spaCy's fix_random_seed still makes a training run
+    reproducible. Other devices, evaluation, in-place dropout and p of 0 or 1 are torch's own.
     """
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:

@@ -545,8 +545,8 @@ def _scaled_forward_backward(emit, mask, transitions, start, end):
     block, written in place): a numpy operation on a (batch, n_tags) array costs a fraction of a
     torch one's dispatch, and a device would launch a kernel per operation: the function ran 1.5x
     as fast on one CPU thread (21 -> 14 ms for 80 docs of up to 150 steps, 33 tags;
-    bench/bench_kernels.py; tests/layers/test_crf.py checks it against log space). The elementwise exp and log over whole arrays stay in torch (vectorised, on the
-    input's device).
+    bench/bench_kernels.py; tests/layers/test_crf.py checks it against log space). The
+    elementwise exp and log over whole arrays stay in torch (vectorised, on the input's device).
     """
     n_docs, n_steps, n_tags = emit.shape
     device = emit.device
