@@ -1,0 +1,46 @@
+"""Inference with and without the row-by-row products split among torch's threads, in one process.
+
+Usage: python bench/bench_row_split.py --runs bench/runs/speed [--repeats 5]
+
+For each RUNS/<dataset> with a corpus and our default's seed-0 model (as bench_speed.py reads
+them): nlp.pipe(batch_size=256) over the test texts with the libraries' default threads, the split
+on (layers._blas.ROWS_PER_THREAD 256) and off (10^9) alternating, best of --repeats each. Both
+settings give the same entities (each row is its own product); only the time differs.
+"""
+import argparse
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, required=True, help="a bench_datasets.py --out folder")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    import spacy
+    import torch
+    from spacy.tokens import DocBin
+
+    from spacy_cner.layers import _blas
+
+    print(f"torch threads: {torch.get_num_threads()}")
+    print("| dataset | split off, chars/s | split on, chars/s | on / off |")
+    print("| --- | ---: | ---: | ---: |")
+    for dataset in sorted(p for p in args.runs.iterdir() if (p / "default" / "seed0" / "model-best").exists()):
+        nlp = spacy.load(dataset / "default" / "seed0" / "model-best")
+        texts = [doc.text for doc in DocBin().from_disk(dataset / "corpus" / "test.spacy").get_docs(nlp.vocab)]
+        n_chars = sum(len(text) for text in texts)
+        list(nlp.pipe(texts[:256], batch_size=256))  # warm up (jieba's dictionary, lazy tables)
+        best = {"off": 0.0, "on": 0.0}
+        for _ in range(args.repeats):
+            for setting, rows in (("on", 256), ("off", 10**9)):
+                _blas.ROWS_PER_THREAD = rows
+                start = time.perf_counter()
+                for _ in nlp.pipe(texts, batch_size=256):
+                    pass
+                best[setting] = max(best[setting], n_chars / (time.perf_counter() - start))
+        print(f"| {dataset.name} | {best['off']:,.0f} | {best['on']:,.0f} | {best['on'] / best['off']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
