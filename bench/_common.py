@@ -67,9 +67,16 @@ def train(
         "print(json.dumps({'seconds': time.perf_counter() - start,\n"
         "  'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
     )
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else None
-    output = run([sys.executable, "-c", code, str(config), str(out)] + overrides, env=env)
-    (out / "train.log").write_text(output, encoding="utf8")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if one_thread:
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    # Written as it trains (the dev scores of a long training can be read while it runs).
+    command = [sys.executable, "-c", code, str(config), str(out)] + overrides
+    with (out / "train.log").open("w", encoding="utf8") as log:
+        result = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+    output = (out / "train.log").read_text(encoding="utf8")
+    if result.returncode != 0:
+        sys.exit(f"Failed ({result.returncode}): {' '.join(command)}\n{output[-3000:]}")
     return json.loads(output.strip().splitlines()[-1])
 
 

@@ -2,8 +2,9 @@
 from .architectures import build_crf_tagger
 from .checkpoint_average import CheckpointAverage, adam_checkpoint_average
 from .layers.bilstm import BiLSTMEncoder
-from .layers.char_bigram_embed import CharBigramEmbed
+from .layers.char_bigram_embed import CharBigramEmbed, CharBigramEmbed_v2
 from .layers.crf import CRF, crf_decode
+from .layers.key_embed import KeyEmbed
 from .layers.scalar_mix import ScalarMix
 from .layers.soft_lexicon import SoftLexicon
 from .layers.tener import TENEREncoder
@@ -16,9 +17,11 @@ from .tokenizer import LinearChineseTokenizer
 __all__ = [
     "BiLSTMEncoder",
     "CharBigramEmbed",
+    "CharBigramEmbed_v2",
     "CheckpointAverage",
     "CRF",
     "CRFEntityRecognizer",
+    "KeyEmbed",
     "LinearChineseTokenizer",
     "ScalarMix",
     "SoftLexicon",

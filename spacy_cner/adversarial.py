@@ -8,7 +8,8 @@ and the optimizer takes one step with both.
 
 The perturbed matrices are the input embeddings of every Hugging Face model in the
 pipe (`get_input_embeddings()`), every thinc HashEmbed table (the character and
-bigram embeddings of the CPU configs, spaCy's MultiHashEmbed) and the trained word
+bigram embeddings of the CPU configs, spaCy's MultiHashEmbed), every exact table
+(spacy-cner.KeyEmbed.v1: the rows the batch touched, its gradient's only non-zero ones) and the trained word
 table of a lexicon adapter (frozen lexicon vectors have no gradient and stay put).
 """
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from typing import Callable, List
 import torch
 from spacy.util import registry
 from thinc.api import Model
+
+from .layers.key_embed import touched_rows
 
 
 @registry.misc("spacy-cner.fgm.v1")
@@ -73,6 +76,14 @@ class EmbeddingAttack:
                 table = node.get_param("E")
                 node.set_param("E", table + self.perturbation(node.ops.xp, node.get_grad("E")))
                 restores.append(lambda node=node, table=table: node.set_param("E", table))
+            elif node.name == "key_embed" and node.has_grad("E"):
+                # An exact table's gradient is zero outside the rows the batch touched: move those.
+                rows = touched_rows(node)
+                if rows is not None:
+                    table = node.get_param("E")
+                    saved = table[rows].copy()
+                    table[rows] += self.perturbation(node.ops.xp, node.get_grad("E")[rows])
+                    restores.append(lambda table=table, rows=rows, saved=saved: table.__setitem__(rows, saved))
             for shim in node.shims:
                 get_embeddings = getattr(shim._model, "get_input_embeddings", None)
                 if not callable(get_embeddings):

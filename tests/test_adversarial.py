@@ -19,6 +19,9 @@ CPU_TOK2VEC = {
     "width": 16, "char_rows": 200, "bigram_rows": 300, "dropout": 0.0, "bigram_dropout": 0.0,
 }
 
+# Exact bigram tables (KeyEmbed): the attack moves the rows the batch touched.
+CPU_EXACT_TOK2VEC = {**CPU_TOK2VEC, "@architectures": "spacy-cner.CharBigramEmbed.v2", "bigram_rows": None}
+
 
 def transformer_tok2vec(path):
     return {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(path)}
@@ -37,7 +40,7 @@ def make_nlp(tok2vec, **settings):
 def embedding_matrices(nlp):
     """Copies of every matrix an attack perturbs."""
     model = nlp.get_pipe("crf_ner").model
-    tables = [node.get_param("E").copy() for node in model.walk() if node.name == "hashembed"]
+    tables = [node.get_param("E").copy() for node in model.walk() if node.name in ("hashembed", "key_embed")]
     for node in model.walk():
         for shim in node.shims:
             if hasattr(shim._model, "get_input_embeddings"):
@@ -45,9 +48,10 @@ def embedding_matrices(nlp):
     return tables
 
 
-@pytest.fixture(params=["cpu", "transformer"])
+@pytest.fixture(params=["cpu", "cpu_exact", "transformer"])
 def tok2vec(request, tiny_bert):
-    return CPU_TOK2VEC if request.param == "cpu" else transformer_tok2vec(tiny_bert)
+    tok2vecs = {"cpu": CPU_TOK2VEC, "cpu_exact": CPU_EXACT_TOK2VEC}
+    return tok2vecs[request.param] if request.param in tok2vecs else transformer_tok2vec(tiny_bert)
 
 
 @pytest.mark.parametrize("attack", [{"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0},

@@ -1,5 +1,6 @@
 """Embed each token by its own text and the bigrams it forms with its neighbours."""
-from typing import Callable, List, Optional, Tuple
+import itertools
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy
 from spacy.attrs import NORM
@@ -11,6 +12,7 @@ from thinc.types import Floats2d, Ints2d
 
 from ..long_docs import ends_sentence, sentence_cuts
 from ._blas import use_numpy_blas
+from .key_embed import KeyEmbed, set_keys
 
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
@@ -64,11 +66,67 @@ def CharBigramEmbed(
         positions, frequencies and gazetteer types) mixed with the hash embeddings.
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
+    return _char_bigram_embed(
+        width, char_rows, bigram_rows, prev_bigram, dropout, embed_width, bigram_dropout, sentence_bigrams,
+        lexicon_adapter, static_vectors, soft_lexicon,
+    )
+
+
+@registry.architectures("spacy-cner.CharBigramEmbed.v2")
+def CharBigramEmbed_v2(
+    width: int,
+    char_rows: int = 10000,
+    bigram_rows: Optional[int] = None,
+    bigram_min_count: int = 1,
+    prev_bigram: bool = True,
+    dropout: float = 0.0,
+    embed_width: Optional[int] = None,
+    bigram_dropout: float = 0.0,
+    sentence_bigrams: bool = False,
+    lexicon_adapter: Optional[Model] = None,
+    static_vectors: bool = False,
+    soft_lexicon: Optional[Model] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """CharBigramEmbed.v1 whose bigram tables are sized from the training corpus.
+
+    With bigram_rows null, each bigram table has a row for every bigram seen at least
+    bigram_min_count times in the train corpus and one unknown row that every other bigram
+    shares (spacy-cner.KeyEmbed.v1: unseen bigrams read the row that bigram_dropout trains,
+    instead of the hashed rows of other bigrams); crf_ner's initialize counts them, logs the
+    sizes, and the pipeline saves the tables. An int keeps v1's hash tables of that many rows.
+    The other arguments are v1's.
+
+    bigram_rows (Optional[int]): Rows of each hashed bigram table; None: exact tables.
+    bigram_min_count (int): With exact tables, the occurrences a bigram needs to get a row.
+    RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
+    """
+    return _char_bigram_embed(
+        width, char_rows, bigram_rows, prev_bigram, dropout, embed_width, bigram_dropout, sentence_bigrams,
+        lexicon_adapter, static_vectors, soft_lexicon, bigram_min_count=bigram_min_count,
+    )
+
+
+def _char_bigram_embed(
+    width: int,
+    char_rows: int,
+    bigram_rows: Optional[int],
+    prev_bigram: bool,
+    dropout: float,
+    embed_width: Optional[int],
+    bigram_dropout: float,
+    sentence_bigrams: bool,
+    lexicon_adapter: Optional[Model],
+    static_vectors: bool,
+    soft_lexicon: Optional[Model],
+    bigram_min_count: int = 1,
+) -> Model[List[Doc], List[Floats2d]]:
     embed_width = embed_width or width
     tables = [HashEmbed(embed_width, char_rows, column=0, seed=11, dropout=dropout)]
-    tables.append(HashEmbed(embed_width, bigram_rows, column=1, seed=12, dropout=dropout))
-    if prev_bigram:
-        tables.append(HashEmbed(embed_width, bigram_rows, column=2, seed=13, dropout=dropout))
+    for column, seed in ((1, 12), (2, 13))[: 2 if prev_bigram else 1]:
+        if bigram_rows is None:
+            tables.append(KeyEmbed(embed_width, column, min_count=bigram_min_count, dropout=dropout))
+        else:
+            tables.append(HashEmbed(embed_width, bigram_rows, column=column, seed=seed, dropout=dropout))
     keys = ngram_keys(prev_bigram, bigram_dropout, sentence_bigrams)
     extra = [ngram_vectors(prev_bigram, sentence_bigrams)] if static_vectors else []
     if soft_lexicon is not None:
@@ -202,3 +260,33 @@ def _lookup(ops, vectors, strings: List[str]) -> Floats2d:
         found[rows < 0] = 0
     found[ops.xp.asarray([not s for s in strings])] = 0
     return found
+
+
+def size_key_tables(model: Model, docs: Iterable[Doc], batch_size: int = 1000) -> Dict[str, int]:
+    """Give the exact bigram tables (spacy-cner.KeyEmbed.v1) inside model a row per bigram of docs.
+
+    The keys are the ones the model's ngram_keys layer computes at prediction (no bigram
+    dropout), so a bigram's row at training and at prediction is the same.
+
+    model (Model): A model holding a CharBigramEmbed.v2 with bigram_rows null.
+    docs (Iterable[Doc]): The training corpus's docs, read once.
+    batch_size (int): Docs per pass of the keys layer.
+    RETURNS (Dict[str, int]): Each table's rows, by its input column ("column 1": ...); {} when
+        the model has no exact table.
+    """
+    tables = [node for node in model.walk() if node.name == "key_embed"]
+    if not tables:
+        return {}
+    producers = [node for node in model.walk() if node.name == "ngram_keys"]
+    if len(producers) != 1:
+        raise ValueError(f"Expected one ngram_keys layer feeding the exact bigram tables, found {len(producers)}.")
+    keys_layer = producers[0]
+    keys: List[Ints2d] = []
+    batch: List[Doc] = []
+    for doc in itertools.chain(docs, [None]):
+        if doc is not None:
+            batch.append(doc)
+        if batch and (doc is None or len(batch) >= batch_size):
+            keys.extend(keys_layer.predict(batch))
+            batch = []
+    return {f"column {table.attrs['column']}": set_keys(table, keys) for table in tables}

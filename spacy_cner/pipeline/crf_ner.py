@@ -29,6 +29,8 @@ from ..augment import MentionPool
 from ..entity_attention import example_entity_ids, gold_layers_out_of_reach, takes_gold
 from ..layers._blas import training_products
 from ..layers._torch import torch_module
+from ..layers.char_bigram_embed import size_key_tables
+from ..layers.key_embed import update_rows
 from ..layers.crf import crf_decode, entity_probabilities, resize_crf
 from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
 from ..layers.scalar_mix import layer_weights
@@ -653,13 +655,10 @@ class CRFEntityRecognizer(TrainablePipe):
         # A threshold fitted on the old weights no longer holds (nor shows in dev scores).
         self.cfg["fitted_threshold"] = None
         scale = self.cfg.get("tok2vec_learn_rate_scale", 1.0)
-        if scale == 1.0:
-            self.model.finish_update(sgd)
-            return
         # A lexicon adapter inside the tok2vec is new, like the layers above: full rate.
         adapters = [n for n in self.model.walk() if n.name == "lexicon_adapter"]
         own_rate = {node.id for adapter in adapters for node in adapter.walk()}
-        tok2vec_nodes = {node.id for node in self.model.get_ref("tok2vec").walk()} - own_rate
+        tok2vec_nodes = {node.id for node in self.model.get_ref("tok2vec").walk()} - own_rate if scale != 1.0 else set()
         scaled = _ScaledOptimizer(sgd, scale)
         for node in self.model.walk():
             optimizer = scaled if node.id in tok2vec_nodes else sgd
@@ -667,6 +666,10 @@ class CRFEntityRecognizer(TrainablePipe):
                 shim.finish_update(optimizer)
         for node in self.model.walk():
             optimizer = scaled if node.id in tok2vec_nodes else sgd
+            if node.name == "key_embed":
+                # Exact tables: only the rows this step's examples touched (KeyEmbed.v1).
+                update_rows(node, optimizer)
+                continue
             for name in node.param_names:
                 if node.has_grad(name):
                     param, _ = optimizer((node.id, name), node.get_param(name), node.get_grad(name))
@@ -744,6 +747,13 @@ class CRFEntityRecognizer(TrainablePipe):
         # Whether the model learns on characters: then a doc of longer tokens is tagged on its characters.
         chars = all(len(t) == 1 for doc in doc_sample for t in doc if not t.is_space)
         self.cfg["token_unit"] = "char" if chars else "token"
+        # Exact bigram tables (CharBigramEmbed.v2, bigram_rows null): a row per bigram of the corpus.
+        rows = size_key_tables(self.model, (eg.predicted for eg in get_examples()))
+        if rows:
+            util.logger.info(
+                "'%s': exact bigram tables of %s rows (the bigrams of the train corpus, and one unknown row)",
+                self.name, " and ".join(f"{n:,}" for n in rows.values()),
+            )
         self.model.initialize(X=doc_sample, Y=self.tag_names)
 
     def fit_temperature(

@@ -88,7 +88,32 @@ def give_lexicon(model: Model) -> None:
     set_lexicon(model, Lexicon(["北京", "中国", "首都", "上海", "爱上"]))
 
 
+def give_key_tables(model: Model) -> None:
+    from spacy_cner.layers.char_bigram_embed import size_key_tables
+
+    size_key_tables(model, make_docs()[:1])  # the other docs' bigrams are unknown
+
+
+def make_keys():
+    return numpy.asarray([[1, 70], [2, 71], [3, 99], [4, 70]], dtype="uint64")
+
+
+def give_keys(model: Model) -> None:
+    from spacy_cner.layers.key_embed import set_keys
+
+    set_keys(model, [make_keys()[:2]])
+
+
 ROWS = {
+    "spacy-cner.CharBigramEmbed.v2": Row(
+        "architectures",
+        "width = 8\nchar_rows = 50\nbigram_rows = null\nprev_bigram = true\ndropout = 0.3\nbigram_dropout = 0.2\n",
+        make_docs,
+        prepare=give_key_tables,
+    ),
+    "spacy-cner.KeyEmbed.v1": Row(
+        "layers", "nO = 5\ncolumn = 1\ndropout = 0.3\n", make_keys, prepare=give_keys,
+    ),
     "spacy-cner.CharBigramEmbed.v1": Row(
         "architectures",
         "width = 8\nchar_rows = 50\nbigram_rows = 60\nprev_bigram = true\ndropout = 0.3\n",
