@@ -90,3 +90,24 @@ def test_max_steps_var_is_part_of_the_train_command():
     assert "--training.max_steps 0" in default[0]
     assert "--training.max_steps 2000" in capped[0]
     assert default != capped
+
+
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason=f"no local copy of the datasets at {SHARED_DATA}")
+def test_asset_checksums_match_the_local_copies():
+    """fetch-assets copies from vars.local_data and verifies the md5 in project.yml: each asset
+    with a local copy must match it (a wrong checksum stops the offline workflow)."""
+    import hashlib
+
+    assets = [a for a in srsly.read_yaml(REPO_ROOT / "project.yml")["assets"] if a.get("checksum")]
+    checked = 0
+    for asset in assets:
+        local = SHARED_DATA / Path(asset["dest"]).relative_to("assets")
+        if local.exists():
+            assert hashlib.md5(local.read_bytes()).hexdigest() == asset["checksum"], asset["dest"]
+            checked += 1
+    if not checked:
+        pytest.skip(f"none of project.yml's assets is in {SHARED_DATA}")
+    assert any("msra" in a["dest"] for a in assets)

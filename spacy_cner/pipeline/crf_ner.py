@@ -750,10 +750,8 @@ class CRFEntityRecognizer(TrainablePipe):
         # Exact bigram tables (CharBigramEmbed.v2, bigram_rows null): a row per bigram of the corpus.
         rows = size_key_tables(self.model, (eg.predicted for eg in get_examples()))
         if rows:
-            util.logger.info(
-                "'%s': exact bigram tables of %s rows (the bigrams of the train corpus, and one unknown row)",
-                self.name, " and ".join(f"{n:,}" for n in rows.values()),
-            )
+            msg.info(f"{self.name}: exact bigram tables of {' and '.join(f'{n:,}' for n in rows.values())} rows "
+                     "(the train corpus's bigrams, and one unknown row)")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
 
     def fit_temperature(
