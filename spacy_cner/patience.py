@@ -11,10 +11,9 @@ import math
 from pathlib import Path
 from typing import Optional, Union
 
-from spacy.tokens import DocBin
-from spacy.training.corpus import walk_corpus
 from spacy.util import registry
-from spacy.vocab import Vocab
+
+from .corpus_size import corpus_tokens
 
 
 @registry.misc("spacy-cner.patience.v1")
@@ -46,9 +45,4 @@ def corpus_patience(steps: int, epochs: float, corpus: Optional[Union[str, Path]
         )
     if corpus is None or not epochs:
         return steps
-    files = walk_corpus(corpus, ".spacy")
-    if not files:
-        raise ValueError(f"spacy-cner.patience.v1 found no .spacy file at {corpus} (corpus = ${{paths.train}}).")
-    vocab = Vocab()
-    n_tokens = sum(len(doc) for path in files for doc in DocBin().from_disk(path).get_docs(vocab))
-    return max(steps, math.ceil(epochs * n_tokens / batch_words))
+    return max(steps, math.ceil(epochs * corpus_tokens(corpus, "spacy-cner.patience.v1") / batch_words))
