@@ -3,7 +3,7 @@
 Usage: python bench/bench_datasets.py [--data ../shared/data] [--out bench/runs/datasets]
        [--datasets resume ecommerce youku taobao peoples_daily msra] [--systems default bilstm tener spacy]
        [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--write BENCHMARKS.md]
-       [--variant NAME=SYSTEM:section.key=value,...] [--train-sentences N] [--dev-sentences N]
+       [--variant NAME=SYSTEM:section.key=value,...] [--config NAME=PATH] [--train-sentences N] [--dev-sentences N]
 
 Each dataset with a train split is converted with our converter (repairs counted; People's
 Daily, whose train file is missing, trains on its dev file and splits its test file into dev
@@ -18,6 +18,8 @@ gives the dev F1 of each model-best next to the test scores. A variant is a syst
 config overrides, e.g. --variant default_sent=default:components.crf_ner.model.sentence_encoding=true
 (a JSON value may hold commas:
 --variant fgm=default:components.crf_ner.adversarial={"@misc":"spacy-cner.fgm.v1","epsilon":0.5}).
+--config NAME=PATH adds a config file of one's own as a system (a candidate before it becomes
+configs/default.cfg). --systems takes variant and --config names too, and runs them in its order.
 --train-sentences and --dev-sentences keep a random sample (fixed, the same for every system) of
 that many train and dev sentences, to see how a system does on a small corpus such as Weibo's
 1,350 train and 270 dev sentences; test is kept whole.
@@ -65,9 +67,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     parser.add_argument("--variant", action="append", default=[], help="NAME=SYSTEM:section.key=value,...")
+    parser.add_argument("--config", action="append", default=[], help="NAME=PATH: a config file as a system")
     parser.add_argument("--train-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
     parser.add_argument("--dev-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
     args = parser.parse_args()
+    for spec in args.config:
+        name, _, path = spec.partition("=")
+        if not name or name in SYSTEMS or not Path(path).is_file():
+            sys.exit(f"Bad --config {spec!r}: expected NAME=PATH with a new NAME and an existing config file")
+        SYSTEMS[name] = (f"{name} ({path})", str(Path(path).resolve()))
     variant_names = [variant.partition("=")[0] for variant in args.variant]
     unknown = [key for key in args.systems or [] if key not in SYSTEMS and key not in variant_names]
     if unknown:

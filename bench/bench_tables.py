@@ -1,0 +1,85 @@
+"""How full the bigram tables are: distinct keys per dataset, hash collisions, exact-table sizes.
+
+Usage: python bench/bench_tables.py [--data ../shared/data] [--out bench/runs/corpora]
+       [--datasets resume ecommerce youku taobao peoples_daily msra] [--rows 20000] [--write BENCHMARKS.md]
+
+For each dataset's train split (converted as bench_datasets.py does), the keys of the default
+config's next-bigram table (CharBigramEmbed's ngram_keys, sentence bigrams on): distinct bigrams,
+those seen at least twice, and, in a thinc HashEmbed of --rows rows (each key sums 4 hashed rows):
+keys per row, and the share of distinct bigrams and of bigram tokens whose 4 rows all hold other
+keys too (no row of their own). Then the share of test bigram tokens unseen in train (which an exact
+table sends to its unknown row), and the rows and MB of the exact tables (CharBigramEmbed.v2,
+two tables of 64 floats a row) at min_count 1 and 2.
+"""
+import argparse
+import datetime
+import shlex
+import sys
+from pathlib import Path
+
+import numpy
+
+from _common import ROOT, machine_line
+from bench_datasets import DATASETS, DEV_FROM_TEST, prepare
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "corpora")
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--rows", type=int, default=20000, help="rows of the hashed bigram table (default.cfg's)")
+    parser.add_argument("--write", type=Path, default=None)
+    args = parser.parse_args()
+    import spacy
+    from spacy.tokens import DocBin
+    from thinc.api import NumpyOps
+
+    from spacy_cner.layers.char_bigram_embed import ngram_keys
+
+    keys_layer = ngram_keys(True, 0.0, True)
+    ops = NumpyOps()
+    lines = [
+        f"### Bigram tables: distinct keys and collisions ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/bench_tables.py {shlex.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}",
+        "",
+        f"| dataset | train chars | distinct bigrams | seen >= 2 | keys per row ({args.rows:,} rows) | "
+        "keys / tokens with no row of their own | test bigram tokens unseen in train | exact rows, MB (min 1 / min 2) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name in args.datasets:
+        if not (args.data / name / DATASETS[name][0][0]).exists():
+            print(f"No {name} in {args.data}: skipped", file=sys.stderr)
+            continue
+        corpus = prepare(args.data / name, args.out / name, *DATASETS[name], dev_from_test=DEV_FROM_TEST.get(name, 0))
+        nlp = spacy.blank("zh")
+        columns = {}
+        for split in ("train", "test"):
+            docs = list(DocBin().from_disk(corpus["path"] / f"{split}.spacy").get_docs(nlp.vocab))
+            columns[split] = numpy.concatenate([k[:, 1] for k in keys_layer.predict(docs) if len(k)])
+        train = columns["train"]
+        keys, counts = numpy.unique(train, return_counts=True)
+        # HashEmbed: 4 rows per key (thinc's ops.hash with the table's seed, mod rows)
+        rows = ops.hash(ops.asarray(keys, dtype="uint64"), 12) % args.rows  # shape: (n_keys, 4)
+        load = numpy.bincount(rows.ravel().astype("int64"), minlength=args.rows)
+        shared = (load[rows] > 1).all(axis=1)
+        token_shared = float(counts[shared].sum() / counts.sum())
+        unseen = float((~numpy.isin(columns["test"], keys)).mean())
+        exact = [int((counts >= m).sum()) + 1 for m in (1, 2)]
+        mb = [2 * n * 64 * 4 / 1e6 for n in exact]
+        lines.append(
+            f"| {name} | {len(train):,} | {len(keys):,} | {exact[1] - 1:,} | {len(keys) * 4 / args.rows:.1f} | "
+            f"{shared.mean() * 100:.1f}% / {token_shared * 100:.1f}% | {unseen * 100:.1f}% | "
+            f"{exact[0]:,}, {mb[0]:.1f} / {exact[1]:,}, {mb[1]:.1f} |"
+        )
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.write:
+        with args.write.open("a", encoding="utf8") as file:
+            file.write("\n" + table)
+
+
+if __name__ == "__main__":
+    main()
