@@ -27,6 +27,7 @@ that many train and dev sentences, to see how a system does on a small corpus su
 import argparse
 import datetime
 import json
+import os
 import random
 import shlex
 import statistics
@@ -63,6 +64,8 @@ def main() -> None:
                         help=f"of {list(SYSTEMS)} (default: all of them, then the variants)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2, help="trainings at a time; > 1 runs each on one thread")
+    parser.add_argument("--one-thread", action="store_true",
+                        help="one thread per training with --jobs 1 too (beside another benchmark on the other core)")
     parser.add_argument("--max-steps", type=int, default=0, help="0: the configs' own stopping rules")
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
@@ -109,7 +112,7 @@ def main() -> None:
         stats_path = out / "training_stats.json"
         if not stats_path.exists():
             out.mkdir(parents=True, exist_ok=True)
-            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps, args.jobs > 1,
+            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps, args.jobs > 1 or args.one_thread,
                           extra=tuple(overrides[key]))
             stats_path.write_text(json.dumps(stats), encoding="utf8")
         return json.loads(stats_path.read_text(encoding="utf8"))
@@ -160,7 +163,7 @@ def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: 
     seen = {doc.text for doc in train_docs}
     counts = {"train_all": len(train_docs)}
     train_docs = _sample(train_docs, sample.get("train", 0))
-    DocBin(docs=train_docs).to_disk(corpus / "train.spacy")
+    _write(train_docs, corpus / "train.spacy")
     counts["train"] = len(train_docs)
     for split in ("dev", "test"):
         docs = list(DocBin().from_disk(corpus / f"{split}.all.spacy").get_docs(nlp.vocab))
@@ -170,9 +173,19 @@ def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: 
         counts[f"{split}_removed"] = len(docs) - len(kept)
         counts[f"{split}_all"] = len(kept)
         kept = _sample(kept, sample.get(split, 0))
-        DocBin(docs=kept).to_disk(corpus / f"{split}.spacy")
+        _write(kept, corpus / f"{split}.spacy")
         counts[split] = len(kept)
     return {"path": corpus, **counts}
+
+
+def _write(docs: list, path: Path) -> None:
+    """Write a .spacy file in one step (a temporary file renamed): another benchmark training on the
+    same corpus reads it at every epoch."""
+    from spacy.tokens import DocBin
+
+    temporary = path.with_name(path.name + ".tmp")
+    DocBin(docs=docs).to_disk(temporary)
+    os.replace(temporary, path)
 
 
 def _sample(docs: list, n: int) -> list:
@@ -193,7 +206,7 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
         f"Command: `{command.strip()}`  ",
         f"Machine: {machine}  ",
         f"Seeds {', '.join(map(str, args.seeds))}; {steps}; {args.jobs} trainings at a time"
-        f"{', one thread each' if args.jobs > 1 else ''}. Test split, model chosen on dev; P, R, F1, R-F1 and "
+        f"{', one thread each' if args.jobs > 1 or args.one_thread else ''}. Test split, model chosen on dev; P, R, F1, R-F1 and "
         "Asr are means over seeds (F1 with the sample standard deviation, then per seed); training time is "
         "the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) over test, best of "
         f"{args.repeats}, the systems alternating. R seen / unseen: the recall of the test entities whose text "
