@@ -1,4 +1,5 @@
 """spacy-cner.patience.v1: a training patience that grows with the corpus."""
+import itertools
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,13 @@ def test_configs_resolve_a_patience_for_spacys_loop(corpora, name):
     """spaCy's loop takes [training] patience as an int: the block resolves to one from the
     train corpus and the batcher's words per batch (1,000)."""
     small, large = corpora
-    for corpus, expected in ((small, 1600), (large, 2800)):
+    # default.cfg grows its batches to 1,400 words on the large corpus (spacy-cner.corpus_batch_size.v1)
+    # and caps its epochs at 15M tokens (spacy-cner.max_epochs.v1): 2 epochs are 2,000 steps.
+    large_patience, large_epochs = (2000, 10) if name == "default" else (2800, 30)
+    for corpus, expected, epochs in ((small, 1600, 30), (large, large_patience, large_epochs)):
         config = load_config(CONFIGS / f"{name}.cfg", overrides={"paths.train": str(corpus), "paths.dev": str(small)}, interpolate=True)
         training = registry.resolve(config["training"], schema=ConfigSchemaTraining)
         assert training["patience"] == expected
+        assert training["max_epochs"] == epochs
+        sizes = list(itertools.islice(training["batcher"].keywords["size"], 3000))
+        assert max(sizes) == (1400 if name == "default" and corpus == large else 1000)
