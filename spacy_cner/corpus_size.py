@@ -58,7 +58,13 @@ def _say(key: Tuple, text: str) -> None:
 
 @registry.schedules("spacy-cner.corpus_batch_size.v1")
 def corpus_batch_size(
-    start: int, stop: int, compound: float, corpus: Optional[Union[str, Path]], max_stop: int, steps_per_epoch: int
+    start: int,
+    stop: int,
+    compound: float,
+    corpus: Optional[Union[str, Path]],
+    max_stop: int,
+    steps_per_epoch: int,
+    t: float = 0.0,
 ) -> Iterator[float]:
     """compounding.v1 from start to stop words per batch, both scaled up on a large corpus.
 
@@ -77,16 +83,17 @@ def corpus_batch_size(
     one thread), where a large corpus has the examples to fill them.
 
     corpus (Optional[Union[str, Path]]): The train corpus; None: the config's start and stop.
+    t (float): compounding.v1's t, the schedule's first step.
     RETURNS (Iterator[float]): The batch sizes, as compounding.v1.
     """
     if corpus is None:
-        return compounding(start, stop, compound)
+        return compounding(start, stop, compound, t=t)
     tokens = corpus_tokens(corpus, "spacy-cner.corpus_batch_size.v1")
     words = words_per_batch(tokens, stop, max_stop, steps_per_epoch)
     if words != stop:
         _say(("batch", tokens, words), f"Train corpus of {tokens:,} tokens: batches of up to {words:,} words "
              f"(not {stop:,}), so that an epoch takes about {steps_per_epoch:,} steps")
-    return compounding(max(1, round(start * words / stop)), words, compound)
+    return compounding(max(1, round(start * words / stop)), words, compound, t=t)
 
 
 @registry.misc("spacy-cner.max_epochs.v1")

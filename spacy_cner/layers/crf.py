@@ -4,6 +4,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy
 import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp, xp2torch
+from thinc.shims.shim import Shim
 from thinc.types import Floats1d, Floats2d, Ints1d
 from torch.nn.utils import parametrize
 from torchcrf import CRF as TorchCRF
@@ -79,6 +80,12 @@ def resize_crf(model: Model, tag_names: Sequence[str]) -> None:
             else:
                 new[new_rows] = old[old_rows]
     set_torch_module(model, new_crf)
+    # New weights under a new id: an optimizer that trained the old ones (nlp.resume_training()
+    # after add_label, as with spaCy's ner) keeps its moments under the old id, not these shapes.
+    shim = model.shims[0]
+    with Shim.global_id_lock:
+        Shim.global_id += 1
+        shim.id = Shim.global_id
     model.set_dim("nO", len(tag_names), force=True)
 
 

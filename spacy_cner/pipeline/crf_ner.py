@@ -400,8 +400,8 @@ class CRFEntityRecognizer(TrainablePipe):
     def add_label(self, label: str) -> int:
         """Add an entity label. After initialization, as spaCy's `ner` does, the output layer
         and the CRF grow by the label's tags and keep every learned weight of the others (the
-        new tags start at zero); train on with a fresh optimizer (nlp.resume_training()), as
-        the old one's moments have the old shapes.
+        new tags start at zero); train on with nlp.resume_training(): the optimizer that trained
+        the pipe goes on, with fresh moments for the two resized layers.
 
         label (str): The label to add.
         RETURNS (int): 0 if the label is already present, otherwise 1.

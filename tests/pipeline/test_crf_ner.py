@@ -1237,3 +1237,20 @@ def test_a_character_model_tags_pkuseg_docs_on_their_characters(tmp_path):
     assert "阿里巴巴" in [t.text for t in doc]  # pkuseg's words
     expected = [(e.start_char, e.end_char, e.label_) for e in load_trained()(text).ents]
     assert expected and [(e.start_char, e.end_char, e.label_) for e in doc.ents] == expected
+
+
+def test_add_label_then_resume_training_goes_on_with_the_same_optimizer():
+    """As with spaCy's `ner`: after add_label, nlp.resume_training() returns the optimizer that trained
+    the pipe, and it goes on training (the resized output layer and CRF get fresh moments, not the old
+    shapes: "arrays have incompatible shapes")."""
+    fix_random_seed(0)
+    nlp = make_nlp()
+    optimizer = nlp.initialize(get_examples=lambda: make_examples(nlp))
+    for _ in range(5):
+        nlp.update(make_examples(nlp), sgd=optimizer)
+    nlp.get_pipe("crf_ner").add_label("TIME")
+    assert nlp.resume_training() is optimizer
+    data = TRAIN_DATA + [("明天张三去上海", [(0, 2, "TIME"), (2, 4, "PER"), (5, 7, "LOC")])]
+    for _ in range(60):
+        nlp.update(make_examples(nlp, data), sgd=optimizer)
+    assert nlp.evaluate(make_examples(nlp, data))["ents_f"] == 1.0
