@@ -89,7 +89,13 @@ def _chart(scores: RobustnessScores) -> str:
     for label in labels:
         svg.append(f"<text x='0' y='{y + 2 * bar}' font-size='12'>{html.escape(label)}</text>")
         for name, heading in METRICS:
-            f1 = scores.per_type[label][name].f * 100
+            prf = scores.per_type[label].get(name)
+            if prf is None or not (prf.n_predicted or prf.n_reference):
+                # Nothing to score: R-F1 of a label the model never predicts (metrics.json has no value).
+                svg.append(f"<text x='{left + 4}' y='{y + bar - 2}' font-size='9'>{heading} n/a</text>")
+                y += bar
+                continue
+            f1 = prf.f * 100
             svg.append(f"<rect x='{left}' y='{y}' width='{f1 * scale:.1f}' height='{bar - 1}' fill='{colours[name]}'>"
                        f"<title>{html.escape(label)} {heading} {f1:.2f}</title></rect>")
             svg.append(f"<text x='{left + f1 * scale + 4:.1f}' y='{y + bar - 2}' font-size='9'>{heading} {f1:.1f}</text>")

@@ -79,3 +79,21 @@ def test_evaluate_a_context_blind_pipeline():
     assert scores.robust.f == 1.0 and scores.attack_success_rate == 0.0
     assert scores.standard.tp == 1 and scores.standard.n_predicted == 2 and scores.standard.n_reference == 3
     assert scores.to_dict()["ents_f"] == pytest.approx(scores.standard.f)
+
+
+def test_report_shows_n_a_for_a_label_the_model_never_predicts():
+    """R-F1 compares the model with itself: a label it never predicts has none (metrics.json leaves it
+    out), and the report says n/a rather than drawing 0.00."""
+    from spacy_cner.robustness import score_robustness
+    from spacy_cner.robustness_report import render_report
+
+    texts = ["张三来了", "阿里巴巴"]
+    gold = [[(0, 2, "PER")], [(0, 4, "ORG")]]
+    alone = [[(0, 2, "PER")], []]  # ORG is never predicted
+    pairs = [(0, 1)]
+    in_context = [[(0, 2, "PER")]]
+    scores = score_robustness(texts, gold, alone, pairs, in_context)
+    assert "robust" not in scores.to_dict()["per_type"]["ORG"]
+    page = render_report(scores, "test")
+    assert "R-F1 n/a" in page and "ORG R-F1 0.00" not in page
+    assert "PER R-F1 100.00" in page
