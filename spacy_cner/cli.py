@@ -323,7 +323,11 @@ def robustness_command(
     from .robustness import evaluate_robustness
     from .robustness_report import render_report
 
-    setup_gpu(gpu_id)
+    try:
+        setup_gpu(gpu_id)
+    except ValueError as err:  # no CuPy, or no GPU: one line, as annotate gives
+        msg.fail(f"--gpu-id {gpu_id}: {err}. Install CuPy (pip install \"spacy-cner[cuda]\") on a machine "
+                 "with a CUDA GPU, or leave --gpu-id out to run on the CPU.", exits=1)
     nlp = spacy.load(model)
     docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
     if len(docs) < 2:

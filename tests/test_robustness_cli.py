@@ -99,3 +99,20 @@ def test_test_docs_without_entity_annotation_are_refused(tmp_path):
     output = " ".join(result.output.split())
     assert "2 of the 3 test docs have no entity annotation" in output and "docs 1, 2." in output
     assert not (tmp_path / "out").exists()
+
+
+def test_gpu_id_without_cupy_fails_in_one_line(tmp_path):
+    try:
+        import cupy  # noqa: F401
+
+        pytest.skip("CuPy is installed: --gpu-id 0 may work here")
+    except ImportError:
+        pass
+    nlp = spacy.blank("zh")
+    nlp.to_disk(tmp_path / "model")
+    DocBin(docs=[nlp.make_doc("张三"), nlp.make_doc("李四")]).to_disk(tmp_path / "two.spacy")
+    args = ["robustness", str(tmp_path / "model"), str(tmp_path / "two.spacy"), "-o", str(tmp_path / "out"), "--gpu-id", "0"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert "CuPy is not installed" in result.output and "spacy-cner[cuda]" in result.output
+    assert not isinstance(result.exception, ValueError)  # a message, not a traceback
