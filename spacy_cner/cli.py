@@ -382,8 +382,9 @@ def annotate_command(
     except (ValueError, ImportError) as err:
         msg.fail(str(err), exits=1)
     msg.good(
-        f"{summary.docs} docs ({summary.chars:,} characters) in {summary.seconds:.1f} s: "
-        f"{summary.docs_per_second:,.0f} docs/s, {summary.chars_per_second:,.0f} chars/s; "
+        f"{summary.docs} docs ({summary.chars:,} characters) in {summary.seconds:.1f} s"
+        + (f" ({summary.load_seconds:.1f} s of them loading the pipeline)" if summary.load_seconds else "")
+        + f": {summary.docs_per_second:,.0f} docs/s, {summary.chars_per_second:,.0f} chars/s; "
         f"{summary.shards_written} shards written, {summary.shards_skipped} already done, in {output}"
     )
     if summary.errors:

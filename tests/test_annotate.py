@@ -305,3 +305,25 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     assert summary.docs == 3000 and summary.errors == 0
     expected = expected_entities(model, texts[:5])
     assert [entity_tuples(row) for row in rows[:5]] == expected
+
+
+def test_annotate_speed_leaves_out_loading_the_pipeline(model, tmp_path, monkeypatch):
+    """The chars/s the command prints are the annotation's: a slow spacy.load does not lower them."""
+    import time
+
+    import spacy
+
+    load = spacy.load
+
+    def slow_load(*args, **kwargs):
+        time.sleep(0.5)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(spacy, "load", slow_load)
+    source = tmp_path / "docs.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    summary = annotate(str(model), str(source), tmp_path / "out")
+    assert summary.load_seconds >= 0.5
+    assert summary.seconds - summary.load_seconds < summary.seconds
+    assert summary.chars_per_second == pytest.approx(summary.chars / (summary.seconds - summary.load_seconds))
+    assert summary.to_dict()["load_seconds"] == summary.load_seconds
