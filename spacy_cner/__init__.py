@@ -9,8 +9,7 @@ from .layers.scalar_mix import ScalarMix
 from .layers.soft_lexicon import SoftLexicon
 from .layers.tener import TENEREncoder
 from .layers.transformer import TransformerTok2Vec
-from .corpus_size import corpus_batch_size, corpus_max_epochs, corpus_patience_v2
-from .patience import corpus_patience
+from .corpus_size import corpus_batch_size, corpus_max_epochs, corpus_patience, corpus_patience_v2
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 from .robustness import make_robust_ner_scorer
 from .tokenizer import LinearChineseTokenizer

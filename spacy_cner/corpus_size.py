@@ -4,7 +4,9 @@ The defaults were chosen on corpora of 1,350-8,000 sentences (120-250k character
 newswire corpus of 42k sentences (2M characters) the same batches take 2,000 steps an epoch, and
 30 epochs would take hours. spaCy's loop reads these settings as numbers and schedules resolved
 from the config, so registered functions compute them from the corpus before training starts;
-each prints what it computed. On a corpus of up to `steps_per_epoch * stop` tokens (1M with the
+each prints what it computed. The patience (spacy-cner.patience.v1) grew with the corpus first:
+1,600 steps are a dozen epochs of a 4k-sentence corpus but about one of a 42k-sentence one, where a
+held-out newswire training stopped after 5.6 epochs while a plain BiLSTM-CRF was still improving. On a corpus of up to `steps_per_epoch * stop` tokens (1M with the
 default config) the batch size is the config's, and up to `tokens / epochs` (500k) the epochs.
 """
 import math
@@ -126,6 +128,38 @@ def corpus_max_epochs(epochs: int, tokens: int, corpus: Optional[Union[str, Path
     return budget
 
 
+@registry.misc("spacy-cner.patience.v1")
+def corpus_patience(steps: int, epochs: float, corpus: Optional[Union[str, Path]], batch_words: int) -> int:
+    """Patience in steps: at least `steps`, and at least `epochs` passes over the train corpus.
+
+        [training.patience]
+        @misc = "spacy-cner.patience.v1"
+        steps = 1600
+        epochs = 2
+        corpus = ${paths.train}
+        batch_words = ${training.batcher.size.stop}
+
+    A pass is the corpus's tokens over batch_words (the words per batch of
+    spacy.batch_by_words.v1, whose compounding size reaches its stop value after the first
+    few hundred steps). On a corpus of at most steps * batch_words / epochs tokens (800k with
+    the values above: about 17k sentences of news) the patience is `steps`.
+
+    steps (int): The least patience, in steps.
+    epochs (float): The least patience, in passes over the corpus.
+    corpus (Optional[Union[str, Path]]): The train corpus, a .spacy file or a folder of them;
+        None: `steps`.
+    batch_words (int): Words (tokens) per batch.
+    RETURNS (int): The patience in steps, for spaCy's training loop.
+    """
+    if steps < 0 or epochs < 0 or batch_words <= 0:
+        raise ValueError(
+            f"spacy-cner.patience.v1 needs steps >= 0, epochs >= 0 and batch_words > 0, got {steps}, {epochs}, {batch_words}."
+        )
+    if corpus is None or not epochs:
+        return steps
+    return max(steps, math.ceil(epochs * corpus_tokens(corpus, "spacy-cner.patience.v1") / batch_words))
+
+
 @registry.misc("spacy-cner.patience.v2")
 def corpus_patience_v2(
     steps: int, epochs: float, corpus: Optional[Union[str, Path]], batch_words: int, max_batch_words: int,
@@ -147,7 +181,6 @@ def corpus_patience_v2(
     if steps < 0 or epochs < 0:
         raise ValueError(f"spacy-cner.patience.v2 needs steps >= 0 and epochs >= 0, got {steps}, {epochs}.")
     if corpus is None or not epochs:
-        return steps
-    tokens = corpus_tokens(corpus, "spacy-cner.patience.v2")
-    words = words_per_batch(tokens, batch_words, max_batch_words, steps_per_epoch)
-    return max(steps, math.ceil(epochs * tokens / words))
+        return corpus_patience(steps, epochs, None, batch_words)
+    words = words_per_batch(corpus_tokens(corpus, "spacy-cner.patience.v2"), batch_words, max_batch_words, steps_per_epoch)
+    return corpus_patience(steps, epochs, corpus, words)
