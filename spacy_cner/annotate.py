@@ -136,6 +136,7 @@ def annotate(
         hint = "add --engine ray" if engine == "local" else "use --workers and --gpus-per-worker"
         raise ValueError(f"{names} {'is' if names.count(',') == 0 else 'are'} not used by the {engine} engine: {hint}.")
     sources = find_sources(input_path, input_format)
+    _require_pyarrow(sources, output_format)
     settings = {
         "model": str(Path(model).resolve()) if Path(model).exists() else model,
         "shard_size": shard_size,
@@ -385,9 +386,10 @@ def _write_records(path: Path, records: List[Dict[str, Any]], output_format: str
 
 
 def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
-    """Refuse to resume into an output folder written with other settings: its shards would not match."""
+    """Refuse to resume into an output folder written with other settings: its shards would not match.
+    Settings with no shard written yet (a run that failed at its start) bind nothing: replaced."""
     path = output_dir / STATE_DIR / "settings.json"
-    if path.exists():
+    if path.exists() and _has_shards(output_dir):
         previous = json.loads(path.read_text(encoding="utf8"))
         # New input files are fine (each file has its own shards); a change of these is not.
         changed = [key for key in ("model", "shard_size", "output_format", "entities_field") if previous.get(key) != settings[key]]
@@ -398,6 +400,23 @@ def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, ensure_ascii=False, indent=2), encoding="utf8")
+
+
+def _has_shards(output_dir: Path) -> bool:
+    suffixes = set(OUTPUT_FORMATS.values())
+    return any(path.is_file() and path.suffix in suffixes for path in output_dir.iterdir())
+
+
+def _require_pyarrow(sources: List[Source], output_format: str) -> None:
+    """Parquet in or out needs pyarrow: say which extra installs it before anything is written."""
+    if output_format != "parquet" and not any(source.format == "parquet" for source in sources):
+        return
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "Parquet input or output needs pyarrow, which is not installed: pip install \"spacy-cner[parquet]\"."
+        ) from None
 
 
 def _where(source: Source, row_index: int) -> str:
@@ -426,7 +445,10 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
 
     setup_gpu(gpu_id, silent=True)
     start = time.perf_counter()
-    nlp = spacy.load(model)
+    try:
+        nlp = spacy.load(model)
+    except OSError as err:  # a mistyped path or package name: one line, not a traceback
+        raise ValueError(f"Cannot load the pipeline {model!r}: {err}") from None
     writer.summary.load_seconds = time.perf_counter() - start
     spans_key = scores_key(nlp)
 

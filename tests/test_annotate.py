@@ -327,3 +327,24 @@ def test_annotate_speed_leaves_out_loading_the_pipeline(model, tmp_path, monkeyp
     assert summary.seconds - summary.load_seconds < summary.seconds
     assert summary.chars_per_second == pytest.approx(summary.chars / (summary.seconds - summary.load_seconds))
     assert summary.to_dict()["load_seconds"] == summary.load_seconds
+
+
+def test_a_failed_start_does_not_lock_the_output_folder(model, tmp_path, monkeypatch):
+    """A mistyped model path or Parquet without pyarrow fails in one clear error, and the corrected
+    command then runs in the same folder (settings bind only once a shard is written)."""
+    import sys
+
+    source = tmp_path / "docs.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="Cannot load the pipeline .*no_such_model"):
+        annotate(str(tmp_path / "no_such_model"), str(source), out)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if not installed
+    with pytest.raises(ValueError, match=r"spacy-cner\[parquet\]"):
+        annotate(str(model), str(source), out, output_format="parquet")
+    monkeypatch.delitem(sys.modules, "pyarrow")
+    summary = annotate(str(model), str(source), out)
+    assert summary.docs == len(TEXTS)
+    # Once shards exist, other settings are refused as before.
+    with pytest.raises(ValueError, match="other settings"):
+        annotate(str(model), str(source), out, shard_size=2)
