@@ -1,4 +1,7 @@
 """spacy_cner: Chinese named-entity recognition for spaCy."""
+# The one place the version is written (setup.cfg reads it).
+__version__ = "0.1.0"
+
 from .architectures import build_crf_tagger
 from .checkpoint_average import CheckpointAverage, adam_checkpoint_average
 from .layers.bilstm import BiLSTMEncoder
@@ -15,6 +18,7 @@ from .robustness import make_robust_ner_scorer
 from .tokenizer import LinearChineseTokenizer
 
 __all__ = [
+    "__version__",
     "BiLSTMEncoder",
     "CharBigramEmbed",
     "CharBigramEmbed_v2",

@@ -89,3 +89,14 @@ def test_spacy_package_build_installs_and_loads(tmp_path, tok2vec):
             source.with_name(source.name + "-moved").rename(source)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(expected)
+
+
+def test_version_and_type_marker():
+    """spacy_cner.__version__ is the installed distribution's version (setup.cfg reads it from the
+    package), and the package carries its PEP 561 marker."""
+    import importlib.metadata
+
+    import spacy_cner
+
+    assert spacy_cner.__version__ == importlib.metadata.version("spacy-cner")
+    assert (Path(spacy_cner.__file__).parent / "py.typed").is_file()
