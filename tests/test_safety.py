@@ -84,3 +84,41 @@ def test_report_escapes_labels_and_text():
     # (The text's first two characters are the entity, marked up on their own.)
     for text in (EVIL_LABEL, "</p><b>bold</b>", "<title>model", "cript>", "<i>x"):
         assert text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in page, text
+
+
+def tamper_tokenizer(model_file, change) -> int:
+    """Apply change(shim_msg) to every saved Hugging Face transformer shim of a thinc model file."""
+    msg = srsly.msgpack_loads(model_file.read_bytes())
+    n = 0
+    for node_shims in msg["shims"]:
+        for i, shim_bytes in enumerate(node_shims):
+            shim = srsly.msgpack_loads(shim_bytes)
+            if isinstance(shim, dict) and shim.get("config", {}).get("model_type"):
+                change(shim)
+                node_shims[i] = srsly.msgpack_dumps(shim)
+                n += 1
+    model_file.write_bytes(srsly.msgpack_dumps(msg))
+    return n
+
+
+def _remote_code(shim):
+    shim["tokenizer"]["kwargs"] = {"use_fast": True, "trust_remote_code": True}
+    shim["tokenizer"]["evil.py"] = b"open('pwned', 'w')\n"
+
+
+def _escaping_file_name(shim):
+    shim["tokenizer"]["../escaped.txt"] = b"written outside the temporary folder"
+
+
+@pytest.mark.parametrize("change,refusal", [(_remote_code, "trust_remote_code"), (_escaping_file_name, "not a plain file name")])
+def test_tampered_tokenizer_files_are_refused(change, refusal, request, tmp_path, monkeypatch):
+    """A saved transformer's tokenizer is rebuilt with from_pretrained from kwargs and files kept in
+    crf_ner/model: settings that run shipped code, or file names leaving the temporary folder, are refused."""
+    small_config_pipeline("bert_crf", request).to_disk(tmp_path / "model")
+    spacy.load(tmp_path / "model")  # untampered, it loads
+    assert tamper_tokenizer(tmp_path / "model" / "crf_ner" / "model", change) == 1
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=refusal):
+        spacy.load(tmp_path / "model")
+    assert not (tmp_path / "pwned").exists()
+    assert not list(tmp_path.glob("**/escaped.txt")) and not list(tmp_path.parent.glob("escaped.txt"))

@@ -14,10 +14,41 @@ from ...entity_attention import ScaleAttentionScores
 from .._torch import finish_update_in_place, load_weights, use_params_in_place
 
 
+# The tokenizer settings spacy-transformers saves ({"use_fast": ...}); any other is refused at load:
+# from_pretrained's kwargs can ask it to run code shipped in the saved files (trust_remote_code).
+SAVED_TOKENIZER_KWARGS = frozenset({"use_fast"})
+
+
+def check_saved_transformer(msg: Dict[str, Any]) -> None:
+    """Refuse a saved transformer whose tokenizer settings or file names could run code or write
+    outside the temporary folder they are unpacked into (a tampered pipeline)."""
+    files = dict(msg.get("tokenizer") or {})
+    kwargs = files.pop("kwargs", None) or {}
+    unknown = sorted(set(kwargs) - SAVED_TOKENIZER_KWARGS) if isinstance(kwargs, dict) else ["(not a dict)"]
+    if unknown:
+        raise ValueError(
+            f"Refused to load the transformer's tokenizer: settings {unknown} are not ones spacy-transformers "
+            f"saves (only {sorted(SAVED_TOKENIZER_KWARGS)}); the pipeline's crf_ner/model has been altered."
+        )
+    for name in files:
+        if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise ValueError(
+                f"Refused to load the transformer's tokenizer: the file name {name!r} is not a plain file "
+                "name; the pipeline's crf_ner/model has been altered."
+            )
+    for key in ("_init_tokenizer_config", "_init_transformer_config"):
+        if (msg.get(key) or {}).get("trust_remote_code"):
+            raise ValueError(
+                f"Refused to load the transformer: its saved {key} sets trust_remote_code, which would run "
+                "code from the model's files; the pipeline's crf_ner/model has been altered."
+            )
+
+
 class InPlaceHFShim(HFShim):
     """spacy-transformers' HFShim with a finish_update that does not leak memory and a
     use_params that reads the optimizer's averages (see _torch), and a from_bytes that loads
-    the weights with weights_only=True (_torch.load_weights).
+    the weights with weights_only=True (_torch.load_weights) and refuses tokenizer settings and
+    file names that could run code (check_saved_transformer).
     """
 
     def finish_update(self, optimizer) -> None:
@@ -31,6 +62,7 @@ class InPlaceHFShim(HFShim):
         runs on torch < 2.6): its config and tokenizer, then the weights through load_weights.
         """
         msg = srsly.msgpack_loads(bytes_data)
+        check_saved_transformer(msg)
         if not msg["config"]:  # saved before initialize: no weights
             return super().from_bytes(bytes_data)
         device = get_torch_default_device()
