@@ -1,4 +1,5 @@
-"""A tampered pipeline cannot run code at spacy.load; report.html escapes labels and text."""
+"""A tampered pipeline cannot run code at spacy.load, an altered one is refused naming its file;
+report.html escapes labels and text."""
 import io
 import pickle
 
@@ -44,8 +45,18 @@ def tamper(model_file, marker) -> int:
                 shim["state"] = srsly.msgpack_dumps(inner)
             node_shims[i] = srsly.msgpack_dumps(shim)
             n += 1
-    model_file.write_bytes(srsly.msgpack_dumps(msg))
+    write_with_checksum(model_file, srsly.msgpack_dumps(msg))
     return n
+
+
+def write_with_checksum(model_file, data: bytes) -> None:
+    """Write tampered model bytes and the checksum that matches them into the cfg beside, as an
+    attacker would: the checks below must hold without the checksum's help."""
+    import hashlib
+
+    model_file.write_bytes(data)
+    cfg_path = model_file.parent / "cfg"
+    srsly.write_json(cfg_path, {**srsly.read_json(cfg_path), "model_sha256": hashlib.sha256(data).hexdigest()})
 
 
 @pytest.mark.parametrize("force_unsafe", [False, True])
@@ -97,7 +108,7 @@ def tamper_tokenizer(model_file, change) -> int:
                 change(shim)
                 node_shims[i] = srsly.msgpack_dumps(shim)
                 n += 1
-    model_file.write_bytes(srsly.msgpack_dumps(msg))
+    write_with_checksum(model_file, srsly.msgpack_dumps(msg))
     return n
 
 
@@ -122,3 +133,25 @@ def test_tampered_tokenizer_files_are_refused(change, refusal, request, tmp_path
         spacy.load(tmp_path / "model")
     assert not (tmp_path / "pwned").exists()
     assert not list(tmp_path.glob("**/escaped.txt")) and not list(tmp_path.parent.glob("escaped.txt"))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_altered_or_truncated_weights_are_refused_naming_the_file(damage, request, tmp_path):
+    """The cfg keeps the weights' sha256: a truncated file, or one byte changed (which may still
+    unpack and predict garbage), fails at load with the file's name."""
+    small_config_pipeline("default", request).to_disk(tmp_path / "model")
+    model_file = tmp_path / "model" / "crf_ner" / "model"
+    data = bytearray(model_file.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2] ^= 0x01
+    model_file.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=f"{model_file} does not match the checksum"):
+        spacy.load(tmp_path / "model")
+    # Without the checksum (a pipeline saved before it existed), a truncated file still names itself.
+    if damage == "truncate":
+        cfg_path = model_file.parent / "cfg"
+        srsly.write_json(cfg_path, {k: v for k, v in srsly.read_json(cfg_path).items() if k != "model_sha256"})
+        with pytest.raises(ValueError, match=f"{model_file} cannot be read"):
+            spacy.load(tmp_path / "model")

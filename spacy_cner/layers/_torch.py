@@ -84,7 +84,9 @@ def serialize_rebuildable(module: RebuildableModule) -> bytes:
 def deserialize_rebuildable(module: RebuildableModule, data: bytes, device: "torch.device") -> RebuildableModule:
     """Rebuild a RebuildableModule of the same class from serialize_rebuildable's bytes."""
     msg = srsly.msgpack_loads(data)
-    rebuilt = type(module)(**msg["hparams"])
+    # A module with parametrizations (the CRF's masks) has a generated subclass as its type: build
+    # the class it came from, or loading into an already loaded pipeline registers them twice.
+    rebuilt = parametrize.type_before_parametrizations(module)(**msg["hparams"])
     rebuilt.load_state_dict(load_weights(msg["state"], device))
     return rebuilt.to(device)
 

@@ -1,5 +1,7 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
+import hashlib
 import itertools
+import math
 import random
 import warnings
 import weakref
@@ -953,6 +955,21 @@ class CRFEntityRecognizer(TrainablePipe):
             )
         return nlp
 
+    def _check_calibration(self, cfg_source: str) -> None:
+        """Raise if the loaded cfg's temperature or fitted threshold cannot be what fitting stored."""
+        checks = (("temperature", lambda v: v > 0, "a finite number above 0"),
+                  ("fitted_threshold", lambda v: 0 < v <= 1, "a probability in (0, 1]"))
+        for key, valid, expected in checks:
+            value = self.cfg.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not valid(value):
+                raise ValueError(
+                    f"{cfg_source} of '{self.name}' has {key} = {value!r}: expected {expected} (or null). "
+                    "Restore the cfg saved with the model, or set it to null and refit it on dev "
+                    "(the pipe's fit_temperature and fit_threshold)."
+                )
+
     def _check_tag_names(self, cfg_source: str) -> None:
         """Raise if the loaded cfg's labels and scheme name other tags than the CRF was trained with."""
         trained = torch_module(self.model.get_ref("crf")).tag_names
@@ -1032,10 +1049,11 @@ class CRFEntityRecognizer(TrainablePipe):
         loading), vocab, model and, for a model with lexicon layers (adapters, soft lexicons),
         "lexicon": their lexicons."""
         self._record_scalar_mix()
+        model_bytes = self._model_bytes(exclude)
         serializers = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
             "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
-            "model": lambda: self.model.to_bytes(),
+            "model": lambda: model_bytes,
             "lexicon": self._lexicon_bytes,
         }
         return util.to_bytes(serializers, exclude)
@@ -1045,11 +1063,12 @@ class CRFEntityRecognizer(TrainablePipe):
         deserializers = {
             "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
             "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
-            "model": self._load_model,
+            "model": lambda b: self._load_model(b, "the model in the bytes"),
             "lexicon": lambda b: self._load_lexicons(b, "bytes"),
         }
         util.from_bytes(bytes_data, deserializers, exclude)
         self._check_tag_names("the cfg in the bytes")
+        self._check_calibration("the cfg in the bytes")
         return self
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
@@ -1061,10 +1080,11 @@ class CRFEntityRecognizer(TrainablePipe):
             if data is not None:
                 p.write_bytes(data)
 
+        model_bytes = self._model_bytes(exclude)
         serializers = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
-            "model": lambda p: self.model.to_disk(p),
+            "model": lambda p: p.write_bytes(model_bytes),
             "lexicon": write_lexicon,
         }
         util.to_disk(path, serializers, exclude)
@@ -1072,20 +1092,49 @@ class CRFEntityRecognizer(TrainablePipe):
     def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
         """Load the pipe, and the lexicons of its lexicon layers."""
         deserializers = {
-            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "cfg": lambda p: self.cfg.update(_read_json(p)),
             "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
-            "model": lambda p: self._load_model(p.read_bytes()),
+            "model": lambda p: self._load_model(p.read_bytes(), str(p)),
             "lexicon": lambda p: self._load_lexicons(p.read_bytes(), str(p)) if p.exists() else None,
         }
         util.from_disk(path, deserializers, exclude)
         self._check_tag_names(str(Path(path) / "cfg"))
+        self._check_calibration(str(Path(path) / "cfg"))
         return self
 
-    def _load_model(self, data: bytes) -> None:
+    def _model_bytes(self, exclude) -> Optional[bytes]:
+        """The model's bytes, their sha256 recorded in cfg (saved with them, checked at load)."""
+        if "model" in exclude:
+            self.cfg.pop("model_sha256", None)  # nothing to check it against
+            return None
+        data = self.model.to_bytes()
+        self.cfg["model_sha256"] = hashlib.sha256(data).hexdigest()
+        return data
+
+    def _load_model(self, data: bytes, source: str) -> None:
+        expected = self.cfg.get("model_sha256")
+        if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+            raise ValueError(
+                f"{source} does not match the checksum saved with it in the cfg (sha256 {expected[:12]}...): "
+                "the file is truncated or altered. Restore the pipeline's files as they were saved."
+            )
         try:
             self.model.from_bytes(data)
         except AttributeError:
             raise ValueError(Errors.E149) from None
+        except (ValueError, TypeError, KeyError, IndexError) as err:
+            if "Refused to load" in str(err):  # a tampered transformer: its own message says what
+                raise
+            raise ValueError(f"{source} cannot be read as the model's weights ({type(err).__name__}: {err}): "
+                             "the file is truncated or altered.") from err
+
+
+def _read_json(path: Path) -> Dict[str, Any]:
+    """A saved cfg, its file named in the error when it is not JSON (srsly says only where)."""
+    try:
+        return srsly.read_json(path)
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}): restore the file saved with the model.") from None
 
 
 @dataclass

@@ -1254,3 +1254,27 @@ def test_add_label_then_resume_training_goes_on_with_the_same_optimizer():
     for _ in range(60):
         nlp.update(make_examples(nlp, data), sgd=optimizer)
     assert nlp.evaluate(make_examples(nlp, data))["ents_f"] == 1.0
+
+
+@pytest.mark.parametrize("edit", [{"temperature": "hot"}, {"temperature": float("nan")}, {"temperature": 0},
+                                  {"fitted_threshold": 2.0}, {"fitted_threshold": -0.1}, {"fitted_threshold": True}])
+def test_cfg_with_an_impossible_calibration_is_refused(edit, tmp_path):
+    nlp = load_trained("BIOES")
+    nlp.to_disk(tmp_path)
+    cfg_path = tmp_path / "crf_ner" / "cfg"
+    cfg = {**srsly.read_json(cfg_path), **edit}
+    cfg_path.write_text(json.dumps(cfg), encoding="utf8")  # json writes NaN, as a hand edit could
+    key = next(iter(edit))
+    refusal = "is not valid JSON" if edit[key] != edit[key] else key  # srsly reads no NaN: the file is named
+    with pytest.raises(ValueError, match=f"{cfg_path}.*{refusal}"):
+        spacy.load(tmp_path)
+    srsly.write_json(cfg_path, {**cfg, key: None})  # null: not fitted, loads
+    spacy.load(tmp_path)
+
+
+def test_loading_into_an_already_loaded_pipeline():
+    """from_bytes into a pipeline that already has its weights (the CRF's masks registered) works."""
+    nlp = load_trained()
+    expected = predictions(nlp.pipe(TEXTS))
+    nlp.from_bytes(nlp.to_bytes())
+    assert predictions(nlp.pipe(TEXTS)) == expected
