@@ -27,6 +27,7 @@ class LinearChineseTokenizer(ChineseTokenizer):
     """
 
     def __call__(self, text: str) -> Doc:
+        _check_encodable(text)
         if self.segmenter == Segmenter.char:
             words = list(text)
         elif self.segmenter == Segmenter.jieba:
@@ -37,6 +38,19 @@ class LinearChineseTokenizer(ChineseTokenizer):
             return super().__call__(text)  # spaCy's error or warning
         words, spaces = words_and_spaces(words, text)
         return Doc(self.vocab, words=words, spaces=spaces)
+
+
+def _check_encodable(text: str) -> None:
+    """A lone surrogate (half of a UTF-16 pair, e.g. from a broken decode) cannot be stored in spaCy's
+    StringStore: say where it is, instead of a UnicodeEncodeError from deep inside the Doc."""
+    try:
+        text.encode("utf8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"The text has a lone surrogate {text[err.start]!r} at character {err.start} (of {len(text)}), "
+            "which is not valid Unicode text: decode the input with errors='replace' (U+FFFD), or "
+            "`python -m spacy_cner convert --repair`."
+        ) from None
 
 
 def words_and_spaces(words: Iterable[str], text: str) -> Tuple[List[str], List[bool]]:

@@ -44,3 +44,11 @@ def test_every_config_uses_it():
     for path in sorted((REPO_ROOT / "configs").glob("*.cfg")):
         nlp = load_model_from_config(load_config(path), auto_fill=True)
         assert isinstance(nlp.tokenizer, LinearChineseTokenizer), path.name
+
+
+@pytest.mark.parametrize("segmenter", ["char", "jieba"])
+def test_a_lone_surrogate_is_a_clear_error_naming_its_position(segmenter):
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1", "segmenter": segmenter}}})
+    with pytest.raises(ValueError, match=r"lone surrogate '\\ud800' at character 2 \(of 7\)"):
+        nlp("张三\ud800去了上海")
+    assert len(nlp("张三\ufffd去了上海")) >= 5  # the replacement character is text like any other
