@@ -92,7 +92,7 @@ def CharBigramEmbed_v2(
     With bigram_rows null, each bigram table has a row for every bigram seen at least
     bigram_min_count times in the train corpus and one unknown row that every other bigram
     shares (spacy-cner.KeyEmbed.v1: unseen bigrams read the row that bigram_dropout trains,
-    instead of the hashed rows of other bigrams); crf_ner's initialize counts them, logs the
+    instead of the hashed rows of other bigrams); crf_ner's initialize counts them, prints the
     sizes, and the pipeline saves the tables. An int keeps v1's hash tables of that many rows.
     The other arguments are v1's.
 

@@ -2,10 +2,9 @@
 from typing import Callable, Iterable, List, Optional, Tuple, cast
 
 import numpy
-from thinc.api import Model, Optimizer, uniform_init
-from thinc.types import Floats1d, Floats2d, Ints1d, Ints2d
-
 from spacy.util import registry
+from thinc.api import Model, Optimizer, uniform_init
+from thinc.types import Floats2d, Ints1d, Ints2d
 
 # Row 0 is every key the table has no row of: keys unseen in training, rarer than min_count, or
 # hidden by CharBigramEmbed's bigram_dropout (which is what trains it).
@@ -16,7 +15,7 @@ UNKNOWN_ROW = 0
 def KeyEmbed(nO: int, column: int, min_count: int = 1, dropout: Optional[float] = None) -> Model[Ints2d, Floats2d]:
     """An exact embedding table over the uint64 keys in one column of its input.
 
-    thinc's HashEmbed sums four rows of a table of fixed size: on a newswire corpus of 287k
+    thinc's HashEmbed sums four rows of a table of fixed size: on a newswire corpus of 283k
     distinct bigrams, 20k rows hold about 57 keys each, and a key never seen in training gets
     the rows of others. Here each key seen at least min_count times in the training corpus has a
     row of its own and every other key shares row 0. The keys are not known at construction:
