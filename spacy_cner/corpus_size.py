@@ -6,8 +6,9 @@ newswire corpus of 42k sentences (2M characters) the same batches take 2,000 ste
 from the config, so registered functions compute them from the corpus before training starts;
 each prints what it computed. The patience (spacy-cner.patience.v1) grew with the corpus first:
 1,600 steps are a dozen epochs of a 4k-sentence corpus but about one of a 42k-sentence one, where a
-held-out newswire training stopped after 5.6 epochs while a plain BiLSTM-CRF was still improving. On a corpus of up to `steps_per_epoch * stop` tokens (1M with the
-default config) the batch size is the config's, and up to `tokens / epochs` (500k) the epochs.
+held-out newswire training stopped after 5.6 epochs while a plain BiLSTM-CRF was still improving.
+On a corpus of up to `steps_per_epoch * stop` tokens (1M with the default config) the batch size
+is the config's, and on one of up to `tokens / epochs` (500k) the epochs are.
 """
 import math
 from functools import lru_cache
@@ -109,7 +110,7 @@ def corpus_max_epochs(epochs: int, tokens: int, corpus: Optional[Union[str, Path
         corpus = ${paths.train}
 
     The token budget bounds the training time of a large corpus (15M tokens: 7 epochs of
-    MSRA's 2M, about 75 minutes of one thread on this project's 2-core machine); a corpus of
+    MSRA's 2M, 65 minutes of one thread on this project's 2-core machine); a corpus of
     up to tokens / epochs tokens keeps `epochs`. At least one epoch.
 
     corpus (Optional[Union[str, Path]]): The train corpus; None: `epochs`.
