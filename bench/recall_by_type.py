@@ -1,7 +1,7 @@
 """Recall per entity type of a model's test predictions, for entities seen and unseen in train, with
 examples of the missed ones, and false positives per type.
 
-Usage: python bench/msra_errors.py MODEL TEST.spacy TRAIN.spacy
+Usage: python bench/recall_by_type.py MODEL TEST.spacy TRAIN.spacy
 """
 import sys, spacy, collections
 from spacy.tokens import DocBin
