@@ -1,25 +1,49 @@
 """Recall per entity type of a model's test predictions, for entities seen and unseen in train, with
 examples of the missed ones, and false positives per type.
 
-Usage: python bench/recall_by_type.py MODEL TEST.spacy TRAIN.spacy
+Usage: python bench/recall_by_type.py MODEL TEST.spacy TRAIN.spacy [--examples 12]
+
+An entity is "seen" when its text and label occur as an entity in TRAIN (as bench_datasets.py's
+R seen / unseen). Prints one line per (label, seen) with the hits, the test entities, the recall
+and the first missed ones, then the false positives per label.
 """
-import sys, spacy, collections
-from spacy.tokens import DocBin
-nlp = spacy.load(sys.argv[1])
-test = list(DocBin().from_disk(sys.argv[2]).get_docs(nlp.vocab))
-train = DocBin().from_disk(sys.argv[3]).get_docs(nlp.vocab)
-seen = {(e.text, e.label_) for d in train for e in d.ents}
-pred = list(nlp.pipe([d.text for d in test], batch_size=256))
-stats = collections.defaultdict(lambda: [0, 0]); fp = collections.Counter(); examples = collections.defaultdict(list)
-for g, p in zip(test, pred):
-    found = {(e.start_char, e.end_char, e.label_) for e in p.ents}
-    gold = {(e.start_char, e.end_char, e.label_) for e in g.ents}
-    for e in g.ents:
-        k = (e.label_, (e.text, e.label_) in seen)
-        hit = (e.start_char, e.end_char, e.label_) in found
-        stats[k][0] += hit; stats[k][1] += 1
-        if not hit and len(examples[k]) < 12: examples[k].append(e.text)
-    for e in p.ents:
-        if (e.start_char, e.end_char, e.label_) not in gold: fp[e.label_] += 1
-for k in sorted(stats): print(k, stats[k], round(stats[k][0] / stats[k][1] * 100, 1), examples[k])
-print("false positives", fp)
+import argparse
+from collections import Counter, defaultdict
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("test", type=Path)
+    parser.add_argument("train", type=Path)
+    parser.add_argument("--examples", type=int, default=12)
+    args = parser.parse_args()
+    import spacy
+    from spacy.tokens import DocBin
+
+    nlp = spacy.load(args.model)
+    test = list(DocBin().from_disk(args.test).get_docs(nlp.vocab))
+    seen = {(e.text, e.label_) for doc in DocBin().from_disk(args.train).get_docs(nlp.vocab) for e in doc.ents}
+    hits = defaultdict(lambda: [0, 0])
+    missed = defaultdict(list)
+    false_positives = Counter()
+    for gold, predicted in zip(test, nlp.pipe([doc.text for doc in test], batch_size=256)):
+        found = {(e.start_char, e.end_char, e.label_) for e in predicted.ents}
+        reference = {(e.start_char, e.end_char, e.label_) for e in gold.ents}
+        for ent in gold.ents:
+            key = (ent.label_, (ent.text, ent.label_) in seen)
+            hit = (ent.start_char, ent.end_char, ent.label_) in found
+            hits[key][0] += hit
+            hits[key][1] += 1
+            if not hit and len(missed[key]) < args.examples:
+                missed[key].append(ent.text)
+        false_positives.update(e.label_ for e in predicted.ents if (e.start_char, e.end_char, e.label_) not in reference)
+    for (label, is_seen), (n_hit, n) in sorted(hits.items()):
+        print(f"{label} {'seen' if is_seen else 'unseen'}: {n_hit} of {n} ({n_hit / n * 100:.1f}%); missed: "
+              + ", ".join(missed[(label, is_seen)]))
+    print("false positives:", dict(false_positives.most_common()))
+
+
+if __name__ == "__main__":
+    main()
