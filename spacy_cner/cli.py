@@ -7,7 +7,7 @@ import urllib.request
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Sequence, Type
+from typing import Dict, Iterator, List, Optional, Sequence, Type
 
 import srsly
 import typer
@@ -394,6 +394,40 @@ def annotate_command(
 # spaCy's `evaluate` (its displaCy pages) and `debug data` (its named-entity checks) find
 # NER components by their factory's name, "ner": crf_ner pipes would be skipped silently.
 _SPACY_COMMAND = {"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True}, "add_help_option": False}
+
+
+@app.command("train-vectors")
+def train_vectors_command(
+    train_path: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="The train split (.spacy), as `spacy train` reads it."
+    ),
+    output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors) and summary.json."),
+    text: Optional[List[Path]] = typer.Option(
+        None, "--text", "-t", exists=True, dir_okay=False, readable=True,
+        help="Also read this unlabeled text of the domain, one text per line (repeatable). Never a dev or "
+        "test split that will be scored.",
+    ),
+    width: int = typer.Option(50, "--width", help="Vector width."),
+    epochs: int = typer.Option(10, "--epochs", help="word2vec epochs over the text."),
+    min_count: int = typer.Option(2, "--min-count", help="Fewest occurrences a character or bigram needs."),
+    seed: int = typer.Option(0, "--seed", help="The same seed gives the same vectors (with --workers 1)."),
+    workers: int = typer.Option(1, "--workers", help="word2vec threads; more than 1 is faster but not repeatable."),
+) -> None:
+    """Train character and bigram vectors (word2vec skip-gram, gensim) on the train split's own text,
+    for `--paths.vectors OUTPUT` with `static_vectors = true` (configs/default_vectors.cfg)."""
+    from .vectors import VectorSettings, train_vectors
+
+    try:
+        settings = VectorSettings(width=width, epochs=epochs, min_count=min_count, seed=seed, workers=workers)
+        summary = train_vectors([train_path, *(text or [])], output_path, settings)
+    except (ValueError, ImportError) as err:
+        msg.fail("Training vectors failed")
+        print(err)
+        raise typer.Exit(code=1)
+    msg.good(
+        f"Saved {summary.char_vectors:,} character and {summary.bigram_vectors:,} bigram vectors of width "
+        f"{width} to {output_path}, from {summary.texts:,} texts ({summary.characters:,} characters)"
+    )
 
 
 @app.command("evaluate", **_SPACY_COMMAND)

@@ -1,7 +1,9 @@
 """Tiny Hugging Face models that tests build locally: no hub, no downloads."""
 import warnings
 from pathlib import Path
+from typing import Sequence
 
+import numpy
 import pytest
 import srsly
 from spacy.language import Language
@@ -85,7 +87,24 @@ SMALL_CONFIG_OVERRIDES = {
         "components.crf_ner.model.tok2vec.width": 16,
     },
 }
+SMALL_CONFIG_OVERRIDES["default_vectors"] = SMALL_CONFIG_OVERRIDES["default"]
 CONFIG_TRAIN_DATA = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("我在北京市工作", [(2, 5, "LOC")])]
+
+
+def write_toy_vectors(path: Path, texts: Sequence[str], width: int = 4) -> Path:
+    """A vectors pipeline (as `train-vectors` writes one) with a seeded random vector for each character
+    and bigram of texts, for configs with static_vectors = true; no gensim needed."""
+    from spacy_cner.vectors import vectors_pipeline
+
+    keys = sorted({c for t in texts for c in t} | {a + b for t in texts for a, b in zip(t, t[1:])})
+    vectors = numpy.random.default_rng(0).normal(size=(len(keys), width)).astype("float32")
+    vectors_pipeline(keys, vectors).to_disk(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def toy_vectors(tmp_path_factory) -> Path:
+    return write_toy_vectors(tmp_path_factory.mktemp("vectors") / "vectors", [t for t, _ in CONFIG_TRAIN_DATA])
 
 
 def small_config_pipeline(name: str, request) -> Language:
@@ -99,6 +118,8 @@ def small_config_pipeline(name: str, request) -> Language:
     if "TransformerTok2Vec" in path.read_text(encoding="utf8"):
         kind = "nezha" if name.startswith("nezha") else "bert"
         overrides["vars.transformer"] = str(request.getfixturevalue(f"tiny_{kind}"))
+    if "static_vectors = true" in path.read_text(encoding="utf8"):
+        overrides["paths.vectors"] = str(request.getfixturevalue("toy_vectors"))
     config = load_config(path, overrides=overrides, interpolate=True)
     fix_random_seed(0)
     nlp = load_model_from_config(config, auto_fill=True)

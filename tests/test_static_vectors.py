@@ -52,6 +52,8 @@ def test_lookup_of_chars_and_bigrams():
     nlp.vocab.set_vector("。上", numpy.full((2,), 9.0, dtype="f"))
     assert layer.predict([nlp.make_doc("。上")])[0][1, 4] == 9.0
     assert sentence.predict([nlp.make_doc("。上")])[0][1, 4] == 0.0  # no bigram across a sentence end
+    empty, one = layer.predict([nlp.make_doc(""), nlp.make_doc("张")])  # an empty doc: no rows
+    assert empty.shape == (0, 6) and one[:, ::2].tolist() == [[1, 0, 0]]
 
 
 def config(vectors, static_vectors=True):

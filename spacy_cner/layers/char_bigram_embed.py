@@ -240,9 +240,10 @@ def _ngram_vectors_forward(model: Model, docs: List[Doc], is_train: bool) -> Tup
             for i, token in enumerate(doc[:-1]):
                 if ends_sentence(token.text):
                     joins[i] = ""
-        columns = [texts, joins + [""]]
+        edge = [""] if texts else []  # no bigram beyond the doc's last token (nor in an empty doc)
+        columns = [texts, joins + edge]
         if model.attrs["prev_bigram"]:
-            columns.append([""] + joins)
+            columns.append(edge + joins)
         out.append(ops.xp.hstack([_lookup(ops, vectors, column) for column in columns]))
     return out, lambda dY: []
 

@@ -1,0 +1,169 @@
+"""Character and bigram vectors trained on a corpus's own text, for `static_vectors = true`.
+
+Pretrained vectors (Lattice-LSTM's gigaword files) cannot be downloaded everywhere; the train split
+itself, and any unlabeled text of the same domain, can be read instead. gensim's word2vec (skip-gram,
+as the gigaword_chn.all.a2b.{uni,bi}.ite50.vec files Lattice-LSTM and TENER use were trained) learns
+character vectors on the texts as characters and bigram vectors on them as overlapping bigrams,
+keyed as CharBigramEmbed's `ngram_vectors` looks them up (a character; a bigram as its two
+characters). They are written as a spaCy pipeline with vectors only, for `--paths.vectors`, as
+`spacy init vectors` would write them. gensim is written in C, a skip-gram of our own in torch would
+be slower by far; it is an extra (`pip install "spacy-cner[vectors]"`).
+"""
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy
+import spacy
+import srsly
+from spacy.tokens import DocBin
+from spacy.vectors import Vectors
+from spacy.vocab import Vocab
+
+from .annotate import iter_lines
+
+
+@dataclass
+class VectorSettings:
+    """word2vec's settings: width, context window, epochs, the fewest occurrences a key needs, seed,
+    and worker threads (1 gives the same vectors for the same seed; more are faster, not repeatable)."""
+
+    width: int = 50
+    window: int = 5
+    epochs: int = 10
+    min_count: int = 2
+    seed: int = 0
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("width", "window", "epochs", "min_count", "workers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"VectorSettings.{name} must be a positive integer, got {value!r}.")
+
+
+@dataclass
+class VectorsSummary:
+    """What `train_vectors` read and wrote (saved as summary.json beside the vectors)."""
+
+    sources: List[str] = field(default_factory=list)
+    texts: int = 0
+    characters: int = 0
+    char_vectors: int = 0
+    bigram_vectors: int = 0
+    settings: Dict[str, int] = field(default_factory=dict)
+
+
+def read_texts(path: Union[str, Path]) -> Iterator[str]:
+    """The texts of a file: the docs of a .spacy DocBin, or the lines of any other file (a plain-text
+    file holds one text per line; empty lines are skipped). NER files are read through
+    `python -m spacy_cner convert` first, so that their tags are not read as text.
+
+    path (Union[str, Path]): A .spacy file, or a UTF-8 text file.
+    YIELDS (str): One text per doc or non-empty line.
+    """
+    path = Path(path)
+    if path.suffix == ".spacy":
+        for doc in DocBin().from_disk(path).get_docs(Vocab()):
+            yield doc.text
+        return
+    with path.open("rb") as file:
+        for number, line in enumerate(iter_lines(file), 1):
+            try:
+                text = line.decode("utf8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}, line {number}: not UTF-8 ({err.reason} at byte {err.start}).") from err
+            if text.strip():
+                yield text
+
+
+def stable_hash(text: str) -> int:
+    """A hash of a word that is the same in every run, as Python's own is not (gensim seeds each word's
+    first vector with it)."""
+    return zlib.crc32(text.encode("utf8"))
+
+
+def train_char_bigram_vectors(
+    texts: Sequence[str], settings: Optional[VectorSettings] = None
+) -> Tuple[List[str], numpy.ndarray, Dict[str, int]]:
+    """Skip-gram vectors of the characters and of the bigrams of texts.
+
+    texts (Sequence[str]): The texts, read twice (as characters, then as bigrams).
+    settings (Optional[VectorSettings]): word2vec's settings (defaults when None).
+    RETURNS (Tuple[List[str], numpy.ndarray, Dict[str, int]]): The keys (characters, then bigrams),
+        their vectors (n_keys, width) float32, and how many of each kind.
+    """
+    try:
+        from gensim.models import Word2Vec
+    except ImportError as err:
+        raise ImportError('Training vectors needs gensim: pip install "spacy-cner[vectors]"') from err
+    settings = settings or VectorSettings()
+    if not any(texts):
+        raise ValueError("No text to train vectors on: the inputs are empty.")
+    gensim_settings = dict(vector_size=settings.width, window=settings.window, sg=1, min_count=settings.min_count,
+                           epochs=settings.epochs, seed=settings.seed, workers=settings.workers, hashfxn=stable_hash)
+    kinds = {
+        "char_vectors": [list(text) for text in texts],
+        "bigram_vectors": [[a + b for a, b in zip(text, text[1:])] for text in texts if len(text) > 1],
+    }
+    keys: List[str] = []
+    rows = []
+    counts = {}
+    for kind, sentences in kinds.items():
+        if not any(sentences):
+            counts[kind] = 0
+            continue
+        try:
+            wv = Word2Vec(sentences, **gensim_settings).wv
+        except RuntimeError as err:  # gensim: "you must first build vocabulary before training the model"
+            raise ValueError(
+                f"No {kind.split('_')[0]} occurs {settings.min_count} times in the texts: lower min_count."
+            ) from err
+        keys.extend(wv.index_to_key)
+        rows.append(numpy.asarray(wv.vectors, dtype="float32"))
+        counts[kind] = len(wv.index_to_key)
+    return keys, numpy.vstack(rows), counts
+
+
+def vectors_pipeline(keys: Sequence[str], vectors: numpy.ndarray, lang: str = "zh") -> spacy.language.Language:
+    """A blank pipeline whose vocab holds the vectors, as `spacy init vectors` makes one.
+
+    keys (Sequence[str]): One key per row.
+    vectors (numpy.ndarray): (len(keys), width) float32.
+    lang (str): The blank pipeline's language.
+    RETURNS (Language): Saved with `to_disk`, it is what `[initialize] vectors` loads.
+    """
+    if len(keys) != vectors.shape[0]:
+        raise ValueError(f"{len(keys)} keys for {vectors.shape[0]} vectors.")
+    nlp = spacy.blank(lang)
+    strings = nlp.vocab.strings
+    nlp.vocab.vectors = Vectors(strings=strings, data=vectors, keys=[strings.add(key) for key in keys],
+                                name=f"{lang}_self_trained.vectors")
+    return nlp
+
+
+def train_vectors(
+    inputs: Iterable[Union[str, Path]], output: Union[str, Path], settings: Optional[VectorSettings] = None
+) -> VectorsSummary:
+    """Train character and bigram vectors on the texts of inputs and save them as a pipeline in output.
+
+    inputs (Iterable[Union[str, Path]]): .spacy files (a train split) and plain-text files (one text
+        per line: unlabeled text of the domain). Never a dev or test split that will be scored.
+    output (Union[str, Path]): The folder for the pipeline (`--paths.vectors OUTPUT`) and summary.json.
+    settings (Optional[VectorSettings]): word2vec's settings.
+    RETURNS (VectorsSummary): What was read and written.
+    """
+    settings = settings or VectorSettings()
+    sources = [Path(path) for path in inputs]
+    if not sources:
+        raise ValueError("No input to train vectors on: pass a .spacy train split or a text file.")
+    texts = [text for path in sources for text in read_texts(path)]
+    keys, vectors, counts = train_char_bigram_vectors(texts, settings)
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    vectors_pipeline(keys, vectors).to_disk(output)
+    summary = VectorsSummary(sources=[str(path) for path in sources], texts=len(texts),
+                             characters=sum(len(text) for text in texts), settings=asdict(settings), **counts)
+    srsly.write_json(output / "summary.json", asdict(summary))
+    return summary

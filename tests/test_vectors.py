@@ -1,0 +1,115 @@
+"""`python -m spacy_cner train-vectors`: character and bigram vectors trained on the train split's own text."""
+import subprocess
+import sys
+
+import numpy
+import pytest
+import spacy
+import srsly
+from spacy.tokens import DocBin
+from spacy.training import Example
+from spacy.util import load_config
+from typer.testing import CliRunner
+
+from spacy_cner.cli import app
+from spacy_cner.vectors import VectorSettings, read_texts, train_vectors, vectors_pipeline
+
+from conftest import REPO_ROOT
+
+pytest.importorskip("gensim", reason='train-vectors needs gensim: pip install -e ".[test]" installs it')
+
+TEXTS = ["张三去了上海", "李四去了北京", "张三在上海工作", "王五在北京工作"] * 3
+SMALL = VectorSettings(width=8, epochs=2, min_count=2, seed=0)
+
+
+def write_corpus(path, texts=TEXTS):
+    nlp = spacy.blank("zh")
+    DocBin(docs=[Example.from_dict(nlp.make_doc(t), {"entities": []}).reference for t in texts]).to_disk(path)
+    return path
+
+
+def test_vectors_of_every_character_and_bigram_seen_min_count_times(tmp_path):
+    train = write_corpus(tmp_path / "train.spacy")
+    extra = tmp_path / "unlabeled.txt"
+    extra.write_bytes("\ufeff赵六去了广州\r\n\r\n赵六在广州工作\r\n".encode("utf8"))  # BOM, CRLF, an empty line
+    summary = train_vectors([train, extra], tmp_path / "vectors", SMALL)
+    assert (summary.texts, summary.characters) == (14, sum(map(len, TEXTS)) + 13)
+    vectors = spacy.load(tmp_path / "vectors").vocab.vectors
+    assert vectors.shape == (summary.char_vectors + summary.bigram_vectors, 8)
+    for key in ("张", "广", "张三", "去了", "广州"):  # 广州 twice, in the unlabeled text only
+        assert vectors.find(key=key) >= 0, key
+    for key in ("张三去", "海李"):  # no trigrams; no bigram across two texts
+        assert vectors.find(key=key) < 0, key
+    assert summary.char_vectors == len({c for t in TEXTS + ["赵六去了广州", "赵六在广州工作"] for c in t})
+    assert srsly.read_json(tmp_path / "vectors" / "summary.json")["sources"] == [str(train), str(extra)]
+
+
+def test_the_same_seed_gives_the_same_vectors(tmp_path):
+    train = write_corpus(tmp_path / "train.spacy")
+    runs = [(seed, tmp_path / f"run{i}") for i, seed in enumerate((0, 0, 1))]
+    for seed, out in runs:
+        train_vectors([train], out, VectorSettings(width=8, epochs=2, seed=seed))
+    first, again, other = (spacy.load(out).vocab.vectors for _, out in runs)
+    numpy.testing.assert_array_equal(first.data, again.data)
+    assert not numpy.allclose(first.data, other.data)
+
+
+def test_bad_input_is_named(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("张三去了上海\n".encode("utf8") + "李四".encode("gb18030") + b"\n")
+    with pytest.raises(ValueError, match=r"bad\.txt, line 2: not UTF-8"):
+        list(read_texts(bad))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf8")
+    with pytest.raises(ValueError, match="No text to train vectors on"):
+        train_vectors([empty], tmp_path / "out")
+    with pytest.raises(ValueError, match="lower min_count"):
+        train_vectors([write_corpus(tmp_path / "once.spacy", ["张三"])], tmp_path / "out", VectorSettings(min_count=5))
+    with pytest.raises(ValueError, match="VectorSettings.width must be a positive integer, got 0"):
+        VectorSettings(width=0)
+    with pytest.raises(ValueError, match="3 keys for 2 vectors"):
+        vectors_pipeline(["a", "b", "c"], numpy.zeros((2, 4), dtype="f"))
+
+
+def test_cli_writes_a_vectors_pipeline_and_reports_failures(tmp_path):
+    train = write_corpus(tmp_path / "train.spacy")
+    runner = CliRunner()
+    result = runner.invoke(app, ["train-vectors", str(train), str(tmp_path / "vectors"), "--width", "8", "--epochs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "character and" in result.output and "bigram vectors of width 8" in result.output
+    assert spacy.load(tmp_path / "vectors").vocab.vectors.shape[1] == 8
+    result = runner.invoke(app, ["train-vectors", str(train), str(tmp_path / "v2"), "--min-count", "100"])
+    assert result.exit_code == 1 and "lower min_count" in result.output
+
+
+def test_default_vectors_config_is_the_default_reading_vectors():
+    default = load_config(REPO_ROOT / "configs" / "default.cfg", interpolate=False)
+    with_vectors = load_config(REPO_ROOT / "configs" / "default_vectors.cfg", interpolate=False)
+    assert default["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] is False
+    with_vectors["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] = False
+    assert with_vectors == default
+
+
+def test_project_trains_default_vectors_on_its_own_vectors(tmp_path):
+    """train-vectors, then train-demo with configs/default_vectors.cfg and --vars.vectors."""
+    from test_project import project_copy
+
+    project = project_copy(tmp_path, "default_vectors", {"components.crf_ner.model.tok2vec.width": 16,
+                                                         "components.crf_ner.model.encoder.width": 16})
+    train = project / "corpus" / "resume" / "train.spacy"
+    docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
+    DocBin(docs=docs * 2).to_disk(train)  # every bigram twice: min count 2
+    commands = [("train-vectors",), ("train-demo", "--vars.config", "small", "--vars.vectors", "vectors/resume",
+                                     "--vars.demo_max_steps", "4")]
+    for command in commands:
+        args = [sys.executable, "-m", "spacy", "project", "run", *command[:1], str(project), *command[1:]]
+        result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
+    assert nlp.vocab.vectors.find(key="张三") >= 0  # the vectors travel with the pipeline
+    assert any(node.name == "char_bigram_vectors" for node in nlp.get_pipe("crf_ner").model.walk())
+    # Without --vars.vectors the config says what is missing.
+    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "small",
+            "--vars.demo_max_steps", "4"]
+    result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+    assert result.returncode != 0 and "has no vectors" in result.stdout + result.stderr
