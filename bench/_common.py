@@ -15,6 +15,7 @@ SYSTEMS = {
     "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon BiLSTM-CRF, joined pairs)", "default.cfg"),
     "bilstm": ("spacy-cner char_bigram.cfg (char+bigram BiLSTM-CRF, the previous default)", "char_bigram.cfg"),
     "tener": ("spacy-cner tener.cfg (char+bigram TENER-CRF)", "tener.cfg"),
+    "vectors": ("spacy-cner default_vectors.cfg + vectors from the train split (train-vectors)", "default_vectors.cfg"),
     "spacy": ("spaCy ner (init config -l zh -p ner -o efficiency)", None),
 }
 

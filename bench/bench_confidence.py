@@ -32,7 +32,7 @@ import json, sys, time
 import numpy, spacy, torch
 from spacy.tokens import DocBin
 from spacy.training import Example
-from spacy_cner.pipeline.crf_ner import expected_calibration_error
+from spacy_cner.pipeline.calibration import expected_calibration_error
 torch.set_num_threads(1)
 model, corpus, repeats, thresholds = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 nlp = spacy.load(model)

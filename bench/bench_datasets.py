@@ -31,7 +31,9 @@ import os
 import random
 import shlex
 import statistics
+import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -112,8 +114,14 @@ def main() -> None:
         stats_path = out / "training_stats.json"
         if not stats_path.exists():
             out.mkdir(parents=True, exist_ok=True)
+            extra, vectors_seconds = tuple(overrides[key]), 0.0
+            if reads_own_vectors(configs[key], extra):
+                vectors_seconds = train_own_vectors(corpora[name]["path"] / "train.spacy", out / "vectors", seed)
+                extra += (f"--paths.vectors={out / 'vectors'}",)
             stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps, args.jobs > 1 or args.one_thread,
-                          extra=tuple(overrides[key]))
+                          extra=extra)
+            # The vectors are part of the system: their training counts in its training time.
+            stats.update(seconds=stats["seconds"] + vectors_seconds, vectors_seconds=vectors_seconds)
             stats_path.write_text(json.dumps(stats), encoding="utf8")
         return json.loads(stats_path.read_text(encoding="utf8"))
 
@@ -139,6 +147,26 @@ def main() -> None:
     if args.write:
         with args.write.open("a", encoding="utf8") as file:
             file.write("\n" + table)
+
+
+def reads_own_vectors(config: Path, extra: tuple) -> bool:
+    """Whether a system reads vectors (static_vectors = true) and no --paths.vectors override names them:
+    it then reads vectors trained on its own train split, as `spacy project run all-vectors` does."""
+    text = config.read_text(encoding="utf8")
+    static = any(o.endswith("static_vectors=true") for o in extra) or (
+        "static_vectors = true" in text and not any(o.endswith("static_vectors=false") for o in extra))
+    return static and not any(o.startswith("--paths.vectors=") for o in extra)
+
+
+def train_own_vectors(train: Path, out: Path, seed: int) -> float:
+    """`python -m spacy_cner train-vectors` on the train split (one thread, this seed); returns its wall time."""
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "spacy_cner", "train-vectors", str(train), str(out), "--seed", str(seed)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    if result.returncode != 0:
+        sys.exit(f"Failed ({result.returncode}): {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    return time.perf_counter() - start
 
 
 def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: dict = None,

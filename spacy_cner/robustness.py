@@ -10,6 +10,7 @@ Each sample of the perturbed set joins two test sentences, X_i + X_j. Metrics
   (B/I/E/S/O and label) differs from the one predicted for the sentence alone.
 """
 import random
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
@@ -83,6 +84,36 @@ def make_robust_ner_scorer(pairing: str = "adjacent", seed: int = 0, batch_size:
     """
     make_pairs(2, pairing, seed)  # fail on an unknown pairing at config time
     return RobustNERScorer(pairing, seed, batch_size)
+
+
+class PipelineLink:
+    """The pipeline a pipe was created or initialized in, for a scorer that runs it
+    (robustness.PipelineScorer): spaCy's Scorer gives component scorers no pipeline.
+
+    Held weakly (the pipeline owns the pipe). A pickled or copied pipe is in no pipeline
+    yet, and a weak reference cannot be pickled: the link pickles empty.
+    """
+
+    def __init__(self, nlp: Optional[Language] = None) -> None:
+        self._ref = weakref.ref(nlp) if nlp is not None else None
+
+    def __call__(self) -> Optional[Language]:
+        return self._ref() if self._ref is not None else None
+
+    def __reduce__(self):
+        return (PipelineLink, ())
+
+    @staticmethod
+    def pipeline_of(pipe: Any, link: Optional["PipelineLink"]) -> Language:
+        """The pipeline the link holds, if the pipe is in it; else a ValueError saying what to do."""
+        nlp = link() if link is not None else None
+        if nlp is None or not any(p is pipe for _, p in nlp.pipeline):
+            raise ValueError(
+                f"The scorer of '{pipe.name}' runs the pipeline, but '{pipe.name}' is not in the pipeline "
+                "it was created or initialized in (a sourced or copied component?). Initialize it "
+                "in its pipeline, or use spacy.ner_scorer.v1."
+            )
+        return nlp
 
 
 class PipelineScorer:

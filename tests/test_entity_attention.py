@@ -160,15 +160,14 @@ def test_pipe_refuses_an_enhanced_layer_moved_out_of_reach():
 
 def test_pipe_refuses_an_enhanced_layer_in_another_architecture():
     from spacy_cner.layers.crf import CRF
-    from spacy_cner.pipeline.crf_ner import CRFEntityRecognizer
+    from spacy_cner.pipeline.checks import uses_gold_entities
 
     tok2vec = spacy.util.registry.resolve({"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16}})["t"]
     crf = CRF()
     model = Model("my_tagger", lambda model, X, is_train: (X, lambda dY: dY),
                   layers=[chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)), crf], refs={"crf": crf})
-    ner = CRFEntityRecognizer(spacy.blank("zh").vocab, model, "crf_ner")
     with pytest.raises(ValueError, match="in a 'my_tagger' model: only spacy-cner.CRFTagger.v1"):
-        ner._uses_gold_entities()
+        uses_gold_entities(model, "crf_ner")
 
 
 def test_negative_beta_raises():

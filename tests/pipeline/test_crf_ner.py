@@ -30,7 +30,9 @@ from thinc.api import fix_random_seed
 from reference import all_paths, log_sum_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
-from spacy_cner.pipeline.crf_ner import join_pairs, make_crf_ner
+from spacy_cner.pipeline import decoding
+from spacy_cner.augment import join_pairs
+from spacy_cner.pipeline.crf_ner import make_crf_ner
 from spacy_cner.tags import SCHEMES, is_valid_sequence, most_probable_spans, preset_constraints
 from spacy_cner.long_docs import doc_windows
 
@@ -929,7 +931,7 @@ HELD_OUT = [
 
 
 def test_fit_temperature_changes_probabilities_not_entities(tmp_path):
-    from spacy_cner.pipeline.crf_ner import expected_calibration_error
+    from spacy_cner.pipeline.calibration import expected_calibration_error
 
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
@@ -1005,8 +1007,8 @@ def test_threshold_decoding_skips_the_best_path(monkeypatch, long_doc_window):
     expected = [most_probable_spans(doc_scores, 0.2) for doc_scores in scored]
     assert any(expected)
     calls = []
-    original = crf_ner_module.crf_decode
-    monkeypatch.setattr(crf_ner_module, "crf_decode", lambda *args: calls.append(1) or original(*args))
+    original = decoding.crf_decode
+    monkeypatch.setattr(decoding, "crf_decode", lambda *args: calls.append(1) or original(*args))
     assert ner.predict(docs[:1]).tag_ids is None
     assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)] == expected
     assert not calls

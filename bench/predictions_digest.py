@@ -1,0 +1,80 @@
+"""What a config trains and predicts, as digests, to show that a change of code changes neither.
+
+Usage: python bench/predictions_digest.py [--configs default tener] [--steps 40] [--sentences 300]
+       [--data ../shared/data/resume] [--out bench/runs/digest]
+
+Trains each config (its own settings, seed 0, one thread, through spaCy's training loop with its
+before_to_disk fitting) for --steps steps on the first --sentences Resume train sentences, scores on as
+many dev sentences, then predicts the test split with model-last. Prints one line per config: the
+sha256 of the weights (`crf_ner` to_bytes), of the component's cfg, and of the predictions (each doc's
+entities and every span of the span group with its probability, written out in full). Run it at two
+commits and compare the lines, e.g. before and after moving code:
+
+  git worktree add /tmp/before REF && (cd /tmp/before && PYTHONPATH=. python bench/predictions_digest.py)
+  python bench/predictions_digest.py
+"""
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from _common import ROOT
+
+CODE = """
+import hashlib, json, sys
+import spacy
+from spacy.tokens import DocBin
+from spacy.cli.train import train
+from spacy.cli._util import parse_config_overrides
+config, out, corpus, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+overrides = {"paths.train": f"{corpus}/train.spacy", "paths.dev": f"{corpus}/dev.spacy", "system.seed": 0,
+             "training.max_steps": steps, "training.max_epochs": 0, "training.eval_frequency": max(steps // 2, 1)}
+train(config, out, overrides=overrides)
+nlp = spacy.load(f"{out}/model-last")
+pipe = nlp.get_pipe("crf_ner")
+docs = list(nlp.pipe(doc.text for doc in DocBin().from_disk(f"{corpus}/test.spacy").get_docs(nlp.vocab)))
+key = pipe.spans_key
+predictions = [[[(e.start_char, e.end_char, e.label_) for e in doc.ents],
+                [(s.start_char, s.end_char, s.label_, repr(float(p)))
+                 for s, p in zip(doc.spans[key], doc.spans[key].attrs["scores"])] if key else []]
+               for doc in docs]
+digest = lambda data: hashlib.sha256(data).hexdigest()[:16]
+print(json.dumps({"weights": digest(pipe.model.to_bytes()),
+                  "cfg": digest(json.dumps(pipe.cfg, sort_keys=True, default=str).encode()),
+                  "predictions": digest(json.dumps(predictions, ensure_ascii=False).encode()),
+                  "entities": sum(len(doc.ents) for doc in docs)}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", nargs="+", default=["default", "tener"])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--sentences", type=int, default=300)
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "digest")
+    args = parser.parse_args()
+    if not (args.data / "train.char.bmes").exists():
+        sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
+    corpus = args.out / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    from spacy.tokens import DocBin
+
+    from spacy_cner.convert import iter_docs
+
+    for split in ("train", "dev", "test"):
+        docs = list(iter_docs(args.data / f"{split}.char.bmes", scheme="bmes", repair=True))
+        DocBin(docs=docs if split == "test" else docs[: args.sentences]).to_disk(corpus / f"{split}.spacy")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    for name in args.configs:
+        out = args.out / name
+        command = [sys.executable, "-c", CODE, str(ROOT / "configs" / f"{name}.cfg"), str(out), str(corpus), str(args.steps)]
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            sys.exit(f"{name} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        print(name, result.stdout.strip().splitlines()[-1], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Calibration of the `crf_ner` pipe's entity probabilities: a temperature and a decoding threshold
+fitted on dev, and the [training.before_to_disk] callback that fits them when the pipeline is saved.
+
+The fits are functions of `outcomes` (temperature -> each predicted entity's probability and whether
+it is right), which the pipe computes with one decoding of dev (CRFEntityRecognizer.entity_outcomes);
+they never import the pipe.
+"""
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+import numpy
+from spacy.language import Language
+from spacy.training import Corpus
+from spacy.util import registry
+from wasabi import msg
+
+# temperature -> (probability of each predicted entity, 1.0 where it is right else 0.0)
+Outcomes = Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]
+
+
+@registry.misc("spacy-cner.calibrate.v1")
+def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bool = True) -> Callable[[Language], Language]:
+    """A [training.before_to_disk] callback: before each save of the pipeline, every crf_ner
+    pipe fits, on the examples at path (the dev corpus, e.g. ${paths.dev}), the temperature of
+    its entity probabilities (fit_temperature) and then the threshold its doc.ents are decoded
+    at (fit_threshold, used with ents_threshold "fitted"), both kept in its cfg. With a fitted
+    threshold, the pipeline's meta["performance"] gets the entity scores on path that the saved
+    pipeline has (the training log shows those of the best path, which model-best is chosen on).
+
+    spaCy's loop saves model-last after every evaluation and copies it to model-best when its
+    score is the best so far; a fit (a few passes over dev) is only kept by model-best and by
+    the last save. So in a training loop the callback fits at a save whose checkpoint scores at
+    least as well as every earlier one (score_weights over meta["performance"], as the loop
+    ranks them) and at the final save (no evaluation since the previous call), and leaves the
+    other saves of model-last as they are: the best path, the last fitted temperature. Outside
+    a training loop it always fits.
+
+    path (Optional[str]): A .spacy file or folder of them; None fits nothing.
+    temperature (bool): Fit the temperature.
+    threshold (bool): Fit the threshold.
+    RETURNS (Callable[[Language], Language]): The callback.
+    """
+
+    checkpoints = Checkpoints()
+
+    def fit_before_saving(nlp: Language) -> Language:
+        if path is None or not checkpoints.worth_fitting(nlp):
+            return nlp
+        examples = list(Corpus(path)(nlp))
+        fitted = False
+        for name, pipe in nlp.pipeline:
+            # crf_ner pipes (and their subclasses): the pipes that fit themselves.
+            if not callable(getattr(pipe, "entity_outcomes", None)) or not (temperature or threshold):
+                continue
+            # One decoding of dev for both fits.
+            outcomes = pipe.entity_outcomes(examples)
+            if temperature:
+                fit = pipe.fit_temperature(examples, outcomes=outcomes)
+                msg.info(
+                    f"{name}: temperature {fit['temperature']:.3g} on {fit['n_entities']} predicted dev entities "
+                    f"(ECE {fit['ece_before']:.3f} -> {fit['ece_after']:.3f})"
+                )
+            if threshold:
+                fit = pipe.fit_threshold(examples, outcomes=outcomes)
+                msg.info(f"{name}: entity threshold {fit['threshold']:.3g} (best-path dev F1 {fit['f1'] * 100:.2f})")
+                fitted = fitted or pipe.ents_threshold == "fitted"
+        if fitted:
+            performance = nlp.meta.setdefault("performance", {})
+            scores = nlp.evaluate(examples)
+            performance.update({key: scores[key] for key in performance if key.startswith("ents_") and key in scores})
+        return nlp
+
+    return fit_before_saving
+
+
+class Checkpoints:
+    """Which saves of spaCy's training loop the calibrator fits at (make_calibrator)."""
+
+    def __init__(self) -> None:
+        self.best: Optional[float] = None
+        self.performance: Optional[Dict[str, Any]] = None
+
+    def worth_fitting(self, nlp: Language) -> bool:
+        """True outside a training loop, at the final save, and at a checkpoint that scores at
+        least as well as every earlier one: the saves whose fit is kept (model-best, model-last)."""
+        performance = nlp.meta.get("performance")
+        # The loop's update_meta makes a new dict at every evaluation: the same one means none
+        # since the previous save, i.e. the save after training (or a second call).
+        if performance is self.performance:
+            return True
+        self.performance = performance
+        weights = {key: w for key, w in nlp.config.get("training", {}).get("score_weights", {}).items() if w}
+        if not performance or not any(key in performance for key in weights):
+            return True
+        score = sum(float(performance.get(key, 0.0)) * w for key, w in weights.items())
+        if self.best is not None and score < self.best:
+            return False
+        self.best = score
+        return True
+
+
+@registry.misc("spacy-cner.fit_temperature.v1")
+def make_temperature_fitter(path: Optional[str]) -> Callable[[Language], Language]:
+    """spacy-cner.calibrate.v1 with the temperature only (configs written before the threshold).
+
+    path (Optional[str]): A .spacy file or folder of them; None fits nothing.
+    RETURNS (Callable[[Language], Language]): The callback.
+    """
+    return make_calibrator(path, temperature=True, threshold=False)
+
+
+def fit_temperature(outcomes: Outcomes) -> Dict[str, float]:
+    """The temperature from 1/4 to 4 under which the probabilities of the predicted entities
+    best predict whether each is right (an exact match of a gold entity): the least binary
+    log loss, on a log grid of 9 and then of 9 between the best one's neighbours (steps of
+    9%; 15 forward-backward passes over the examples where one grid that fine takes 33: it
+    runs before each save in training).
+
+    outcomes (Outcomes): temperature -> (probabilities, right) of the predicted entities.
+    RETURNS (Dict[str, float]): temperature (1 when no entity is predicted), n_entities (the
+        predicted entities it was fitted on), and log_loss / ece (10 bins) at temperature 1
+        and at the fitted one.
+    """
+    seen: Dict[float, Tuple[numpy.ndarray, numpy.ndarray]] = {}
+
+    def at(temperature: float) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        temperature = round(float(temperature), 4)  # as the saved cfg keeps it
+        if temperature not in seen:
+            seen[temperature] = outcomes(temperature)
+        return seen[temperature]
+
+    if len(at(1.0)[0]):
+        coarse = numpy.linspace(numpy.log(0.25), numpy.log(4.0), 9)  # 1 is the middle one
+        i = int(numpy.argmin([log_loss(*at(numpy.exp(x))) for x in coarse]))
+        fine = numpy.exp(numpy.linspace(coarse[max(i - 1, 0)], coarse[min(i + 1, 8)], 9))
+        best = min((round(float(t), 4) for t in fine), key=lambda t: log_loss(*at(t)))
+    else:
+        best = 1.0  # no predicted entity to fit on (e.g. a model that has not learnt yet)
+    before, after = at(1.0), at(best)
+    return {
+        "temperature": best,
+        "n_entities": len(before[0]),
+        "log_loss_before": log_loss(*before),
+        "log_loss_after": log_loss(*after),
+        "ece_before": expected_calibration_error(*before),
+        "ece_after": expected_calibration_error(*after),
+    }
+
+
+def fit_threshold(right: numpy.ndarray, n_gold: int) -> Dict[str, float]:
+    """The probability to decode doc.ents at: half the F1 of the best-path entities on held-out
+    examples. For calibrated probabilities (fit_temperature first), the threshold that maximises
+    F1 is half the best F1 (Lipton, Elkan and Naryanaswamy 2014, "Thresholding classifiers to
+    maximize F1 score"). One number from dev, not a search over thresholds: stable on a dev set of
+    a few hundred sentences. At least 0.1 (the default candidate_threshold), for an untrained model.
+
+    right (numpy.ndarray): Per predicted entity, 1.0 where it is right (an exact match of a gold one).
+    n_gold (int): The gold entities of the examples.
+    RETURNS (Dict[str, float]): threshold (rounded as the saved cfg keeps it), and f1 of the best path.
+    """
+    f1 = 2 * float(right.sum()) / (len(right) + n_gold) if len(right) + n_gold else 0.0
+    return {"threshold": round(max(0.1, f1 / 2), 4), "f1": f1}
+
+
+def log_loss(probs: numpy.ndarray, right: numpy.ndarray) -> float:
+    """The mean binary log loss of the probabilities (clipped to [1e-7, 1 - 1e-7]); 0 for none."""
+    probs = numpy.clip(probs, 1e-7, 1 - 1e-7)
+    return float(-(right * numpy.log(probs) + (1 - right) * numpy.log(1 - probs)).mean()) if len(probs) else 0.0
+
+
+def expected_calibration_error(probs: numpy.ndarray, right: numpy.ndarray, n_bins: int = 10) -> float:
+    """Expected calibration error: over n_bins equal-width bins of probability, the share of
+    the predictions in each bin times |their accuracy - their mean probability|, summed."""
+    if not len(probs):
+        return 0.0
+    bins = numpy.minimum((numpy.asarray(probs) * n_bins).astype(int), n_bins - 1)
+    total = 0.0
+    for b in range(n_bins):
+        inside = bins == b
+        if inside.any():
+            total += inside.mean() * abs(float(numpy.mean(right[inside])) - float(numpy.mean(probs[inside])))
+    return total
+
+
+def entity_outcomes(scores_at: Callable[[float], List[Dict[Tuple[int, int, str], float]]],
+                    gold: List[Set[Tuple[int, int, str]]]) -> Outcomes:
+    """Outcomes from scored spans: at a temperature, each scored span's probability and whether it is
+    one of its doc's gold entities.
+
+    scores_at (Callable): temperature -> per doc, (start, end, label) -> probability (the pipe's
+        decoded docs, scored at that temperature).
+    gold (List[Set[Tuple[int, int, str]]]): Per doc, its gold entities as token spans.
+    RETURNS (Outcomes): temperature -> (probabilities, right), float64.
+    """
+
+    def outcomes(temperature: float) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        pairs = [(p, span in doc_gold) for doc_scores, doc_gold in zip(scores_at(temperature), gold)
+                 for span, p in doc_scores.items()]
+        if not pairs:
+            return numpy.zeros(0), numpy.zeros(0)
+        probs, right = zip(*pairs)
+        return numpy.asarray(probs, dtype="float64"), numpy.asarray(right, dtype="float64")
+
+    return outcomes

@@ -1,0 +1,131 @@
+"""Guards of the `crf_ner` pipe: settings and saved files it cannot use raise, saying what to do."""
+import math
+import warnings
+from collections import Counter
+from typing import Any, Dict, List, Sequence, Set, Union
+
+from spacy.language import Language
+from spacy.training import Example
+from thinc.api import Model
+
+from ..entity_attention import gold_layers_out_of_reach, takes_gold
+from ..layers._torch import torch_module
+
+
+def check_vectors(nlp: Language, name: str) -> None:
+    """Raise if the pipeline has vectors that no component's model reads.
+
+    spaCy loads [initialize] vectors (--paths.vectors) into the vocab whatever the
+    models are; a model without a static-vectors layer would silently train without them.
+    """
+    vectors = nlp.vocab.vectors
+    if not vectors.shape[0]:
+        return
+    models = [getattr(proc, "model", None) for _, proc in nlp.pipeline]
+    readers = ("static_vectors", "char_bigram_vectors")
+    if any(isinstance(m, Model) and any(n.name in readers for n in m.walk()) for m in models):
+        return
+    raise ValueError(
+        f"The pipeline has {vectors.n_keys} vectors of width {vectors.shape[1]} ([initialize] "
+        f"vectors, e.g. from --paths.vectors), but no component reads them: the model of "
+        f"'{name}' has no static-vectors layer, so they would be ignored. Set static_vectors "
+        "= true in spacy-cner.CharBigramEmbed.v1 (character and bigram vectors), use another "
+        "tok2vec that reads them (spacy.MultiHashEmbed.v2 with include_static_vectors = true), "
+        "or set paths.vectors = null."
+    )
+
+
+def uses_gold_entities(model: Model, name: str) -> bool:
+    """Whether the model reads gold entities in training: a CRF tagger whose tok2vec or encoder
+    has an entity-label enhancement (entity_attention_scale > 0). An enhanced layer anywhere
+    else (another architecture, or moved deeper, e.g. by replace_listeners) would never get
+    them, so it raises instead of training without them."""
+    # Only CRFTagger.v1 hands gold entities on, and only to its tok2vec and encoder.
+    is_tagger = model.name == "crf_tagger"
+    fed = [model.maybe_get_ref("tok2vec"), model.maybe_get_ref("encoder")] if is_tagger else []
+    unfed = gold_layers_out_of_reach([model], fed)
+    if unfed and not is_tagger:
+        raise ValueError(
+            f"'{name}' has a layer with an entity_attention_scale ({unfed[0].name}) in a "
+            f"'{model.name}' model: only spacy-cner.CRFTagger.v1 hands it the gold entities. "
+            "Use that architecture, or set entity_attention_scale to 0."
+        )
+    if unfed:
+        raise ValueError(
+            f"'{name}' has a layer with an entity_attention_scale ({unfed[0].name}) inside its "
+            "tok2vec or encoder, where the CRF tagger cannot hand it the gold entities: make it "
+            "the tagger's tok2vec or encoder itself, or set its entity_attention_scale to 0."
+        )
+    return any(layer is not None and takes_gold(layer) for layer in fed)
+
+
+def check_calibration(cfg: Dict[str, Any], cfg_source: str, name: str) -> None:
+    """Raise if a loaded cfg's temperature or fitted threshold cannot be what fitting stored."""
+    checks = (("temperature", lambda v: v > 0, "a finite number above 0"),
+              ("fitted_threshold", lambda v: 0 < v <= 1, "a probability in (0, 1]"))
+    for key, valid, expected in checks:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not valid(value):
+            raise ValueError(
+                f"{cfg_source} of '{name}' has {key} = {value!r}: expected {expected} (or null). "
+                "Restore the cfg saved with the model, or set it to null and refit it on dev "
+                "(the pipe's fit_temperature and fit_threshold)."
+            )
+
+
+def check_tag_names(model: Model, cfg: Dict[str, Any], tag_names: List[str], cfg_source: str, name: str) -> None:
+    """Raise if a loaded cfg's labels and scheme name other tags than the CRF was trained with."""
+    trained = torch_module(model.get_ref("crf")).tag_names
+    if trained and trained != tag_names:
+        raise ValueError(
+            f"{cfg_source} of '{name}' gives labels {list(cfg['labels'])} with scheme "
+            f"{cfg['scheme']}, i.e. tags {tag_names}, but its model was trained with "
+            f"the tags {trained}: the cfg and the weights do not belong together. Restore the "
+            "cfg saved with the model (or retrain)."
+        )
+
+
+def validate_settings(
+    *,
+    tok2vec_learn_rate_scale: float,
+    long_doc_window: int,
+    join_examples: float,
+    replace_mentions: float,
+    candidate_threshold: float,
+    ents_threshold: Union[float, str, None],
+    alignment_mode: str,
+) -> None:
+    """Raise, naming the setting and its accepted values, if a crf_ner setting is out of range."""
+    if not tok2vec_learn_rate_scale > 0:
+        raise ValueError(f"tok2vec_learn_rate_scale must be positive, got {tok2vec_learn_rate_scale}.")
+    if long_doc_window != 0 and long_doc_window < 2:
+        raise ValueError(f"long_doc_window must be 0 (off) or at least 2 tokens, got {long_doc_window}.")
+    if not 0.0 <= join_examples <= 1.0:
+        raise ValueError(f"join_examples is a share of each batch, from 0 to 1, got {join_examples}.")
+    if not 0.0 <= replace_mentions <= 1.0:
+        raise ValueError(f"replace_mentions is a probability, from 0 to 1, got {replace_mentions}.")
+    if not candidate_threshold > 0:
+        raise ValueError(f"candidate_threshold must be positive (above 1 for no alternatives), got {candidate_threshold}.")
+    if not (ents_threshold in (None, "fitted") or (not isinstance(ents_threshold, str) and 0.0 <= ents_threshold <= 1.0)):
+        raise ValueError(f"ents_threshold is a probability (from 0 to 1), \"fitted\" or None; got {ents_threshold!r}.")
+    if alignment_mode not in ("strict", "contract", "expand"):
+        raise ValueError(f"alignment_mode must be 'strict', 'contract' or 'expand', got {alignment_mode!r}.")
+
+
+def warn_unknown_labels(examples: Sequence[Example], labels: Sequence[str], warned: Set[str], name: str) -> None:
+    """Warn, once per label (warned: the labels warned about so far, updated), about gold entities
+    whose label the pipe does not predict."""
+    known = set(labels)
+    unknown = Counter(ent.label_ for eg in examples for ent in eg.reference.ents if ent.label_ not in known)
+    new = {label: count for label, count in unknown.items() if label not in warned}
+    if new:
+        counts = ", ".join(f"{label} ({count})" for label, count in sorted(new.items()))
+        warnings.warn(
+            f"'{name}' does not predict the labels of some gold entities in this batch: {counts}. "
+            "Their tokens are left out of the loss, as unannotated ones. Add the labels before "
+            "initialize ([initialize.components] labels, or add_label), or remove them from the data.",
+            stacklevel=2,
+        )
+        warned.update(new)

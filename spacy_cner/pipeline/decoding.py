@@ -1,0 +1,219 @@
+"""Decoding for the `crf_ner` pipe: emission scores in token-budget chunks and windows, the CRF's best
+paths under pre-set entities, and the entity probabilities of the spans.
+
+Functions of the model and the tag set, not of the pipe, so that the pipe file keeps spaCy's contract
+(predict, set_annotations, update...) and each step here can be read, and tested, on its own.
+"""
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set, Tuple
+
+import numpy
+from spacy.tokens import Doc, Span, SpanGroup
+from thinc.api import Model, Ops
+from thinc.types import Floats2d, Ints1d
+
+from ..layers.crf import crf_decode, entity_probabilities
+from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
+from ..tags import TagSet, most_probable_spans, preset_constraints, tags_to_spans
+from .alignment import align_scores, align_spans
+
+# At prediction, the most tokens (summed over docs and windows) per model call: bounds the
+# memory of the layers' activations on long docs and big batches.
+EMISSION_BATCH_TOKENS = 16384
+# (start token, end token, label) -> probability
+SpanScores = Dict[Tuple[int, int, str], float]
+
+
+@dataclass
+class Tagging:
+    """What CRFEntityRecognizer.predict found in a batch of docs."""
+
+    # Per doc, the best tag ids (indices into the pipe's tag_names); None when doc.ents are
+    # decoded at a threshold, which needs no best path.
+    tag_ids: Optional[List[Ints1d]]
+    # Per doc, (start token, end token, label) -> its probability: the best path's entities (when
+    # decoded) and the spans above candidate_threshold (or entity_threshold, if lower); None when
+    # the pipe computes no probabilities.
+    scores: Optional[List[SpanScores]]
+    # Per doc, the character copy it was tagged on (tag ids and scores index its tokens), or
+    # None where the doc was tagged as it is.
+    char_docs: Optional[List[Optional[Doc]]] = None
+    # The probability doc.ents are decoded at (the most probable spans); None: the best path.
+    ents_threshold: Optional[float] = None
+
+
+@dataclass
+class Decoded:
+    """The segments (doc index, start token, end token) of a batch and their emissions,
+    tag constraints (None: all allowed) and Viterbi paths (None: not decoded)."""
+
+    segments: List[Tuple[int, int, int]]
+    emissions: List[Floats2d]
+    allowed: Optional[List[Floats2d]]
+    paths: Optional[List[Ints1d]]
+
+
+def decode(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int, best_path: bool = True) -> Decoded:
+    """Emissions, constraints and (if best_path) Viterbi paths of the docs' segments: whole
+    docs, or a long doc's windows, each ending at a sentence end (those over one long sentence
+    together).
+
+    model (Model): The pipe's model, with a "crf" ref.
+    docs (List[Doc]): The docs, with their pre-set entities (the paths keep them).
+    tag_set (TagSet): The CRF's tags.
+    long_doc_window (int): A doc of more tokens is tagged in windows of at most this many; 0: whole.
+    best_path (bool): Compute the Viterbi paths.
+    RETURNS (Decoded): The segments and what was computed for them.
+    """
+    ops = model.ops
+    windows = [
+        doc_windows(doc, long_doc_window) if long_doc_window and len(doc) > long_doc_window
+        else [Window(0, len(doc), 0, len(doc))]
+        for doc in docs
+    ]
+    n_tags = len(tag_set.names)
+    emissions = emission_scores(model, docs, windows, n_tags) if any(len(doc) for doc in docs) else []
+    ranges = [window_segments(doc_wins) if len(doc) else [] for doc, doc_wins in zip(docs, windows)]
+    segments = [(i, start, end) for i, doc_ranges in enumerate(ranges) for start, end in doc_ranges]
+    constraints = [
+        None if c is None else ops.asarray2f(c)
+        for doc, doc_ranges in zip(docs, ranges)
+        for c in preset_constraints(doc, doc_ranges, tag_set)
+    ]
+    allowed = None
+    if any(c is not None for c in constraints):
+        allowed = [
+            c if c is not None else ops.xp.ones((end - start, n_tags), dtype="f")
+            for c, (_, start, end) in zip(constraints, segments)
+        ]
+    segment_emissions = [emissions[i][start:end] for i, start, end in segments]
+    paths = None
+    if best_path:
+        paths = crf_decode(model.get_ref("crf"), segment_emissions, allowed) if segments else []
+    return Decoded(segments, segment_emissions, allowed, paths)
+
+
+def doc_paths(model: Model, n_docs: int, decoded: Decoded) -> List[Ints1d]:
+    """Per doc, the tag ids of its segments' best paths, joined (decoded.paths must be set)."""
+    ops = model.ops
+    by_doc: List[List[Ints1d]] = [[] for _ in range(n_docs)]
+    for (i, _, _), path in zip(decoded.segments, decoded.paths or []):
+        by_doc[i].append(path)
+    return [ops.xp.concatenate(paths) if paths else ops.alloc1i(0) for paths in by_doc]
+
+
+def span_scores(
+    model: Model, tag_set: TagSet, n_docs: int, decoded: Decoded, threshold: float, temperature: float
+) -> List[SpanScores]:
+    """Per doc, (start, end, label) -> probability of the best path's entities (when it was
+    decoded) and the spans at or above threshold. A long doc's segments were decoded apart:
+    so are their probabilities.
+
+    model (Model): The pipe's model, with a "crf" ref.
+    tag_set (TagSet): The CRF's tags.
+    n_docs (int): The docs decoded.
+    decoded (Decoded): What decode computed.
+    threshold (float): The least probability of a span that is not on the best path.
+    temperature (float): Every CRF score is divided by it.
+    RETURNS (List[SpanScores]): The scored spans of each doc.
+    """
+    tag_names = list(tag_set.names)
+    to_list = model.ops.to_numpy
+    if decoded.paths is None:
+        predicted: List[List[Tuple[int, int, str]]] = [[] for _ in decoded.segments]
+    else:
+        predicted = [tags_to_spans([tag_names[t] for t in to_list(path).tolist()]) for path in decoded.paths]
+    found = entity_probabilities(
+        model.get_ref("crf"),
+        decoded.emissions,
+        predicted,
+        tag_set.scheme,
+        threshold,
+        decoded.allowed,
+        temperature=temperature,
+    )
+    scores: List[SpanScores] = [{} for _ in range(n_docs)]
+    for (i, start, _), segment_found in zip(decoded.segments, found):
+        scores[i].update({(s + start, e + start, label): p for (s, e, label), p in segment_found.items()})
+    return scores
+
+
+def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], n_tags: int) -> List[Floats2d]:
+    """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
+    at a time; each token's row comes from the window that owns it. Whole docs and the
+    windows of long docs go to separate model calls (each call's docs of similar lengths).
+    """
+    ops = model.ops
+    out: List[Optional[Floats2d]] = [None] * len(docs)
+    whole = [(i, w[0]) for i, w in enumerate(windows) if len(w) == 1]
+    pieces = [(i, window) for i, w in enumerate(windows) if len(w) > 1 for window in w]
+    arrays = {i: docs[i].to_array(WINDOW_ATTRS) for i, w in enumerate(windows) if len(w) > 1}
+    for chunk in token_chunks(whole) + token_chunks(pieces):
+        unit_docs = [docs[i] if i not in arrays else window_doc(docs[i], w, arrays[i]) for i, w in chunk]
+        for (i, w), scores in zip(chunk, model.predict(unit_docs)):
+            if i not in arrays:
+                out[i] = scores
+                continue
+            if out[i] is None:
+                out[i] = ops.alloc2f(len(docs[i]), n_tags)
+            out[i][w.own_start : w.own_end] = scores[w.own_start - w.start : w.own_end - w.start]
+    return [scores if scores is not None else ops.alloc2f(0, n_tags) for scores in out]
+
+
+def token_chunks(units: List[Tuple[int, Window]]) -> List[List[Tuple[int, Window]]]:
+    """Consecutive units (doc index, window) in chunks of at most EMISSION_BATCH_TOKENS tokens
+    (or one unit)."""
+    chunks: List[List[Tuple[int, Window]]] = []
+    n_tokens = 0
+    for unit in units:
+        length = unit[1].end - unit[1].start
+        if chunks and n_tokens + length <= EMISSION_BATCH_TOKENS:
+            chunks[-1].append(unit)
+            n_tokens += length
+        else:
+            chunks.append([unit])
+            n_tokens = length
+    return chunks
+
+
+def doc_entities(
+    ops: Ops,
+    doc: Doc,
+    tag_ids: Optional[Ints1d],
+    scores: Optional[SpanScores],
+    char_doc: Optional[Doc],
+    tag_names: List[str],
+    labels: Set[str],
+    ents_threshold: Optional[float],
+    alignment_mode: str,
+) -> Tuple[List[Tuple[int, int, str]], Optional[SpanScores], int]:
+    """A doc's entities as predict decoded them: the best path's (ents_threshold None), or the most
+    probable spans at ents_threshold, keeping the pre-set entities of the pipe's labels; mapped onto
+    the doc's tokens when it was tagged on its character copy.
+
+    RETURNS (Tuple): the entities (start, end, label) as token spans of doc, the scored spans as
+        token spans of doc, and how many entities did not map onto its tokens.
+    """
+    if ents_threshold is None:
+        found = tags_to_spans([tag_names[i] for i in ops.to_numpy(tag_ids).tolist()])
+    else:
+        tagged = doc if char_doc is None else char_doc
+        kept = [(ent.start, ent.end, ent.label_) for ent in tagged.ents if ent.label_ in labels]
+        found = most_probable_spans(scores, ents_threshold, required=kept)
+    lost = 0
+    if char_doc is not None:
+        found, lost = align_spans(char_doc, doc, found, alignment_mode)
+        if scores is not None:
+            scores = align_scores(char_doc, doc, scores, alignment_mode)
+    return found, scores, lost
+
+
+def span_group(doc: Doc, key: str, scores: SpanScores, entities: List[Tuple[int, int, str]],
+               candidate_threshold: float) -> SpanGroup:
+    """The doc's entities and the alternatives at or above candidate_threshold, sorted, each with its
+    probability in the group's attrs["scores"] (float32, as spancat's)."""
+    shown = set(entities)
+    ordered = sorted(s for s, p in scores.items() if p >= candidate_threshold or s in shown)
+    group = SpanGroup(doc, name=key, spans=[Span(doc, *span) for span in ordered])
+    group.attrs["scores"] = numpy.asarray([scores[span] for span in ordered], dtype="float32")
+    return group

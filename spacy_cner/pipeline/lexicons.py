@@ -1,0 +1,53 @@
+"""The lexicons of a `crf_ner` model's lexicon layers (LEBERT's adapter, SoftLexicon): set at
+initialize, saved with the pipe under its own key, given back at load."""
+from typing import List, Optional
+
+import srsly
+from thinc.api import Model
+
+from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
+from ..lexicon import Lexicon
+
+
+def lexicon_layers(model: Model) -> List[Model]:
+    """The layers that read the lexicon: lexicon adapters and soft lexicons."""
+    return [node for node in model.walk() if node.name in ("lexicon_adapter", "soft_lexicon")]
+
+
+def lexicons_to_bytes(model: Model) -> Optional[bytes]:
+    """The lexicon of each lexicon layer (vectors in float16), or None without any."""
+    lexicons = [adapter_lexicon(layer) for layer in lexicon_layers(model)]
+    if not lexicons or any(lexicon is None for lexicon in lexicons):
+        return None
+    return srsly.msgpack_dumps([lexicon.to_bytes() for lexicon in lexicons])
+
+
+def load_lexicons(model: Model, data: Optional[bytes], source: str, name: str) -> None:
+    """Give each lexicon layer its saved lexicon (data from lexicons_to_bytes; None: none saved)."""
+    if data is None:
+        return
+    layers = lexicon_layers(model)
+    lexicons = srsly.msgpack_loads(data)
+    if len(lexicons) != len(layers):
+        raise ValueError(
+            f"{source} holds {len(lexicons)} lexicons but the model of '{name}' has "
+            f"{len(layers)} lexicon layers."
+        )
+    for layer, lexicon in zip(layers, lexicons):
+        set_lexicon(layer, Lexicon.from_bytes(lexicon))
+
+
+def set_model_lexicon(model: Model, lexicon: Optional[Lexicon], name: str) -> None:
+    """Give every lexicon layer (adapter, soft lexicon) in the model the lexicon; None: leave them."""
+    layers = lexicon_layers(model)
+    if lexicon is None:
+        return
+    if not layers:
+        raise ValueError(
+            f"'{name}' got a lexicon but its model has no layer that reads one: add "
+            "spacy-cner.LexiconAdapter.v1 as the lexicon_adapter of the tok2vec "
+            "(see configs/lexicon.cfg) or spacy-cner.SoftLexicon.v1 as its soft_lexicon "
+            "(configs/default.cfg), or remove the lexicon from [initialize.components]."
+        )
+    for layer in layers:
+        set_lexicon(layer, lexicon)
