@@ -6,7 +6,7 @@ Usage: python bench/bench_robustness.py [--data ../shared/data/resume] [--out be
 
 Trains each system on the train split (model chosen on dev), then scores it on the
 test split alone and with adjacent test sentences joined: S-F1, P-F1, R-F1 and Asr
-(spacy_cner.robustness). The CPU systems train for --max-steps, the random BERT ones
+(spacy_cner.robustness.metrics). The CPU systems train for --max-steps, the random BERT ones
 for --bert-steps with bench_transformer.py's schedule. With --reuse, a system whose
 model and training stats are already in --out is not trained again (nor scored again
 when its metrics are newer than its model).

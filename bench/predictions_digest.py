@@ -61,7 +61,7 @@ def main() -> None:
     corpus.mkdir(parents=True, exist_ok=True)
     from spacy.tokens import DocBin
 
-    from spacy_cner.convert import iter_docs
+    from spacy_cner.corpus.convert import iter_docs
 
     for split in ("train", "dev", "test"):
         docs = list(iter_docs(args.data / f"{split}.char.bmes", scheme="bmes", repair=True))

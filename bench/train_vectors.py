@@ -10,7 +10,7 @@ is read. MSRA is read only when named (--datasets msra, its own train text for M
 train sentences include People's Daily's test sentences, so vectors that read it must never be
 used to score peoples_daily (summary.json lists the datasets not to score with them). The vectors
 are trained as `python -m spacy_cner train-vectors` trains them on one train split
-(spacy_cner/vectors.py), for `--paths.vectors OUT` with configs/default_vectors.cfg:
+(spacy_cner/training/vectors.py), for `--paths.vectors OUT` with configs/default_vectors.cfg:
 
   python bench/bench_datasets.py --config vectors=configs/default_vectors.cfg --systems vectors \
       --variant ...  (or: vectors=default:paths.vectors=bench/runs/vectors,components.crf_ner.model.tok2vec.static_vectors=true)
@@ -27,8 +27,8 @@ from typing import List, Optional
 
 from _common import ROOT
 
-from spacy_cner.convert import iter_docs
-from spacy_cner.vectors import VectorSettings, train_char_bigram_vectors, vectors_pipeline
+from spacy_cner.corpus.convert import iter_docs
+from spacy_cner.training.vectors import VectorSettings, train_char_bigram_vectors, vectors_pipeline
 
 
 def read_sentences(path: Path) -> List[str]:

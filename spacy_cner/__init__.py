@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 from .architectures import build_crf_tagger
-from .checkpoint_average import CheckpointAverage, adam_checkpoint_average
+from .training.checkpoint_average import CheckpointAverage, adam_checkpoint_average
 from .layers.bilstm import BiLSTMEncoder
 from .layers.char_bigram_embed import CharBigramEmbed, CharBigramEmbed_v2
 from .layers.crf import CRF, crf_decode
@@ -12,9 +12,9 @@ from .layers.scalar_mix import ScalarMix
 from .layers.soft_lexicon import SoftLexicon
 from .layers.tener import TENEREncoder
 from .layers.transformer import TransformerTok2Vec
-from .corpus_size import corpus_batch_size, corpus_max_epochs, corpus_patience, corpus_patience_v2
+from .training.corpus_size import corpus_batch_size, corpus_max_epochs, corpus_patience, corpus_patience_v2
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
-from .robustness import make_robust_ner_scorer
+from .robustness.metrics import make_robust_ner_scorer
 from .tokenizer import LinearChineseTokenizer
 
 __all__ = [

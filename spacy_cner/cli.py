@@ -16,9 +16,9 @@ from spacy.tokens import DocBin
 from wasabi import Printer
 
 from .annotate import ENGINES, OUTPUT_FORMATS
-from .convert import FORMATS, INPUT_SCHEMES, ConversionStats, iter_docs
-from .export import EXPORT_FORMATS, EXPORT_SCHEMES
-from .robustness import PAIRINGS
+from .corpus.convert import FORMATS, INPUT_SCHEMES, ConversionStats, iter_docs
+from .corpus.export import EXPORT_FORMATS, EXPORT_SCHEMES
+from .robustness.metrics import PAIRINGS
 
 app = typer.Typer(
     name="spacy_cner",
@@ -169,7 +169,7 @@ def export_command(
     """Write a DocBin's docs and entities in a format `convert` (and annotation tools) read."""
     from spacy.vocab import Vocab
 
-    from .export import export_docs
+    from .corpus.export import export_docs
 
     docs = DocBin().from_disk(input_path).get_docs(Vocab())
     output_path.parent.mkdir(parents=True, exist_ok=True)
@@ -320,8 +320,8 @@ def robustness_command(
     import spacy
     from spacy.cli._util import setup_gpu
 
-    from .robustness import evaluate_robustness
-    from .robustness_report import render_report
+    from .robustness.metrics import evaluate_robustness
+    from .robustness.report import render_report
 
     try:
         setup_gpu(gpu_id)
@@ -415,7 +415,7 @@ def train_vectors_command(
 ) -> None:
     """Train character and bigram vectors (word2vec skip-gram, gensim) on the train split's own text,
     for `--paths.vectors OUTPUT` with `static_vectors = true` (configs/default_vectors.cfg)."""
-    from .vectors import VectorSettings, train_vectors
+    from .training.vectors import VectorSettings, train_vectors
 
     try:
         settings = VectorSettings(width=width, epochs=epochs, min_count=min_count, seed=seed, workers=workers)

@@ -1,5 +1,5 @@
-"""spacy-cner.patience.v1, kept importable here: it lives in spacy_cner.corpus_size with the other
+"""spacy-cner.patience.v1, kept importable here: it lives in spacy_cner.training.corpus_size with the other
 training settings computed from the corpus."""
-from .corpus_size import corpus_patience
+from .training.corpus_size import corpus_patience
 
 __all__ = ["corpus_patience"]

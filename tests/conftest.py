@@ -94,7 +94,7 @@ CONFIG_TRAIN_DATA = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("�
 def write_toy_vectors(path: Path, texts: Sequence[str], width: int = 4) -> Path:
     """A vectors pipeline (as `train-vectors` writes one) with a seeded random vector for each character
     and bigram of texts, for configs with static_vectors = true; no gensim needed."""
-    from spacy_cner.vectors import vectors_pipeline
+    from spacy_cner.training.vectors import vectors_pipeline
 
     keys = sorted({c for t in texts for c in t} | {a + b for t in texts for a, b in zip(t, t[1:])})
     vectors = numpy.random.default_rng(0).normal(size=(len(keys), width)).astype("float32")

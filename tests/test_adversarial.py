@@ -6,7 +6,7 @@ import torch
 from spacy.training import Example
 from thinc.api import SGD, fix_random_seed
 
-from spacy_cner.adversarial import EmbeddingAttack, fgm, fgsm
+from spacy_cner.training.adversarial import EmbeddingAttack, fgm, fgsm
 
 TRAIN_DATA = [
     ("我在北京市工作", [(2, 5, "LOC")]),

@@ -1,4 +1,4 @@
-"""Mention replacement (crf_ner's replace_mentions, spacy_cner.augment.MentionPool)."""
+"""Mention replacement (crf_ner's replace_mentions, spacy_cner.training.augment.MentionPool)."""
 import pickle
 import random
 from collections import Counter
@@ -9,7 +9,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 import spacy_cner  # noqa: F401  (registers crf_ner)
-from spacy_cner.augment import MentionPool
+from spacy_cner.training.augment import MentionPool
 
 TRAIN = [
     ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),

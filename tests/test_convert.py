@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from spacy_cner.convert import ConversionStats, decode_tags, detect_format, detect_scheme, iter_docs, read_sentences
+from spacy_cner.corpus.convert import ConversionStats, decode_tags, detect_format, detect_scheme, iter_docs, read_sentences
 
 DATA_DIR = Path(__file__).parents[1].parent / "shared" / "data"
 

@@ -1,4 +1,4 @@
-"""Batch size, epochs and patience computed from the train corpus (spacy_cner.corpus_size)."""
+"""Batch size, epochs and patience computed from the train corpus (spacy_cner.training.corpus_size)."""
 import itertools
 from pathlib import Path
 
@@ -8,7 +8,7 @@ from spacy.tokens import DocBin
 from spacy.util import registry
 
 import spacy_cner  # noqa: F401  (registers the functions)
-from spacy_cner.corpus_size import corpus_tokens, words_per_batch
+from spacy_cner.training.corpus_size import corpus_tokens, words_per_batch
 
 
 def write_corpus(path: Path, n_docs: int, text: str = "张三在北京工作") -> Path:

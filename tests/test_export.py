@@ -8,7 +8,7 @@ from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
-from spacy_cner.export import export_docs
+from spacy_cner.corpus.export import export_docs
 
 from test_convert import BIO, BIOES, BMES, CHARS_SEG, CLUENER, DATA_DIR, DOCCANO, LABEL_STUDIO, convert_file
 from test_convert import PRODIGY, write

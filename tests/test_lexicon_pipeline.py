@@ -14,7 +14,7 @@ from spacy.training import Example
 from spacy.util import load_config
 from thinc.api import Adam, fix_random_seed
 
-from spacy_cner.adversarial import EmbeddingAttack
+from spacy_cner.training.adversarial import EmbeddingAttack
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.lexicon_adapter import lexicon_hook
 from spacy_cner.layers.transformer.batch import window_batch, window_geometry

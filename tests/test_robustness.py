@@ -3,7 +3,7 @@ import pytest
 import spacy
 from spacy.training import Example
 
-from spacy_cner.robustness import evaluate_robustness, make_pairs, score_robustness
+from spacy_cner.robustness.metrics import evaluate_robustness, make_pairs, score_robustness
 
 TEXTS = ["深圳特区成立", "张三来了", "李四"]
 GOLD = [[(0, 4, "ORG")], [(0, 2, "PER")], [(0, 2, "PER")]]
@@ -84,8 +84,8 @@ def test_evaluate_a_context_blind_pipeline():
 def test_report_shows_n_a_for_a_label_the_model_never_predicts():
     """R-F1 compares the model with itself: a label it never predicts has none (metrics.json leaves it
     out), and the report says n/a rather than drawing 0.00."""
-    from spacy_cner.robustness import score_robustness
-    from spacy_cner.robustness_report import render_report
+    from spacy_cner.robustness.metrics import score_robustness
+    from spacy_cner.robustness.report import render_report
 
     texts = ["张三来了", "阿里巴巴"]
     gold = [[(0, 2, "PER")], [(0, 4, "ORG")]]

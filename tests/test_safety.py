@@ -12,8 +12,8 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from conftest import small_config_pipeline
 
-from spacy_cner.robustness import evaluate_robustness
-from spacy_cner.robustness_report import render_report
+from spacy_cner.robustness.metrics import evaluate_robustness
+from spacy_cner.robustness.report import render_report
 
 
 class Payload:

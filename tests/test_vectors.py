@@ -12,7 +12,7 @@ from spacy.util import load_config
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
-from spacy_cner.vectors import VectorSettings, read_texts, train_vectors, vectors_pipeline
+from spacy_cner.training.vectors import VectorSettings, read_texts, train_vectors, vectors_pipeline
 
 from conftest import REPO_ROOT
 

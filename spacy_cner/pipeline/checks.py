@@ -8,7 +8,7 @@ from spacy.language import Language
 from spacy.training import Example
 from thinc.api import Model
 
-from ..entity_attention import gold_layers_out_of_reach, takes_gold
+from ..robustness.entity_attention import gold_layers_out_of_reach, takes_gold
 from ..layers._torch import torch_module
 
 

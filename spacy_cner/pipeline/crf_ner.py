@@ -16,14 +16,14 @@ from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats2d
 from wasabi import msg
 
-from ..adversarial import EmbeddingAttack
-from ..augment import MentionPool, join_pairs
-from ..entity_attention import example_entity_ids
+from ..training.adversarial import EmbeddingAttack
+from ..training.augment import MentionPool, join_pairs
+from ..robustness.entity_attention import example_entity_ids
 from ..layers._blas import training_products
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import layer_weights
 from ..lexicon import Lexicon
-from ..robustness import PipelineLink, PipelineScorer
+from ..robustness.metrics import PipelineLink, PipelineScorer
 from ..tags import TagSet, aligned_ner, gold_constraints, validate_scheme
 from . import calibration
 from .alignment import character_copy
@@ -125,7 +125,7 @@ def make_crf_ner(
         0 trains on the examples as they come.
     replace_mentions (float): In training, each gold entity's probability of being replaced,
         at each step, by another mention of its label from the training examples (mention
-        replacement, Dai and Adel 2020; spacy_cner.augment), so the model learns contexts, not
+        replacement, Dai and Adel 2020; spacy_cner.training.augment), so the model learns contexts, not
         only names; 0 replaces none.
     spans_key (Optional[str]): Where to write the scored entities, doc.spans[spans_key]: the
         predicted entities and alternative spans, each with its exact probability under the
@@ -384,7 +384,7 @@ class CRFEntityRecognizer(TrainablePipe):
         embeddings adds its gradients before the optimizer step (its loss is
         reported as "<name>_adversarial"). A CRF tagger whose tok2vec or encoder has an
         entity_attention_scale gets (docs, gold entity ids) in these passes and hands the ids
-        to that layer (spacy_cner.entity_attention).
+        to that layer (spacy_cner.robustness.entity_attention).
 
         examples (Iterable[Example]): The gold examples.
         drop (float): The dropout rate.

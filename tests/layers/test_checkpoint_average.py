@@ -7,7 +7,7 @@ from spacy import util
 from thinc.api import Adam, registry
 
 import test_averages
-from spacy_cner.checkpoint_average import CheckpointAverage, adam_checkpoint_average
+from spacy_cner.training.checkpoint_average import CheckpointAverage, adam_checkpoint_average
 from test_averages import ENCODERS, TOK2VEC, check_averages_used, trained
 
 CONFIG = Path(__file__).parent.parent.parent / "configs" / "default.cfg"

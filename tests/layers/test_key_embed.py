@@ -154,7 +154,7 @@ def test_crf_ner_sizes_the_tables_at_initialize_and_saves_them(tmp_path, capsys)
 
 @pytest.mark.parametrize("method", ["fgm", "fgsm"])
 def test_adversarial_attack_moves_the_touched_rows_as_a_dense_attack(method):
-    from spacy_cner.adversarial import EmbeddingAttack
+    from spacy_cner.training.adversarial import EmbeddingAttack
 
     model = make_table()
     _, backprop = model.begin_update(numpy.asarray([[0, 70], [0, 99]], dtype="uint64"))

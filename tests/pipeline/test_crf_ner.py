@@ -31,7 +31,7 @@ from reference import all_paths, log_sum_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
 from spacy_cner.pipeline import decoding
-from spacy_cner.augment import join_pairs
+from spacy_cner.training.augment import join_pairs
 from spacy_cner.pipeline.crf_ner import make_crf_ner
 from spacy_cner.tags import SCHEMES, is_valid_sequence, most_probable_spans, preset_constraints
 from spacy_cner.long_docs import doc_windows

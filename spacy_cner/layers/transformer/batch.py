@@ -4,7 +4,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
-from ...attention_window import allowed_keys
+from ...robustness.attention_window import allowed_keys
 from ...long_docs import Window
 from .wordpieces import DocPlan
 

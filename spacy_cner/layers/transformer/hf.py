@@ -10,7 +10,7 @@ from spacy_transformers.layers.hf_shim import HFShim
 from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
 from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 
-from ...entity_attention import ScaleAttentionScores
+from ...robustness.entity_attention import ScaleAttentionScores
 from .._torch import finish_update_in_place, load_weights, use_params_in_place
 
 

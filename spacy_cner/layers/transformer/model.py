@@ -9,8 +9,8 @@ from spacy_transformers.layers.hf_wrapper import HFWrapper
 from thinc.api import Model
 from thinc.types import Floats2d, Ints1d
 
-from ...attention_window import check_window
-from ...entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
+from ...robustness.attention_window import check_window
+from ...robustness.entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
 from ...long_docs import Window
 from .._torch import torch_module
 from ..lexicon_adapter import backward_unscaled, lexicon_hook

@@ -4,7 +4,7 @@ from typing import Dict, List, Sequence
 
 from spacy import displacy
 
-from .robustness import Entity, RobustnessScores, join_entities
+from .metrics import Entity, RobustnessScores, join_entities
 
 # displaCy colours: changed entities stand out; labels of unchanged ones stay grey.
 CHANGED_COLOUR = "#ff6b6b"

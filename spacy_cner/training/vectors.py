@@ -21,7 +21,7 @@ from spacy.tokens import DocBin
 from spacy.vectors import Vectors
 from spacy.vocab import Vocab
 
-from .annotate import iter_lines
+from ..annotate import iter_lines
 
 
 @dataclass

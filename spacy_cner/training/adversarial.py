@@ -19,7 +19,7 @@ import torch
 from spacy.util import registry
 from thinc.api import Model
 
-from .layers.key_embed import touched_rows
+from ..layers.key_embed import touched_rows
 
 
 @registry.misc("spacy-cner.fgm.v1")

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from spacy.tokens import Doc, Span
 from spacy.vocab import Vocab
 
-from .tags import Entity
+from ..tags import Entity
 
 # chars-style formats (one token per line) and annotation-tool formats (text + offsets)
 TAG_FORMATS = ("chars", "chars-seg")

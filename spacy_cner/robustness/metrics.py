@@ -22,7 +22,7 @@ from spacy.training import Example
 from spacy.util import registry
 from tqdm import tqdm
 
-from .tags import Entity, spans_to_tags
+from ..tags import Entity, spans_to_tags
 
 PAIRINGS = ("adjacent", "disjoint", "random")
 

@@ -125,7 +125,7 @@ def _append(span, words: List[str], spaces: List[bool], tags: List[str], starts:
 def join_pairs(examples: List[Example], share: float) -> List[Example]:
     """Join a share of the examples in random pairs, predicted and reference docs alike.
 
-    Training on X_i + X_j (nothing between, as spacy_cner.robustness joins test sentences)
+    Training on X_i + X_j (nothing between, as spacy_cner.robustness.metrics joins test sentences)
     teaches the encoder that a neighbour's text should not change a sentence's tags; the
     pairs are drawn afresh each batch from Python's `random` (seeded by spaCy's training).
 
