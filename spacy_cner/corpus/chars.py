@@ -7,7 +7,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Un
 
 
 from ..tags import Entity
-from .problems import Repair, _Problems, _iter_lines
+from .problems import Problems, Repair, read_lines
 
 
 # One token per line: `char tag`, and Weibo's `科0 tag` (a word position after the character).
@@ -36,7 +36,7 @@ _COLUMN_SEP = re.compile(r"[ \t]+")
 _LAST_FIELD = re.compile(r"^(?P<before>.*?)(?P<sep>[ \t]+)(?P<tag>[^ \t]+)$", re.DOTALL)
 
 
-_SEG_DIGITS = re.compile(r"^(?P<char>.+?)(?P<position>[0-9]{1,2})$", re.DOTALL)
+SEG_DIGITS = re.compile(r"^(?P<char>.+?)(?P<position>[0-9]{1,2})$", re.DOTALL)
 
 
 DOCSTART = "-DOCSTART-"
@@ -73,7 +73,7 @@ def read_sentences(
     path: Union[str, Path],
     format: str = "chars",
     repair: bool = False,
-    problems: Optional[_Problems] = None,
+    problems: Optional[Problems] = None,
 ) -> Iterator[Sentence]:
     """Stream the sentences of a one-token-per-line file, line by line.
 
@@ -83,13 +83,13 @@ def read_sentences(
     YIELDS (Sentence): The non-empty sentences, in file order.
     """
     path = Path(path)
-    problems = _reader_problems("read_sentences", path, format, TAG_FORMATS, repair, problems,
+    problems = reader_problems("read_sentences", path, format, TAG_FORMATS, repair, problems,
                                 "Use read_offset_records for JSON records.")
     index = 0
     tokens: List[str] = []
     tags: List[str] = []
     lines: List[int] = []
-    for line_no, text in _iter_lines(path, problems=problems, sentence=lambda: index):
+    for line_no, text in read_lines(path, problems=problems, sentence=lambda: index):
         text = text.rstrip(" \t")
         if not text.strip(" \t"):
             if tokens:
@@ -111,17 +111,17 @@ def read_sentences(
         yield Sentence(index, tokens, tags, lines)
 
 
-def _reader_problems(
-    reader: str, path: Path, format: str, formats: Sequence[str], repair: bool, problems: Optional[_Problems], hint: str
-) -> _Problems:
+def reader_problems(
+    reader: str, path: Path, format: str, formats: Sequence[str], repair: bool, problems: Optional[Problems], hint: str
+) -> Problems:
     """The problem log a reader reports to (a new one unless given), or a ValueError if the
     format is not one the reader reads."""
     if format not in formats:
         raise ValueError(f"format for {reader}: expected one of {', '.join(formats)}, got {format!r}. {hint}")
-    return problems if problems is not None else _Problems(str(path), repair, [])
+    return problems if problems is not None else Problems(str(path), repair, [])
 
 
-def _split_last_field(text: str) -> Optional[Tuple[str, str]]:
+def split_last_field(text: str) -> Optional[Tuple[str, str]]:
     """Split a token line at its last run of spaces/tabs: (token, tag), or None if it has none.
 
     The token may itself be a space (` \tO`, `  O`) or another blank (U+3000, U+00A0): when
@@ -138,10 +138,10 @@ def _split_last_field(text: str) -> Optional[Tuple[str, str]]:
 
 
 def _parse_token_line(
-    text: str, format: str, line_no: int, index: int, problems: _Problems
+    text: str, format: str, line_no: int, index: int, problems: Problems
 ) -> Optional[Tuple[str, str]]:
     """(token, tag) of one non-blank line without trailing spaces/tabs; None to drop it."""
-    fields = _split_last_field(text)
+    fields = split_last_field(text)
     if fields is None:
         problems(
             "missing_tag", line_no, index,
@@ -166,7 +166,7 @@ def _parse_token_line(
             f"keep the first and the last column ({columns[0]!r}, {tag!r})",
         )
         token = columns[0]
-    tag = _clean_tag(tag, line_no, index, problems)
+    tag = clean_tag(tag, line_no, index, problems)
     if format == "chars-seg":
         token = _strip_seg_digits(token, line_no, index, problems)
     if len(token) > 1:
@@ -177,8 +177,8 @@ def _parse_token_line(
     return token, tag
 
 
-def _clean_tag(
-    tag: str, line: int, sentence: int, problems: _Problems, what: str = "tag"
+def clean_tag(
+    tag: str, line: int, sentence: int, problems: Problems, what: str = "tag"
 ) -> str:
     """The tag (or label) without invisible characters (NBSP, \\x0b, zero-width space...)."""
     invisible = [char for char in tag if char.isspace() or not char.isprintable()]
@@ -221,12 +221,12 @@ def decode_tags(
     if lines is None:
         lines = list(range(1, len(tags) + 1))
     repairs: List[Repair] = []
-    spans = _decode(tags, scheme, lines, sentence, _Problems(path, repair, repairs))
+    spans = decode_checked(tags, scheme, lines, sentence, Problems(path, repair, repairs))
     return spans, repairs
 
 
-def _decode(
-    tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
+def decode_checked(
+    tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: Problems
 ) -> List[Entity]:
     """Decode tags with `problems` deciding between raising and repairing."""
     if scheme in ("bmes", "bioes"):
@@ -240,7 +240,7 @@ def _before(tags: Sequence[str], i: int) -> str:
 
 
 def _missing_opening(
-    problems: _Problems, tags: Sequence[str], i: int, middle: str, label: str, lines: Sequence[int], sentence: int,
+    problems: Problems, tags: Sequence[str], i: int, middle: str, label: str, lines: Sequence[int], sentence: int,
     hint: str = "",
 ) -> None:
     """Report (or repair, opening an entity at i) a continuation tag with no entity to continue."""
@@ -252,7 +252,7 @@ def _missing_opening(
 
 
 def _decode_bio(
-    tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
+    tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: Problems
 ) -> List[Entity]:
     """Decode BIO (IOB2) or IOB (IOB1) tags."""
     spans: List[Entity] = []
@@ -292,7 +292,7 @@ def _decode_bio(
 
 
 def _decode_bmes(
-    tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: _Problems
+    tags: Sequence[str], scheme: str, lines: Sequence[int], sentence: int, problems: Problems
 ) -> List[Entity]:
     """Decode BMES or BIOES tags; every B- must be closed by an E- of the same type."""
     middle = "M" if scheme == "bmes" else "I"
@@ -344,7 +344,7 @@ def _decode_bmes(
 
 
 def _split_tag(
-    tag: str, scheme: str, line: int, sentence: int, problems: _Problems
+    tag: str, scheme: str, line: int, sentence: int, problems: Problems
 ) -> Tuple[str, str]:
     """Split a tag into (prefix, label); unknown tags are problems repaired as O."""
     if tag == "O":
@@ -367,7 +367,7 @@ def _split_tag(
     return "O", ""
 
 
-def _strip_seg_digits(token: str, line: int, sentence: int, problems: _Problems) -> str:
+def _strip_seg_digits(token: str, line: int, sentence: int, problems: Problems) -> str:
     """The character of a chars-seg token: everything before its 1-2 position digits.
 
     `科0` -> 科, `s15` -> s (position 15 of a long Latin word), `115` -> 1 (the digit 1 at
@@ -375,7 +375,7 @@ def _strip_seg_digits(token: str, line: int, sentence: int, problems: _Problems)
     """
     if len(token) > 1 and token.isdigit() and token.isascii():
         return token[0]
-    match = _SEG_DIGITS.match(token)
+    match = SEG_DIGITS.match(token)
     if match is not None:
         return match.group("char")
     problems(
@@ -387,9 +387,9 @@ def _strip_seg_digits(token: str, line: int, sentence: int, problems: _Problems)
     return token
 
 
-def _iter_tags(path: Path, format: str) -> Iterator[str]:
+def iter_tags(path: Path, format: str) -> Iterator[str]:
     """Yield the tag column of a chars file, leniently, for scheme detection."""
-    for _, text in _iter_lines(path, problems=None):
-        fields = _split_last_field(text.rstrip(" \t"))
+    for _, text in read_lines(path, problems=None):
+        fields = split_last_field(text.rstrip(" \t"))
         if fields is not None and fields[0] and not text.startswith(DOCSTART):
             yield fields[1]

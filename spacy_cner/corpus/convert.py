@@ -12,16 +12,16 @@ from ..tags import Entity
 from .chars import (
     DOCSTART,
     INPUT_SCHEMES,
+    SEG_DIGITS,
     TAG_FORMATS,
-    _SEG_DIGITS,
-    _decode,
-    _iter_tags,
-    _split_last_field,
+    decode_checked,
     decode_tags,
     detect_scheme,
+    iter_tags,
     read_sentences,
+    split_last_field,
 )
-from .problems import ConversionStats, _Problems, _check_choice, _iter_lines
+from .problems import ConversionStats, Problems, check_choice, read_lines
 from .records import OFFSET_FORMATS, read_offset_records
 
 # What a caller of the converter imports from here, wherever it is written.
@@ -57,8 +57,8 @@ def iter_docs(
     YIELDS (Doc): One Doc per sentence; tokens are the characters, with no spaces.
     """
     path = Path(path)
-    _check_choice("format", format, FORMATS)
-    _check_choice("scheme", scheme, INPUT_SCHEMES)
+    check_choice("format", format, FORMATS)
+    check_choice("scheme", scheme, INPUT_SCHEMES)
     if stats is None:
         stats = ConversionStats(path=str(path))
     if vocab is None:
@@ -73,7 +73,7 @@ def iter_docs(
             stacklevel=2,
         )
     stats.format = format
-    problems = _Problems(str(path), repair, stats.repairs, stats.notes)
+    problems = Problems(str(path), repair, stats.repairs, stats.notes)
     if format in OFFSET_FORMATS:
         if scheme != "auto":
             raise ValueError(
@@ -84,10 +84,10 @@ def iter_docs(
             yield _make_doc(vocab, tokens, spans, stats)
     else:
         if scheme == "auto":
-            scheme = detect_scheme(_iter_tags(path, format))
+            scheme = detect_scheme(iter_tags(path, format))
         stats.scheme = scheme
         for sentence in read_sentences(path, format=format, problems=problems):
-            spans = _decode(sentence.tags, scheme, sentence.lines, sentence.index, problems)
+            spans = decode_checked(sentence.tags, scheme, sentence.lines, sentence.index, problems)
             yield _make_doc(vocab, sentence.tokens, spans, stats)
     if stats.n_sentences == 0:
         raise ValueError(
@@ -110,7 +110,7 @@ def detect_format(path: Union[str, Path]) -> str:
     path = Path(path)
     n_seen = 0
     n_seg = 0
-    for _, text in _iter_lines(path, problems=None):
+    for _, text in read_lines(path, problems=None):
         if not text.strip(" \t"):
             if n_seen:
                 break
@@ -121,9 +121,9 @@ def detect_format(path: Union[str, Path]) -> str:
                 return json_format
         if text.startswith(DOCSTART):
             continue
-        fields = _split_last_field(text.rstrip(" \t"))
+        fields = split_last_field(text.rstrip(" \t"))
         n_seen += 1
-        n_seg += fields is not None and _SEG_DIGITS.match(fields[0]) is not None
+        n_seg += fields is not None and SEG_DIGITS.match(fields[0]) is not None
         if n_seen >= _SNIFF_LINES:
             break
     return "chars-seg" if n_seen and n_seg == n_seen else "chars"

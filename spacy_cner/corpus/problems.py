@@ -57,7 +57,7 @@ class ConversionStats:
         return len(self.repairs)
 
 
-class _Problems:
+class Problems:
     """Raises a ValueError for a problem, or records it as a Repair when repairing."""
 
     def __init__(
@@ -81,8 +81,8 @@ class _Problems:
         self.repairs.append(Repair(kind, line, sentence, f"{message}; repaired: {fix}"))
 
 
-def _iter_lines(
-    path: Path, problems: Optional[_Problems], sentence: Callable[[], int] = lambda: 0
+def read_lines(
+    path: Path, problems: Optional[Problems], sentence: Callable[[], int] = lambda: 0
 ) -> Iterator[Tuple[int, str]]:
     """Yield (1-based line number, text) without line endings; BOM and CRLF accepted."""
     with path.open("rb") as file_:
@@ -105,7 +105,7 @@ def _iter_lines(
             yield line_no, text
 
 
-def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
+def check_choice(name: str, value: str, choices: Sequence[str]) -> None:
     """Raise a ValueError if `value` is not one of `choices`."""
     if value not in choices:
         raise ValueError(
@@ -114,6 +114,6 @@ def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
         )
 
 
-def _preview(text: str, width: int = 60) -> str:
+def preview(text: str, width: int = 60) -> str:
     """Shorten text for an error message."""
     return repr(text if len(text) <= width else text[: width - 3] + "...")

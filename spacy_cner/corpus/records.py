@@ -8,8 +8,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 
 from ..tags import Entity
-from .chars import _clean_tag, _reader_problems
-from .problems import _Problems, _iter_lines, _preview
+from .chars import clean_tag, reader_problems
+from .problems import Problems, preview, read_lines
 
 
 # (label, start, end exclusive, surface or None, description for messages)
@@ -24,7 +24,7 @@ def read_offset_records(
     path: Union[str, Path],
     format: str = "cluener",
     repair: bool = False,
-    problems: Optional[_Problems] = None,
+    problems: Optional[Problems] = None,
 ) -> Iterator[Tuple[List[str], Optional[List[Entity]]]]:
     """Stream the records of an annotation-tool file as characters and checked entity spans.
 
@@ -41,7 +41,7 @@ def read_offset_records(
         end, sorted), or None when the record carries no annotation (e.g. a test set).
     """
     path = Path(path)
-    problems = _reader_problems("read_offset_records", path, format, OFFSET_FORMATS, repair, problems,
+    problems = reader_problems("read_offset_records", path, format, OFFSET_FORMATS, repair, problems,
                                 "Use read_sentences for one-token-per-line files.")
     index = 0
     read_record = _RECORD_READERS[format]
@@ -67,10 +67,10 @@ def read_offset_records(
 
 
 def _iter_json_lines(
-    path: Path, problems: _Problems, sentence: Callable[[], int]
+    path: Path, problems: Problems, sentence: Callable[[], int]
 ) -> Iterator[Tuple[int, dict]]:
     """Yield (line, record) for each JSON object line; bad lines are problems."""
-    for line_no, text in _iter_lines(path, problems=problems, sentence=sentence):
+    for line_no, text in read_lines(path, problems=problems, sentence=sentence):
         if not text.strip():
             continue
         try:
@@ -79,21 +79,21 @@ def _iter_json_lines(
             problems(
                 "invalid_json", line_no, sentence(),
                 f"invalid JSON ({err.msg} at column {err.colno}): expected one JSON object per "
-                f"line, got {_preview(text)}",
+                f"line, got {preview(text)}",
                 "drop this line",
             )
             continue
         if not isinstance(record, dict):
             problems(
                 "invalid_record", line_no, sentence(),
-                f"expected a JSON object, got {type(record).__name__} {_preview(text)}",
+                f"expected a JSON object, got {type(record).__name__} {preview(text)}",
                 "drop this line",
             )
             continue
         yield line_no, record
 
 
-def _iter_json_array(path: Path, problems: _Problems) -> Iterator[Tuple[int, dict]]:
+def _iter_json_array(path: Path, problems: Problems) -> Iterator[Tuple[int, dict]]:
     """Yield (line where the task starts, task) for each object of a JSON array file.
 
     json.load would give the tasks but not their lines; raw_decode element by element keeps
@@ -116,7 +116,7 @@ def _iter_json_array(path: Path, problems: _Problems) -> Iterator[Tuple[int, dic
     if not text.startswith("[", pos):
         raise ValueError(
             f"{path}:1: expected a Label Studio JSON export (a JSON array of tasks), got "
-            f"{_preview(text[pos:pos + 40])}. Export the project as JSON from Label Studio."
+            f"{preview(text[pos:pos + 40])}. Export the project as JSON from Label Studio."
         )
     pos = _skip_space(text, pos + 1)
     line, counted = 1, 0
@@ -149,14 +149,14 @@ def _skip_space(text: str, pos: int) -> int:
     return pos
 
 
-def _record_text(record: dict, line: int, sentence: int, problems: _Problems) -> Optional[str]:
+def _record_text(record: dict, line: int, sentence: int, problems: Problems) -> Optional[str]:
     """The non-empty "text" of a record, or None (a problem) when it has none."""
     text = record.get("text")
     if not isinstance(text, str):
         problems(
             "invalid_record", line, sentence,
             f'record has no "text" string: expected {{"text": str, ...}}, got '
-            f"text={_preview(repr(text))}",
+            f"text={preview(repr(text))}",
             "drop this record",
         )
         return None
@@ -170,7 +170,7 @@ def _record_text(record: dict, line: int, sentence: int, problems: _Problems) ->
     return text
 
 
-def _read_cluener(record: dict, line: int, sentence: int, problems: _Problems):
+def _read_cluener(record: dict, line: int, sentence: int, problems: Problems):
     """CLUENER: "label" maps each type to {surface: [[start, end_inclusive], ...]}."""
     text = _record_text(record, line, sentence, problems)
     if text is None:
@@ -182,7 +182,7 @@ def _read_cluener(record: dict, line: int, sentence: int, problems: _Problems):
         problems(
             "invalid_record", line, sentence,
             f'"label" is not an object: expected {{type: {{surface: [[start, end], ...]}}}}, '
-            f"got {_preview(json.dumps(label, ensure_ascii=False))}",
+            f"got {preview(json.dumps(label, ensure_ascii=False))}",
             "drop the label and keep the sentence unannotated",
         )
         return text, None
@@ -192,7 +192,7 @@ def _read_cluener(record: dict, line: int, sentence: int, problems: _Problems):
             problems(
                 "invalid_record", line, sentence,
                 f"label {ent_type!r}: expected {{surface: [[start, end], ...]}}, got "
-                f"{_preview(json.dumps(surfaces, ensure_ascii=False))}",
+                f"{preview(json.dumps(surfaces, ensure_ascii=False))}",
                 f"drop the {ent_type} entities of this line",
             )
             continue
@@ -207,7 +207,7 @@ def _read_cluener(record: dict, line: int, sentence: int, problems: _Problems):
     return text, candidates
 
 
-def _read_doccano(record: dict, line: int, sentence: int, problems: _Problems):
+def _read_doccano(record: dict, line: int, sentence: int, problems: Problems):
     """doccano: "label": [[start, end, type], ...] or "entities": [{start_offset, ...}]."""
     text = _record_text(record, line, sentence, problems)
     if text is None:
@@ -230,7 +230,7 @@ def _read_doccano(record: dict, line: int, sentence: int, problems: _Problems):
     return text, _read_spans(raw, read, "[start, end, label] with integer offsets", line, sentence, problems)
 
 
-def _read_prodigy(record: dict, line: int, sentence: int, problems: _Problems):
+def _read_prodigy(record: dict, line: int, sentence: int, problems: Problems):
     """Prodigy: "spans": [{"start", "end", "label"}]; rejected or ignored answers skipped."""
     text = _record_text(record, line, sentence, problems)
     if text is None:
@@ -250,7 +250,7 @@ def _read_prodigy(record: dict, line: int, sentence: int, problems: _Problems):
     return text, _read_spans(spans, read, '{"start": int, "end": int, "label": str}', line, sentence, problems)
 
 
-def _read_labelstudio(task: dict, line: int, sentence: int, problems: _Problems):
+def _read_labelstudio(task: dict, line: int, sentence: int, problems: Problems):
     """Label Studio: the task's first annotation that was not cancelled (a NER labels result)."""
     data = task.get("data")
     text = None
@@ -293,7 +293,7 @@ def _read_spans(
     expected: str,
     line: int,
     sentence: int,
-    problems: _Problems,
+    problems: Problems,
 ) -> List[_CandidateSpan]:
     """The candidate spans of a record's span items (one item or a list): read(item) gives
     (label, start, end, surface text or None), or None for an item not of the expected form,
@@ -309,7 +309,7 @@ def _read_spans(
     return candidates
 
 
-def _invalid_span(problems: _Problems, line: int, sentence: int, where: str, expected: str) -> None:
+def _invalid_span(problems: Problems, line: int, sentence: int, where: str, expected: str) -> None:
     """Report (or repair, dropping it) a span a record reader cannot read."""
     problems("invalid_span", line, sentence, f"{where}: expected {expected}", "drop this span")
 
@@ -354,14 +354,14 @@ def _utf16_to_chars(text: str, start: int, end: int, surface: Optional[str]) -> 
     return start, end
 
 
-def _replace_surrogates(text: str, line: int, sentence: int, problems: _Problems) -> str:
+def _replace_surrogates(text: str, line: int, sentence: int, problems: Problems) -> str:
     """The text with lone surrogates (JSON "\\udcff") replaced by U+FFFD, as a problem."""
     if not _SURROGATE.search(text):
         return text
     found = sorted(set(_SURROGATE.findall(text)))
     problems(
         "lone_surrogate", line, sentence,
-        f"text {_preview(text)} holds lone surrogates {''.join(found)!r}, which are not "
+        f"text {preview(text)} holds lone surrogates {''.join(found)!r}, which are not "
         f"characters and cannot be written as UTF-8: expected valid Unicode text",
         "replace each with U+FFFD (one character for one, so offsets stay right)",
     )
@@ -370,7 +370,7 @@ def _replace_surrogates(text: str, line: int, sentence: int, problems: _Problems
 
 def _check_span(
     text: str, ent_type: str, start: int, end: int, surface: Optional[str], where: str,
-    line: int, sentence: int, problems: _Problems,
+    line: int, sentence: int, problems: Problems,
 ) -> Optional[Entity]:
     """Check one span (exclusive end) against the text; None if it was dropped."""
     if not 0 <= start < end <= len(text):
@@ -388,7 +388,7 @@ def _check_span(
             "drop this span",
         )
         return None
-    cleaned = _clean_tag(ent_type, line, sentence, problems, what="label")
+    cleaned = clean_tag(ent_type, line, sentence, problems, what="label")
     if cleaned == "O" or not cleaned:
         problems(
             "invalid_span", line, sentence, f"{where}: expected a label, got {ent_type!r}",
@@ -399,7 +399,7 @@ def _check_span(
 
 
 def _resolve_overlaps(
-    text: str, spans: List[Entity], line: int, sentence: int, problems: _Problems
+    text: str, spans: List[Entity], line: int, sentence: int, problems: Problems
 ) -> List[Entity]:
     """Keep non-overlapping spans, longer first; each dropped span is a problem."""
     kept: List[Entity] = []
