@@ -5,6 +5,8 @@ import sys
 import numpy
 import pytest
 import spacy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from spacy.training import Example
 from spacy.util import load_config, load_model_from_config
 from thinc.api import fix_random_seed
@@ -102,3 +104,85 @@ def test_vectors_without_the_option_raise(vectors_model):
 def test_the_option_without_vectors_raises():
     with pytest.raises(ValueError, match="static_vectors = true but the pipeline has no vectors"):
         initialized(None, static_vectors=True)
+
+
+ALPHABET = ["张", "三", "上", "海", "。", "\n", "ab", "c", "去"]
+
+
+def reference_rows(doc, prev_bigram, sentence_bigrams):
+    """Vectors.find, one text at a time: the rows ngram_vectors must read."""
+    from spacy_cner.long_docs import ends_sentence
+
+    vectors, texts = doc.vocab.vectors, [token.text for token in doc]
+    joins = [a + b for a, b in zip(texts, texts[1:])] + ([""] if texts else [])
+    if sentence_bigrams:
+        joins = ["" if j and ends_sentence(texts[i]) else j for i, j in enumerate(joins)]
+    columns = [texts, joins] + ([[""] + joins[:-1]] if prev_bigram else [])
+    return [[vectors.find(key=column[i]) if column[i] else -1 for column in columns] for i in range(len(doc))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(ALPHABET), max_size=12),
+    keys=st.sets(st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=2).map("".join), max_size=30),
+    prev_bigram=st.booleans(),
+    sentence_bigrams=st.booleans(),
+    mix=st.sampled_from([None, 0]),
+)
+def test_bulk_lookup_equals_find_one_by_one(words, keys, prev_bigram, sentence_bigrams, mix):
+    """The sorted-array lookup reads exactly Vectors.find's rows, for multi-character tokens,
+    sentence ends and (a mix of 0) bigrams whose mixed keys collide."""
+    from spacy.tokens import Doc
+
+    from spacy_cner.layers import ngram_vectors as module
+
+    with pytest.MonkeyPatch.context() as patch:
+        if mix is not None:
+            patch.setattr(module, "_PAIR_MIX", numpy.uint64(mix))
+        check_bulk_lookup(module, words, keys, prev_bigram, sentence_bigrams)
+
+
+def check_bulk_lookup(module, words, keys, prev_bigram, sentence_bigrams):
+    from spacy.tokens import Doc
+
+    nlp = spacy.blank("zh")
+    for i, key in enumerate(sorted(keys)):
+        nlp.vocab.set_vector(key, numpy.full((2,), i + 1, dtype="f"))
+    if not keys:
+        nlp.vocab.set_vector("张", numpy.ones((2,), dtype="f"))
+    module._INDEXES.clear()
+    doc = Doc(nlp.vocab, words=words, spaces=[False] * len(words))
+    rows = module._vector_index(nlp.vocab.vectors).doc_rows(doc, prev_bigram, sentence_bigrams)
+    assert rows.tolist() == reference_rows(doc, prev_bigram, sentence_bigrams)
+    (out,) = ngram_vectors(prev_bigram, sentence_bigrams).predict([doc])
+    data = nlp.vocab.vectors.data
+    expected = [[v for row in doc_row for v in (data[row] if row >= 0 else [0.0, 0.0])] for doc_row in rows.tolist()]
+    assert out.tolist() == expected
+
+
+def test_bulk_lookup_without_the_keys_texts_and_after_new_keys():
+    """A key whose text the string store lacks sends bigrams to the text lookup; a table that
+    grows is indexed again."""
+    from spacy.strings import get_string_id
+    from spacy.tokens import Doc
+
+    from spacy_cner.layers.ngram_vectors import _vector_index
+
+    nlp = spacy.blank("zh")
+    nlp.vocab.vectors.resize((4, 2))
+    nlp.vocab.vectors.add(get_string_id("上海"), vector=numpy.full((2,), 6.0, dtype="f"))  # no text stored
+    doc = Doc(nlp.vocab, words=["去", "上", "海"], spaces=[False] * 3)
+    assert _vector_index(nlp.vocab.vectors).doc_rows(doc, True, False).tolist() == reference_rows(doc, True, False)
+    assert _vector_index(nlp.vocab.vectors).pairs is False
+    nlp.vocab.vectors.add("去上", vector=numpy.full((2,), 7.0, dtype="f"))
+    rows = _vector_index(nlp.vocab.vectors).doc_rows(doc, True, False)
+    assert rows[0, 1] >= 0 and rows.tolist() == reference_rows(doc, True, False)
+
+
+def test_bulk_lookup_of_bigrams_whose_mixed_keys_collide(monkeypatch):
+    """Two bigrams that share a mixed key (a mix of 0 keys a bigram by its right character)
+    both find their own rows."""
+    from spacy_cner.layers import ngram_vectors as module
+
+    monkeypatch.setattr(module, "_PAIR_MIX", numpy.uint64(0))
+    check_bulk_lookup(module, ["上", "三", "张", "三", "海", "三"], {"张三", "上三", "海三", "三"}, True, False)

@@ -4,15 +4,15 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy
 from spacy.attrs import NORM
-from spacy.strings import get_string_id
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
-from ..long_docs import ends_sentence, sentence_cuts
+from ..long_docs import sentence_cuts
 from ._blas import use_numpy_blas
 from .key_embed import KeyEmbed, set_keys
+from .ngram_vectors import ngram_vectors
 
 # Stand-in key for the missing neighbour at either end of a doc.
 BOUNDARY = 0x2E5D_0B0D_A17F_0C1A
@@ -204,63 +204,6 @@ def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[
             doc_keys[:, 1:][xp.asarray(dropped)] = UNKNOWN_BIGRAM
         keys.append(doc_keys)
     return keys, lambda d_keys: []
-
-
-def ngram_vectors(prev_bigram: bool, sentence_bigrams: bool = False) -> Model[List[Doc], List[Floats2d]]:
-    """Per doc, the vocab's vectors (n_tokens, 2 or 3 times their width) of each token's
-    text, of its next bigram and, with prev_bigram, of its previous bigram.
-
-    Texts, not norms (spaCy's norm of "。" is "."), as vector files key them; bigrams are
-    the two texts joined ("张三"), none at the doc's edges (nor, with
-    sentence_bigrams, across a sentence end); a missing one, or one the table lacks, is
-    zeros. The vectors are frozen: no gradient, and they stay in the vocab (saved with
-    the pipeline), as spaCy's StaticVectors keeps them.
-    """
-    attrs = {"prev_bigram": prev_bigram, "sentence_bigrams": sentence_bigrams}
-    return Model("char_bigram_vectors", _ngram_vectors_forward, init=_ngram_vectors_init, attrs=attrs)
-
-
-def _ngram_vectors_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
-    if X and not X[0].vocab.vectors.shape[0]:
-        raise ValueError(
-            "CharBigramEmbed has static_vectors = true but the pipeline has no vectors: set "
-            "[initialize] vectors (e.g. --paths.vectors) to a vectors model made with "
-            "`spacy init vectors zh VECTORS.txt OUTPUT`."
-        )
-
-
-def _ngram_vectors_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
-    ops = model.ops
-    out = []
-    for doc in docs:
-        vectors = doc.vocab.vectors
-        texts = [token.text for token in doc]
-        joins = [a + b for a, b in zip(texts, texts[1:])]
-        if model.attrs["sentence_bigrams"]:
-            for i, token in enumerate(doc[:-1]):
-                if ends_sentence(token.text):
-                    joins[i] = ""
-        edge = [""] if texts else []  # no bigram beyond the doc's last token (nor in an empty doc)
-        columns = [texts, joins + edge]
-        if model.attrs["prev_bigram"]:
-            columns.append(edge + joins)
-        out.append(ops.xp.hstack([_lookup(ops, vectors, column) for column in columns]))
-    return out, lambda dY: []
-
-
-def _lookup(ops, vectors, strings: List[str]) -> Floats2d:
-    """The vectors of the strings, (n, width) float32; zeros for "" and for strings without one."""
-    width = vectors.shape[1]
-    if not strings:
-        return ops.alloc2f(0, width)
-    if vectors.mode == "floret":
-        found = ops.asarray2f(vectors.get_batch(strings))
-    else:
-        rows = ops.xp.asarray(vectors.find(keys=[get_string_id(s) if s else 0 for s in strings]))
-        found = ops.asarray2f(ops.asarray(vectors.data)[rows])
-        found[rows < 0] = 0
-    found[ops.xp.asarray([not s for s in strings])] = 0
-    return found
 
 
 def size_key_tables(model: Model, docs: Iterable[Doc], batch_size: int = 1000) -> Dict[str, int]:

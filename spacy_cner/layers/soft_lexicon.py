@@ -23,6 +23,7 @@ from thinc.api import Model, registry
 from thinc.types import Floats2d
 
 from ..lexicon import Lexicon, doc_text, token_spans
+from ..segmenter import jieba_words, load_jieba
 from .lexicon_adapter import LexiconSlot, required_lexicon
 
 # Word positions, in feature order.
@@ -62,7 +63,7 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
             stacklevel=2,
         )
     if model.attrs["softword"]:
-        _jieba()
+        load_jieba()
     n_types = len(lexicon.entity_types()[0])
     model.set_dim("nO", len(POSITIONS) * (1 + n_types) + (len(POSITIONS) if model.attrs["softword"] else 0), force=True)
 
@@ -181,10 +182,11 @@ def char_features(lexicon: Lexicon, text: str) -> numpy.ndarray:
 
 
 def softword_positions(text: str) -> numpy.ndarray:
-    """Per character, its position in jieba's segmentation as one-hot B/M/E/S (float32 (len(text), 4))."""
+    """Per character, its position in jieba's segmentation as one-hot B/M/E/S (float32 (len(text), 4)),
+    on rjieba where it gives jieba's words (spacy_cner/segmenter.py)."""
     out = numpy.zeros((len(text), len(POSITIONS)), dtype="float32")
     start = 0
-    for word in _jieba().cut(text):
+    for word in jieba_words(text):
         end = start + len(word)
         if len(word) == 1:
             out[start, S] = 1.0
@@ -196,20 +198,3 @@ def softword_positions(text: str) -> numpy.ndarray:
     if start != len(text):
         raise ValueError(f"jieba's words do not add up to the text ({start} of {len(text)} characters): {text[:50]!r}")
     return out
-
-
-def _jieba():
-    """jieba, its dictionary loaded: quietly (it logs the loading at DEBUG level on a stderr
-    handler of its own, which every pipeline load, and `annotate --quiet`, would print)."""
-    try:
-        import jieba
-    except ImportError as error:
-        raise ImportError("SoftLexicon's softword needs jieba: pip install 'spacy-cner[jieba]'.") from error
-    if not jieba.dt.initialized:
-        level = jieba.default_logger.level
-        jieba.default_logger.setLevel(logging.WARNING)
-        try:
-            jieba.dt.initialize()
-        finally:
-            jieba.default_logger.setLevel(level)
-    return jieba

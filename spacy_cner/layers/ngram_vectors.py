@@ -1,0 +1,198 @@
+"""Frozen character and bigram vectors read from the pipeline's vocab, looked up in bulk."""
+from collections import OrderedDict
+from typing import Callable, List, Optional, Tuple
+
+import numpy
+from spacy.attrs import LENGTH, ORTH
+from spacy.strings import get_string_id
+from spacy.tokens import Doc
+from spacy.vectors import Vectors
+from thinc.api import Model
+from thinc.types import Floats2d
+
+from ..long_docs import sentence_cuts
+
+# Odd multiplier that mixes a bigram's left character's key into its key (wraps in uint64).
+_PAIR_MIX = numpy.uint64(0x9E37_79B9_7F4A_7C15)
+# The bulk indexes of the last few vectors tables seen (a pipeline has one).
+_INDEXES: "OrderedDict[int, _VectorIndex]" = OrderedDict()
+_MAX_INDEXES = 4
+
+
+def ngram_vectors(prev_bigram: bool, sentence_bigrams: bool = False) -> Model[List[Doc], List[Floats2d]]:
+    """Per doc, the vocab's vectors (n_tokens, 2 or 3 times their width) of each token's
+    text, of its next bigram and, with prev_bigram, of its previous bigram.
+
+    Texts, not norms (spaCy's norm of "。" is "."), as vector files key them; bigrams are
+    the two texts joined ("张三"), none at the doc's edges (nor, with
+    sentence_bigrams, across a sentence end); a missing one, or one the table lacks, is
+    zeros. The vectors are frozen: no gradient, and they stay in the vocab (saved with
+    the pipeline), as spaCy's StaticVectors keeps them.
+    """
+    attrs = {"prev_bigram": prev_bigram, "sentence_bigrams": sentence_bigrams}
+    return Model("char_bigram_vectors", _forward, init=_init, attrs=attrs)
+
+
+def _init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    if X and not X[0].vocab.vectors.shape[0]:
+        raise ValueError(
+            "CharBigramEmbed has static_vectors = true but the pipeline has no vectors: set "
+            "[initialize] vectors (e.g. --paths.vectors) to a vectors model made with "
+            "`spacy init vectors zh VECTORS.txt OUTPUT`."
+        )
+
+
+def _forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    ops = model.ops
+    prev_bigram, sentence_bigrams = model.attrs["prev_bigram"], model.attrs["sentence_bigrams"]
+    out = []
+    for doc in docs:
+        vectors = doc.vocab.vectors
+        if vectors.mode == "floret":
+            out.append(ops.asarray2f(_floret_vectors(doc, prev_bigram, sentence_bigrams)))
+            continue
+        rows = ops.xp.asarray(_vector_index(vectors).doc_rows(doc, prev_bigram, sentence_bigrams))
+        found = ops.asarray(vectors.data)[ops.xp.maximum(rows, 0)]  # (n_tokens, columns, width)
+        found[rows < 0] = 0
+        out.append(ops.asarray2f(found.reshape((rows.shape[0], rows.shape[1] * vectors.shape[1])), dtype="float32"))
+    return out, lambda dY: []
+
+
+def bigram_texts(doc: Doc, sentence_bigrams: bool) -> List[str]:
+    """The text of each token joined with the next one's: "" after the doc's last token and,
+    with sentence_bigrams, after a token that ends a sentence."""
+    texts = [token.text for token in doc]
+    joins = [a + b for a, b in zip(texts, texts[1:])] + ([""] if texts else [])
+    if sentence_bigrams:
+        for cut in sentence_cuts(doc):
+            joins[cut - 1] = ""
+    return joins
+
+
+def _floret_vectors(doc: Doc, prev_bigram: bool, sentence_bigrams: bool) -> numpy.ndarray:
+    """floret vectors exist for every string (hashed subwords): looked up by text."""
+    vectors = doc.vocab.vectors
+    joins = bigram_texts(doc, sentence_bigrams)
+    columns = [[token.text for token in doc], joins]
+    if prev_bigram:
+        columns.append([""] + joins[:-1] if joins else [])
+    blocks = []
+    for strings in columns:
+        found = numpy.zeros((len(strings), vectors.shape[1]), dtype="float32")
+        if strings:
+            found[:] = vectors.get_batch(strings)
+            found[[not s for s in strings]] = 0
+        blocks.append(found)
+    return numpy.hstack(blocks)
+
+
+class _VectorIndex:
+    """The rows of a (non-floret) Vectors table for token keys and for pairs of token keys, as
+    sorted arrays searched in bulk.
+
+    Why not Vectors.find: it looks keys up one by one in Python (about 1.2 us a key) and a
+    bigram's key needs its joined text hashed first; here a doc's characters and bigrams are
+    found with a few numpy calls. A pair table maps (left ORTH, right ORTH) to the row of the
+    key of their joined text, for every key whose text splits into two one-character texts; a
+    bigram of longer tokens, or of a pair whose mixed key two pairs share, is looked up by its
+    joined text, so the rows are exactly Vectors.find's. Built once per table (0.3 s for 140k
+    keys) and rebuilt when its keys or data change size.
+    """
+
+    def __init__(self, vectors: Vectors):
+        self.vectors = vectors  # kept, so that its id is not reused while this index lives
+        self.signature = _signature(vectors)
+        key2row = vectors.key2row
+        keys = numpy.fromiter(key2row.keys(), dtype="uint64", count=len(key2row))
+        rows = numpy.fromiter(key2row.values(), dtype="int64", count=len(key2row))
+        order = numpy.argsort(keys, kind="stable")
+        self.keys, self.rows = keys[order], rows[order]
+        left, right, pair_rows, complete = [], [], [], True
+        for key, row in key2row.items():
+            try:
+                text = vectors.strings[key]
+            except (KeyError, IndexError):
+                complete = False  # a key without its text: bigrams are looked up by their text
+                break
+            if len(text) == 2:
+                left.append(get_string_id(text[0]))
+                right.append(get_string_id(text[1]))
+                pair_rows.append(row)
+        self.pairs = complete
+        left_keys = numpy.asarray(left, dtype="uint64")
+        right_keys = numpy.asarray(right, dtype="uint64")
+        mixed = left_keys * _PAIR_MIX + right_keys
+        order = numpy.argsort(mixed, kind="stable")
+        mixed, self.pair_left, self.pair_right = mixed[order], left_keys[order], right_keys[order]
+        self.pair_rows = numpy.asarray(pair_rows, dtype="int64")[order]
+        shared = mixed[1:] == mixed[:-1]
+        self.ambiguous = numpy.unique(mixed[1:][shared])
+        self.pair_keys = mixed
+
+    def find(self, keys: numpy.ndarray) -> numpy.ndarray:
+        """The rows of uint64 keys, -1 for a key without one."""
+        return _search(self.keys, self.rows, keys)
+
+    def doc_rows(self, doc: Doc, prev_bigram: bool, sentence_bigrams: bool) -> numpy.ndarray:
+        """The rows (n_tokens, 2 or 3) of the doc's tokens, next bigrams and (prev_bigram)
+        previous bigrams; -1 where the table has none (or at an edge, or across a sentence end)."""
+        n = len(doc)
+        rows = numpy.full((n, 3 if prev_bigram else 2), -1, dtype="int64")
+        if not n:
+            return rows
+        attrs = doc.to_array([ORTH, LENGTH]).astype("uint64").reshape((n, 2))
+        orths, lengths = attrs[:, 0], attrs[:, 1]
+        rows[:, 0] = self.find(orths)
+        if n > 1:
+            rows[:-1, 1] = self._bigram_rows(doc, orths, lengths)
+        if sentence_bigrams:
+            rows[sentence_cuts(doc) - 1, 1] = -1
+        if prev_bigram:
+            rows[1:, 2] = rows[:-1, 1]
+        return rows
+
+    def _bigram_rows(self, doc: Doc, orths: numpy.ndarray, lengths: numpy.ndarray) -> numpy.ndarray:
+        """The rows of the n - 1 bigrams (token i, token i + 1), -1 where the table has none."""
+        left, right = orths[:-1], orths[1:]
+        slow = numpy.ones(left.shape, dtype=bool)
+        rows = numpy.full(left.shape, -1, dtype="int64")
+        if self.pairs:
+            mixed = left * _PAIR_MIX + right
+            index = numpy.minimum(numpy.searchsorted(self.pair_keys, mixed), max(len(self.pair_keys) - 1, 0))
+            if len(self.pair_keys):
+                hit = (
+                    (self.pair_keys[index] == mixed)
+                    & (self.pair_left[index] == left)
+                    & (self.pair_right[index] == right)
+                )
+                rows[hit] = self.pair_rows[index[hit]]
+            slow = (lengths[:-1] != 1) | (lengths[1:] != 1)
+            if len(self.ambiguous):
+                slow |= numpy.isin(mixed, self.ambiguous)
+        positions = numpy.flatnonzero(slow)
+        if len(positions):
+            keys = numpy.asarray([get_string_id(doc[i].text + doc[i + 1].text) for i in positions], dtype="uint64")
+            rows[positions] = self.find(keys)
+        return rows
+
+
+def _search(sorted_keys: numpy.ndarray, values: numpy.ndarray, keys: numpy.ndarray) -> numpy.ndarray:
+    if not len(sorted_keys):
+        return numpy.full(keys.shape, -1, dtype="int64")
+    index = numpy.minimum(numpy.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return numpy.where(sorted_keys[index] == keys, values[index], -1)
+
+
+def _signature(vectors: Vectors) -> Tuple:
+    data = vectors.data
+    return (len(vectors.key2row), tuple(data.shape), id(data))
+
+
+def _vector_index(vectors: Vectors) -> _VectorIndex:
+    index = _INDEXES.get(id(vectors))
+    if index is None or index.vectors is not vectors or index.signature != _signature(vectors):
+        index = _INDEXES[id(vectors)] = _VectorIndex(vectors)
+        while len(_INDEXES) > _MAX_INDEXES:
+            _INDEXES.popitem(last=False)
+    _INDEXES.move_to_end(id(vectors))
+    return index

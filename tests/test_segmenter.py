@@ -1,0 +1,94 @@
+"""jieba's segmentation on rjieba: the same words as jieba on every corpus file and on random text."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacy_cner import segmenter
+from spacy_cner.layers.soft_lexicon import softword_positions
+
+jieba = pytest.importorskip("jieba", reason="softword needs jieba (the test extra installs it)")
+DATA_DIR = Path(__file__).parents[1].parent / "shared" / "data"
+# Han characters (common ones that form dictionary words, and rare ones), Latin letters and digits,
+# the characters rjieba groups differently, whitespace, full-width punctuation, emoji, a BOM.
+ALPHABET = list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可北京市长江大桥研究生命起源")
+ALPHABET += ["龘", "㐀", "鿕"] + list("abcXYZ0123456789") + list("+#&._%-") + list(" \t\n\u3000")
+ALPHABET += list("，。！？；：“”（）《》、…—～/:@") + ["😀", "é", "\ufeff", "\u200b"]
+
+
+def needs_rjieba():
+    return pytest.importorskip("rjieba", reason="rjieba is optional a requirement of spacy-cner that the fallback to jieba does without")
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(ALPHABET), max_size=40))
+def test_words_are_jiebas_on_random_text(text):
+    needs_rjieba()
+    assert segmenter.jieba_words(text) == list(jieba.cut(text))
+
+
+def test_rjieba_is_used_where_it_agrees_and_jieba_elsewhere(monkeypatch):
+    rjieba = needs_rjieba()
+    assert segmenter._rjieba() is rjieba
+    calls = []
+    monkeypatch.setattr(rjieba, "cut", lambda text: calls.append(text) or list(jieba.cut(text)), raising=False)
+    segmenter.jieba_words("北京欢迎你")
+    segmenter.jieba_words("kfr-35gw空调")  # rjieba would keep "kfr-35gw" whole
+    assert calls == ["北京欢迎你"]
+
+
+def test_without_rjieba_the_features_are_the_same(monkeypatch):
+    text = "张三在北京市工作。2013.11.18 轩轩唱儿歌 kfr-35gw"
+    with_fast = softword_positions(text)
+    monkeypatch.setitem(sys.modules, "rjieba", None)  # import rjieba raises ImportError
+    monkeypatch.setattr(segmenter, "_RJIEBA", None)
+    monkeypatch.setattr(segmenter, "_RJIEBA_MISSING", False)
+    assert segmenter._rjieba() is None
+    assert (softword_positions(text) == with_fast).all()
+
+
+def test_a_changed_jieba_dictionary_turns_rjieba_off():
+    """rjieba cannot see words added to jieba in this process: jieba segments everything then."""
+    needs_rjieba()
+    code = (
+        "import jieba\n"
+        "from spacy_cner import segmenter\n"
+        "assert segmenter._rjieba() is not None\n"
+        "segmenter.load_jieba()\n"
+        "assert segmenter._rjieba() is not None  # loaded, unchanged\n"
+        "jieba.add_word('欢迎你北', freq=10**9)\n"
+        "assert segmenter._rjieba() is None\n"
+        "assert segmenter.jieba_words('北京欢迎你北京') == list(jieba.cut('北京欢迎你北京'))\n"
+        "assert '欢迎你北' in segmenter.jieba_words('北京欢迎你北京')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def corpus_texts(path):
+    """The sentences of a one-character-per-line file (first field; blank lines between sentences)."""
+    texts, sentence = [], []
+    for line in path.read_text(encoding="utf8").splitlines():
+        if not line.strip():
+            if sentence:
+                texts.append("".join(sentence))
+            sentence = []
+        else:
+            sentence.append(" " if line[0] in " \t" else line.split("\t")[0].split(" ")[0])
+    return texts + (["".join(sentence)] if sentence else [])
+
+
+CORPUS_FILES = sorted(p for p in DATA_DIR.glob("*/*") if p.name != "SOURCE.md") if DATA_DIR.exists() else []
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason=f"needs the corpora in {DATA_DIR}")
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=[f"{p.parent.name}/{p.name}" for p in CORPUS_FILES])
+def test_words_are_jiebas_on_every_corpus_file(path):
+    needs_rjieba()
+    texts = corpus_texts(path)
+    assert len(texts) > 100
+    differ = [text for text in texts if segmenter.jieba_words(text) != list(jieba.cut(text))]
+    assert differ == []
