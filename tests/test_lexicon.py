@@ -1,6 +1,7 @@
 """Lexicon loading (word lists, word2vec text, jieba) and trie matching of words to characters."""
 import numpy
 import pytest
+import srsly
 
 from spacy_cner.lexicon import Lexicon
 
@@ -107,10 +108,16 @@ def test_empty_lexicon_and_empty_text():
 
 
 def test_invalid_words_raise():
-    with pytest.raises(ValueError, match="occurs twice"):
-        Lexicon(["北京", "北京"])
-    with pytest.raises(ValueError, match="without whitespace"):
-        Lexicon(["北 京"])
+    with pytest.raises(ValueError, match=r"'北京' occurs twice \(entries 0 and 2\)"):
+        Lexicon(["北京", "上海", "北京"])
+    with pytest.raises(ValueError, match=r"'北\\u3000京' \(entry 1\).*without whitespace"):
+        Lexicon(["上海", "北\u3000京"])
+    with pytest.raises(ValueError, match=r"'' \(entry 1\)"):
+        Lexicon(["上海", ""])
+    with pytest.raises(ValueError, match=r"3 \(entry 1\): words are strings"):
+        Lexicon(["上海", 3])
+    with pytest.raises(ValueError, match=r"Invalid tag 'n\\nr' of lexicon word '北京'"):
+        Lexicon(["上海", "北京"], tags=["ns", "n\nr"])
     with pytest.raises(ValueError, match=r"vectors have shape \(1, 2\)"):
         Lexicon(["北京", "上海"], vectors=numpy.zeros((1, 2)))
 
@@ -123,7 +130,21 @@ def test_bytes_round_trip_is_compact():
     assert loaded.words == lexicon.words and loaded.frequencies.tolist() == [3, 2, 1]
     numpy.testing.assert_allclose(loaded.vectors, vectors, rtol=1e-3, atol=1e-3)  # stored as float16
     assert loaded.match("北京长江大桥", 3) == lexicon.match("北京长江大桥", 3)
-    assert len(data) < 200
+    assert len(data) < 220
+
+
+def test_saved_prefixes_give_the_same_matching_dictionary():
+    """The bytes hold the prefixes that are no word (loading need not cut every word again);
+    bytes without them, as earlier versions wrote, still load."""
+    words = ["北京", "北京市", "长江大桥", "长江", "南京市长"]
+    built = Lexicon(words).prefixes
+    assert built == {"北": -1, "北京": 0, "北京市": 1, "长": -1, "长江": 3, "长江大": -1, "长江大桥": 2,
+                     "南": -1, "南京": -1, "南京市": -1, "南京市长": 4}
+    loaded = Lexicon.from_bytes(Lexicon(words).to_bytes())
+    assert loaded._saved_prefixes is not None and loaded.prefixes == built
+    old = srsly.msgpack_loads(Lexicon(words).to_bytes())
+    del old["prefixes"]
+    assert Lexicon.from_bytes(srsly.msgpack_dumps(old)).prefixes == built
 
 
 def test_match_spans_of_character_and_word_tokens():
@@ -171,3 +192,22 @@ def test_doc_text_is_the_docs_text(words, spaces):
 
     doc = Doc(spacy.blank("zh").vocab, words=words, spaces=spaces)
     assert doc_text(doc) == doc.text
+
+
+def test_saved_lexicons_are_compressed_and_earlier_uncompressed_ones_load():
+    from spacy_cner.layers.lexicon_adapter import adapter_lexicon, set_lexicon
+    from spacy_cner.layers.soft_lexicon import SoftLexicon
+    from spacy_cner.pipeline.lexicons import lexicons_to_bytes, load_lexicons
+
+    words = [f"北京{i}号" for i in range(2000)]
+    layer = SoftLexicon()
+    set_lexicon(layer, Lexicon(words, frequencies=list(range(2000))))
+    data = lexicons_to_bytes(layer)
+    plain = srsly.msgpack_dumps([adapter_lexicon(layer).to_bytes()])  # as earlier versions saved it
+    assert len(data) < len(plain) / 3
+    for saved in (data, plain):
+        loaded = SoftLexicon()
+        load_lexicons(loaded, saved, "test", "crf_ner")
+        lexicon = adapter_lexicon(loaded)
+        assert lexicon.words == words and lexicon.frequencies.tolist() == list(range(2000))
+        assert lexicon.match("去北京12号", 6) == adapter_lexicon(layer).match("去北京12号", 6)
