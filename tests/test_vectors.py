@@ -12,7 +12,8 @@ from spacy.util import load_config
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
-from spacy_cner.training.vectors import VectorSettings, read_texts, train_vectors, vectors_pipeline
+from spacy_cner.training.vectors import VectorSettings, make_self_trained_vectors, read_texts, train_vectors
+from spacy_cner.training.vectors import vectors_pipeline
 
 from conftest import REPO_ROOT
 
@@ -54,6 +55,29 @@ def test_the_same_seed_gives_the_same_vectors(tmp_path):
     assert not numpy.allclose(first.data, other.data)
 
 
+def test_before_init_trains_the_vectors_train_vectors_would(tmp_path):
+    """[initialize.before_init] gives the vocab the vectors `train-vectors` writes for the same text,
+    settings and seed; with pretrained vectors named it trains none; without a corpus it says so."""
+    train = write_corpus(tmp_path / "train.spacy")
+    train_vectors([train], tmp_path / "vectors", SMALL)
+    written = spacy.load(tmp_path / "vectors").vocab.vectors
+    nlp = spacy.blank("zh")
+    callback = make_self_trained_vectors(str(train), width=8, epochs=2, min_count=2, seed=0)
+    assert callback(nlp) is nlp
+    vectors = nlp.vocab.vectors
+    assert vectors.shape == written.shape and vectors.n_keys == written.n_keys
+    for key in ("张", "张三", "去了", "北京"):
+        numpy.testing.assert_array_equal(vectors[nlp.vocab.strings[key]], written[nlp.vocab.strings[key]])
+    assert nlp.vocab.strings[nlp.vocab.strings["张三"]] == "张三"  # the texts are in the string store
+    untouched = spacy.blank("zh")
+    make_self_trained_vectors(str(train), pretrained=str(tmp_path / "vectors"))(untouched)
+    assert untouched.vocab.vectors.shape[0] == 0
+    with pytest.raises(ValueError, match=r"corpus \(paths.train\) is null"):
+        make_self_trained_vectors(None)(spacy.blank("zh"))
+    with pytest.raises(ValueError, match="no .spacy train corpus at"):
+        make_self_trained_vectors(str(tmp_path / "missing.spacy"))(spacy.blank("zh"))
+
+
 def test_bad_input_is_named(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes("张三去了上海\n".encode("utf8") + "李四".encode("gb18030") + b"\n")
@@ -87,6 +111,9 @@ def test_default_vectors_config_is_the_default_reading_vectors():
     with_vectors = load_config(REPO_ROOT / "configs" / "default_vectors.cfg", interpolate=False)
     assert default["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] is False
     with_vectors["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] = False
+    assert with_vectors["initialize"]["before_init"]["@callbacks"] == "spacy-cner.self_trained_vectors.v1"
+    assert default["initialize"]["before_init"] is None
+    with_vectors["initialize"]["before_init"] = None
     assert with_vectors == default
 
 
@@ -108,8 +135,12 @@ def test_project_trains_default_vectors_on_its_own_vectors(tmp_path):
     nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
     assert nlp.vocab.vectors.find(key="张三") >= 0  # the vectors travel with the pipeline
     assert any(node.name == "char_bigram_vectors" for node in nlp.get_pipe("crf_ner").model.walk())
-    # Without --vars.vectors the config says what is missing.
+    # Without --vars.vectors the config trains them itself, at initialize: the same ones (seed 0).
     args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "small",
             "--vars.demo_max_steps", "4"]
     result = subprocess.run(args, capture_output=True, text=True, cwd=project)
-    assert result.returncode != 0 and "has no vectors" in result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Vectors trained on the train corpus's" in result.stdout + result.stderr
+    again = spacy.load(project / "training" / "resume" / "demo" / "model-best")
+    key = again.vocab.strings["张三"]
+    numpy.testing.assert_array_equal(again.vocab.vectors[key], nlp.vocab.vectors[key])

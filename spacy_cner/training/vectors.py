@@ -9,17 +9,21 @@ characters). They are written as a spaCy pipeline with vectors only, for `--path
 `spacy init vectors` would write them. gensim is written in C, a skip-gram of our own in torch would
 be slower by far; it is an extra (`pip install "spacy-cner[vectors]"`).
 """
+import time
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import spacy
 import srsly
+from spacy.language import Language
 from spacy.tokens import DocBin
+from spacy.util import registry
 from spacy.vectors import Vectors
 from spacy.vocab import Vocab
+from wasabi import msg
 
 from ..annotate import iter_lines
 
@@ -141,6 +145,58 @@ def vectors_pipeline(keys: Sequence[str], vectors: numpy.ndarray, lang: str = "z
     nlp.vocab.vectors = Vectors(strings=strings, data=vectors, keys=[strings.add(key) for key in keys],
                                 name=f"{lang}_self_trained.vectors")
     return nlp
+
+
+@registry.callbacks("spacy-cner.self_trained_vectors.v1")
+def make_self_trained_vectors(
+    corpus: Optional[Union[str, Path]],
+    pretrained: Optional[Union[str, Path]] = None,
+    width: int = 50,
+    window: int = 5,
+    epochs: int = 10,
+    min_count: int = 2,
+    seed: Optional[int] = 0,
+) -> Callable[[Language], Language]:
+    """[initialize.before_init]: train character and bigram vectors on the train corpus's own text
+    and give them to the pipeline's vocab, before its components initialize (one step: no
+    `train-vectors` run, no --paths.vectors). With pretrained set (--paths.vectors), it trains
+    nothing and [initialize] vectors loads those; the vectors are saved with the pipeline either way.
+
+    corpus (Optional[Union[str, Path]]): The train corpus (${paths.train}): a .spacy file, or a folder
+        of them. Never a dev or test split.
+    pretrained (Optional[Union[str, Path]]): ${paths.vectors}: when set, nothing is trained.
+    width, window, epochs, min_count: word2vec's settings (VectorSettings).
+    seed (Optional[int]): word2vec's seed (${system.seed}; null: 0).
+    RETURNS (Callable[[Language], Language]): The callback.
+    """
+    settings = VectorSettings(width=width, window=window, epochs=epochs, min_count=min_count,
+                              seed=0 if seed is None else seed, workers=1)
+
+    def before_init(nlp: Language) -> Language:
+        if pretrained is not None:
+            msg.info(f"Vectors: {pretrained} ([initialize] vectors), none trained")
+            return nlp
+        if corpus is None:
+            raise ValueError(
+                "spacy-cner.self_trained_vectors.v1 trains vectors on the train corpus, but its corpus "
+                "(paths.train) is null: set --paths.train, or give vectors with --paths.vectors."
+            )
+        files = sorted(Path(corpus).rglob("*.spacy")) if Path(corpus).is_dir() else [Path(corpus)]
+        if not files or not all(path.exists() for path in files):
+            raise ValueError(f"spacy-cner.self_trained_vectors.v1: no .spacy train corpus at {corpus}.")
+        start = time.perf_counter()
+        texts = [text for path in files for text in read_texts(path)]
+        keys, vectors, counts = train_char_bigram_vectors(texts, settings)
+        strings = nlp.vocab.strings
+        nlp.vocab.vectors = Vectors(strings=strings, data=vectors, keys=[strings.add(key) for key in keys],
+                                    name=f"{nlp.lang}_self_trained.vectors")
+        msg.info(
+            f"Vectors trained on the train corpus's {len(texts):,} texts: {counts['char_vectors']:,} characters, "
+            f"{counts['bigram_vectors']:,} bigrams, width {width} ({time.perf_counter() - start:.0f} s)"
+        )
+        return nlp
+
+    return before_init
 
 
 def train_vectors(
