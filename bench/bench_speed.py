@@ -5,8 +5,9 @@ Usage: python bench/bench_speed.py --runs bench/runs/datasets [--runs DIR ...] [
 
 Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default's seed-0 model
 (RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
-texts, best of --repeats, three systems alternating in this one process: ours; ours with every
-thinc layer put back on thinc's default CPU ops (blis matrix products, as before use_numpy_blas);
+texts, best of --repeats, the systems alternating in this one process: ours; ours with jieba
+segmenting every text (the default as it ran before rjieba; the entities must be the same); ours
+with configs/default_vectors.cfg (RUNS/<dataset>/vectors/seed0/model-best, where there is one);
 spaCy's `ner`. spaCy's model is RUNS/<dataset>/spacy/seed0/model-best, or one trained for
 --spacy-steps steps into RUNS/<dataset>/spacy_speed when there is none: its transition-based
 `ner` takes one action per token whatever its weights, so its speed does not depend on how long
@@ -61,7 +62,8 @@ def main() -> None:
 
 
 def measure(dataset: Path, args) -> dict:
-    """chars/s of ours, ours on blis and spaCy's `ner`, and our seconds per stage, on dataset's test."""
+    """chars/s of ours (with rjieba, with jieba only, with vectors) and spaCy's `ner`, and our seconds
+    per stage, on dataset's test."""
     import spacy
     from spacy.tokens import DocBin
 
@@ -73,30 +75,37 @@ def measure(dataset: Path, args) -> dict:
             spacy_model.parent.mkdir(parents=True, exist_ok=True)
             config = spacy_ner_config(dataset / "spacy_speed" / "spacy_ner.cfg")
             train(config, corpus, spacy_model.parent, 0, args.spacy_steps, one_thread=True)
+    from spacy_cner import segmenter
+
     ours = spacy.load(dataset / "default" / "seed0" / "model-best")
-    on_blis = spacy.load(dataset / "default" / "seed0" / "model-best")
-    for _, pipe in on_blis.pipeline:
-        if hasattr(pipe, "model"):
-            pipe.model.to_cpu()  # thinc's default CPU ops: blis
     theirs = spacy.load(spacy_model)
     texts = [doc.text for doc in DocBin().from_disk(corpus / "test.spacy").get_docs(ours.vocab)]
     n_chars = sum(len(text) for text in texts)
-    systems = {"ours": ours, "ours on blis": on_blis, "spaCy ner": theirs}
+    # name -> (pipeline, whether rjieba may segment): "jieba only" is the default as it ran before rjieba.
+    systems = {"ours": (ours, True), "ours, jieba only": (ours, False), "spaCy ner": (theirs, True)}
+    with_vectors = dataset / "vectors" / "seed0" / "model-best"
+    if with_vectors.exists():
+        systems["ours + vectors"] = (spacy.load(with_vectors), True)
     seconds = {name: [] for name in systems}
-    for nlp in systems.values():
+    entities = {}
+    for name, (nlp, fast) in systems.items():
+        segmenter._RJIEBA_MISSING = not fast
         list(nlp.pipe(texts[:256], batch_size=256))  # warm up (jieba's dictionary, lazy tables)
     for _ in range(args.repeats):
-        for name, nlp in systems.items():
+        for name, (nlp, fast) in systems.items():
+            segmenter._RJIEBA_MISSING = not fast
             start = time.perf_counter()
-            for _ in nlp.pipe(texts, batch_size=256):
-                pass
+            found = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=256)]
             seconds[name].append(time.perf_counter() - start)
+            entities[name] = found
+    segmenter._RJIEBA_MISSING = False
     return {
         "dataset": dataset.name,
         "runs": str(dataset.parent),
         "n_texts": len(texts),
         "n_chars": n_chars,
         "chars_per_s": {name: n_chars / min(times) for name, times in seconds.items()},
+        "rjieba_same_entities": entities["ours"] == entities["ours, jieba only"],
         "stages": stages(ours, texts, args.repeats),
         "spacy_model": str(spacy_model),
     }
@@ -148,21 +157,27 @@ def render(rows: list, args) -> str:
         ("One thread (OMP, MKL and OpenBLAS threads 1, torch 1)" if ONE_THREAD else
          f"The libraries' default threads (torch {torch_threads()})")
         + "; nlp.pipe(batch_size=256) over the test texts, "
-        f"best of {args.repeats}, the three systems alternating; seed-0 models.",
+        f"best of {args.repeats}, the systems alternating; seed-0 models (ours + vectors: "
+        "configs/default_vectors.cfg, where the runs hold one). Stage shares are ours'.",
         "",
-        "| dataset (runs) | texts | chars | ours chars/s | ours on blis | spaCy ner | ours / spaCy | blis / spaCy "
+        "| dataset (runs) | texts | chars | ours chars/s | ours, jieba only | ours + vectors | spaCy ner "
+        "| ours / spaCy | jieba only / spaCy | vectors / spaCy | same entities (rjieba, jieba) "
         "| tokenizer | tok2vec | encoder | rest of predict | set_annotations |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         speed, stage = row["chars_per_s"], row["stages"]
         total = sum(stage.values())
         shares = " | ".join(f"{stage[k] / total:.0%}" for k in
                             ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations"))
+        spacy_speed = speed["spaCy ner"]
+        vectors = speed.get("ours + vectors")
         lines.append(
             f"| {row['dataset']} ({Path(row['runs']).name}) | {row['n_texts']:,} | {row['n_chars']:,} "
-            f"| {speed['ours']:,.0f} | {speed['ours on blis']:,.0f} | {speed['spaCy ner']:,.0f} "
-            f"| {speed['ours'] / speed['spaCy ner']:.2f}x | {speed['ours on blis'] / speed['spaCy ner']:.2f}x | {shares} |"
+            f"| {speed['ours']:,.0f} | {speed['ours, jieba only']:,.0f} | {f'{vectors:,.0f}' if vectors else 'n/a'} "
+            f"| {spacy_speed:,.0f} | {speed['ours'] / spacy_speed:.2f}x | {speed['ours, jieba only'] / spacy_speed:.2f}x "
+            f"| {f'{vectors / spacy_speed:.2f}x' if vectors else 'n/a'} | {'yes' if row['rjieba_same_entities'] else 'NO'} "
+            f"| {shares} |"
         )
     return "\n".join(lines) + "\n"
 
