@@ -43,6 +43,13 @@ from .optimizer import apply_gradients
 from .resize import resize_output
 from .serialization import load_model, model_bytes, read_cfg
 
+# ent._.score: an entity's probability under the CRF, set by crf_ner for every doc.ents entity (1 for
+# those of labels it does not predict, set before it); saved with the doc (to_bytes, DocBin with
+# store_user_data, to_json(underscore=["score"])). None where no probability was computed
+# (spans_key and ents_threshold both null).
+if not Span.has_extension("score"):
+    Span.set_extension("score", default=None)
+
 default_model_config = """
 [model]
 @architectures = "spacy-cner.CRFTagger.v1"
@@ -359,8 +366,19 @@ class CRFEntityRecognizer(TrainablePipe):
             spans = [preset.get(span) or Span(doc, *span) for span in found]
             spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
             doc.set_ents(sorted(spans), default="outside")
+            if doc_scores is None:
+                continue
+            # Every entity gets its probability, ent._.score; those of labels the CRF does not
+            # predict (an entity_ruler's, kept as they were set) get 1, and join the span group.
+            entity_scores = {}
+            for ent in doc.ents:
+                key = (ent.start, ent.end, ent.label_)
+                entity_scores[key] = doc_scores.get(key, 1.0 if ent.label_ not in labels else None)
+                ent._.score = entity_scores[key]
             if self.spans_key is not None:
-                doc.spans[self.spans_key] = span_group(doc, self.spans_key, doc_scores, found, self.candidate_threshold)
+                doc.spans[self.spans_key] = span_group(
+                    doc, self.spans_key, {**doc_scores, **entity_scores}, list(entity_scores), self.candidate_threshold
+                )
         if n_unaligned:
             warnings.warn(
                 f"'{self.name}' tags characters; {n_unaligned} entities found in this batch did not map onto "

@@ -499,6 +499,41 @@ def test_entity_ruler_before(scheme):
     assert [token.ent_type_ for token in doc] == ["PER", "PER", "", "", "GPE", "GPE"]
 
 
+def test_every_entity_has_its_score_and_keeps_it_saved():
+    """ent._.score for every doc.ents entity (an entity_ruler's unknown label: 1, and in the span
+    group too, where the README's idiom used to fail), kept by to_bytes, DocBin and to_json."""
+    from spacy.tokens import Doc, DocBin
+
+    nlp = load_trained()
+    ruler = nlp.add_pipe("entity_ruler", before="crf_ner")
+    ruler.add_patterns([{"label": "APP", "pattern": "微信"}])
+    doc = nlp("张三去了上海用微信")
+    ents = [(ent.text, ent.label_) for ent in doc.ents]
+    assert ("微信", "APP") in ents and ("张三", "PER") in ents
+    group = doc.spans["crf_ner"]
+    in_group = dict(zip([(s.start, s.end, s.label_) for s in group], group.attrs["scores"].tolist()))
+    for ent in doc.ents:
+        assert isinstance(ent._.score, float) and 0.0 < ent._.score <= 1.0
+        assert in_group[(ent.start, ent.end, ent.label_)] == pytest.approx(ent._.score, abs=1e-6)
+    assert [ent._.score for ent in doc.ents if ent.label_ == "APP"] == [1.0]
+    scores = [ent._.score for ent in doc.ents]
+    assert [ent._.score for ent in Doc(nlp.vocab).from_bytes(doc.to_bytes()).ents] == scores
+    (loaded,) = DocBin(docs=[doc], store_user_data=True).get_docs(nlp.vocab)
+    assert [ent._.score for ent in loaded.ents] == scores
+    as_json = doc.to_json(underscore=["score"])["underscore_span"]["score"]
+    assert sorted((item["start"], item["end"], item["value"]) for item in as_json) == sorted(
+        (ent.start_char, ent.end_char, ent._.score) for ent in doc.ents
+    )
+
+
+def test_no_scores_without_probabilities():
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    ner.spans_key, ner.ents_threshold = None, None
+    doc = nlp("张三去了上海")
+    assert doc.ents and all(ent._.score is None for ent in doc.ents) and "crf_ner" not in doc.spans
+
+
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_preset_ents_keep_kb_id(scheme):
     """As in spaCy's ner: a pre-set entity keeps its kb_id; new ones have none."""
