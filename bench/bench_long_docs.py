@@ -11,7 +11,9 @@ RSS is its own:
 - long: nlp(long doc), with the pipe's default long_doc_window and with 0 (the whole doc
   at once, on a 100k-character doc only: it needs GBs beyond that);
 - mixed: one nlp.pipe batch of a --mixed-chars doc and 255 sentences, against the same
-  texts run apart (the long doc alone, then the sentences), and whether the entities agree.
+  texts run apart (the long doc alone, then the sentences), and whether the entities agree;
+- repeated: degenerate docs, "李" repeated 5,000 and --repeated-chars times (no punctuation:
+  the spans scored at the candidate threshold could be quadratic in number; they are linear).
 Without --model, default.cfg is initialized on Resume train (random weights: the same
 time and memory as a trained model, but the entity comparisons then mean little).
 """
@@ -58,10 +60,11 @@ if args["task"] == "short":
         times.append(time.perf_counter() - start)
     out.update(seconds=min(times), chars=sum(map(len, texts)))
 elif args["task"] == "long":
-    text = long_text(args["chars"])
+    text = args["repeat"] * args["chars"] if args.get("repeat") else long_text(args["chars"])
     start = time.perf_counter()
     doc = nlp(text)
-    out.update(seconds=time.perf_counter() - start, chars=len(text), n_ents=len(doc.ents))
+    out.update(seconds=time.perf_counter() - start, chars=len(text), n_ents=len(doc.ents),
+               n_spans=len(doc.spans.get("crf_ner", [])))
 elif args["task"] == "mixed":
     long = long_text(args["chars"])
     short = sentences[:255]
@@ -89,6 +92,8 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=1_000_000)
     parser.add_argument("--mixed-chars", type=int, default=20_000)
     parser.add_argument("--whole-chars", type=int, default=100_000, help="doc length for long_doc_window 0")
+    parser.add_argument("--repeated-chars", type=int, default=1_000_000,
+                        help="a degenerate doc: one character repeated, no punctuation")
     parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
     args = parser.parse_args()
     if not (args.data / "test.char.bmes").exists():
@@ -113,6 +118,8 @@ def main() -> None:
         "whole_windowed": child(task="long", chars=args.whole_chars),
         "whole": child(task="long", chars=args.whole_chars, window=0),
         "mixed": child(task="mixed", chars=args.mixed_chars),
+        "repeated_short": child(task="long", chars=5_000, repeat="李"),
+        "repeated": child(task="long", chars=args.repeated_chars, repeat="李"),
     }
     (args.out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf8")
     table = render(results, args, model)
@@ -173,11 +180,16 @@ def render(results: dict, args: argparse.Namespace, model: Path) -> str:
         row(f"one {args.chars:,}-char doc (long_doc_window 512)", results["long"]),
         row(f"one {args.whole_chars:,}-char doc (long_doc_window 512)", results["whole_windowed"]),
         row(f"one {args.whole_chars:,}-char doc (long_doc_window 0: whole, as before)", results["whole"]),
+        row("\"李\" * 5,000 (one character repeated, no punctuation)", results["repeated_short"]),
+        row(f"\"李\" * {args.repeated_chars:,}", results["repeated"]),
         "",
         f"Mixed batch: a {args.mixed_chars:,}-char doc and 255 sentences in one nlp.pipe batch took "
         f"{mixed['together_s']:.2f} s; apart (the doc, then the sentences) {mixed['apart_s']:.2f} s "
         f"(ratio {mixed['together_s'] / mixed['apart_s']:.2f}); entities "
         f"{'identical' if mixed['same_entities'] else 'DIFFERENT'} either way. Peak RSS {mixed['peak_mb']:.0f} MB.",
+        f"The repeated-character docs had {results['repeated_short']['n_spans']:,} and "
+        f"{results['repeated']['n_spans']:,} scored spans in their span group (at most len / candidate_threshold "
+        "per label).",
     ]
     return "\n".join(lines) + "\n"
 

@@ -470,27 +470,42 @@ class _Lattice:
         return scores - self.log_z[rows]
 
     def candidates(self, threshold: float) -> List[Tuple[int, Tuple[int, int, str]]]:
-        """(doc row, span) for the spans whose every tag has a marginal probability >= threshold
-        (a superset of the spans whose probability is)."""
+        """(doc row, span) for a superset of the spans whose probability is >= threshold, at most
+        len(doc) / threshold of them per label (memory linear in the doc's length).
+
+        Why not the spans whose every tag's marginal reaches the threshold: on a long run of
+        similar characters (no punctuation) those are quadratic in number ("李" * 5,000: 12M spans,
+        4 GB). Here a span starting at s grows token by token while the probability of its prefix
+        (tag B at s, I up to t, whatever follows) reaches the threshold: every span that
+        continues the prefix is at most that probable, the prefix's probability only falls as t
+        grows, and for each t the prefixes from different starts are disjoint events (at most
+        1 / threshold of them reach it).
+        """
         steps = self.alpha.shape[1]
         real = numpy.arange(steps)[None, :] < self.lengths[:, None]
         # shape: (batch, steps, n_tags), the tags whose marginal probability reaches the threshold
         above = (numpy.exp(self.alpha + self.beta - self.log_z[:, None, None]) >= threshold) & real[:, :, None]
         columns, labels, scheme = self.tag_set.columns, self.tag_set.labels, self.tag_set.scheme
+        T, emit, alpha, beta, log_z = self.transitions, self.emit, self.alpha, self.beta, self.log_z
+        floor = numpy.log(threshold) if threshold > 0 else -numpy.inf
         found = []
         if scheme == "BIOES":
             for b, t, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["S"]]))):
                 found.append((b, (t, t + 1, labels[k])))
         for b, start, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["B"]]))):
-            label, inside = labels[k], above[b, :, columns["I"][k]]
+            label, B, I = labels[k], int(columns["B"][k]), int(columns["I"][k])
             if scheme == "BIO":
                 found.append((b, (start, start + 1, label)))
             last = above[b, :, columns["E"][k]] if scheme == "BIOES" else None
+            # log of the paths' scores up to t with B at start and I after it, and the tag at t
+            path, tag = float(alpha[b, start, B]), B
             for t in range(start + 1, int(self.lengths[b])):
                 if last is not None and last[t]:
                     found.append((b, (start, t + 1, label)))  # B I ... I E
-                if not inside[t]:
-                    break
+                path += float(T[tag, I] + emit[b, t, I])
+                tag = I
+                if path + float(beta[b, t, I] - log_z[b]) < floor:
+                    break  # no span continuing B I ... I (at t) reaches the threshold
                 if last is None:
                     found.append((b, (start, t + 1, label)))  # B I ... I
         return found

@@ -11,6 +11,10 @@ from thinc.api import Model
 from ..robustness.entity_attention import gold_layers_out_of_reach, takes_gold
 from ..layers._torch import torch_module
 
+# The least probability a span is scored at (candidate_threshold, ents_threshold): the spans at least
+# that probable number at most len(doc) / threshold per label (layers/crf.py _Lattice.candidates).
+MIN_SPAN_PROBABILITY = 0.001
+
 
 def check_vectors(nlp: Language, name: str) -> None:
     """Raise if the pipeline has vectors that no component's model reads.
@@ -106,10 +110,17 @@ def validate_settings(
         raise ValueError(f"join_examples is a share of each batch, from 0 to 1, got {join_examples}.")
     if not 0.0 <= replace_mentions <= 1.0:
         raise ValueError(f"replace_mentions is a probability, from 0 to 1, got {replace_mentions}.")
-    if not candidate_threshold > 0:
-        raise ValueError(f"candidate_threshold must be positive (above 1 for no alternatives), got {candidate_threshold}.")
-    if not (ents_threshold in (None, "fitted") or (not isinstance(ents_threshold, str) and 0.0 <= ents_threshold <= 1.0)):
-        raise ValueError(f"ents_threshold is a probability (from 0 to 1), \"fitted\" or None; got {ents_threshold!r}.")
+    if not candidate_threshold >= MIN_SPAN_PROBABILITY:
+        raise ValueError(
+            f"candidate_threshold must be at least {MIN_SPAN_PROBABILITY} (above 1 for no alternatives), got "
+            f"{candidate_threshold}: a doc of n tokens can have up to n / threshold spans that probable."
+        )
+    numeric = not isinstance(ents_threshold, str) and ents_threshold is not None
+    if not (ents_threshold in (None, "fitted") or (numeric and MIN_SPAN_PROBABILITY <= ents_threshold <= 1.0)):
+        raise ValueError(
+            f"ents_threshold is a probability (from {MIN_SPAN_PROBABILITY} to 1; a doc of n tokens can have up to "
+            f"n / threshold spans that probable), \"fitted\" or None; got {ents_threshold!r}."
+        )
     if alignment_mode not in ("strict", "contract", "expand"):
         raise ValueError(f"alignment_mode must be 'strict', 'contract' or 'expand', got {alignment_mode!r}.")
 

@@ -673,3 +673,26 @@ def test_log_likelihood_falls_back_to_log_space_when_the_scaled_sums_underflow(m
     assert log_likelihood == pytest.approx(expected, abs=1e-3)
     (d_emissions,), _ = backprop(numpy.ones(1, dtype="float32"))
     assert numpy.isfinite(d_emissions).all()
+
+
+@pytest.mark.parametrize("scheme", ["BIO", "BIOES"])
+def test_candidates_stay_linear_on_a_long_doc_of_uncertain_tags(scheme):
+    """Near-uniform tags over a long doc (a run of one character, no punctuation): B's and I's
+    marginals are above the threshold everywhere, so spans whose tags all pass it are quadratic in number;
+    the candidates stay within len / threshold, and still hold every span that is
+    at least that probable (checked against all spans of a shorter doc)."""
+    tag_names = get_tag_names(["X"], scheme)
+    model = make_crf(tag_names, seed=3)
+    threshold = 0.05
+    for length in (60, 3000):
+        emissions = [numpy.zeros((length, len(tag_names)), dtype="float32")]
+        ((_, lattice),) = list(crf_module._lattices(model, emissions, [length], None, scheme, temperature=20.0))
+        marginals = numpy.exp(lattice.alpha + lattice.beta - lattice.log_z[:, None, None])[0]
+        assert (marginals[:-1, tag_names.index("B-X")] >= threshold).all()
+        assert (marginals[1:-1, tag_names.index("I-X")] >= threshold).all()
+        candidates = lattice.candidates(threshold)
+        assert len(candidates) <= length / threshold
+        if length == 60:
+            every = [(0, (s, e, "X")) for s in range(length) for e in range(s + 1, length + 1)]
+            probable = {key for key, p in zip(every, numpy.exp(lattice.span_log_probs(every))) if p >= threshold}
+            assert probable and probable <= set(candidates)

@@ -941,7 +941,7 @@ def test_scoring_settings():
     ner.spans_key, ner.candidate_threshold, ner.ents_threshold = "scores", 1.5, None
     only_ents = nlp(text)
     assert set(scored(only_ents, "scores")) == set(probabilities)
-    for bad in ({"candidate_threshold": 0}, {"ents_threshold": 1.5}):
+    for bad in ({"candidate_threshold": 0}, {"candidate_threshold": 0.0001}, {"ents_threshold": 1.5}, {"ents_threshold": 0}):
         with pytest.raises(ValueError, match=list(bad)[0]):
             spacy.blank("zh").add_pipe("crf_ner", config=bad)
 
