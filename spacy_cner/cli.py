@@ -15,6 +15,8 @@ from spacy.language import FactoryMeta, Language
 from spacy.tokens import DocBin
 from wasabi import Printer
 
+from .active_learning import OUTPUT_FORMATS as SELECT_FORMATS
+from .active_learning import STRATEGIES
 from .annotate import ENGINES, OUTPUT_FORMATS
 from .corpus.convert import FORMATS, INPUT_SCHEMES, ConversionStats, iter_docs
 from .corpus.export import EXPORT_FORMATS, EXPORT_SCHEMES
@@ -49,6 +51,8 @@ ExportScheme = _choices("ExportScheme", EXPORT_SCHEMES, "Tag schemes `export --f
 Pairing = _choices("Pairing", PAIRINGS, "How `robustness` joins test sentences.")
 AnnotateEngine = _choices("AnnotateEngine", ENGINES, "Where `annotate` runs.")
 AnnotateOutput = _choices("AnnotateOutput", list(OUTPUT_FORMATS), "Output formats of `annotate`.")
+SelectStrategy = _choices("SelectStrategy", STRATEGIES, "How `select` ranks texts.")
+SelectFormat = _choices("SelectFormat", SELECT_FORMATS, "Output formats of `select`.")
 
 
 @app.callback()
@@ -389,6 +393,41 @@ def annotate_command(
     )
     if summary.errors:
         msg.warn(f"{summary.errors} rows could not be annotated: they are in the output with an 'error' field.")
+
+
+@app.command("select")
+def select_command(
+    model: str = typer.Argument(..., help="Pipeline name or path, with a crf_ner component."),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="Unlabelled texts, as `annotate` reads them: a .txt (one per line), .jsonl (a 'text' field) or .parquet file, a folder of them, or a glob."),
+    n: int = typer.Option(..., "-n", "--n", help="How many texts to select."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output file (.json for Label Studio, else .jsonl)."),
+    strategy: SelectStrategy = typer.Option(SelectStrategy("entropy"), "--strategy", "-s", help="How texts are ranked: " + ", ".join(STRATEGIES) + "."),
+    output_format: SelectFormat = typer.Option(SelectFormat("jsonl"), "--format", "-f", help="For the annotation tool: " + ", ".join(SELECT_FORMATS) + "."),
+    diversity: float = typer.Option(0.7, "--diversity", help="Leave out texts whose character 3-grams overlap a selected one's this much (Jaccard); 0 keeps near-duplicates."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random strategy and of the near-duplicate hashes."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
+    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or parquet."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Select the texts most worth annotating next (active learning on crf_ner's marginals), with the
+    model's entities pre-filled for Label Studio, doccano, Prodigy or JSONL."""
+    from .active_learning import select
+
+    try:
+        summary = select(
+            model, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
+            diversity=diversity or None, seed=seed, batch_size=batch_size, input_format=input_format,
+            progress=not quiet,
+        )
+    except (ValueError, ImportError) as err:
+        msg.fail(str(err), exits=1)
+    msg.good(
+        f"{summary.selected} of {summary.texts} texts selected ({strategy.value}) in {summary.seconds:.1f} s "
+        f"({summary.chars_per_second:,.0f} chars/s): {output}"
+        + (f"; {summary.near_duplicates} near-duplicates left out" if summary.near_duplicates else "")
+    )
+    if summary.errors:
+        msg.warn(f"{summary.errors} rows could not be read: they are in {output}.errors.jsonl, each naming its file and line.")
 
 
 # spaCy's `evaluate` (its displaCy pages) and `debug data` (its named-entity checks) find

@@ -404,6 +404,29 @@ def entity_probabilities(
     return out
 
 
+def token_marginals(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    scheme: str,
+    allowed: Optional[List[AllowedTags]] = None,
+    temperature: float = 1.0,
+) -> List[numpy.ndarray]:
+    """Per doc, P(token t has tag j | the doc) under the CRF, float64 (n_tokens, n_tags): one
+    forward-backward pass, as entity_probabilities (same constraints and temperature).
+
+    model, emissions, scheme, allowed, temperature: as entity_probabilities.
+    RETURNS (List[numpy.ndarray]): Each doc's marginals; a row sums to 1.
+    """
+    n_tags = len(torch_module(model).tag_names)
+    out = [numpy.zeros((len(scores), n_tags), dtype="float64") for scores in emissions]
+    lengths = [len(scores) for scores in emissions]
+    for group, lattice in _lattices(model, emissions, lengths, allowed, scheme, temperature):
+        marginals = numpy.exp(lattice.alpha + lattice.beta - lattice.log_z[:, None, None])
+        for b, i in enumerate(group):
+            out[i] = marginals[b, : lengths[i]]
+    return out
+
+
 class _Lattice:
     """The forward-backward scores (numpy, float64) of a group of docs padded to one length,
     for span probabilities. A span is keyed (doc's row in the group, (start, end, label))."""

@@ -38,6 +38,7 @@ from .checks import (
     warn_unknown_labels,
 )
 from .decoding import Decoded, SpanScores, Tagging, decode, doc_entities, doc_paths, span_group, span_scores
+from .decoding import tag_marginals
 from .lexicons import lexicons_to_bytes, load_lexicons, set_model_lexicon
 from .optimizer import apply_gradients
 from .resize import resize_output
@@ -314,23 +315,38 @@ class CRFEntityRecognizer(TrainablePipe):
         docs (Iterable[Doc]): The docs to tag.
         RETURNS (Tagging): Tag ids (indices into self.tag_names) and scored spans per doc.
         """
+        return self._predict(docs)[0]
+
+    def predict_marginals(self, docs: Iterable[Doc]) -> Tuple["Tagging", List[Floats2d]]:
+        """predict's Tagging and, from the same forward-backward pass, each doc's tag marginals:
+        P(token t has tag j | doc) (n_tokens, n_tags; over the tokens of the character copy where
+        the doc was tagged on one), at the fitted temperature. For active learning (spacy_cner.select).
+
+        docs (Iterable[Doc]): The docs to tag.
+        RETURNS (Tuple[Tagging, List[Floats2d]]): The tagging (for set_annotations) and the marginals.
+        """
+        return self._predict(docs, marginals=True)
+
+    def _predict(self, docs: Iterable[Doc], marginals: bool = False) -> Tuple["Tagging", Optional[List[Floats2d]]]:
         docs = list(docs)
         # A character model tags a doc of longer tokens on a character copy of it.
         char_docs = [self._char_doc(doc) for doc in docs]
         docs = [char_doc if char_doc is not None else doc for doc, char_doc in zip(docs, char_docs)]
         ents_threshold = self.entity_threshold
         decoded = self._decode(docs, best_path=ents_threshold is None)
+        temperature = self.cfg.get("temperature", 1.0)
+        found = tag_marginals(self.model, self.tag_set, docs, decoded, temperature) if marginals else None
         tag_ids = None
         if decoded.paths is not None:
             tag_ids = doc_paths(self.model, len(docs), decoded)
         if self.spans_key is None and ents_threshold is None:
-            return Tagging(tag_ids, None, char_docs, None)
+            return Tagging(tag_ids, None, char_docs, None), found
         threshold = min(
             self.candidate_threshold if self.spans_key is not None else float("inf"),
             ents_threshold if ents_threshold is not None else float("inf"),
         )
-        scores = self._span_scores(len(docs), decoded, threshold, self.cfg.get("temperature", 1.0))
-        return Tagging(tag_ids, scores, char_docs, ents_threshold)
+        scores = self._span_scores(len(docs), decoded, threshold, temperature)
+        return Tagging(tag_ids, scores, char_docs, ents_threshold), found
 
     def _decode(self, docs: List[Doc], best_path: bool = True) -> Decoded:
         """The docs' segments decoded (decoding.decode) with the pipe's tags and window."""

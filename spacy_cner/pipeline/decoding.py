@@ -12,7 +12,7 @@ from spacy.tokens import Doc, Span, SpanGroup
 from thinc.api import Model, Ops
 from thinc.types import Floats2d, Ints1d
 
-from ..layers.crf import crf_decode, entity_probabilities
+from ..layers.crf import crf_decode, entity_probabilities, token_marginals
 from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 from ..tags import TagSet, most_probable_spans, preset_constraints, tags_to_spans
 from .alignment import align_scores, align_spans
@@ -136,6 +136,17 @@ def span_scores(
     for (i, start, _), segment_found in zip(decoded.segments, found):
         scores[i].update({(s + start, e + start, label): p for (s, e, label), p in segment_found.items()})
     return scores
+
+
+def tag_marginals(model: Model, tag_set: TagSet, docs: List[Doc], decoded: Decoded, temperature: float) -> List[Floats2d]:
+    """Per doc, P(token t has tag j | doc) (n_tokens, n_tags), its segments' marginals joined (a long
+    doc's segments are decoded apart, as their entity probabilities)."""
+    found = token_marginals(model.get_ref("crf"), decoded.emissions, tag_set.scheme, decoded.allowed,
+                            temperature=temperature)
+    out = [numpy.zeros((len(doc), len(tag_set.names)), dtype="float64") for doc in docs]
+    for (i, start, end), marginals in zip(decoded.segments, found):
+        out[i][start:end] = marginals
+    return out
 
 
 def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], n_tags: int) -> List[Floats2d]:

@@ -1,0 +1,364 @@
+"""What to annotate next: unlabelled texts ranked by how unsure crf_ner is of them (active learning).
+
+crf_ner's CRF gives exact marginals (forward-backward): the probability of every tag at every token
+and of every entity span. A strategy turns them into one score per text (higher: more worth
+labelling); the top N texts, near-duplicates left out, go to the annotation tool with the model's
+entities pre-filled, in a format `python -m spacy_cner convert` reads back once they are annotated.
+
+Strategies (STRATEGIES):
+- random: a seeded hash of the text (a baseline; the same order wherever it is computed);
+- entropy: the tag entropy summed over the tokens, sum_t H(P(tag_t)); mean-entropy: per token;
+- least-confident: the least sure entity decision, max over the spans the model considers (its
+  entities and the spans at least candidate_threshold probable) of 1 - max(p, 1 - p);
+- expected-count: the variance of the number of entities over those spans, sum p (1 - p).
+"""
+import dataclasses
+import hashlib
+import heapq
+import json
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+import numpy
+from spacy.language import Language
+from spacy.tokens import Doc
+
+from .annotate import Row, Source, find_sources, read_rows
+
+STRATEGIES = ("random", "entropy", "mean-entropy", "least-confident", "expected-count")
+OUTPUT_FORMATS = ("jsonl", "labelstudio", "doccano", "prodigy")
+# The ranked pool holds this many times N texts, so that N remain after near-duplicates are left out.
+POOL_FACTOR = 4
+# Character n-grams compared for near-duplicates.
+SHINGLE = 3
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One scored text and what goes to the annotation tool."""
+
+    score: float
+    order: int  # its position in the input: ties go to the earlier text
+    where: str  # "file, line N"
+    fields: Dict[str, Any]
+    text: str
+    # (start char, end char, label, probability) of the model's entities
+    entities: List[Tuple[int, int, str, Optional[float]]]
+
+
+@dataclasses.dataclass
+class SelectSummary:
+    """What a `select` run read and wrote."""
+
+    texts: int = 0
+    errors: int = 0
+    selected: int = 0
+    near_duplicates: int = 0
+    seconds: float = 0.0
+    characters: int = 0
+
+    @property
+    def chars_per_second(self) -> float:
+        return self.characters / self.seconds if self.seconds else 0.0
+
+
+def strategy_score(strategy: str, marginals: numpy.ndarray, span_probabilities: Iterable[float], text: str = "",
+                   seed: int = 0) -> float:
+    """A text's score under a strategy (see the module's docstring).
+
+    marginals (numpy.ndarray): P(token t has tag j), (n_tokens, n_tags).
+    span_probabilities (Iterable[float]): The probabilities of the spans the model considers.
+    text (str): The text (the random strategy hashes it).
+    seed (int): The random strategy's seed.
+    RETURNS (float): The score; higher is more worth labelling.
+    """
+    if strategy == "random":
+        digest = hashlib.blake2b(f"{seed}\0{text}".encode("utf8", "surrogatepass"), digest_size=8).digest()
+        return int.from_bytes(digest, "big") / 2.0**64
+    if strategy in ("entropy", "mean-entropy"):
+        p = numpy.asarray(marginals, dtype="float64")
+        entropy = float(-(p * numpy.log(numpy.where(p > 0, p, 1.0))).sum())
+        return entropy / len(p) if strategy == "mean-entropy" and len(p) else entropy
+    probabilities = numpy.asarray(list(span_probabilities), dtype="float64")
+    if strategy == "least-confident":
+        return float(numpy.minimum(probabilities, 1 - probabilities).max()) if len(probabilities) else 0.0
+    if strategy == "expected-count":
+        return float((probabilities * (1 - probabilities)).sum())
+    raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
+
+
+def score_docs(nlp: Language, texts: Sequence[str], strategy: str, seed: int = 0) -> Tuple[List[Doc], List[float]]:
+    """Run the pipeline over texts, crf_ner giving its marginals on the way; each doc and its score.
+
+    nlp (Language): A pipeline with one crf_ner component (the components before it run first).
+    texts (Sequence[str]): The texts.
+    strategy (str): One of STRATEGIES.
+    seed (int): The random strategy's seed.
+    RETURNS (Tuple[List[Doc], List[float]]): The annotated docs and their scores.
+    """
+    name = scoring_pipe(nlp)
+    docs = [nlp.make_doc(text) for text in texts]
+    scores: List[float] = []
+    for pipe_name, proc in nlp.pipeline:
+        if pipe_name == name:
+            tagging, marginals = proc.predict_marginals(docs)
+            proc.set_annotations(docs, tagging)
+            span_scores = tagging.scores or [{} for _ in docs]
+            scores = [
+                strategy_score(strategy, m, doc_scores.values(), doc.text, seed)
+                for doc, m, doc_scores in zip(docs, marginals, span_scores)
+            ]
+        elif hasattr(proc, "pipe"):
+            docs = list(proc.pipe(docs))
+        else:
+            docs = [proc(doc) for doc in docs]
+    return docs, scores
+
+
+def scoring_pipe(nlp: Language) -> str:
+    """The name of the pipeline's crf_ner component (one that gives marginals)."""
+    names = [name for name, proc in nlp.pipeline if hasattr(proc, "predict_marginals")]
+    if len(names) != 1:
+        raise ValueError(
+            f"select needs a pipeline with one crf_ner component; this one has {len(names)} "
+            f"(its components: {', '.join(nlp.pipe_names) or 'none'})."
+        )
+    return names[0]
+
+
+class NearDuplicates:
+    """Texts kept one by one, refusing any whose character 3-grams overlap a kept text's by at least
+    threshold (Jaccard similarity).
+
+    MinHash signatures in bands (locality-sensitive hashing) find the kept texts worth comparing
+    (a pair at Jaccard 0.7 shares a band with probability 0.99 with 64 hashes in 16 bands) and the
+    exact Jaccard of their 3-gram sets decides. Why not datasketch: it would bring scipy for
+    what is 30 lines of numpy here; the result is the same on every run (seeded hashes).
+    """
+
+    def __init__(self, threshold: float, num_perm: int = 64, bands: int = 16, seed: int = 0):
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"The near-duplicate threshold is a Jaccard similarity in (0, 1], got {threshold}.")
+        if num_perm % bands:
+            raise ValueError(f"num_perm ({num_perm}) must be a multiple of bands ({bands}).")
+        rng = numpy.random.default_rng(seed)
+        self.threshold, self.bands, self.rows = threshold, bands, num_perm // bands
+        self.a = rng.integers(1, 2**31 - 1, size=num_perm, dtype="uint64")
+        self.b = rng.integers(0, 2**31 - 1, size=num_perm, dtype="uint64")
+        self.buckets: List[Dict[bytes, List[int]]] = [{} for _ in range(bands)]
+        self.kept: List[Set[str]] = []
+
+    def add(self, text: str) -> bool:
+        """Keep text unless it is a near-duplicate of a kept one; whether it was kept."""
+        shingles = _shingles(text)
+        signature = self._signature(shingles)
+        keys = [signature[i * self.rows : (i + 1) * self.rows].tobytes() for i in range(self.bands)]
+        seen: Set[int] = set()
+        for bucket, key in zip(self.buckets, keys):
+            for other in bucket.get(key, ()):
+                if other not in seen:
+                    seen.add(other)
+                    if _jaccard(shingles, self.kept[other]) >= self.threshold:
+                        return False
+        index = len(self.kept)
+        self.kept.append(shingles)
+        for bucket, key in zip(self.buckets, keys):
+            bucket.setdefault(key, []).append(index)
+        return True
+
+    def _signature(self, shingles: Set[str]) -> numpy.ndarray:
+        hashes = numpy.fromiter((zlib.crc32(s.encode("utf8", "surrogatepass")) for s in shingles), dtype="uint64",
+                                count=len(shingles))
+        # (a h + b) mod the Mersenne prime 2^61 - 1: a < 2^31 and h < 2^32 keep it in 64 bits.
+        mixed = (self.a[:, None] * hashes[None, :] + self.b[:, None]) % numpy.uint64(2**61 - 1)
+        return mixed.min(axis=1)
+
+
+def _shingles(text: str) -> Set[str]:
+    if len(text) <= SHINGLE:
+        return {text}
+    return {text[i : i + SHINGLE] for i in range(len(text) - SHINGLE + 1)}
+
+
+def _jaccard(a: Set[str], b: Set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def select(
+    model: str,
+    input_path: str,
+    n: int,
+    output: Path,
+    *,
+    strategy: str = "entropy",
+    output_format: str = "jsonl",
+    diversity: Optional[float] = 0.7,
+    seed: int = 0,
+    batch_size: int = 256,
+    input_format: str = "auto",
+    progress: bool = False,
+) -> SelectSummary:
+    """Rank the texts of input_path and write the top n, with the model's entities, to output.
+
+    model (str): Pipeline name or path, with a crf_ner component.
+    input_path (str): As annotate reads it: a .txt (a text per line), .jsonl (a "text" field) or
+        .parquet file, a folder of them, or a glob.
+    n (int): How many texts to write.
+    output (Path): The output file (.jsonl, or .json for Label Studio); bad rows go to
+        OUTPUT.errors.jsonl, naming their file and line.
+    strategy (str): One of STRATEGIES.
+    output_format (str): One of OUTPUT_FORMATS.
+    diversity (Optional[float]): Leave out a text whose character 3-grams overlap an already
+        selected text's by at least this much (Jaccard); None: keep near-duplicates.
+    seed (int): The random strategy's seed (and the near-duplicate hashes').
+    batch_size (int): Texts per batch through the pipeline.
+    input_format (str): "auto" (by suffix), "txt", "jsonl" or "parquet".
+    progress (bool): Show a progress bar (texts read, with a total for text and JSONL files).
+    RETURNS (SelectSummary): What was read and written.
+    """
+    import spacy
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"Unknown output format {output_format!r}: expected one of {', '.join(OUTPUT_FORMATS)}.")
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}.")
+    guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
+    sources = find_sources(input_path, input_format)
+    try:
+        nlp = spacy.load(model)
+    except OSError as err:
+        raise ValueError(f"Cannot load the pipeline {model!r}: {err}") from err
+    scoring_pipe(nlp)
+    summary = SelectSummary()
+    start = time.perf_counter()
+    pool: List[Tuple[float, int, Candidate]] = []  # a min-heap of the best POOL_FACTOR * n
+    errors: List[Dict[str, Any]] = []
+    bar = _progress_bar(progress, sources)
+    for batch in _batches(_rows(sources), batch_size):
+        good = [(order, where, row) for order, where, row in batch if row.error is None]
+        for order, where, row in batch:
+            if row.error is not None:
+                errors.append({**row.fields, "error": f"{where}: {row.error}"})
+        docs, scores = score_docs(nlp, [row.text for _, _, row in good], strategy, seed) if good else ([], [])
+        for (order, where, row), doc, score in zip(good, docs, scores):
+            entities = [(e.start_char, e.end_char, e.label_, e._.score) for e in doc.ents]
+            candidate = Candidate(score, order, where, row.fields, row.text, entities)
+            item = (score, -order, candidate)
+            if len(pool) < POOL_FACTOR * n:
+                heapq.heappush(pool, item)
+            elif item[:2] > pool[0][:2]:
+                heapq.heapreplace(pool, item)
+            summary.characters += len(row.text)
+        summary.texts += len(good)
+        summary.errors += len(batch) - len(good)
+        if bar is not None:
+            bar.update(len(batch))
+    if bar is not None:
+        bar.close()
+    ranked = [item[2] for item in sorted(pool, key=lambda item: (-item[0], -item[1]))]
+    chosen: List[Candidate] = []
+    for candidate in ranked:
+        if len(chosen) == n:
+            break
+        if guard is not None and not guard.add(candidate.text):
+            summary.near_duplicates += 1
+            continue
+        chosen.append(candidate)
+    summary.selected = len(chosen)
+    write_selection(chosen, Path(output), output_format, strategy, model)
+    errors_path = Path(f"{output}.errors.jsonl")
+    if errors:
+        errors_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf8")
+    elif errors_path.exists():
+        errors_path.unlink()
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _rows(sources: List[Source]) -> Iterator[Tuple[int, str, Row]]:
+    order = 0
+    for source in sources:
+        for line, row in enumerate(read_rows(source, "spans"), 1):
+            yield order, f"{source.path}, {'row' if source.format == 'parquet' else 'line'} {line}", row
+            order += 1
+
+
+def _batches(items: Iterator, size: int) -> Iterator[List]:
+    batch: List = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _progress_bar(progress: bool, sources: List[Source]) -> Any:
+    """A tqdm bar over the input rows, with a total (and so an ETA) when every input is a text
+    or JSONL file (their lines counted first, fast) or Parquet (its metadata)."""
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    total = 0
+    for source in sources:
+        if source.format == "parquet":
+            import pyarrow.parquet
+
+            total += pyarrow.parquet.ParquetFile(source.path).metadata.num_rows
+        else:
+            with source.path.open("rb") as file:
+                data = file.read()
+            total += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return tqdm(total=total, unit=" texts", desc="select")
+
+
+def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str) -> None:
+    """Write the chosen texts, best first, with the model's entities pre-filled.
+
+    jsonl: the row's fields, "spans" ({start, end, label, text, score}: as Prodigy's) and "select"
+    ({score, strategy, source}); prodigy: "text", "spans", "meta"; doccano: "text", "label" ([[start,
+    end, label], ...]) and "select"; labelstudio: a JSON array of tasks whose "predictions" hold the
+    entities (offsets in UTF-16 code units, as Label Studio counts them) with their scores.
+    """
+    output.parent.mkdir(parents=True, exist_ok=True)
+    records = [_record(c, output_format, strategy, model) for c in chosen]
+    if output_format == "labelstudio":
+        output.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf8")
+    else:
+        output.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf8")
+
+
+def _record(candidate: Candidate, output_format: str, strategy: str, model: str) -> Dict[str, Any]:
+    text = candidate.text
+    info = {"score": candidate.score, "strategy": strategy, "source": candidate.where}
+    spans = [{"start": s, "end": e, "label": label, "text": text[s:e], "score": p}
+             for s, e, label, p in candidate.entities]
+    if output_format == "jsonl":
+        return {**candidate.fields, "spans": spans, "select": info}
+    if output_format == "prodigy":
+        return {"text": text, "spans": spans, "meta": info}
+    if output_format == "doccano":
+        return {"text": text, "label": [[s, e, label] for s, e, label, _ in candidate.entities], "select": info}
+    results = []
+    for k, (s, e, label, p) in enumerate(candidate.entities):
+        start16, end16 = _utf16_offset(text, s), _utf16_offset(text, e)
+        value = {"start": start16, "end": end16, "text": text[s:e], "labels": [label]}
+        results.append({"id": f"e{k}", "from_name": "label", "to_name": "text", "type": "labels", "value": value,
+                        "score": p})
+    fields = {key: value for key, value in candidate.fields.items() if key != "text"}
+    return {
+        "data": {"text": text, **fields},
+        "meta": info,
+        "predictions": [{"model_version": str(model), "score": candidate.score, "result": results}],
+    }
+
+
+def _utf16_offset(text: str, index: int) -> int:
+    """The UTF-16 code units before character index (Label Studio's offsets, as JavaScript counts)."""
+    return index + sum(1 for c in text[:index] if ord(c) > 0xFFFF)

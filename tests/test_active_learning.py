@@ -1,0 +1,168 @@
+"""`python -m spacy_cner select`: texts ranked by crf_ner's exact marginals, written for annotation tools."""
+import json
+import subprocess
+import sys
+
+import numpy
+import pytest
+import spacy
+from spacy.training import Example
+from thinc.api import Adam, fix_random_seed
+
+import reference
+from spacy_cner.active_learning import STRATEGIES, NearDuplicates, score_docs, select, strategy_score
+from spacy_cner.corpus.convert import iter_docs
+from spacy_cner.layers._torch import torch_module
+from spacy_cner.tags import tags_to_spans
+
+TRAIN = [
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")]),
+    ("王五来自广州", [(0, 2, "PER"), (4, 6, "LOC")]),
+]
+SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200},
+         "encoder": {"width": 16}}
+TEXTS = ["张三在上海", "李四去了广州", "王五在北京", "今天天气很好", "张三去了北京工作", "赵六来自上海"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A small crf_ner trained a few steps: sure of some spans, unsure of others; temperature 1.5."""
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"model": SMALL, "ents_threshold": 0.3})
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN]
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.01)
+    for _ in range(26):
+        nlp.update(examples, sgd=optimizer, drop=0.0)
+    nlp.get_pipe("crf_ner").cfg["temperature"] = 1.5
+    path = tmp_path_factory.mktemp("al") / "model"
+    nlp.to_disk(path)
+    return path
+
+
+def brute_force(pipe, doc, temperature):
+    """Every valid tag sequence's probability: the token marginals and every span's probability."""
+    (emissions,) = pipe._decode([doc], best_path=False).emissions
+    crf = torch_module(pipe.model.get_ref("crf"))
+    scores = tuple(
+        crf.parametrizations[name].original.detach().double().numpy() / temperature
+        for name in ("start_transitions", "transitions", "end_transitions")
+    )
+    emissions = numpy.asarray(emissions, dtype="float64") / temperature
+    names = pipe.tag_names
+    paths = list(reference.valid_paths(names, len(doc)))
+    logs = numpy.asarray([reference.path_score(scores, emissions, path) for path in paths])
+    probs = numpy.exp(logs - reference.logsumexp(logs))
+    marginals = numpy.zeros((len(doc), len(names)))
+    spans = {}
+    for path, p in zip(paths, probs):
+        marginals[numpy.arange(len(doc)), path] += p
+        for span in tags_to_spans([names[t] for t in path]):
+            spans[span] = spans.get(span, 0.0) + p
+    return marginals, spans
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "random"])
+def test_scores_equal_brute_force_over_every_tag_sequence(model_dir, strategy):
+    nlp = spacy.load(model_dir)
+    pipe = nlp.get_pipe("crf_ner")
+    texts = ["张三在上海", "李四去广州"]
+    docs, scores = score_docs(nlp, texts, strategy)
+    for doc, score in zip(docs, scores):
+        marginals, spans = brute_force(pipe, nlp.make_doc(doc.text), 1.5)
+        considered = [p for p in spans.values() if p >= pipe.candidate_threshold]
+        assert considered and any(0.2 < p < 0.8 for p in considered)  # some uncertainty to rank by
+        expected = strategy_score(strategy, marginals, considered)
+        assert score == pytest.approx(expected, rel=1e-6, abs=1e-9)
+        # the doc's entities carry the same probabilities
+        for ent in doc.ents:
+            assert ent._.score == pytest.approx(spans[(ent.start, ent.end, ent.label_)] , abs=1e-6)
+
+
+def test_strategy_scores_by_hand():
+    marginals = numpy.asarray([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    assert strategy_score("entropy", marginals, []) == pytest.approx(numpy.log(2))
+    assert strategy_score("mean-entropy", marginals, []) == pytest.approx(numpy.log(2) / 2)
+    assert strategy_score("least-confident", marginals, [0.9, 0.4, 0.2]) == pytest.approx(0.4)
+    assert strategy_score("expected-count", marginals, [0.9, 0.4]) == pytest.approx(0.09 + 0.24)
+    assert strategy_score("least-confident", marginals, []) == 0.0
+    first, again = strategy_score("random", None, [], "文本", 0), strategy_score("random", None, [], "文本", 0)
+    assert first == again != strategy_score("random", None, [], "文本", 1) and 0 <= first < 1
+    with pytest.raises(ValueError, match="Unknown strategy 'best'"):
+        strategy_score("best", marginals, [])
+
+
+def test_near_duplicates_are_left_out():
+    guard = NearDuplicates(0.7)
+    assert guard.add("张三去了上海参加会议")
+    assert not guard.add("张三去了上海参加会议")  # the same text
+    assert not guard.add("张三去了上海参加会议。")  # 8 of its 9 3-grams
+    assert guard.add("李四在北京工作")
+    assert guard.add("")
+    assert not guard.add("")
+    with pytest.raises(ValueError, match="Jaccard"):
+        NearDuplicates(0.0)
+
+
+def test_select_writes_the_top_texts_best_first_and_names_bad_rows(model_dir, tmp_path):
+    rows = [json.dumps({"text": t, "id": i}, ensure_ascii=False) for i, t in enumerate(TEXTS)]
+    rows.insert(2, "{not json")
+    rows.append(json.dumps({"text": TEXTS[0], "id": 99}, ensure_ascii=False))  # a duplicate of row 0
+    source = tmp_path / "pool.jsonl"
+    source.write_text("\n".join(rows) + "\n", encoding="utf8")
+    out = tmp_path / "next.jsonl"
+    summary = select(str(model_dir), str(source), 4, out, strategy="expected-count")
+    records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+    _, scores = score_docs(spacy.load(model_dir), TEXTS, "expected-count")
+    best = sorted(range(len(TEXTS)), key=lambda i: (-scores[i], i))[:4]
+    assert [r["id"] for r in records] == best
+    assert [r["select"]["score"] for r in records] == pytest.approx([scores[i] for i in best])
+    assert records[0]["select"]["source"] == f"{source}, line {best[0] + 1 + (best[0] >= 2)}"
+    assert (summary.texts, summary.errors, summary.selected) == (len(TEXTS) + 1, 1, 4)
+    (error,) = [json.loads(line) for line in (tmp_path / "next.jsonl.errors.jsonl").read_text("utf8").splitlines()]
+    assert error["error"].startswith(f"{source}, line 3: not JSON")
+    # Near-duplicates: the repeated text comes out once, whatever its score.
+    summary = select(str(model_dir), str(source), 7, out, strategy="expected-count")
+    texts = [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()]
+    assert sorted(texts) == sorted(TEXTS) and summary.near_duplicates == 1
+    select(str(model_dir), str(source), 7, out, strategy="expected-count", diversity=None)
+    assert len(out.read_text(encoding="utf8").splitlines()) == 7
+
+
+@pytest.mark.parametrize("output_format", ["jsonl", "prodigy", "doccano", "labelstudio"])
+def test_each_format_reads_back_through_convert_once_annotated(model_dir, tmp_path, output_format):
+    """The annotator accepts the model's entities as they are: convert gives back the same texts
+    and entities (Label Studio's offsets count UTF-16 units: a text with an emoji checks them)."""
+    source = tmp_path / "pool.txt"
+    texts = TEXTS + ["😀张三去了上海"]
+    source.write_text("\n".join(texts) + "\n", encoding="utf8")
+    out = tmp_path / ("next.json" if output_format == "labelstudio" else "next.jsonl")
+    select(str(model_dir), str(source), len(texts), out, strategy="entropy", output_format=output_format)
+    nlp = spacy.load(model_dir)
+    expected = {doc.text: [(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)}
+    assert any(expected.values())
+    if output_format == "labelstudio":
+        tasks = json.loads(out.read_text(encoding="utf8"))
+        for task in tasks:  # the annotator submits the pre-filled predictions
+            assert task["predictions"][0]["score"] == task["meta"]["score"]
+            task["annotations"] = [{"result": task["predictions"][0]["result"]}]
+        out.write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf8")
+    read = {doc.text: [(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in iter_docs(out)}
+    assert read == expected
+
+
+def test_select_command(model_dir, tmp_path):
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    out = tmp_path / "next.jsonl"
+    args = [sys.executable, "-m", "spacy_cner", "select", str(model_dir), str(source), "-n", "3", "-o", str(out),
+            "--strategy", "least-confident", "--format", "prodigy", "-q"]
+    result = subprocess.run(args, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "3 of 6 texts selected (least-confident)" in result.stdout
+    assert all("spans" in json.loads(line) for line in out.read_text(encoding="utf8").splitlines())
+    bad = subprocess.run(args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "Cannot load the pipeline" in bad.stdout and "Traceback" not in bad.stderr
