@@ -234,7 +234,7 @@ def select(
         raise ValueError(f"Cannot load the pipeline {model!r}: {err}") from err
     scoring_pipe(nlp)
     summary = SelectSummary()
-    start = time.perf_counter()
+    start = time.perf_counter()  # after loading: the rate is the ranking's
     pool: List[Tuple[float, int, Candidate]] = []  # a min-heap of the best POOL_FACTOR * n
     errors: List[Dict[str, Any]] = []
     bar = _progress_bar(progress, sources)

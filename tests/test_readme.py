@@ -55,3 +55,27 @@ def test_readme_python_snippets_run(tmp_path, monkeypatch, capsys):
     assert "('张三', 'NAME')" in printed  # snippet 1's entities
     assert "北京大学\tORG\t" in printed  # snippet 2's scored spans
     assert '{"text": "张三，现任北京大学教授。", "entities": [' in printed  # the annotate snippet's first row
+
+
+def test_readme_package_snippet_installs_what_it_builds(tmp_path):
+    """The package snippet, as written, after the quick start: its build makes the file its pip line
+    installs, and the installed package loads by the name its last line uses."""
+    import shlex
+    import subprocess
+    import sys
+
+    block = re.search(r"To ship a pipeline.*?```bash\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S).group(1)
+    build, install, check = block.strip().splitlines()
+    demo_model(tmp_path / "training" / "resume" / "demo" / "model-best")
+    result = subprocess.run(build.replace("python ", f"{sys.executable} "), shell=True, cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    sdist = shlex.split(install)[-1]
+    assert (tmp_path / sdist).exists(), sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "packages").rglob("*"))
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", "--target", "site"]
+    subprocess.run(pip + [sdist], check=True, cwd=tmp_path)
+    code = shlex.split(check)[-1]
+    result = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'site')\n" + code],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("(")
