@@ -87,7 +87,7 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
         trained = train(ROOT / "configs" / "default.cfg", round_corpus, round_dir, seed, args.max_steps, True)
         model = round_dir / "model-best"
         scores = evaluate({"model": model}, [], round_corpus, 0, one_thread=True)["model"]
-        curve[len(labelled)] = {"f": scores["f"], "train_s": trained["seconds"]}
+        curve[str(len(labelled))] = {"f": scores["f"], "train_s": trained["seconds"]}
         if len(labelled) >= args.stop or not unlabelled:
             return curve
         candidates = unlabelled if not args.pool else random.Random(seed * 1000 + len(labelled)).sample(
