@@ -228,7 +228,30 @@ def parse_line(line: bytes, file_format: str, entities_field: str) -> Row:
         return Row({"raw": decoded}, error=f"not JSON ({err})")
     if not isinstance(fields, dict):
         return Row({"raw": decoded}, error=f"a JSON {type(fields).__name__}, not an object with a 'text' field")
+    surrogate = _lone_surrogate(fields)
+    if surrogate is not None:
+        # JSON's \ud800 escapes decode to text no UTF-8 output can hold: the line is kept as it was read.
+        return Row({"raw": decoded}, error=surrogate)
     return parse_fields(fields, entities_field)
+
+
+def _lone_surrogate(value: Any, where: str = "") -> Optional[str]:
+    """Where a JSON value holds a lone surrogate (a \ud800-\udfff escape without its pair), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf8")
+        except UnicodeEncodeError as err:
+            return (f"{where or 'a string'} has a lone surrogate {value[err.start]!r} at character {err.start}: not "
+                    "valid Unicode text (fix the escape, or replace it with U+FFFD)")
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and _lone_surrogate(key) is not None:
+            return f"a field name has a lone surrogate {key!r}: not valid Unicode text"
+        found = _lone_surrogate(item, f"{where}[{key!r}]" if where else f"field {key!r}")
+        if found is not None:
+            return found
+    return None
 
 
 def parse_fields(fields: Dict[str, Any], entities_field: str) -> Row:

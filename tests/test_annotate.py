@@ -121,6 +121,26 @@ def test_annotate_jsonl_carries_fields_and_reports_bad_rows(model, tmp_path):
     assert (summary.docs, summary.errors) == (2, 6)
 
 
+def test_lone_surrogates_are_bad_rows_not_a_stopped_job(model, tmp_path):
+    """A \\ud800 escape in the text or in any other field (nested too) is that row's error, naming
+    the field and character; the line is kept as it was read, and the other rows are annotated."""
+    lines = [
+        '{"id": 1, "text": "我在北京"}',
+        '{"id": 2, "text": "李四\\ud800在上海"}',
+        '{"id": 3, "text": "北京", "meta": {"tags": ["ok", "\\udc00"]}}',
+        '{"id": 4, "text": "北京很大"}',
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf8")
+    summary = annotate(str(model), str(source), tmp_path / "out")
+    rows = read_jsonl(tmp_path / "out")
+    assert [row.get("id") for row in rows] == [1, None, None, 4] and (summary.docs, summary.errors) == (2, 2)
+    assert rows[1]["raw"] == lines[1] and rows[2]["raw"] == lines[2]
+    assert rows[1]["error"] == (f"{source}, line 2: field 'text' has a lone surrogate '\\ud800' at character 2: "
+                                "not valid Unicode text (fix the escape, or replace it with U+FFFD)")
+    assert rows[2]["error"].startswith(f"{source}, line 3: field 'meta'['tags'][1] has a lone surrogate '\\udc00'")
+
+
 def test_annotate_parquet_in_and_out(model, tmp_path):
     pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
     import pyarrow.parquet
