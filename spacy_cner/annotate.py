@@ -18,6 +18,7 @@ rows are done: writing per input shard from the driver is what makes the job res
 import contextlib
 import dataclasses
 import glob
+import hashlib
 import io
 import json
 import os
@@ -139,6 +140,7 @@ def annotate(
     _require_pyarrow(sources, output_format)
     settings = {
         "model": str(Path(model).resolve()) if Path(model).exists() else model,
+        "model_fingerprint": model_fingerprint(model),
         "shard_size": shard_size,
         "output_format": output_format,
         "entities_field": entities_field,
@@ -415,7 +417,10 @@ def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
     if path.exists() and _has_shards(output_dir):
         previous = json.loads(path.read_text(encoding="utf8"))
         # New input files are fine (each file has its own shards); a change of these is not.
-        changed = [key for key in ("model", "shard_size", "output_format", "entities_field") if previous.get(key) != settings[key]]
+        keys = ["model", "shard_size", "output_format", "entities_field"]
+        if previous.get("model_fingerprint") is not None:  # folders written before it was recorded lack it
+            keys.append("model_fingerprint")
+        changed = [key for key in keys if previous.get(key) != settings[key]]
         if changed:
             details = "; ".join(f"{key}: {previous.get(key)!r} then, {settings[key]!r} now" for key in changed)
             raise ValueError(f"{output_dir} holds shards written with other settings ({details}). "
@@ -423,6 +428,24 @@ def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, ensure_ascii=False, indent=2), encoding="utf8")
+
+
+def model_fingerprint(model: str) -> Optional[str]:
+    """A hash of every file of the pipeline (a folder, or an installed package's), so that a resumed run
+    can tell the same path now holding another model; None when the model cannot be found as files."""
+    path = Path(model)
+    if not path.exists():
+        try:
+            from spacy.util import get_package_path
+
+            path = get_package_path(model)
+        except Exception:  # not an installed package: spacy.load will say so
+            return None
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(file.relative_to(path).as_posix().encode("utf8") + b"\0")
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _has_shards(output_dir: Path) -> bool:

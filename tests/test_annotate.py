@@ -197,6 +197,25 @@ def test_annotate_resumes_without_losing_or_duplicating(model, tmp_path):
     assert [row["text"] for row in read_jsonl(out)] == texts + ["我在北京"]
 
 
+def test_resume_with_another_model_at_the_same_path_is_refused(model, tmp_path):
+    """The folder records the model's files' fingerprint, not only its path: a pipeline replaced at
+    the same path would mix two models' outputs, and is refused."""
+    import shutil
+
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    (tmp_path / "in.txt").write_text("我在北京\n北京很大\n", encoding="utf8")
+    annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1)
+    (tmp_path / "out" / "in.00001.jsonl").unlink()
+    original = (copy / "meta.json").read_bytes()
+    meta = json.loads(original)
+    (copy / "meta.json").write_text(json.dumps({**meta, "version": "9.9.9"}), encoding="utf8")
+    with pytest.raises(ValueError, match="model_fingerprint: '[0-9a-f]{16}' then, '[0-9a-f]{16}' now"):
+        annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1)
+    (copy / "meta.json").write_bytes(original)  # the same files again: resumes
+    assert annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1).shards_written == 1
+
+
 def test_annotate_inputs_and_errors(model, tmp_path):
     (tmp_path / "in" / "sub").mkdir(parents=True)
     (tmp_path / "in" / "x.txt").write_text("北京\n", encoding="utf8")
