@@ -206,7 +206,8 @@ def test_resume_with_another_model_at_the_same_path_is_refused(model, tmp_path):
     shutil.copytree(model, copy)
     (tmp_path / "in.txt").write_text("我在北京\n北京很大\n", encoding="utf8")
     annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1)
-    (tmp_path / "out" / "in.00001.jsonl").unlink()
+    (tmp_path / "out" / "in.00001.jsonl").unlink()  # a killed run: its last shard lost
+    (tmp_path / "out" / ".annotate" / "done" / "in.json").unlink()
     original = (copy / "meta.json").read_bytes()
     meta = json.loads(original)
     (copy / "meta.json").write_text(json.dumps({**meta, "version": "9.9.9"}), encoding="utf8")
