@@ -23,6 +23,7 @@ import io
 import json
 import os
 import pickle
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
@@ -514,7 +515,7 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
             # marked complete only once its last shard is written.
             yield Row({}, error="end"), (source, n_rows, True)
 
-    with msgpack_hooks_looked_up_once():
+    with msgpack_hooks_looked_up_once(), workers_die_with_parent():
         for row, (source, index, end), doc in _pipe(nlp, pending(), batch_size=batch_size, n_process=n_process):
             if end:
                 writer.complete(source, index)
@@ -528,6 +529,52 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(_rate(writer.summary, bar), refresh=False)
+
+
+# Whether a process forked now (nlp.pipe's n_process workers) should end when its parent does.
+_DIE_WITH_PARENT = False
+# prctl(PR_SET_PDEATHSIG, signal): the signal Linux sends a process when its parent ends.
+_PR_SET_PDEATHSIG = 1
+# The pid of the process that is forking (read by the child).
+_FORKING_PID = 0
+
+
+@contextlib.contextmanager
+def workers_die_with_parent() -> Iterator[None]:
+    """Within this block, a forked worker (nlp.pipe's n_process) gets SIGTERM when the annotating
+    process ends, even killed with SIGKILL (Linux's PR_SET_PDEATHSIG; elsewhere nothing changes).
+
+    Why: spaCy's workers wait on their queues for more texts; a parent killed by a signal (a
+    cluster's preemption, an out-of-memory kill) left them running, holding their memory.
+    """
+    global _DIE_WITH_PARENT
+    previous, _DIE_WITH_PARENT = _DIE_WITH_PARENT, True
+    try:
+        yield
+    finally:
+        _DIE_WITH_PARENT = previous
+
+
+def _note_forking_pid() -> None:
+    global _FORKING_PID
+    _FORKING_PID = os.getpid()
+
+
+def _set_death_signal() -> None:
+    if not (_DIE_WITH_PARENT and sys.platform.startswith("linux")):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the workers behave as before
+        return
+    if os.getppid() != _FORKING_PID:  # the parent ended between the fork and prctl
+        os._exit(1)
+
+
+os.register_at_fork(before=_note_forking_pid, after_in_child=_set_death_signal)
 
 
 @contextlib.contextmanager

@@ -2,6 +2,8 @@
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -388,3 +390,42 @@ def test_a_failed_start_does_not_lock_the_output_folder(model, tmp_path, monkeyp
     # Once shards exist, other settings are refused as before.
     with pytest.raises(ValueError, match="other settings"):
         annotate(str(model), str(source), out, shard_size=2)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_end_when_the_annotating_process_is_killed(model, tmp_path):
+    """--n-process 2, the parent killed with SIGKILL mid-run: its forked workers do not live on."""
+    (tmp_path / "in.txt").write_text("我在北京工作\n" * 200_000, encoding="utf8")
+    command = [sys.executable, "-m", "spacy_cner", "annotate", str(model), str(tmp_path / "in.txt"),
+               str(tmp_path / "out"), "--n-process", "2", "-q"]
+    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent.pid:
+                found.append(int(stat.parent.name))
+        return found
+
+    try:
+        deadline = time.time() + 120
+        while len(children()) < 2 and time.time() < deadline and parent.poll() is None:
+            time.sleep(0.2)
+        workers = children()
+        assert len(workers) >= 2, "the workers did not start"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.time() + 20
+        alive = workers
+        while alive and time.time() < deadline:
+            time.sleep(0.2)
+            alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                     and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:1]]
+        assert alive == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
