@@ -27,6 +27,26 @@ def test_saved_pipeline_pickles(name, request, tmp_path):
     assert (crf_copy.transitions == crf.transitions).all()
 
 
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_initialized_pipeline_pickles_with_its_optimizer(name, request):
+    """Before it is saved, as nlp.initialize leaves it (holding the optimizer and its schedules)."""
+    nlp = small_config_pipeline(name, request)
+    assert nlp._optimizer is not None
+    copy = pickle.loads(pickle.dumps(nlp))
+    assert entities(copy.pipe(TEXTS)) == entities(nlp.pipe(TEXTS))
+
+
+def test_warmup_linear_gives_thincs_rates():
+    from thinc.api import registry
+
+    from spacy_cner.training.schedules import warmup_linear
+
+    ours, thincs = warmup_linear(0.01, 5, 12), registry.schedules.get("warmup_linear.v1")(0.01, 5, 12)
+    assert [next(ours) for _ in range(15)] == [next(thincs) for _ in range(15)]
+    resumed = pickle.loads(pickle.dumps(ours))  # carries on from its step
+    assert next(resumed) == next(ours) == next(thincs)
+
+
 @pytest.mark.parametrize("name", ["default", "bert_crf"])
 def test_pipe_with_two_processes_under_spawn(name, request, tmp_path):
     small_config_pipeline(name, request).to_disk(tmp_path / "model")
