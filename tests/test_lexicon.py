@@ -211,3 +211,5 @@ def test_saved_lexicons_are_compressed_and_earlier_uncompressed_ones_load():
         lexicon = adapter_lexicon(loaded)
         assert lexicon.words == words and lexicon.frequencies.tolist() == list(range(2000))
         assert lexicon.match("去北京12号", 6) == adapter_lexicon(layer).match("去北京12号", 6)
+    with pytest.raises(ValueError, match="crf_ner/lexicon is not a readable lexicon .*truncated or altered"):
+        load_lexicons(SoftLexicon(), data[: len(data) // 2], "model/crf_ner/lexicon", "crf_ner")

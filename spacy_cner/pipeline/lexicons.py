@@ -32,16 +32,22 @@ def load_lexicons(model: Model, data: Optional[bytes], source: str, name: str) -
     if data is None:
         return
     layers = lexicon_layers(model)
-    if data[:1] == _ZLIB_HEADER:  # a msgpack list starts with 0x90-0x9f or 0xdc-0xdd (earlier versions)
-        data = zlib.decompress(data)
-    lexicons = srsly.msgpack_loads(data)
+    try:
+        if data[:1] == _ZLIB_HEADER:  # a msgpack list starts with 0x90-0x9f or 0xdc-0xdd (earlier versions)
+            data = zlib.decompress(data)
+        lexicons = [Lexicon.from_bytes(lexicon) for lexicon in srsly.msgpack_loads(data)]
+    except (zlib.error, ValueError, TypeError, KeyError) as err:
+        raise ValueError(
+            f"{source} is not a readable lexicon ({err}): the file is truncated or altered. Restore the "
+            "pipeline's files as they were saved."
+        ) from err
     if len(lexicons) != len(layers):
         raise ValueError(
             f"{source} holds {len(lexicons)} lexicons but the model of '{name}' has "
             f"{len(layers)} lexicon layers."
         )
     for layer, lexicon in zip(layers, lexicons):
-        set_lexicon(layer, Lexicon.from_bytes(lexicon))
+        set_lexicon(layer, lexicon)
 
 
 def set_model_lexicon(model: Model, lexicon: Optional[Lexicon], name: str) -> None:
