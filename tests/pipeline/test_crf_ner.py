@@ -499,6 +499,33 @@ def test_entity_ruler_before(scheme):
     assert [token.ent_type_ for token in doc] == ["PER", "PER", "", "", "GPE", "GPE"]
 
 
+def test_prediction_from_several_threads_equals_serial():
+    """A pipeline shared by threads (a web server's) predicts as it does serially: predict never puts
+    a torch module back into training mode (dropout 0.5 here would change its outputs)."""
+    import threading
+
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    model = {**SMALL_MODEL, "encoder": {**SMALL_MODEL["encoder"], "dropout": 0.5}}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    train(nlp, make_examples(nlp), n_steps=10)
+    texts = [text for text in TEXTS if text] * 20
+    serial = predictions(nlp.pipe(texts))
+    found = {}
+
+    def work(i: int) -> None:
+        found[i] = predictions([nlp(text) for text in texts])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(found[i] == serial for i in range(4))
+    nlp.update(make_examples(nlp), sgd=nlp.resume_training())  # training still trains in training mode
+    assert torch_module(nlp.get_pipe("crf_ner").model.get_ref("encoder")).training
+
+
 def test_every_entity_has_its_score_and_keeps_it_saved():
     """ent._.score for every doc.ents entity (an entity_ruler's unknown label: 1, and in the span
     group too, where the README's idiom used to fail), kept by to_bytes, DocBin and to_json."""

@@ -11,7 +11,7 @@ from spacy_transformers.layers.transformer_model import huggingface_from_pretrai
 from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 
 from ...robustness.entity_attention import ScaleAttentionScores
-from .._torch import finish_update_in_place, load_weights, use_params_in_place
+from .._torch import finish_update_in_place, load_weights, predict_in_eval_mode, use_params_in_place
 
 
 # The tokenizer settings spacy-transformers saves ({"use_fast": ...}); any other is refused at load:
@@ -46,10 +46,14 @@ def check_saved_transformer(msg: Dict[str, Any]) -> None:
 
 class InPlaceHFShim(HFShim):
     """spacy-transformers' HFShim with a finish_update that does not leak memory and a
-    use_params that reads the optimizer's averages (see _torch), and a from_bytes that loads
+    use_params that reads the optimizer's averages, a predict that stays in evaluation mode
+    (thread-safe; see _torch), and a from_bytes that loads
     the weights with weights_only=True (_torch.load_weights) and refuses tokenizer settings and
     file names that could run code (check_saved_transformer).
     """
+
+    def predict(self, inputs):
+        return predict_in_eval_mode(self, inputs)
 
     def finish_update(self, optimizer) -> None:
         finish_update_in_place(self, optimizer)
