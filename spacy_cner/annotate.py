@@ -227,11 +227,13 @@ def parse_line(line: bytes, file_format: str, entities_field: str) -> Row:
         return Row({"text": decoded}, text=decoded)
     try:
         fields = json.loads(decoded)
+        if not isinstance(fields, dict):
+            return Row({"raw": decoded}, error=f"a JSON {type(fields).__name__}, not an object with a 'text' field")
+        surrogate = _lone_surrogate(fields)
     except json.JSONDecodeError as err:
         return Row({"raw": decoded}, error=f"not JSON ({err})")
-    if not isinstance(fields, dict):
-        return Row({"raw": decoded}, error=f"a JSON {type(fields).__name__}, not an object with a 'text' field")
-    surrogate = _lone_surrogate(fields)
+    except RecursionError:
+        return Row({"raw": decoded}, error="JSON nested too deeply to read (deeper than Python's recursion limit)")
     if surrogate is not None:
         # JSON's \ud800 escapes decode to text no UTF-8 output can hold: the line is kept as it was read.
         return Row({"raw": decoded}, error=surrogate)
@@ -321,6 +323,7 @@ class ShardWriter:
         self.shard_size = shard_size
         self.summary = Summary()
         self._records: List[Dict[str, Any]] = []
+        self._wheres: List[str] = []  # each record's "file, line N", for the rows a shard cannot hold
         self._shard: Optional[Tuple[str, int]] = None
         # Rows ask whether their shard exists: one stat per shard, not per row.
         self._existed: Dict[Tuple[str, int], bool] = {}
@@ -355,6 +358,7 @@ class ShardWriter:
             self._shard = key
             self._source = source
         self._records.append(record)
+        self._wheres.append(_where(source, row_index))
         if "error" in record:
             self.summary.errors += 1
         else:
@@ -368,10 +372,38 @@ class ShardWriter:
         path = self.shard_path(self._source, self._shard[1])
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        if self.output_format == "parquet":
+            self._records = self._parquet_rows(self._records, self._wheres)
         _write_records(temporary, self._records, self.output_format)
         os.replace(temporary, path)
         self.summary.shards_written += 1
-        self._records, self._shard = [], None
+        self._records, self._wheres, self._shard = [], [], None
+
+    def _parquet_rows(self, records: List[Dict[str, Any]], wheres: List[str]) -> List[Dict[str, Any]]:
+        """The records, each row that a Parquet column cannot hold beside the others (a field of
+        another type, an integer beyond 64 bits) turned into an error row keeping it as JSON text."""
+        import pyarrow
+
+        try:
+            _parquet_table(records)
+            return records
+        except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
+            pass
+        schema, kept = None, []
+        for record, where in zip(records, wheres):
+            try:
+                row_schema = pyarrow.Table.from_pylist([record]).schema
+                schema = row_schema if schema is None else pyarrow.unify_schemas([schema, row_schema])
+                kept.append(record)
+            except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError) as err:
+                if "error" not in record:
+                    self.summary.docs -= 1
+                    self.summary.errors += 1
+                    self.summary.chars -= len(record.get("text") or "") if isinstance(record.get("text"), str) else 0
+                kept.append({"raw": json.dumps(record, ensure_ascii=False, default=str),
+                             "error": f"{where}: a Parquet column cannot hold this row beside the shard's "
+                                      f"others ({err}); it is kept as JSON in 'raw' (or use --format jsonl)"})
+        return kept
 
     def complete(self, source: Source, n_rows: int) -> None:
         """Mark a source done (after flushing its last shard), so that a restart does not read it again."""
@@ -399,16 +431,17 @@ def _write_records(path: Path, records: List[Dict[str, Any]], output_format: str
         import pyarrow
         import pyarrow.parquet
 
-        # from_pylist takes its columns from the first row: give every row every column (None where absent).
-        columns = list(dict.fromkeys(key for record in records for key in record))
-        try:
-            table = pyarrow.Table.from_pylist([{key: record.get(key) for key in columns} for record in records])
-        except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as err:
-            raise ValueError(f"Cannot write these rows as Parquet ({err}): a field has values of different types; "
-                             "use --format jsonl.") from err
-        pyarrow.parquet.write_table(table, path)
+        pyarrow.parquet.write_table(_parquet_table(records), path)
     else:
         _write_docbin(path, records)
+
+
+def _parquet_table(records: List[Dict[str, Any]]) -> "pyarrow.Table":
+    import pyarrow
+
+    # from_pylist takes its columns from the first row: give every row every column (None where absent).
+    columns = list(dict.fromkeys(key for record in records for key in record))
+    return pyarrow.Table.from_pylist([{key: record.get(key) for key in columns} for record in records])
 
 
 def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
@@ -607,6 +640,13 @@ def msgpack_hooks_looked_up_once() -> Iterator[None]:
 def _docbin_add(writer: ShardWriter, source: Source, index: int, row: Row, doc: Doc) -> None:
     """DocBin shards: the doc with the row's fields in doc.user_data (and the error, for a bad row)."""
     doc.user_data["fields"] = row.fields
+    try:
+        srsly.msgpack_dumps(row.fields)
+    except (OverflowError, TypeError, ValueError) as err:  # an integer beyond 64 bits, say
+        row = dataclasses.replace(row, fields={"raw": json.dumps(row.fields, ensure_ascii=False, default=str)},
+                                  error=f"a DocBin cannot hold its fields ({err}); they are kept as JSON in 'raw'")
+        doc = Doc(doc.vocab)  # the row is kept in its fields, as a bad row
+        doc.user_data["fields"] = row.fields
     if row.error is not None:
         doc.user_data["error"] = f"{_where(source, index)}: {row.error}"
         record = {"error": doc.user_data["error"], "doc": doc}

@@ -143,6 +143,40 @@ def test_lone_surrogates_are_bad_rows_not_a_stopped_job(model, tmp_path):
     assert rows[2]["error"].startswith(f"{source}, line 3: field 'meta'['tags'][1] has a lone surrogate '\\udc00'")
 
 
+@pytest.mark.parametrize("output_format", ["jsonl", "parquet", "spacy"])
+def test_rows_an_output_format_cannot_hold_are_bad_rows(model, tmp_path, output_format):
+    """JSON nested past the recursion limit, an integer beyond 64 bits, a field whose type differs from
+    the shard's other rows: each is that row's error (kept as read), never a stopped job."""
+    if output_format == "parquet":
+        pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
+    deep = '{"text": "李四", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    lines = [json.dumps({"text": "我在北京", "n": 1}), deep, json.dumps({"text": "北京", "n": 10**30}),
+             json.dumps({"text": "北京很大", "n": "two"}, ensure_ascii=False), json.dumps({"text": "上海", "n": 3})]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf8")
+    summary = annotate(str(model), str(source), tmp_path / "out", output_format=output_format)
+    if output_format == "parquet":
+        import pyarrow.parquet
+
+        rows = pyarrow.parquet.read_table(tmp_path / "out" / "in.00000.parquet").to_pylist()
+    elif output_format == "spacy":
+        docs = list(DocBin().from_disk(tmp_path / "out" / "in.00000.spacy").get_docs(spacy.blank("zh").vocab))
+        rows = [{**doc.user_data["fields"], "error": doc.user_data.get("error")} for doc in docs]
+    else:
+        rows = read_jsonl(tmp_path / "out")
+    assert len(rows) == len(lines)
+    errors = {i + 1: row["error"] for i, row in enumerate(rows) if row.get("error")}
+    assert errors[2].startswith(f"{source}, line 2: JSON nested too deeply") and rows[1]["raw"] == deep
+    if output_format == "jsonl":  # JSON holds any of them
+        assert sorted(errors) == [2] and (summary.docs, summary.errors) == (4, 1)
+    else:
+        assert errors[3].startswith(f"{source}, line 3: a ") and json.loads(rows[2]["raw"])["n"] == 10**30
+        if output_format == "parquet":  # "two" beside the integers of the rows before it
+            assert sorted(errors) == [2, 3, 4] and json.loads(rows[3]["raw"])["n"] == "two"
+        assert summary.errors == len(errors) and summary.docs == len(lines) - len(errors)
+    assert rows[0]["text"] == "我在北京" and rows[-1]["text"] == "上海"
+
+
 def test_annotate_parquet_in_and_out(model, tmp_path):
     pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
     import pyarrow.parquet

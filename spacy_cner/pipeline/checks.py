@@ -66,7 +66,8 @@ def uses_gold_entities(model: Model, name: str) -> bool:
 def check_calibration(cfg: Dict[str, Any], cfg_source: str, name: str) -> None:
     """Raise if a loaded cfg's temperature or fitted threshold cannot be what fitting stored."""
     checks = (("temperature", lambda v: v > 0, "a finite number above 0"),
-              ("fitted_threshold", lambda v: 0 < v <= 1, "a probability in (0, 1]"))
+              ("fitted_threshold", lambda v: MIN_SPAN_PROBABILITY <= v <= 1,
+               f"a probability in [{MIN_SPAN_PROBABILITY}, 1]"))
     for key, valid, expected in checks:
         value = cfg.get(key)
         if value is None:
