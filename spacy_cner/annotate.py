@@ -137,7 +137,12 @@ def annotate(
         names = ", ".join(name for name, given in unused.items() if given)
         hint = "add --engine ray" if engine == "local" else "use --workers and --gpus-per-worker"
         raise ValueError(f"{names} {'is' if names.count(',') == 0 else 'are'} not used by the {engine} engine: {hint}.")
-    sources = find_sources(input_path, input_format)
+    # The output folder may sit inside the input folder: its shards are never input.
+    output_root = Path(output_dir).resolve()
+    sources = [source for source in find_sources(input_path, input_format)
+               if output_root not in source.path.resolve().parents]
+    if not sources:
+        raise ValueError(f"No input files at {input_path!r} outside the output folder {output_dir}.")
     _require_pyarrow(sources, output_format)
     settings = {
         "model": str(Path(model).resolve()) if Path(model).exists() else model,
@@ -145,6 +150,7 @@ def annotate(
         "shard_size": shard_size,
         "output_format": output_format,
         "entities_field": entities_field,
+        "input_format": input_format,
         "input": [str(source.path.resolve()) for source in sources],
     }
     _check_settings(Path(output_dir), settings)
@@ -344,10 +350,29 @@ class ShardWriter:
         return self._marker(source).exists()
 
     def skip_complete(self, source: Source) -> bool:
-        """If a source is complete, count its shards as skipped and say so."""
+        """If a source is complete, count its shards as skipped and say so. A source that grew since
+        (lines appended: its content then starts with what was annotated) is not complete: its last
+        shard, if partial, is written again with the new rows; a source whose annotated content
+        changed is refused."""
         if not self.is_complete(source):
             return False
-        self.skip(json.loads(self._marker(source).read_text(encoding="utf8"))["shards"])
+        marker = _read_state(self._marker(source))
+        if "size" in marker:  # markers written before the content was recorded are trusted
+            size = source.path.stat().st_size
+            unchanged = size >= marker["size"] and _file_digest(source.path, marker["size"]) == marker["sha256"]
+            if not unchanged:
+                raise ValueError(
+                    f"{source.path} changed since its shards in {self.output_dir} were written (its first "
+                    f"{marker['size']:,} bytes differ): write to a new folder, or delete its shards and "
+                    f"{self._marker(source)} to annotate it again."
+                )
+            if size > marker["size"]:
+                if marker["rows"] % self.shard_size:
+                    self.shard_path(source, marker["rows"] // self.shard_size).unlink(missing_ok=True)
+                self._existed.clear()
+                self._marker(source).unlink()
+                return False
+        self.skip(marker["shards"])
         return True
 
     def add(self, source: Source, row_index: int, record: Dict[str, Any], text_length: int) -> None:
@@ -411,7 +436,10 @@ class ShardWriter:
         marker = self._marker(source)
         marker.parent.mkdir(parents=True, exist_ok=True)
         n_shards = -(-n_rows // self.shard_size)
-        marker.write_text(json.dumps({"path": str(source.path), "rows": n_rows, "shards": n_shards}), encoding="utf8")
+        size = source.path.stat().st_size
+        state = {"path": str(source.path), "rows": n_rows, "shards": n_shards, "size": size,
+                 "sha256": _file_digest(source.path, size)}
+        marker.write_text(json.dumps(state), encoding="utf8")
 
     def skip(self, n_shards: int = 1) -> None:
         self.summary.shards_skipped += n_shards
@@ -436,6 +464,32 @@ def _write_records(path: Path, records: List[Dict[str, Any]], output_format: str
         _write_docbin(path, records)
 
 
+def _file_digest(path: Path, size: int) -> str:
+    """sha256 of the first size bytes of a file."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        left = size
+        while left > 0:
+            chunk = file.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.hexdigest()
+
+
+def _read_state(path: Path) -> Dict[str, Any]:
+    """A state file of the output folder (settings, a done marker), naming it when it is damaged."""
+    try:
+        state = json.loads(path.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is damaged ({err}): delete it (a done marker: that input is read again; "
+                         "settings.json: they are recorded anew) and rerun.") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} is damaged (not a JSON object): delete it and rerun.")
+    return state
+
+
 def _parquet_table(records: List[Dict[str, Any]]) -> "pyarrow.Table":
     import pyarrow
 
@@ -449,11 +503,11 @@ def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
     Settings with no shard written yet (a run that failed at its start) bind nothing: replaced."""
     path = output_dir / STATE_DIR / "settings.json"
     if path.exists() and _has_shards(output_dir):
-        previous = json.loads(path.read_text(encoding="utf8"))
+        previous = _read_state(path)
         # New input files are fine (each file has its own shards); a change of these is not.
         keys = ["model", "shard_size", "output_format", "entities_field"]
-        if previous.get("model_fingerprint") is not None:  # folders written before it was recorded lack it
-            keys.append("model_fingerprint")
+        # Folders written before these were recorded lack them.
+        keys += [key for key in ("model_fingerprint", "input_format") if previous.get(key) is not None]
         changed = [key for key in keys if previous.get(key) != settings[key]]
         if changed:
             details = "; ".join(f"{key}: {previous.get(key)!r} then, {settings[key]!r} now" for key in changed)

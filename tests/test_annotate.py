@@ -253,6 +253,32 @@ def test_resume_with_another_model_at_the_same_path_is_refused(model, tmp_path):
     assert annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1).shards_written == 1
 
 
+def test_resume_edge_cases(model, tmp_path):
+    """The output folder inside the input folder is not input; lines appended to a finished input are
+    annotated on the next run (its partial last shard written again); an input edited since is
+    refused, as is another --input-format; a damaged state file names itself."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("1我在北京\n2北京很大\n3上海\n", encoding="utf8")
+    out = data / "out"
+    annotate(str(model), str(data), out, shard_size=2)
+    again = annotate(str(model), str(data), out, shard_size=2)  # out/*.jsonl are not read as input
+    assert (again.shards_written, again.shards_skipped) == (0, 2)
+    with (data / "a.txt").open("a", encoding="utf8") as file:
+        file.write("4我在上海\n5北京\n")
+    more = annotate(str(model), str(data), out, shard_size=2)
+    assert (more.docs, more.shards_written) == (3, 2)  # rows 3-5: the partial shard again, and a new one
+    assert [row["text"] for row in read_jsonl(out)] == ["1我在北京", "2北京很大", "3上海", "4我在上海", "5北京"]
+    (data / "a.txt").write_text("1我在北京\n2北京很小\n3上海\n4我在上海\n5北京\n", encoding="utf8")
+    with pytest.raises(ValueError, match=r"a\.txt changed since its shards .* were written"):
+        annotate(str(model), str(data), out, shard_size=2)
+    with pytest.raises(ValueError, match="input_format: 'auto' then, 'txt' now"):
+        annotate(str(model), str(data), out, shard_size=2, input_format="txt")
+    (out / ".annotate" / "settings.json").write_text('{"model": "x", "shard_', encoding="utf8")
+    with pytest.raises(ValueError, match=r"settings\.json is damaged .*delete it"):
+        annotate(str(model), str(data), out, shard_size=2)
+
+
 def test_annotate_inputs_and_errors(model, tmp_path):
     (tmp_path / "in" / "sub").mkdir(parents=True)
     (tmp_path / "in" / "x.txt").write_text("北京\n", encoding="utf8")
