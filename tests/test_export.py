@@ -104,3 +104,14 @@ def test_real_ecommerce_round_trip(tmp_path, export_format):
     assert summary(again) == summary(docs)
     if export_format == "chars":
         assert (tmp_path / "out").read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("export_format,scheme", EXPORTS, ids=["-".join(e) for e in EXPORTS])
+def test_a_corpus_that_starts_with_a_byte_order_mark_round_trips(tmp_path, export_format, scheme):
+    """A first doc whose text starts with U+FEFF: readers drop a byte-order mark at the start of a
+    file, so the export writes one before it and the doc's own character comes back."""
+    doc = spacy.blank("zh").make_doc("\ufeff张三去了上海")
+    doc.ents = [Span(doc, 1, 3, "PER"), Span(doc, 5, 7, "LOC")]
+    export_docs([doc], tmp_path / "out", format=export_format, scheme=scheme)
+    again, _ = convert_file(tmp_path / "out")
+    assert summary(again) == summary([doc])

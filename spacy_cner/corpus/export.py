@@ -53,7 +53,12 @@ def export_docs(
     with partial.open("w", encoding="utf8", newline="\n") as file_:
         try:
             for i, doc in enumerate(docs):
-                file_.write(_write_doc(doc, i, format, scheme))
+                text = _write_doc(doc, i, format, scheme)
+                if i == 0 and text.startswith("\ufeff"):
+                    # Readers drop a byte-order mark that starts a file: one written before the
+                    # doc's own U+FEFF is dropped instead, and the doc's is read back.
+                    file_.write("\ufeff")
+                file_.write(text)
                 stats.n_docs += 1
                 if doc.has_annotation("ENT_IOB"):
                     stats.n_entities += len(doc.ents)
