@@ -92,7 +92,8 @@ def convert_command(
     if output_path.is_dir():
         output_path = output_path / f"{output_name(input_path)}.spacy"
     stats = ConversionStats(path=str(input_path))
-    doc_bin = DocBin(attrs=["ORTH", "ENT_IOB", "ENT_TYPE"], store_user_data=False)
+    # user_data: the records' ids, which `export --format doccano` writes back.
+    doc_bin = DocBin(attrs=["ORTH", "ENT_IOB", "ENT_TYPE"], store_user_data=True)
     try:
         for doc in iter_docs(
             input_path, format=format.value, scheme=scheme.value, repair=repair, stats=stats

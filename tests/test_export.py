@@ -115,3 +115,19 @@ def test_a_corpus_that_starts_with_a_byte_order_mark_round_trips(tmp_path, expor
     export_docs([doc], tmp_path / "out", format=export_format, scheme=scheme)
     again, _ = convert_file(tmp_path / "out")
     assert summary(again) == summary([doc])
+
+
+def test_doccano_ids_come_back_through_convert_and_export(tmp_path):
+    """doccano matches a re-imported record to its own by id: convert keeps it (in the .spacy file)
+    and export --format doccano writes it back; records without one get none."""
+    source = tmp_path / "in.jsonl"
+    records = [{"id": 17, "text": "张三去了上海", "label": [[0, 2, "PER"]]}, {"text": "李四", "label": []},
+               {"id": "a-3", "text": "王五在北京", "label": [[3, 5, "LOC"]]}]
+    source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf8")
+    runner = CliRunner()
+    result = runner.invoke(app, ["convert", str(source), str(tmp_path / "corpus.spacy")])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["export", str(tmp_path / "corpus.spacy"), str(tmp_path / "out.jsonl"), "-f", "doccano"])
+    assert result.exit_code == 0, result.output
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text("utf8").splitlines()]
+    assert written == records

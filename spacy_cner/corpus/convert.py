@@ -80,8 +80,11 @@ def iter_docs(
                 f"--scheme for {path}: expected 'auto' with format {format} (its spans carry "
                 f"offsets, not tags), got {scheme!r}. Drop --scheme."
             )
-        for tokens, spans in read_offset_records(path, format, problems=problems):
-            yield _make_doc(vocab, tokens, spans, stats)
+        for tokens, spans, record_id in read_offset_records(path, format, problems=problems):
+            doc = _make_doc(vocab, tokens, spans, stats)
+            if record_id is not None:  # kept for `export --format doccano` (saved: DocBin(store_user_data))
+                doc.user_data["id"] = record_id
+            yield doc
     else:
         if scheme == "auto":
             scheme = detect_scheme(iter_tags(path, format))

@@ -91,7 +91,9 @@ def _write_doc(doc: Doc, index: int, format: str, scheme: str) -> str:
             record["label"] = label
         return json.dumps(record, ensure_ascii=False) + "\n"
     if format == "doccano":
-        record = {"text": doc.text}
+        # doccano matches a record to its own by id: one read by convert comes back.
+        record = {"id": doc.user_data["id"]} if "id" in doc.user_data else {}
+        record["text"] = doc.text
         if annotated:
             record["label"] = [[start, end, ent_label] for start, end, ent_label in ents]
         return json.dumps(record, ensure_ascii=False) + "\n"

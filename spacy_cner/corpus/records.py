@@ -25,7 +25,7 @@ def read_offset_records(
     format: str = "cluener",
     repair: bool = False,
     problems: Optional[Problems] = None,
-) -> Iterator[Tuple[List[str], Optional[List[Entity]]]]:
+) -> Iterator[Tuple[List[str], Optional[List[Entity]], Any]]:
     """Stream the records of an annotation-tool file as characters and checked entity spans.
 
     path (Union[str, Path]): The input file.
@@ -37,8 +37,10 @@ def read_offset_records(
         "labels"}}]}]}]`). Offsets are characters, the end exclusive unless said otherwise.
     repair (bool): Drop bad records and spans and report them instead of raising (ignored if
         `problems` is given).
-    YIELDS (Tuple[List[str], Optional[List[Entity]]]): The characters and the spans (exclusive
-        end, sorted), or None when the record carries no annotation (e.g. a test set).
+    YIELDS (Tuple[List[str], Optional[List[Entity]], Any]): The characters, the spans (exclusive
+        end, sorted) or None when the record carries no annotation (e.g. a test set), and the
+        record's "id" (a string or integer; None without one), which doccano needs to match an
+        exported record to its own.
     """
     path = Path(path)
     problems = reader_problems("read_offset_records", path, format, OFFSET_FORMATS, repair, problems,
@@ -62,7 +64,8 @@ def read_offset_records(
             spans = _resolve_overlaps(
                 text, [span for span in checked if span is not None], line_no, index, problems
             )
-        yield list(text), spans
+        record_id = record.get("id") if isinstance(record, dict) else None
+        yield list(text), spans, record_id if isinstance(record_id, (str, int)) and not isinstance(record_id, bool) else None
         index += 1
 
 
