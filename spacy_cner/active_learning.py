@@ -25,7 +25,7 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .annotate import Row, Source, find_sources, read_rows
+from .annotate import Row, Source, count_rows, find_sources, read_rows
 
 STRATEGIES = ("random", "entropy", "mean-entropy", "least-confident", "expected-count")
 OUTPUT_FORMATS = ("jsonl", "labelstudio", "doccano", "prodigy")
@@ -299,23 +299,12 @@ def _batches(items: Iterator, size: int) -> Iterator[List]:
 
 
 def _progress_bar(progress: bool, sources: List[Source]) -> Any:
-    """A tqdm bar over the input rows, with a total (and so an ETA) when every input is a text
-    or JSONL file (their lines counted first, fast) or Parquet (its metadata)."""
+    """A tqdm bar over the input rows, their total counted first (annotate.count_rows), with an ETA."""
     if not progress:
         return None
     from tqdm import tqdm
 
-    total = 0
-    for source in sources:
-        if source.format == "parquet":
-            import pyarrow.parquet
-
-            total += pyarrow.parquet.ParquetFile(source.path).metadata.num_rows
-        else:
-            with source.path.open("rb") as file:
-                data = file.read()
-            total += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    return tqdm(total=total, unit=" texts", desc="select")
+    return tqdm(total=count_rows(sources), unit=" texts", desc="select")
 
 
 def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str) -> None:

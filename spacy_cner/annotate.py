@@ -156,7 +156,8 @@ def annotate(
     _check_settings(Path(output_dir), settings)
     writer = ShardWriter(Path(output_dir), output_format, shard_size)
     start = time.perf_counter()
-    bar = _progress_bar(progress)
+    bar = _progress_bar(progress, sources)
+    writer.bar = bar
     try:
         if engine == "local":
             _annotate_local(model, sources, writer, batch_size, n_process, entities_field, gpu_id, bar)
@@ -328,6 +329,7 @@ class ShardWriter:
         self.output_format = output_format
         self.shard_size = shard_size
         self.summary = Summary()
+        self.bar: Any = None  # a progress bar, moved on by the rows skipped as already written
         self._records: List[Dict[str, Any]] = []
         self._wheres: List[str] = []  # each record's "file, line N", for the rows a shard cannot hold
         self._shard: Optional[Tuple[str, int]] = None
@@ -373,6 +375,8 @@ class ShardWriter:
                 self._marker(source).unlink()
                 return False
         self.skip(marker["shards"])
+        if self.bar is not None:
+            self.bar.update(marker["rows"])
         return True
 
     def add(self, source: Source, row_index: int, record: Dict[str, Any], text_length: int) -> None:
@@ -596,6 +600,8 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
                 if writer.is_written(source, index // writer.shard_size):
                     if index % writer.shard_size == 0:
                         writer.skip()
+                    if bar is not None:
+                        bar.update(1)
                     continue
                 yield row, (source, index, False)
             # An end-of-source marker row travels through nlp.pipe in order, so the source is
@@ -721,12 +727,32 @@ def _rate(summary: Summary, bar: Any) -> str:
     return f"{summary.chars / elapsed:,.0f} chars/s, {summary.errors} errors" if elapsed else ""
 
 
-def _progress_bar(progress: bool) -> Any:
+def _progress_bar(progress: bool, sources: List[Source]) -> Any:
+    """A tqdm bar over the input rows, its total counted first (and so an ETA), as tqdm users expect."""
     if not progress:
         return None
     from tqdm import tqdm
 
-    return tqdm(unit=" docs", smoothing=0.1)
+    return tqdm(total=count_rows(sources), unit=" docs", smoothing=0.1)
+
+
+def count_rows(sources: List[Source]) -> int:
+    """The rows of the inputs: lines of text and JSONL files (counted in 1 MB chunks, as iter_lines
+    splits them), Parquet's row counts from its metadata."""
+    total = 0
+    for source in sources:
+        if source.format == "parquet":
+            import pyarrow.parquet
+
+            total += pyarrow.parquet.ParquetFile(source.path).metadata.num_rows
+            continue
+        last = b"\n"
+        with source.path.open("rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                total += chunk.count(b"\n")
+                last = chunk[-1:]
+        total += last != b"\n"  # a last line without its line break
+    return total
 
 
 class RayAnnotator:
@@ -837,6 +863,8 @@ def _annotate_ray(model, sources, writer, batch_size, entities_field, address, w
             if writer.is_written(source, index // writer.shard_size):
                 if index % writer.shard_size == 0:
                     writer.skip()
+                if bar is not None:
+                    bar.update(1)
                 continue
             kind, *rest = pickle.loads(payload)
             row = rest[0] if kind != "record" else None

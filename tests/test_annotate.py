@@ -16,7 +16,7 @@ import srsly
 from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
-from spacy_cner.annotate import annotate, find_sources, iter_lines, msgpack_hooks_looked_up_once
+from spacy_cner.annotate import annotate, find_sources, iter_lines, msgpack_hooks_looked_up_once, read_rows
 from spacy_cner.cli import app
 
 from test_cli import trained_pipeline
@@ -489,3 +489,33 @@ def test_workers_end_when_the_annotating_process_is_killed(model, tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_progress_bar_has_a_total_and_reaches_it_on_resume(model, tmp_path, monkeypatch):
+    """The rows are counted first (an ETA, as tqdm users expect): as read_rows splits them, and a
+    resumed run's bar moves on over the rows already written."""
+    import tqdm
+
+    from spacy_cner.annotate import count_rows
+
+    (tmp_path / "in").mkdir()
+    files = {"a.txt": b"1\r\n2\n\n3", "b.txt": b"", "c.jsonl": b'{"text": "x"}\n{"text": "y"}\n', "d.txt": b"\n"}
+    for name, data in files.items():
+        (tmp_path / "in" / name).write_bytes(data)
+    sources = find_sources(str(tmp_path / "in"))
+    assert count_rows(sources) == sum(1 for source in sources for _ in read_rows(source, "entities")) == 7
+    bars = []
+
+    class Recorder(tqdm.tqdm):
+        def close(self):
+            if not getattr(self, "recorded", False):  # tqdm closes again when collected
+                self.recorded = True
+                bars.append((self.total, self.n))
+            super().close()
+
+    monkeypatch.setattr(tqdm, "tqdm", Recorder)
+    annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=1, progress=True)
+    (tmp_path / "out" / "a.00001.jsonl").unlink()  # a killed run
+    (tmp_path / "out" / ".annotate" / "done" / "a.json").unlink()
+    annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=1, progress=True)
+    assert bars == [(7, 7), (7, 7)]
