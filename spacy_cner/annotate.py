@@ -16,6 +16,7 @@ the shards. Ray's own writers name files by block, so a restarted job could not 
 rows are done: writing per input shard from the driver is what makes the job resumable.
 """
 import contextlib
+import csv
 import dataclasses
 import glob
 import hashlib
@@ -35,7 +36,9 @@ from spacy.tokens import Doc, DocBin
 if TYPE_CHECKING:
     import pyarrow
 
-INPUT_FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+INPUT_FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv", ".tsv": "tsv"}
+# The formats whose rows have columns, the text in one of them (--text-column).
+TABLE_FORMATS = ("jsonl", "parquet", "csv", "tsv")
 OUTPUT_FORMATS = {"jsonl": ".jsonl", "parquet": ".parquet", "spacy": ".spacy"}
 # local: nlp.pipe in this process (n_process workers); ray: Ray Data actors.
 ENGINES = ("local", "ray")
@@ -102,6 +105,7 @@ def annotate(
     batch_size: int = 256,
     n_process: int = 1,
     entities_field: str = "entities",
+    text_field: str = "text",
     gpu_id: int = -1,
     engine: str = "local",
     address: Optional[str] = None,
@@ -118,6 +122,7 @@ def annotate(
     input_format (str): "auto" (by suffix), "txt", "jsonl" or "parquet".
     shard_size (int): Rows per output shard: the unit that a restarted run skips.
     entities_field (str): The output field holding the entities; a row that already has it is an error.
+    text_field (str): The field (JSONL), column (Parquet, CSV, TSV) holding the text.
     engine (str): "local" (nlp.pipe with batch_size and n_process) or "ray".
     address (Optional[str]): Ray cluster address; None starts or joins a local Ray.
     workers (int): Ray actors, each with one pipeline.
@@ -144,6 +149,14 @@ def annotate(
     if not sources:
         raise ValueError(f"No input files at {input_path!r} outside the output folder {output_dir}.")
     _require_pyarrow(sources, output_format)
+    if text_field != "text":
+        texts = [str(source.path) for source in sources if source.format not in TABLE_FORMATS]
+        if texts:
+            raise ValueError(f"--text-column {text_field!r} names a column, but {texts[0]} is a text file (a text "
+                             "per line): give it for JSONL, Parquet, CSV or TSV input only.")
+    if engine == "ray" and any(source.format in ("csv", "tsv") for source in sources):
+        raise ValueError("The Ray engine reads text, JSONL and Parquet files: convert CSV and TSV input to Parquet "
+                         "(or use --engine local).")
     settings = {
         "model": str(Path(model).resolve()) if Path(model).exists() else model,
         "model_fingerprint": model_fingerprint(model),
@@ -151,6 +164,7 @@ def annotate(
         "output_format": output_format,
         "entities_field": entities_field,
         "input_format": input_format,
+        "text_field": text_field,
         "input": [str(source.path.resolve()) for source in sources],
     }
     _check_settings(Path(output_dir), settings)
@@ -160,9 +174,10 @@ def annotate(
     writer.bar = bar
     try:
         if engine == "local":
-            _annotate_local(model, sources, writer, batch_size, n_process, entities_field, gpu_id, bar)
+            _annotate_local(model, sources, writer, batch_size, n_process, entities_field, text_field, gpu_id, bar)
         else:
-            _annotate_ray(model, sources, writer, batch_size, entities_field, address, workers, gpus_per_worker, bar)
+            _annotate_ray(model, sources, writer, batch_size, entities_field, text_field, address, workers,
+                          gpus_per_worker, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -223,7 +238,7 @@ def iter_lines(file: BinaryIO) -> Iterator[bytes]:
         yield line
 
 
-def parse_line(line: bytes, file_format: str, entities_field: str) -> Row:
+def parse_line(line: bytes, file_format: str, entities_field: str, text_field: str = "text") -> Row:
     """One line of a text or JSONL file as a Row; a bad line becomes a Row with an error, nothing is dropped."""
     try:
         decoded = line.decode("utf8")
@@ -235,7 +250,7 @@ def parse_line(line: bytes, file_format: str, entities_field: str) -> Row:
     try:
         fields = json.loads(decoded)
         if not isinstance(fields, dict):
-            return Row({"raw": decoded}, error=f"a JSON {type(fields).__name__}, not an object with a 'text' field")
+            return Row({"raw": decoded}, error=f"a JSON {type(fields).__name__}, not an object with a {text_field!r} field")
         surrogate = _lone_surrogate(fields)
     except json.JSONDecodeError as err:
         return Row({"raw": decoded}, error=f"not JSON ({err})")
@@ -244,7 +259,7 @@ def parse_line(line: bytes, file_format: str, entities_field: str) -> Row:
     if surrogate is not None:
         # JSON's \ud800 escapes decode to text no UTF-8 output can hold: the line is kept as it was read.
         return Row({"raw": decoded}, error=surrogate)
-    return parse_fields(fields, entities_field)
+    return parse_fields(fields, entities_field, text_field)
 
 
 def _lone_surrogate(value: Any, where: str = "") -> Optional[str]:
@@ -266,30 +281,63 @@ def _lone_surrogate(value: Any, where: str = "") -> Optional[str]:
     return None
 
 
-def parse_fields(fields: Dict[str, Any], entities_field: str) -> Row:
-    """A JSON object or Parquet row as a Row: its `text` must be a string, and entities_field must be free."""
-    if "text" not in fields:
-        return Row(fields, error="no 'text' field")
-    if not isinstance(fields["text"], str):
-        return Row(fields, error=f"'text' is a {type(fields['text']).__name__}, not a string")
+def parse_fields(fields: Dict[str, Any], entities_field: str, text_field: str = "text") -> Row:
+    """A JSON object, Parquet or CSV row as a Row: its text_field must be a string, and entities_field
+    must be free."""
+    if text_field not in fields:
+        return Row(fields, error=f"no {text_field!r} field" + (" (--text-column names another)" if text_field == "text" else ""))
+    if not isinstance(fields[text_field], str):
+        return Row(fields, error=f"{text_field!r} is a {type(fields[text_field]).__name__}, not a string")
     if entities_field in fields or "error" in fields:
         taken = entities_field if entities_field in fields else "error"
         return Row(fields, error=f"the row already has a field {taken!r}: pass another --entities-field, or rename it")
-    return Row(fields, text=fields["text"])
+    return Row(fields, text=fields[text_field])
 
 
-def read_rows(source: Source, entities_field: str) -> Iterator[Row]:
-    """The rows of one input file, streamed (Parquet by record batches)."""
+def read_rows(source: Source, entities_field: str, text_field: str = "text") -> Iterator[Row]:
+    """The rows of one input file, streamed (Parquet by record batches, CSV row by row)."""
     if source.format == "parquet":
         import pyarrow.parquet
 
         for batch in pyarrow.parquet.ParquetFile(source.path).iter_batches():
             for fields in batch.to_pylist():
-                yield parse_fields(fields, entities_field)
+                yield parse_fields(fields, entities_field, text_field)
+    elif source.format in ("csv", "tsv"):
+        yield from _read_csv(source, entities_field, text_field)
     else:
         with source.path.open("rb") as file:
             for line in iter_lines(file):
-                yield parse_line(line, source.format, entities_field)
+                yield parse_line(line, source.format, entities_field, text_field)
+
+
+def _read_csv(source: Source, entities_field: str, text_field: str) -> Iterator[Row]:
+    """The data rows of a CSV (or tab-separated) file with a header, as the csv module reads them
+    (quoted fields may hold line breaks); a row with bytes that are not UTF-8 is a bad row."""
+    csv.field_size_limit(sys.maxsize)  # a long text is a long field, not an error
+    with source.path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as file:
+        reader = csv.DictReader(file, delimiter="\t" if source.format == "tsv" else ",")
+        for fields in reader:
+            if None in fields:  # more values than the header names
+                extra = fields.pop(None)
+                fields = {**fields, "extra values": extra}
+                yield Row(_readable(fields), error=f"{len(extra)} more values than the header's {len(reader.fieldnames)} columns")
+                continue
+            if _lone_surrogate(fields) is not None:
+                yield Row(_readable(fields), error="not UTF-8 (the bytes are kept as \\x escapes)")
+                continue
+            yield parse_fields(fields, entities_field, text_field)
+
+
+def _readable(fields: Dict[str, Any]) -> Dict[str, Any]:
+    """CSV fields read with surrogateescape, their undecodable bytes written as \\x escapes."""
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.encode("utf8", "surrogateescape").decode("utf8", "backslashreplace")
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    return {fix(key): fix(value) for key, value in fields.items()}
 
 
 def doc_record(doc: Doc, row: Row, entities_field: str, spans_key: Optional[str]) -> Dict[str, Any]:
@@ -511,7 +559,7 @@ def _check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
         # New input files are fine (each file has its own shards); a change of these is not.
         keys = ["model", "shard_size", "output_format", "entities_field"]
         # Folders written before these were recorded lack them.
-        keys += [key for key in ("model_fingerprint", "input_format") if previous.get(key) is not None]
+        keys += [key for key in ("model_fingerprint", "input_format", "text_field") if previous.get(key) is not None]
         changed = [key for key in keys if previous.get(key) != settings[key]]
         if changed:
             details = "; ".join(f"{key}: {previous.get(key)!r} then, {settings[key]!r} now" for key in changed)
@@ -558,7 +606,7 @@ def _require_pyarrow(sources: List[Source], output_format: str) -> None:
 
 
 def _where(source: Source, row_index: int) -> str:
-    unit = "row" if source.format == "parquet" else "line"
+    unit = "line" if source.format in ("txt", "jsonl") else "row"
     return f"{source.path}, {unit} {row_index + 1}"
 
 
@@ -577,7 +625,7 @@ def _pipe(nlp: Language, items: Iterable[Tuple[Row, Any]], **pipe_kwargs: Any) -
         yield row, context, (doc if row.error is None else None)
 
 
-def _annotate_local(model, sources, writer, batch_size, n_process, entities_field, gpu_id, bar) -> None:
+def _annotate_local(model, sources, writer, batch_size, n_process, entities_field, text_field, gpu_id, bar) -> None:
     import spacy
     from spacy.cli._util import setup_gpu
 
@@ -595,7 +643,7 @@ def _annotate_local(model, sources, writer, batch_size, n_process, entities_fiel
             if writer.skip_complete(source):
                 continue
             n_rows = 0
-            for n_rows, row in enumerate(read_rows(source, entities_field), start=1):
+            for n_rows, row in enumerate(read_rows(source, entities_field, text_field), start=1):
                 index = n_rows - 1
                 if writer.is_written(source, index // writer.shard_size):
                     if index % writer.shard_size == 0:
@@ -746,6 +794,9 @@ def count_rows(sources: List[Source]) -> int:
 
             total += pyarrow.parquet.ParquetFile(source.path).metadata.num_rows
             continue
+        if source.format in ("csv", "tsv"):  # a quoted field may hold line breaks
+            total += sum(1 for _ in _read_csv(source, "entities", "text"))
+            continue
         last = b"\n"
         with source.path.open("rb") as file:
             for chunk in iter(lambda: file.read(1 << 20), b""):
@@ -763,7 +814,8 @@ class RayAnnotator:
     Pickles keep the fields' types exactly, whatever Arrow would infer for a column of mixed values.
     """
 
-    def __init__(self, model: str, file_format: str, output_format: str, entities_field: str, batch_size: int, use_gpu: bool):
+    def __init__(self, model: str, file_format: str, output_format: str, entities_field: str, batch_size: int,
+                 use_gpu: bool, text_field: str = "text"):
         import spacy
 
         if use_gpu:
@@ -773,6 +825,7 @@ class RayAnnotator:
         self.file_format = file_format
         self.output_format = output_format
         self.entities_field = entities_field
+        self.text_field = text_field
         self.batch_size = batch_size
 
     def __call__(self, batch: "pyarrow.Table") -> "pyarrow.Table":
@@ -780,9 +833,11 @@ class RayAnnotator:
 
         paths = batch.column("path").to_pylist()
         if self.file_format == "parquet":
-            rows = [parse_fields(fields, self.entities_field) for fields in batch.drop_columns(["path"]).to_pylist()]
+            rows = [parse_fields(fields, self.entities_field, self.text_field)
+                    for fields in batch.drop_columns(["path"]).to_pylist()]
         else:
-            rows = [parse_line(line, self.file_format, self.entities_field) for line in batch.column("line").to_pylist()]
+            rows = [parse_line(line, self.file_format, self.entities_field, self.text_field)
+                    for line in batch.column("line").to_pylist()]
         results = []
         for row, _, doc in _pipe(self.nlp, ((row, None) for row in rows), batch_size=self.batch_size):
             if doc is None:
@@ -804,7 +859,8 @@ def _split_lines(row: Dict[str, Any]) -> List[Dict[str, Any]]:
 _IO_TASK = {"num_cpus": 0}
 
 
-def _annotate_ray(model, sources, writer, batch_size, entities_field, address, workers, gpus_per_worker, bar) -> None:
+def _annotate_ray(model, sources, writer, batch_size, entities_field, text_field, address, workers, gpus_per_worker,
+                  bar) -> None:
     try:
         import ray
         import ray.data
@@ -840,6 +896,7 @@ def _annotate_ray(model, sources, writer, batch_size, entities_field, address, w
         fn_constructor_kwargs={
             "model": model, "file_format": file_format, "output_format": writer.output_format,
             "entities_field": entities_field, "batch_size": batch_size, "use_gpu": gpus_per_worker > 0,
+            "text_field": text_field,
         },
         batch_size=batch_size,
         batch_format="pyarrow",

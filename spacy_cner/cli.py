@@ -359,10 +359,11 @@ def robustness_command(
 @app.command("annotate")
 def annotate_command(
     model: str = typer.Argument(..., help="Pipeline name or path."),
-    input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one doc per line), .jsonl (a 'text' field) or .parquet file, a folder of them, or a glob."),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one doc per line), .jsonl (a 'text' field), .parquet, .csv or .tsv file (a 'text' column), a folder of them, or a glob."),
     output: Path = typer.Argument(..., help="Folder for the output shards; rerun with the same settings to resume."),
     output_format: AnnotateOutput = typer.Option(AnnotateOutput("jsonl"), "--format", "-f", help="Output shards: JSONL, Parquet or DocBin."),
-    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or parquet."),
+    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
+    text_column: str = typer.Option("text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."),
     shard_size: int = typer.Option(10_000, "--shard-size", help="Rows per output shard, the unit a restart skips."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch (per Ray batch)."),
     n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
@@ -381,7 +382,7 @@ def annotate_command(
         summary = annotate(
             model, input_path, output, output_format=output_format.value, input_format=input_format,
             shard_size=shard_size, batch_size=batch_size, n_process=n_process, entities_field=entities_field,
-            gpu_id=gpu_id, engine=engine.value, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
+            text_field=text_column, gpu_id=gpu_id, engine=engine.value, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
             progress=not quiet,
         )
     except (ValueError, ImportError) as err:
@@ -407,7 +408,7 @@ def select_command(
     diversity: float = typer.Option(0.7, "--diversity", help="Leave out texts whose character 3-grams overlap a selected one's this much (Jaccard); 0 keeps near-duplicates."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random strategy and of the near-duplicate hashes."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
-    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or parquet."),
+    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Select the texts most worth annotating next (active learning on crf_ner's marginals), with the

@@ -287,10 +287,10 @@ def test_annotate_inputs_and_errors(model, tmp_path):
     assert [s.name for s in find_sources(str(tmp_path / "in" / "**" / "*.txt"))] == ["sub/x", "x"]
     with pytest.raises(ValueError, match="No input files"):
         find_sources(str(tmp_path / "nothing" / "*.txt"))
-    (tmp_path / "odd.csv").write_text("a\n", encoding="utf8")
+    (tmp_path / "odd.log").write_text("a\n", encoding="utf8")
     with pytest.raises(ValueError, match="--input-format"):
-        find_sources(str(tmp_path / "odd.csv"))
-    assert find_sources(str(tmp_path / "odd.csv"), "txt")[0].format == "txt"
+        find_sources(str(tmp_path / "odd.log"))
+    assert find_sources(str(tmp_path / "odd.log"), "txt")[0].format == "txt"
     (tmp_path / "in" / "x.jsonl").write_text('{"text": "北京"}\n', encoding="utf8")
     with pytest.raises(ValueError, match="would write the same output shards"):
         find_sources(str(tmp_path / "in"))
@@ -519,3 +519,30 @@ def test_progress_bar_has_a_total_and_reaches_it_on_resume(model, tmp_path, monk
     (tmp_path / "out" / ".annotate" / "done" / "a.json").unlink()
     annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=1, progress=True)
     assert bars == [(7, 7), (7, 7)]
+
+
+def test_csv_and_tsv_input_with_a_text_column(model, tmp_path):
+    """CSV (quoted fields with commas and line breaks) and TSV with a header: --text-column names
+    the text's column, the other columns are carried; bad rows (bytes that are not UTF-8, more values
+    than the header, no such column) are per-row errors naming file and row; a text file refuses a
+    text column."""
+    csv_file = tmp_path / "in.csv"
+    csv_file.write_bytes("id,body\n1,我在北京\n2,\"北京，上海\n很大\"\n".encode("utf8") + b"3,\xff\xfe\n4,a,b\n")
+    summary = annotate(str(model), str(csv_file), tmp_path / "out", text_field="body")
+    rows = read_jsonl(tmp_path / "out")
+    assert [row.get("id") for row in rows] == ["1", "2", "3", "4"] and rows[1]["body"] == "北京，上海\n很大"
+    assert entity_tuples(rows[0]) == expected_entities(model, ["我在北京"])[0]
+    assert rows[2]["error"] == f"{csv_file}, row 3: not UTF-8 (the bytes are kept as \\x escapes)"
+    assert rows[2]["body"] == "\\xff\\xfe"
+    assert rows[3]["error"].startswith(f"{csv_file}, row 4: 1 more values than the header's 2 columns")
+    assert (summary.docs, summary.errors) == (2, 2)
+    tsv_file = tmp_path / "in.tsv"
+    tsv_file.write_text("text\tsource\n我在北京\tweb\n", encoding="utf8")
+    annotate(str(model), str(tsv_file), tmp_path / "out_tsv")
+    (row,) = read_jsonl(tmp_path / "out_tsv")
+    assert row["source"] == "web" and entity_tuples(row) == expected_entities(model, ["我在北京"])[0]
+    annotate(str(model), str(tsv_file), tmp_path / "out_missing", text_field="body")
+    assert read_jsonl(tmp_path / "out_missing")[0]["error"].endswith("row 1: no 'body' field")
+    (tmp_path / "in.txt").write_text("我在北京\n", encoding="utf8")
+    with pytest.raises(ValueError, match="names a column, but .*in.txt is a text file"):
+        annotate(str(model), str(tmp_path / "in.txt"), tmp_path / "out_txt", text_field="body")
