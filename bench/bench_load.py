@@ -1,0 +1,87 @@
+"""Load time and size of a pipeline: `spacy.load` + its first doc, in fresh processes, and its files.
+
+Usage: python bench/bench_load.py MODEL [--repeats 5] [--write BENCHMARKS.md]
+
+MODEL is loaded as it was saved and after saving it again with this checkout (the pipeline's
+files as this version writes them); each is timed in --repeats fresh processes on one thread,
+spacy and spacy_cner imported first (their import is the interpreter's, not the pipeline's),
+then `spacy.load(MODEL)` and `nlp("张三在北京市工作。")`. The median of each is reported, with
+the pipeline's size on disk and its largest files.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import machine_line
+
+CHILD = """
+import json, sys, time
+import spacy, spacy_cner
+start = time.perf_counter()
+nlp = spacy.load(sys.argv[1])
+loaded = time.perf_counter()
+nlp("张三在北京市工作。")
+done = time.perf_counter()
+print(json.dumps({"load": loaded - start, "first_doc": done - loaded}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--write", type=Path, default=None)
+    args = parser.parse_args()
+    import spacy
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        resaved = Path(tmp) / "resaved"
+        spacy.load(args.model).to_disk(resaved)
+        for name, path in (("as saved", args.model), ("saved again by this checkout", resaved)):
+            times = [_time(path) for _ in range(args.repeats)]
+            files = sorted(((p.stat().st_size, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file()),
+                           reverse=True)
+            rows.append({
+                "name": name,
+                "load": statistics.median(t["load"] for t in times),
+                "first_doc": statistics.median(t["first_doc"] for t in times),
+                "total": statistics.median(t["load"] + t["first_doc"] for t in times),
+                "mb": sum(size for size, _ in files) / 1e6,
+                "largest": ", ".join(f"{rel} {size / 1e6:.1f} MB" for size, rel in files[:2]),
+            })
+    lines = [
+        f"### Load time and size ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/bench_load.py {' '.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}  ",
+        f"Median of {args.repeats} fresh processes, one thread; spacy and spacy_cner imported before the clock starts.",
+        "",
+        "| pipeline files | spacy.load | first doc | load + first doc | on disk | largest files |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    lines += [f"| {r['name']} | {r['load']:.2f} s | {r['first_doc']:.2f} s | {r['total']:.2f} s | {r['mb']:.1f} MB "
+              f"| {r['largest']} |" for r in rows]
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.write:
+        with args.write.open("a", encoding="utf8") as file:
+            file.write("\n" + table)
+
+
+def _time(path: Path) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        sys.exit(result.stderr[-3000:])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    main()
