@@ -8,6 +8,18 @@ from spacy.attrs import ENT_IOB, IS_SPACE, ORTH, SENT_START, SPACY
 from spacy.tokens import Doc
 from spacy.training import Example
 
+# The one tag-scheme vocabulary: every scheme a corpus file may be tagged in, with the prefixes it
+# allows besides "O" (the opening prefix first, the continuation second) and its name in messages.
+SCHEME_PREFIXES: Dict[str, Tuple[str, ...]] = {
+    "bio": ("B", "I"),
+    "iob": ("B", "I"),
+    "bmes": ("B", "M", "E", "S"),
+    "bioes": ("B", "I", "E", "S"),
+}
+SCHEME_NAMES = {"bio": "BIO (IOB2)", "iob": "IOB (IOB1)", "bmes": "BMES", "bioes": "BIOES"}
+# What `convert` reads ("auto" detects it), what `export` writes, and what crf_ner tags in.
+INPUT_SCHEMES = ("auto", "bio", "iob", "bmes", "bioes")
+EXPORT_SCHEMES = ("bioes", "bio", "bmes")
 SCHEMES = ("BIOES", "BIO")
 OUT = "O"
 # Prefixes that continue an entity opened by an earlier token.
@@ -17,7 +29,7 @@ _FROM_BILUO = {
     "BIOES": {"B": "B", "I": "I", "L": "E", "U": "S"},
     "BIO": {"B": "B", "I": "I", "L": "I", "U": "B"},
 }
-_PREFIXES = {"BIOES": ("B", "I", "E", "S"), "BIO": ("B", "I")}
+_PREFIXES = {scheme: SCHEME_PREFIXES[scheme.lower()] for scheme in SCHEMES}
 
 # (start, end exclusive, label): token offsets (here, crf_ner, convert) or character offsets
 # (robustness), as spaCy's Span(doc, start, end, label) and Doc.char_span take them.

@@ -3,30 +3,15 @@
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 
-from ..tags import Entity
+from ..tags import SCHEME_NAMES, SCHEME_PREFIXES, Entity, split_tag
 from .problems import Problems, Repair, read_lines
 
 
 # One token per line: `char tag`, and Weibo's `科0 tag` (a word position after the character).
 TAG_FORMATS = ("chars", "chars-seg")
-
-
-INPUT_SCHEMES = ("auto", "bio", "iob", "bmes", "bioes")
-
-
-# Prefixes each scheme allows besides "O"; the second item is the continuation prefix.
-SCHEME_PREFIXES: Dict[str, Tuple[str, ...]] = {
-    "bio": ("B", "I"),
-    "iob": ("B", "I"),
-    "bmes": ("B", "M", "E", "S"),
-    "bioes": ("B", "I", "E", "S"),
-}
-
-
-SCHEME_NAMES = {"bio": "BIO (IOB2)", "iob": "IOB (IOB1)", "bmes": "BMES", "bioes": "BIOES"}
 
 
 _COLUMN_SEP = re.compile(r"[ \t]+")
@@ -350,9 +335,12 @@ def _split_tag(
     if tag == "O":
         return "O", ""
     allowed = SCHEME_PREFIXES[scheme]
-    prefix, sep, label = tag.partition("-")
-    if sep and label and prefix in allowed:
-        return prefix, label
+    prefix, sep, _ = tag.partition("-")
+    if sep and prefix in allowed:
+        try:
+            return split_tag(tag)
+        except ValueError:
+            pass
     expected = ", ".join(f"{p}-TYPE" for p in allowed) + " or O"
     if sep and prefix in allowed:
         reason = f"tag {tag!r} has an empty entity type"

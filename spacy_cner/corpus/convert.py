@@ -8,10 +8,9 @@ from typing import Iterator, List, Optional, Union
 from spacy.tokens import Doc, Span
 from spacy.vocab import Vocab
 
-from ..tags import Entity
+from ..tags import INPUT_SCHEMES, Entity
 from .chars import (
     DOCSTART,
-    INPUT_SCHEMES,
     SEG_DIGITS,
     TAG_FORMATS,
     decode_checked,

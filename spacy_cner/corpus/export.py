@@ -11,10 +11,9 @@ from typing import Iterable, List, Tuple, Union
 
 from spacy.tokens import Doc
 
-from ..tags import spans_to_tags
+from ..tags import EXPORT_SCHEMES, spans_to_tags
 
 EXPORT_FORMATS = ("chars", "cluener", "doccano")
-EXPORT_SCHEMES = ("bioes", "bio", "bmes")
 
 
 @dataclass
