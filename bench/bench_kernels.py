@@ -1,12 +1,12 @@
 """Milliseconds of two training-step kernels: the BiLSTM's dropout and the CRF's forward-backward.
 
-Usage: python bench/bench_kernels.py [--repeats 20]
+Usage: python bench/bench_kernels.py [--repeats 20] [--result NAME]
 
 Times, in this process on one thread: torch.nn.Dropout(0.5) and spacy_cner's Dropout(0.5) on a
-(30, 50, 256) float32 tensor in training mode; _scaled_forward_backward on a float64 batch of 80
+(30, 50, 256) float32 tensor in training mode; scaled_forward_backward on a float64 batch of 80
 docs of 20-150 steps and 33 tags (Resume's BIOES tag set). To compare with an older checkout, run
-it with that checkout first on the path: `PYTHONPATH=/tmp/old python bench/bench_kernels.py`
-(this file only imports what both have).
+it with that checkout first on the path: `PYTHONPATH=/tmp/old python bench/bench_kernels.py --result kernels_old`
+(this file only imports what both have; the result's commit is this checkout's, the table names the other).
 """
 import os
 
@@ -14,9 +14,14 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_name] = "1"
 
 import argparse  # noqa: E402
+import datetime  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
+
+from _common import add_result_argument, machine_line, save_result  # noqa: E402
 
 
 def best_ms(function, repeats: int) -> float:
@@ -33,26 +38,44 @@ def best_ms(function, repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    add_result_argument(parser, "kernels")
     args = parser.parse_args()
     import spacy_cner.layers._torch as torch_helpers
-    from spacy_cner.layers.crf import _scaled_forward_backward
+    from spacy_cner.layers.forward_backward import scaled_forward_backward
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     x = torch.randn(30, 50, 256)
-    print(f"spacy_cner from {os.path.dirname(torch_helpers.__file__)}")
-    print(f"torch.nn.Dropout(0.5), (30, 50, 256): {best_ms(lambda: torch.nn.Dropout(0.5).train()(x), args.repeats):.2f} ms")
+    source = os.path.dirname(torch_helpers.__file__)
+    print(f"spacy_cner from {source}")
+    ms = {"torch.nn.Dropout(0.5), (30, 50, 256)": best_ms(lambda: torch.nn.Dropout(0.5).train()(x), args.repeats)}
     if hasattr(torch_helpers, "Dropout"):
         ours = torch_helpers.Dropout(0.5).train()
-        print(f"spacy_cner Dropout(0.5), (30, 50, 256): {best_ms(lambda: ours(x), args.repeats):.2f} ms")
+        ms["spacy_cner Dropout(0.5), (30, 50, 256)"] = best_ms(lambda: ours(x), args.repeats)
     n_docs, n_steps, n_tags = 80, 150, 33
     emit = torch.randn(n_docs, n_steps, n_tags, dtype=torch.float64) * 3
     lengths = torch.randint(20, n_steps + 1, (n_docs,))
     lengths[0] = n_steps
     mask = torch.arange(n_steps)[None] < lengths[:, None]
     scores = [torch.randn(*shape, dtype=torch.float64) for shape in ((n_tags, n_tags), (n_tags,), (n_tags,))]
-    ms = best_ms(lambda: _scaled_forward_backward(emit, mask, *scores), args.repeats)
-    print(f"CRF _scaled_forward_backward, {n_docs} docs x {n_steps} steps x {n_tags} tags: {ms:.2f} ms")
+    name = f"CRF scaled_forward_backward, {n_docs} docs x {n_steps} steps x {n_tags} tags"
+    ms[name] = best_ms(lambda: scaled_forward_backward(emit, mask, *scores), args.repeats)
+    for kernel, value in ms.items():
+        print(f"{kernel}: {value:.2f} ms")
+    lines = [
+        f"### Training-step kernels ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/bench_kernels.py {shlex.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}  ",
+        f"One thread, best of {args.repeats} after a warm-up call; spacy_cner from {source}.",
+        "",
+        "| kernel | ms |",
+        "| --- | ---: |",
+        *(f"| {kernel} | {value:.2f} |" for kernel, value in ms.items()),
+    ]
+    table = "\n".join(lines) + "\n"
+    print(table)
+    save_result(args.result, {"ms": ms, "spacy_cner_from": source}, table)
 
 
 if __name__ == "__main__":

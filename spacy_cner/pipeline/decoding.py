@@ -12,7 +12,9 @@ from spacy.tokens import Doc, Span, SpanGroup
 from thinc.api import Model, Ops
 from thinc.types import Floats2d, Ints1d
 
-from ..layers.crf import crf_decode, entity_probabilities, token_marginals
+from ..batching import batches_by_budget
+from ..layers.crf import crf_decode
+from ..layers.crf_posteriors import entity_probabilities, token_marginals
 from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
 from ..tags import TagSet, most_probable_spans, preset_constraints, tags_to_spans
 from .alignment import align_scores, align_spans
@@ -174,17 +176,8 @@ def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], 
 def token_chunks(units: List[Tuple[int, Window]]) -> List[List[Tuple[int, Window]]]:
     """Consecutive units (doc index, window) in chunks of at most EMISSION_BATCH_TOKENS tokens
     (or one unit)."""
-    chunks: List[List[Tuple[int, Window]]] = []
-    n_tokens = 0
-    for unit in units:
-        length = unit[1].end - unit[1].start
-        if chunks and n_tokens + length <= EMISSION_BATCH_TOKENS:
-            chunks[-1].append(unit)
-            n_tokens += length
-        else:
-            chunks.append([unit])
-            n_tokens = length
-    return chunks
+    lengths = [window.end - window.start for _, window in units]
+    return [[units[i] for i in batch] for batch in batches_by_budget(lengths, EMISSION_BATCH_TOKENS)]
 
 
 def doc_entities(

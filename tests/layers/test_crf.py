@@ -11,17 +11,12 @@ from hypothesis.extra import numpy as hnp
 
 import reference
 from reference import logsumexp, valid_paths
-from spacy_cner.layers import crf as crf_module
+from spacy_cner.batching import batches_by_budget
+from spacy_cner.layers import crf_posteriors
+from spacy_cner.layers import forward_backward as fb_module
 from spacy_cner.layers._torch import torch_module
-from spacy_cner.layers.crf import (
-    CRF,
-    FORBIDDEN,
-    ConstrainedCRF,
-    crf_decode,
-    entity_probabilities,
-    length_groups,
-    span_log_probs,
-)
+from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode
+from spacy_cner.layers.crf_posteriors import entity_probabilities, span_log_probs
 from spacy_cner.tags import allowed_transitions, get_tag_names, is_valid_sequence, spans_to_tags, tags_to_spans
 
 TAG_SETS = {
@@ -337,13 +332,13 @@ def test_transition_gradients_vs_autograd_of_brute_force():
 
 
 def test_pair_expectations_sum_term_by_term_where_a_side_overflows():
-    from spacy_cner.layers.crf import _pair_expectations
+    from spacy_cner.layers.forward_backward import pair_expectations
 
     rng = numpy.random.default_rng(18)
     before, after = (torch.from_numpy(rng.normal(size=(50, 4))) for _ in range(2))
     transitions, weight = torch.from_numpy(rng.normal(size=(4, 4))), torch.from_numpy(rng.normal(size=50))
     direct = (torch.exp(before[:, :, None] + transitions + after[:, None, :]) * weight[:, None, None]).sum(dim=0)
-    numpy.testing.assert_allclose(_pair_expectations(before, after, transitions, weight).numpy(), direct.numpy(), rtol=1e-10)
+    numpy.testing.assert_allclose(pair_expectations(before, after, transitions, weight).numpy(), direct.numpy(), rtol=1e-10)
     # Row 0: the likely tag before cannot go to the likely tags after, and the others are
     # 3,000 nats less likely: one product of exponentials overflows (inf * 0).
     before[0], after[0] = torch.tensor([0.0, -3000, -3000, -3000]), torch.tensor([-3000, 1500.0, 1500.0, 1500.0])
@@ -351,7 +346,7 @@ def test_pair_expectations_sum_term_by_term_where_a_side_overflows():
     offset = (before[0].max() - after[0].max()) / 2
     assert not torch.isfinite(torch.exp(before[0] - offset)).all()
     direct = (torch.exp(before[:, :, None] + transitions + after[:, None, :]) * weight[:, None, None]).sum(dim=0)
-    result = _pair_expectations(before, after, transitions, weight)
+    result = pair_expectations(before, after, transitions, weight)
     assert torch.isfinite(result).all()
     numpy.testing.assert_allclose(result.numpy(), direct.numpy(), rtol=1e-10)
 
@@ -450,14 +445,6 @@ def test_viterbi_equals_pytorch_crf_in_length_groups():
     with torch.no_grad(), torch.nn.utils.parametrize.cached():
         expected = iter(crf._viterbi_decode(padded.transpose(0, 1), mask.transpose(0, 1)))
     assert [path.tolist() for path in decoded] == [next(expected) if n else [] for n in lengths]
-
-
-@given(lengths=st.lists(st.integers(0, 50), max_size=30), max_tokens=st.integers(1, 200))
-def test_length_groups_bound_the_padding(lengths, max_tokens):
-    groups = length_groups(lengths, max_tokens)
-    assert sorted(i for group in groups for i in group) == [i for i, n in enumerate(lengths) if n]
-    for group in groups:
-        assert len(group) == 1 or max(lengths[i] for i in group) * len(group) <= max_tokens
 
 
 def is_entity(path, tag_names, scheme, start, end, label):
@@ -565,15 +552,13 @@ def test_entity_probabilities_find_every_span_above_the_threshold(tag_set, with_
 
 def test_entity_probabilities_in_length_groups_equal_one_doc_at_a_time(monkeypatch):
     """Docs of many lengths split into several forward-backward groups keep their own probabilities."""
-    import spacy_cner.layers.crf as crf_module
-
     tag_names = get_tag_names(["X", "Y"], "BIOES")
     model = make_crf(tag_names, seed=21)
     rng = numpy.random.default_rng(21)
     emissions = [em / 3 for em in random_emissions(rng, len(tag_names), lengths=[9, 1, 40, 0, 3, 17, 2, 40, 5])]
     alone = [entity_probabilities(model, [em], [[]], "BIOES", 0.05)[0] for em in emissions]
-    monkeypatch.setattr(crf_module, "LATTICE_BATCH_TOKENS", 40)
-    groups = length_groups([len(em) for em in emissions], crf_module.LATTICE_BATCH_TOKENS)
+    monkeypatch.setattr(crf_posteriors, "LATTICE_BATCH_TOKENS", 40)
+    groups = batches_by_budget([len(em) for em in emissions], 40, by_length=True, padded=True, skip_empty=True)
     assert len(groups) >= 4
     together = entity_probabilities(model, emissions, [[] for _ in emissions], "BIOES", 0.05)
     assert [set(found) for found in together] == [set(found) for found in alone]
@@ -607,19 +592,19 @@ def _scores(model):
         return tuple(t.double() for t in (crf.transitions, crf.start_transitions, crf.end_transitions))
 
 
-@pytest.mark.parametrize("product_size", [crf_module.ONE_THREAD_PRODUCT, 162, 1])
+@pytest.mark.parametrize("product_size", [fb_module.ONE_THREAD_PRODUCT, 162, 1])
 def test_scaled_forward_backward_equals_log_space(product_size, monkeypatch):
     """Also when the docs go through in chunks (9 tags: 2 docs at a time at 162 multiply-adds, 1 at 1)."""
-    from spacy_cner.layers.crf import _log_forward_backward, _scaled_forward_backward
+    from spacy_cner.layers.forward_backward import log_forward_backward, scaled_forward_backward
 
-    monkeypatch.setattr(crf_module, "ONE_THREAD_PRODUCT", product_size)
+    monkeypatch.setattr(fb_module, "ONE_THREAD_PRODUCT", product_size)
     tag_names = get_tag_names(["X", "Y"], "BIOES")
     model = make_crf(tag_names, seed=15)
     rng = numpy.random.default_rng(15)
     emit, mask = _batch(random_emissions(rng, len(tag_names), lengths=[1, 7, 30, 4]), len(tag_names))
     emit[1, 3, 0] = FORBIDDEN  # a masked tag, as preset constraints give
-    scaled = _scaled_forward_backward(emit, mask, *_scores(model))
-    logged = _log_forward_backward(emit, mask, *_scores(model))
+    scaled = scaled_forward_backward(emit, mask, *_scores(model))
+    logged = log_forward_backward(emit, mask, *_scores(model))
     numpy.testing.assert_allclose(scaled[2].numpy(), logged[2].numpy(), rtol=1e-10)
     for ours, theirs in zip(scaled[:2], logged[:2]):
         # Padding included: alpha repeats a doc's last step there, beta is the end transition.
@@ -629,7 +614,7 @@ def test_scaled_forward_backward_equals_log_space(product_size, monkeypatch):
 
 
 def test_forward_backward_falls_back_to_log_space_when_the_scaled_sums_underflow():
-    from spacy_cner.layers.crf import _forward_backward, _log_forward_backward, _scaled_forward_backward
+    from spacy_cner.layers.forward_backward import forward_backward, log_forward_backward, scaled_forward_backward
 
     tag_names = get_tag_names(["X"], "BIOES")  # O B-X I-X E-X S-X
     model = make_crf(tag_names, seed=16)
@@ -641,9 +626,9 @@ def test_forward_backward_falls_back_to_log_space_when_the_scaled_sums_underflow
     second = numpy.zeros(len(tag_names))
     second[[index["I-X"], index["E-X"]]] = -800.0
     emit, mask = _batch([[first, second]], len(tag_names))
-    assert _scaled_forward_backward(emit, mask, *_scores(model)) is None
-    result = _forward_backward(emit, mask, *_scores(model))
-    expected = _log_forward_backward(emit, mask, *_scores(model))
+    assert scaled_forward_backward(emit, mask, *_scores(model)) is None
+    result = forward_backward(emit, mask, *_scores(model))
+    expected = log_forward_backward(emit, mask, *_scores(model))
     assert torch.isfinite(result[2]).all()
     numpy.testing.assert_allclose(result[2].numpy(), expected[2].numpy())
     (log_probs,) = span_log_probs(model, [numpy.stack([first, second]).astype("f")], [[(0, 2, "X")]], "BIOES")
@@ -664,8 +649,8 @@ def test_log_likelihood_falls_back_to_log_space_when_the_scaled_sums_underflow(m
     gold = numpy.zeros((2, len(tag_names)), dtype="float32")
     gold[0, index["B-X"]] = gold[1, index["E-X"]] = 1.0
     calls = []
-    original = crf_module._log_forward_backward
-    monkeypatch.setattr(crf_module, "_log_forward_backward", lambda *a: calls.append(1) or original(*a))
+    original = fb_module.log_forward_backward
+    monkeypatch.setattr(fb_module, "log_forward_backward", lambda *a: calls.append(1) or original(*a))
     (log_likelihood,), backprop = model.begin_update(([emissions], [gold]))
     assert calls, "the log-space fallback did not run"
     expected = path_score(model, emissions, (index["B-X"], index["E-X"])) - brute_log_z(model, tag_names, emissions)
@@ -686,7 +671,7 @@ def test_candidates_stay_linear_on_a_long_doc_of_uncertain_tags(scheme):
     threshold = 0.05
     for length in (60, 3000):
         emissions = [numpy.zeros((length, len(tag_names)), dtype="float32")]
-        ((_, lattice),) = list(crf_module._lattices(model, emissions, [length], None, scheme, temperature=20.0))
+        ((_, lattice),) = list(crf_posteriors._lattices(model, emissions, [length], None, scheme, temperature=20.0))
         marginals = numpy.exp(lattice.alpha + lattice.beta - lattice.log_z[:, None, None])[0]
         assert (marginals[:-1, tag_names.index("B-X")] >= threshold).all()
         assert (marginals[1:-1, tag_names.index("I-X")] >= threshold).all()

@@ -925,7 +925,7 @@ def scored(doc, key="crf_ner"):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_spans_hold_the_entities_with_their_exact_probabilities(scheme):
-    from spacy_cner.layers.crf import span_log_probs
+    from spacy_cner.layers.crf_posteriors import span_log_probs
 
     nlp = load_trained(scheme)
     ner = nlp.get_pipe("crf_ner")

@@ -9,6 +9,7 @@ from spacy_transformers.layers.hf_wrapper import HFWrapper
 from thinc.api import Model
 from thinc.types import Floats2d, Ints1d
 
+from ...batching import batches_by_budget
 from ...robustness.attention_window import check_window
 from ...robustness.entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
 from ...long_docs import Window
@@ -211,11 +212,8 @@ def _chunks(windows: List[Tuple[int, Window]], size: Optional[int]) -> List[List
     """Window indices per transformer call: all at once in training (size None: one backward
     pass), else `size` windows of similar length at a time, so that a long doc needs only a
     chunk's hidden states at a time."""
-    if size is None:
-        return [list(range(len(windows)))] if windows else []
-    by_length = sorted(range(len(windows)), key=lambda i: windows[i][1].end - windows[i][1].start)
-    size = max(1, size)
-    return [by_length[i : i + size] for i in range(0, len(by_length), size)]
+    lengths = [window.end - window.start for _, window in windows]
+    return batches_by_budget(lengths, max_items=None if size is None else max(1, size), by_length=size is not None)
 
 
 def _encode(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[Floats2d, Callable]:

@@ -1,0 +1,253 @@
+"""What the CRF knows beyond its best path: token marginals and the exact probability of each
+entity span, by forward-backward over the same constrained scores that Viterbi decodes."""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy
+import torch
+from thinc.api import Model
+from thinc.types import Floats1d, Floats2d
+from torch.nn.utils import parametrize
+
+from ..batching import batches_by_budget
+from ..tags import TagSet
+from ._torch import pad_batch, torch_module
+from .crf import FORBIDDEN, AllowedTags, CRFInput
+from .forward_backward import forward_backward
+
+# Padded positions (batch x longest) per forward-backward call, as crf.DECODE_BATCH_TOKENS per
+# Viterbi call, but smaller: a step costs more per padded position (two passes, float64): on Resume's test set (33 tags, docs of 1-167
+# characters in batches of 256) 0.05 s instead of 0.12 s with groups of 65,536; the same
+# (within the noise) on Youku, E-commerce, Taobao and People's Daily (9-17 tags).
+LATTICE_BATCH_TOKENS = 8192
+
+
+def span_log_probs(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    spans: List[Sequence[Tuple[int, int, str]]],
+    scheme: str,
+    allowed: Optional[List[AllowedTags]] = None,
+) -> List[numpy.ndarray]:
+    """log P(span is an entity of its label | doc) under the CRF, exactly, per doc and span.
+
+    Forward-backward in log space (float64), batched over docs of similar length on the
+    CRF's device, over the same constrained scores that Viterbi decodes (allowed masks
+    included). A span (start, end exclusive, label) is an entity when its tags are
+    B-L I-L ... E-L (S-L for one token) in BIOES; in BIO, B-L I-L ... I-L with the next
+    token not I-L.
+
+    model (Model): A CRF layer.
+    emissions (List[Floats2d]): Emission scores (length, n_tags) per doc.
+    spans (List[Sequence[Tuple[int, int, str]]]): The spans to score, per doc.
+    scheme (str): "BIOES" or "BIO", the scheme of the CRF's tag names.
+    allowed (Optional[List[Floats2d]]): Optional per-token tag masks.
+    RETURNS (List[numpy.ndarray]): Per doc, one log probability per span.
+    """
+    out = [numpy.zeros((0,), dtype="float64") for _ in emissions]
+    lengths = [len(scores) if len(doc_spans) else 0 for scores, doc_spans in zip(emissions, spans)]
+    for group, lattice in _lattices(model, emissions, lengths, allowed, scheme):
+        keys = [(b, span) for b, i in enumerate(group) for span in spans[i]]
+        log_probs = lattice.span_log_probs(keys)
+        bounds = numpy.cumsum([0] + [len(spans[i]) for i in group])
+        for b, i in enumerate(group):
+            out[i] = log_probs[bounds[b] : bounds[b + 1]]
+    return out
+
+
+def entity_probabilities(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    spans: List[Sequence[Tuple[int, int, str]]],
+    scheme: str,
+    threshold: float,
+    allowed: Optional[List[AllowedTags]] = None,
+    temperature: float = 1.0,
+) -> List[Dict[Tuple[int, int, str], float]]:
+    """The exact probability of each given span, and of every other span whose probability
+    is at least threshold (overlapping allowed), per doc.
+
+    Candidates come from the token marginals: an entity's probability is at most that of
+    each of its tags, so only spans whose first, inside and last tags all reach the
+    threshold are scored exactly (see span_log_probs).
+
+    model, emissions, scheme, allowed: as span_log_probs.
+    spans (List[Sequence[Tuple[int, int, str]]]): Spans to score whatever their
+        probability (e.g. the Viterbi path's entities), per doc.
+    threshold (float): The least probability of the other spans returned; above 1: none.
+    temperature (float): Every score (emissions, transitions) is divided by it before the
+        probabilities are computed (temperature scaling, Guo et al. 2017): above 1 flattens
+        them, below 1 sharpens them; the best path is the same at any temperature.
+    RETURNS (List[Dict[Tuple[int, int, str], float]]): Per doc, (start, end, label) -> probability.
+    """
+    out: List[Dict[Tuple[int, int, str], float]] = [{} for _ in emissions]
+    lengths = [len(scores) for scores in emissions]
+    for group, lattice in _lattices(model, emissions, lengths, allowed, scheme, temperature):
+        given = [(b, span) for b, i in enumerate(group) for span in spans[i]]
+        candidates = lattice.candidates(threshold) if threshold <= 1.0 else []
+        keys = list(dict.fromkeys(given + candidates))
+        given = set(given)
+        probabilities = numpy.minimum(1.0, numpy.exp(lattice.span_log_probs(keys)))
+        for (b, span), probability in zip(keys, probabilities.tolist()):
+            if probability >= threshold or (b, span) in given:
+                out[group[b]][span] = probability
+    return out
+
+
+def token_marginals(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    scheme: str,
+    allowed: Optional[List[AllowedTags]] = None,
+    temperature: float = 1.0,
+) -> List[numpy.ndarray]:
+    """Per doc, P(token t has tag j | the doc) under the CRF, float64 (n_tokens, n_tags): one
+    forward-backward pass, as entity_probabilities (same constraints and temperature).
+
+    model, emissions, scheme, allowed, temperature: as entity_probabilities.
+    RETURNS (List[numpy.ndarray]): Each doc's marginals; a row sums to 1.
+    """
+    n_tags = len(torch_module(model).tag_names)
+    out = [numpy.zeros((len(scores), n_tags), dtype="float64") for scores in emissions]
+    lengths = [len(scores) for scores in emissions]
+    for group, lattice in _lattices(model, emissions, lengths, allowed, scheme, temperature):
+        marginals = numpy.exp(lattice.alpha + lattice.beta - lattice.log_z[:, None, None])
+        for b, i in enumerate(group):
+            out[i] = marginals[b, : lengths[i]]
+    return out
+
+
+class _Lattice:
+    """The forward-backward scores (numpy, float64) of a group of docs padded to one length,
+    for span probabilities. A span is keyed (doc's row in the group, (start, end, label))."""
+
+    def __init__(self, emit, transitions, alpha, beta, log_z, lengths, tag_set: TagSet) -> None:
+        # shapes: emit, alpha, beta (batch, steps, n_tags); log_z, lengths (batch,)
+        self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
+        self.log_z, self.lengths, self.tag_set = log_z, numpy.asarray(lengths), tag_set
+
+    def span_log_probs(self, keys: Sequence[Tuple[int, Tuple[int, int, str]]]) -> numpy.ndarray:
+        """log P(span is an entity) for each (doc row, span): the paths through its tags, over all paths.
+
+        Vectorised over the spans of the group: a span's tags are fixed (B I .. I E, S, or
+        B I .. I), so its score is alpha at the first tag, the transitions and inside
+        emissions (prefix sums per label), and beta at the last tag; in BIO, beta is
+        replaced by a sum over the next token's tags other than I-label.
+        """
+        if not len(keys):
+            return numpy.zeros((0,), dtype="float64")
+        tag_set, scheme = self.tag_set, self.tag_set.scheme
+        label_ids = {label: k for k, label in enumerate(tag_set.labels)}
+        rows = numpy.asarray([b for b, _ in keys])
+        starts = numpy.asarray([span[0] for _, span in keys])
+        lasts = numpy.asarray([span[1] - 1 for _, span in keys])
+        ks = numpy.asarray([label_ids[span[2]] for _, span in keys])
+        lengths = self.lengths[rows]
+        inner_tokens = lasts - starts
+        T, emit, alpha, beta = self.transitions, self.emit, self.alpha, self.beta
+        B, I = tag_set.columns["B"][ks], tag_set.columns["I"][ks]
+        # Prefix sums of the I-tag emissions; forbidden entries counted apart (their FORBIDDEN
+        # scores would swamp the float64 sums).
+        inside = emit[:, :, tag_set.columns["I"]]
+        forbidden = inside <= FORBIDDEN / 2
+        zeros = numpy.zeros((inside.shape[0], 1, inside.shape[2]))
+        sums = numpy.concatenate([zeros, numpy.cumsum(numpy.where(forbidden, 0.0, inside), axis=1)], axis=1)
+        counts = numpy.concatenate([zeros, numpy.cumsum(forbidden, axis=1)], axis=1)
+
+        def inside_sum(first: numpy.ndarray, stop: numpy.ndarray) -> numpy.ndarray:
+            total = sums[rows, stop, ks] - sums[rows, first, ks]
+            return numpy.where(counts[rows, stop, ks] > counts[rows, first, ks], -numpy.inf, total)
+
+        with numpy.errstate(invalid="ignore", over="ignore"):
+            if scheme == "BIOES":
+                S, E = tag_set.columns["S"][ks], tag_set.columns["E"][ks]
+                single = alpha[rows, starts, S] + beta[rows, starts, S]
+                steps = numpy.where(
+                    inner_tokens == 1, T[B, E], T[B, I] + numpy.maximum(inner_tokens - 2, 0) * T[I, I] + T[I, E]
+                )
+                longer = alpha[rows, starts, B] + inside_sum(starts + 1, numpy.maximum(lasts, starts + 1)) + steps
+                longer = longer + emit[rows, lasts, E] + beta[rows, lasts, E]
+                scores = numpy.where(inner_tokens == 0, single, longer)
+            else:
+                steps = numpy.where(inner_tokens == 0, 0.0, T[B, I] + numpy.maximum(inner_tokens - 1, 0) * T[I, I])
+                last_tag = numpy.where(inner_tokens == 0, B, I)
+                scores = alpha[rows, starts, B] + inside_sum(starts + 1, lasts + 1) + steps
+                following = numpy.minimum(lasts + 1, lengths - 1)
+                # shape: (n_spans, n_tags): the next token's tags, I-label excluded
+                after = T[last_tag] + emit[rows, following] + beta[rows, following]
+                after[numpy.arange(len(keys)), I] = -numpy.inf
+                top = after.max(axis=1)
+                shift = numpy.where(numpy.isfinite(top), top, 0.0)[:, None]
+                summed = numpy.where(numpy.isfinite(top), top + numpy.log(numpy.exp(after - shift).sum(axis=1)), -numpy.inf)
+                scores = scores + numpy.where(lasts + 1 >= lengths, beta[rows, lasts, last_tag], summed)
+        return scores - self.log_z[rows]
+
+    def candidates(self, threshold: float) -> List[Tuple[int, Tuple[int, int, str]]]:
+        """(doc row, span) for a superset of the spans whose probability is >= threshold, at most
+        len(doc) / threshold of them per label (memory linear in the doc's length).
+
+        Why not the spans whose every tag's marginal reaches the threshold: on a long run of
+        similar characters (no punctuation) those are quadratic in number ("李" * 5,000: 12M spans,
+        4 GB). Here a span starting at s grows token by token while the probability of its prefix
+        (tag B at s, I up to t, whatever follows) reaches the threshold: every span that
+        continues the prefix is at most that probable, the prefix's probability only falls as t
+        grows, and for each t the prefixes from different starts are disjoint events (at most
+        1 / threshold of them reach it).
+        """
+        steps = self.alpha.shape[1]
+        real = numpy.arange(steps)[None, :] < self.lengths[:, None]
+        # shape: (batch, steps, n_tags), the tags whose marginal probability reaches the threshold
+        above = (numpy.exp(self.alpha + self.beta - self.log_z[:, None, None]) >= threshold) & real[:, :, None]
+        columns, labels, scheme = self.tag_set.columns, self.tag_set.labels, self.tag_set.scheme
+        T, emit, alpha, beta, log_z = self.transitions, self.emit, self.alpha, self.beta, self.log_z
+        floor = numpy.log(threshold) if threshold > 0 else -numpy.inf
+        found = []
+        if scheme == "BIOES":
+            for b, t, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["S"]]))):
+                found.append((b, (t, t + 1, labels[k])))
+        for b, start, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["B"]]))):
+            label, B, I = labels[k], int(columns["B"][k]), int(columns["I"][k])
+            if scheme == "BIO":
+                found.append((b, (start, start + 1, label)))
+            last = above[b, :, columns["E"][k]] if scheme == "BIOES" else None
+            # log of the paths' scores up to t with B at start and I after it, and the tag at t
+            path, tag = float(alpha[b, start, B]), B
+            for t in range(start + 1, int(self.lengths[b])):
+                if last is not None and last[t]:
+                    found.append((b, (start, t + 1, label)))  # B I ... I E
+                path += float(T[tag, I] + emit[b, t, I])
+                tag = I
+                if path + float(beta[b, t, I] - log_z[b]) < floor:
+                    break  # no span continuing B I ... I (at t) reaches the threshold
+                if last is None:
+                    found.append((b, (start, t + 1, label)))  # B I ... I
+        return found
+
+
+def _lattices(
+    model: Model,
+    emissions: List[Floats2d],
+    lengths: Sequence[int],
+    allowed: Optional[List[AllowedTags]],
+    scheme: str,
+    temperature: float = 1.0,
+):
+    """(doc indices, _Lattice) for each group of docs of non-zero length and similar length,
+    forward-backward run on the CRF's device, every score divided by the temperature; the
+    CRF's tag names are read in the given scheme."""
+    if not temperature > 0:
+        raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
+    crf = torch_module(model)
+    tag_set = TagSet.from_names(crf.tag_names, scheme)
+    with torch.no_grad(), parametrize.cached():
+        scores = tuple(
+            t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
+        )
+        transitions = scores[0].cpu().numpy()
+        for group in batches_by_budget(lengths, LATTICE_BATCH_TOKENS, by_length=True, padded=True, skip_empty=True):
+            emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=crf.device)
+            emit = emit.double() / temperature
+            if allowed is not None:
+                allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
+                emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
+            alpha, beta, log_z = (t.cpu().numpy() for t in forward_backward(emit, mask, *scores))
+            yield group, _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z, [lengths[i] for i in group], tag_set)
