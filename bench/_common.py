@@ -1,15 +1,19 @@
 """What the benchmarks share: the systems, corpus conversion, training in a child process,
-evaluation, and the machine line every table carries."""
+evaluation, the machine line every table carries, and the result file every run saves."""
+import datetime
 import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+# bench/report.py renders BENCHMARKS.md and the README's results table from the files here.
+RESULTS = ROOT / "bench" / "results"
 # key: (name in the table, config in configs/ or None for spaCy's own)
 SYSTEMS = {
     "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon BiLSTM-CRF, joined pairs)", "default.cfg"),
@@ -163,3 +167,138 @@ def split_settings(settings: str) -> List[str]:
 def machine_line() -> str:
     """The machine line of a benchmark table."""
     return f"{platform.machine()}, {cpu_count()} CPU cores, {platform.python_version()}, {cpu_name()}"
+
+
+def add_result_argument(parser, default: str) -> None:
+    """--result NAME: the run's figures go to bench/results/NAME.json ("-": nowhere)."""
+    parser.add_argument("--result", default=default,
+                        help=f"save the figures as bench/results/NAME.json, replacing that file ('-': do not save; "
+                             f"default {default})")
+
+
+def save_result(name: Optional[str], figures, tables: str = "", notes: str = "") -> Optional[Path]:
+    """Write bench/results/<name>.json: the command, date, machine, code version and figures of this run.
+
+    name (str): the file's name; None or "-" saves nothing.
+    figures: the run's numbers, JSON-safe (paths become strings).
+    tables (str): the Markdown section the script printed: its first heading is the title, its pipe
+        tables are kept as columns and rows, its other lines (but Command and Machine) as notes.
+    notes (str): more notes, after those of the Markdown.
+    RETURNS (Optional[Path]): the file written.
+    """
+    if not name or name == "-":
+        return None
+    if not re.fullmatch(r"[\w.-]+", name):
+        raise ValueError(f"Bad result name {name!r}: expected letters, digits, '_', '-' or '.' (it names a file)")
+    title, parsed, prose = parse_markdown(tables)
+    if figures is None:  # the printed tables are the figures
+        figures = {"tables": [table_figures(table) for table in parsed]}
+    record = {
+        "name": name,
+        "title": title,
+        "command": command_line(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "code_version": code_version(),
+        "figures": _json_safe(figures),
+        "tables": parsed,
+        "notes": " ".join(part for part in (prose, notes) if part),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"Saved {shown}; `python bench/report.py` renders BENCHMARKS.md from it", file=sys.stderr)
+    return path
+
+
+def command_line() -> str:
+    """This run's command, as it can be typed again from the repository's root."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script = script.relative_to(ROOT)
+    except ValueError:
+        pass
+    return "python " + shlex.join([script.as_posix(), *sys.argv[1:]])
+
+
+def machine() -> dict:
+    """The machine a result was measured on."""
+    return {"platform": platform.machine(), "os": platform.system(), "cpu": cpu_name(), "cores": cpu_count(),
+            "python": platform.python_version(), "line": machine_line()}
+
+
+def code_version() -> dict:
+    """The checkout's commit and whether tracked files differ from it (None where git cannot tell)."""
+    def git(*arguments: str) -> Optional[str]:
+        result = subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True)
+        return result.stdout.strip() if result.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
+
+
+def parse_markdown(text: str):
+    """A printed Markdown section as (title, tables, prose): the first heading without its date, each
+    pipe table as {"columns", "align", "rows"}, and the other lines but Command and Machine, joined."""
+    title, tables, prose, rows = "", [], [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if rows is None:
+                rows = {"columns": cells, "align": [], "rows": []}
+                tables.append(rows)
+            elif not rows["align"] and all(re.fullmatch(r":?-+:?", cell) for cell in cells):
+                rows["align"] = ["right" if cell.endswith(":") else "left" for cell in cells]
+            else:
+                rows["rows"].append(cells)
+            continue
+        rows = None
+        if line.startswith("#") and not title:
+            title = re.sub(r"\s*\(\d{4}-\d{2}-\d{2}\)$", "", line.lstrip("#").strip())
+        elif line and not line.startswith(("Command:", "Machine:")):
+            prose.append(line)
+    return title, tables, " ".join(prose)
+
+
+def table_figures(table: dict) -> list:
+    """A parsed table's rows as {column: value}, numbers read as numbers (cell_value)."""
+    rows = []
+    for cells in table["rows"]:
+        row = {}
+        for column, cell in zip(table["columns"], cells):
+            value = cell_value(cell)
+            if isinstance(value, tuple):  # "mean ± sd"
+                row[column], row[f"{column} sd"] = value
+            else:
+                row[column] = value
+        rows.append(row)
+    return rows
+
+
+def cell_value(cell: str):
+    """A table cell as a number where it is one: "**1,234**" -> 1234, "0.17%" -> 0.17, "13.5 min" -> 13.5,
+    "1.96x" -> 1.96, "93.45 ± 0.79" -> (93.45, 0.79); anything else stays the text."""
+    text = cell.replace("**", "").strip()
+    match = re.fullmatch(r"([-+]?[\d,]*\.?\d+)\s*±\s*(\d*\.?\d+)", text)
+    if match:
+        return float(match.group(1).replace(",", "")), float(match.group(2))
+    match = re.fullmatch(r"([-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+)\s*(%|x|min|s|ms|MB|GB)?", text)
+    if not match:
+        return cell
+    number = match.group(1).replace(",", "")
+    return float(number) if "." in number else int(number)
+
+
+def _json_safe(value):
+    """value with tuple keys joined by "/", paths and other objects as strings, for json.dumps."""
+    if isinstance(value, dict):
+        return {"/".join(map(str, k)) if isinstance(k, tuple) else str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)

@@ -1,7 +1,7 @@
 """`annotate` throughput: local nlp.pipe (n_process 1, 2) and Ray Data (1, 2 workers) on the same corpus.
 
 Usage: python bench/bench_annotate.py [--model PATH] [--mb 50] [--data ../shared/data]
-       [--shards 8] [--out bench/runs/annotate] [--setups local1 local2 ray1 ray2] [--write BENCHMARKS.md]
+       [--shards 8] [--out bench/runs/annotate] [--setups local1 local2 ray1 ray2] [--result NAME]
 
 The corpus is the train sentences of every dataset in ../shared/data, repeated in order until it
 holds --mb megabytes of UTF-8 text, one doc per line, in --shards text files. Each setup runs
@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import ROOT, machine_line
+from _common import ROOT, add_result_argument, machine_line, save_result
 
 SETUPS = {
     "local1": ["--engine", "local", "--n-process", "1"],
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8, help="input files (Ray reads files in parallel)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "annotate")
     parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS))
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "annotate")
     args = parser.parse_args()
     if not args.model.exists():
         sys.exit(f"No model at {args.model}: train one (bench/bench_datasets.py or `spacy project run all`) or pass --model")
@@ -52,9 +52,8 @@ def main() -> None:
             sys.exit(f"{setup} annotated {results[setup]['docs']} docs of {n_docs}")
     table = render(results, args, n_docs, n_chars)
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    figures = {"setups": results, "docs": n_docs, "chars": n_chars, "mb": args.mb, "model": args.model}
+    save_result(args.result, figures, table)
 
 
 def write_corpus(data: Path, folder: Path, megabytes: float, n_shards: int):

@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_confidence.py [--runs bench/runs/datasets] [--datasets resume ecommerce youku taobao]
        [--system default] [--seed 0] [--repeats 3] [--long-chars 1000000] [--figure bench/reliability.png]
-       [--write BENCHMARKS.md]
+       [--result NAME]
 
 Reads the models and corpora that bench_datasets.py trained and converted (run it first).
 For each dataset: the expected calibration error (10 bins) of the predicted entities'
@@ -23,9 +23,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, machine_line
+from _common import ROOT, add_result_argument, machine_line, save_result
 
 THRESHOLDS = (0.0, 0.3, 0.5, 0.7, 0.9, 0.95)
+RAW_OUTCOMES = ("dev_before", "dev_after", "test_before", "test_after")
 
 CHILD = """
 import json, sys, time
@@ -110,7 +111,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--long-chars", type=int, default=0, help="0: no long-doc run")
     parser.add_argument("--figure", type=Path, default=None, help="reliability diagram (PNG; needs matplotlib)")
-    parser.add_argument("--write", type=Path, default=None, help="append the tables to this Markdown file")
+    add_result_argument(parser, None)
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     results = {}
@@ -129,9 +130,9 @@ def main() -> None:
         reliability_figure(results, args.figure)
     table = render(results, args)
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    # Without the per-entity (probability, right) lists the reliability diagram is drawn from.
+    figures = {name: {k: v for k, v in res.items() if k not in RAW_OUTCOMES} for name, res in results.items()}
+    save_result(args.result or "confidence_" + "-".join(args.datasets), figures, table)
 
 
 def _child(code: str, argv: list, env: dict) -> dict:

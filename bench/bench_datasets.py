@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_datasets.py [--data ../shared/data] [--out bench/runs/datasets]
        [--datasets resume ecommerce youku taobao peoples_daily msra] [--systems default bilstm tener spacy]
-       [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--write BENCHMARKS.md]
+       [--seeds 0 1 2] [--jobs 2] [--max-steps N] [--result NAME]
        [--variant NAME=SYSTEM:section.key=value,...] [--config NAME=PATH] [--train-sentences N] [--dev-sentences N]
 
 Each dataset with a train split is converted with our converter (repairs counted; People's
@@ -37,7 +37,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, SYSTEMS, evaluate, machine_line, run, spacy_ner_config, split_settings, train
+from _common import (ROOT, SYSTEMS, add_result_argument, evaluate, machine_line, run, save_result, spacy_ner_config,
+                     split_settings, train)
 from bench_robustness import score as robustness_score
 
 # name: (train, dev, test file names, convert arguments)
@@ -70,7 +71,7 @@ def main() -> None:
                         help="one thread per training with --jobs 1 too (beside another benchmark on the other core)")
     parser.add_argument("--max-steps", type=int, default=0, help="0: the configs' own stopping rules")
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, None)
     parser.add_argument("--variant", action="append", default=[], help="NAME=SYSTEM:section.key=value,...")
     parser.add_argument("--config", action="append", default=[], help="NAME=PATH: a config file as a system")
     parser.add_argument("--train-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
@@ -142,11 +143,24 @@ def main() -> None:
     (args.out / "results.json").write_text(json.dumps(
         {"scores": results, "corpora": corpora, "training": {"/".join(map(str, k)): v for k, v in training.items()}},
         indent=2, default=str), encoding="utf8")
-    table = render(results, training, corpora, args)
+    rows = summary(results, training, args)
+    table = render(rows, corpora, args)
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    counts = {name: {k: v for k, v in c.items() if k != "path"} for name, c in corpora.items()}
+    figures = {"rows": rows, "corpora": counts, "max_steps": args.max_steps, "scores": results}
+    save_result(args.result or result_name(args), figures, table)
+
+
+def result_name(args: argparse.Namespace) -> str:
+    """The default --result: what was run, so that a rerun of the same question replaces its file."""
+    parts = ["datasets", "-".join(args.datasets), "-".join(args.systems)]
+    if args.train_sentences or args.dev_sentences:
+        parts.append(f"sample{args.train_sentences}-{args.dev_sentences}")
+    if args.max_steps:
+        parts.append(f"steps{args.max_steps}")
+    if args.seeds != [0, 1, 2]:
+        parts.append("seed" + "-".join(map(str, args.seeds)))
+    return "_".join(parts)
 
 
 def reads_own_vectors(config: Path, extra: tuple) -> bool:
@@ -223,7 +237,33 @@ def _sample(docs: list, n: int) -> list:
     return [docs[i] for i in sorted(random.Random(0).sample(range(len(docs)), n))]
 
 
-def render(results: dict, training: dict, corpora: dict, args: argparse.Namespace) -> str:
+def summary(results: dict, training: dict, args: argparse.Namespace) -> list:
+    """A row per dataset and system: the means over seeds that the table shows (in percent; F1 with its
+    sample standard deviation and each seed's), the mean training minutes and the first seed's chars/s."""
+    rows = []
+    for name in args.datasets:
+        for key in args.systems:
+            per_seed = [results[name][f"{key}/seed{seed}"] for seed in args.seeds]
+            f1 = [s["f"] * 100 for s in per_seed]
+            seconds = statistics.mean(training[(name, key, seed)]["seconds"] for seed in args.seeds)
+            rows.append({
+                "dataset": name, "system": key, "name": SYSTEMS[key][0], "seeds": list(args.seeds),
+                "dev_f1": statistics.mean(s["dev_f"] for s in per_seed) * 100,
+                "p": statistics.mean(s["p"] for s in per_seed) * 100,
+                "r": statistics.mean(s["r"] for s in per_seed) * 100,
+                "r_seen": statistics.mean(s["r_seen"] for s in per_seed) * 100,
+                "r_unseen": statistics.mean(s["r_unseen"] for s in per_seed) * 100,
+                "f1": statistics.mean(f1), "f1_sd": statistics.stdev(f1) if len(f1) > 1 else None, "f1_per_seed": f1,
+                "r_f1": statistics.mean(s["robust"] for s in per_seed) * 100,
+                "asr": statistics.mean(s["asr"] for s in per_seed) * 100,
+                "training_min": seconds / 60,
+                "chars_per_s": results[name][f"{key}/seed{args.seeds[0]}"]["chars_per_s"],
+                "n_seen": per_seed[0]["n_seen"], "n_unseen": per_seed[0]["n_unseen"],
+            })
+    return rows
+
+
+def render(rows: list, corpora: dict, args: argparse.Namespace) -> str:
     # Quoted as a shell needs it (a variant's JSON value holds braces, quotes and commas).
     command = "python bench/bench_datasets.py " + shlex.join(sys.argv[1:])
     machine = machine_line()
@@ -239,7 +279,7 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
         "the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) over test, best of "
         f"{args.repeats}, the systems alternating. R seen / unseen: the recall of the test entities whose text "
         "and label occur as an entity in train, and of the others ("
-        + "; ".join(f"{name} {_seen_counts(results[name])}" for name in args.datasets) + ").",
+        + "; ".join(f"{name} {_seen_counts(rows, name)}" for name in args.datasets) + ").",
         "",
         "Sentences (train / dev / test after removing dev and test sentences found in train"
         + (", then keeping a random sample" if args.train_sentences or args.dev_sentences else "") + "): "
@@ -249,27 +289,19 @@ def render(results: dict, training: dict, corpora: dict, args: argparse.Namespac
         "| dataset | system | dev F1 | test P | test R | R seen / unseen | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
-    for name in args.datasets:
-        for key in args.systems:
-            per_seed = [results[name][f"{key}/seed{seed}"] for seed in args.seeds]
-            f1 = [s["f"] * 100 for s in per_seed]
-            spread = f" ± {statistics.stdev(f1):.2f}" if len(f1) > 1 else ""
-            seconds = statistics.mean(training[(name, key, seed)]["seconds"] for seed in args.seeds)
-            lines.append(
-                f"| {name} | {SYSTEMS[key][0]} | {statistics.mean(s['dev_f'] for s in per_seed) * 100:.2f} | "
-                f"{statistics.mean(s['p'] for s in per_seed) * 100:.2f} | "
-                f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | "
-                f"{statistics.mean(s['r_seen'] for s in per_seed) * 100:.1f} / "
-                f"{statistics.mean(s['r_unseen'] for s in per_seed) * 100:.1f} | {statistics.mean(f1):.2f}{spread} | "
-                f"{', '.join(f'{f:.2f}' for f in f1)} | {statistics.mean(s['robust'] for s in per_seed) * 100:.2f} | "
-                f"{statistics.mean(s['asr'] for s in per_seed) * 100:.2f}% | {seconds / 60:.1f} min | "
-                f"{results[name][f'{key}/seed{args.seeds[0]}']['chars_per_s']:,.0f} |"
-            )
+    for row in rows:
+        spread = f" ± {row['f1_sd']:.2f}" if row["f1_sd"] is not None else ""
+        lines.append(
+            f"| {row['dataset']} | {row['name']} | {row['dev_f1']:.2f} | {row['p']:.2f} | {row['r']:.2f} | "
+            f"{row['r_seen']:.1f} / {row['r_unseen']:.1f} | {row['f1']:.2f}{spread} | "
+            f"{', '.join(f'{f:.2f}' for f in row['f1_per_seed'])} | {row['r_f1']:.2f} | {row['asr']:.2f}% | "
+            f"{row['training_min']:.1f} min | {row['chars_per_s']:,.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
-def _seen_counts(scores: dict) -> str:
-    first = next(iter(scores.values()))
+def _seen_counts(rows: list, dataset: str) -> str:
+    first = next(row for row in rows if row["dataset"] == dataset)
     return f"{first['n_seen']:,} seen, {first['n_unseen']:,} unseen"
 
 

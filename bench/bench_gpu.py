@@ -1,7 +1,7 @@
 """The GPU path: bert-base-sized random BERT and NEZHA, trained and run with --gpu-id 0.
 
 Usage: python bench/bench_gpu.py [--data ../shared/data/resume] [--out bench/runs/gpu] [--steps 300]
-       [--layers 12] [--width 768] [--systems bert_crf nezha_df_at lebert] [--write BENCHMARKS.md]
+       [--layers 12] [--width 768] [--systems bert_crf nezha_df_at lebert] [--result NAME]
        python bench/bench_gpu.py --cpu-smoke   (tiny sizes, on the CPU: checks the script itself)
 
 No pretrained weights can be downloaded here: each system fine-tunes a randomly
@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from _common import ROOT, machine_line, prepare_corpus, run
+from _common import ROOT, add_result_argument, machine_line, prepare_corpus, run, save_result
 from bench_transformer import training_schedule, write_random_bert
 
 # key: (name in the table, config, config overrides)
@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, to check the script")
-    parser.add_argument("--write", type=Path, default=None)
+    add_result_argument(parser, "gpu")
     args = parser.parse_args()
     gpu = -1 if args.cpu_smoke else 0
     if not args.cpu_smoke and not _has_cuda():
@@ -128,9 +128,8 @@ def main() -> None:
             print(json.dumps({key: results[f"{key}/{precision}"]}), file=sys.stderr)
     table = render(results, args)
     print(table)
-    if args.write and not args.cpu_smoke:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    if not args.cpu_smoke:
+        save_result(args.result, results, table)
 
 
 def write_random_nezha(data: Path, path: Path, layers: int, width: int) -> Path:

@@ -1,6 +1,6 @@
 """int8 for the default's BiLSTM: torch's dynamic quantization against fp32, time and batch independence.
 
-Usage: python bench/bench_int8.py [--repeats 20] [--write BENCHMARKS.md]
+Usage: python bench/bench_int8.py [--repeats 20] [--result NAME]
 
 The default's encoder is two unidirectional torch LSTMs of 128 units over 128-wide inputs
 (BiLSTMEncoder width 256). On one thread, this times one direction's LSTM over a padded batch
@@ -24,13 +24,13 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from _common import machine_line  # noqa: E402
+from _common import add_result_argument, machine_line, save_result  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--write", type=Path, default=None)
+    add_result_argument(parser, "int8")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -70,9 +70,9 @@ def main() -> None:
     ]
     table = "\n".join(lines) + "\n"
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    figures = {"ms_per_batch": best, "first_doc_alone_vs_batch": alone, "int8_fp32_largest_difference": gap,
+               "int8_over_fp32_time": best["int8"] / best["fp32"], "torch": torch.__version__}
+    save_result(args.result, figures, table)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Lexicon loading and matching: time and memory, jieba's dictionary and a synthetic 1M-word vector file.
 
 Usage: python bench/bench_lexicon.py [--data ../shared/data/resume] [--words 1000000] [--dim 50]
-       [--cap 3] [--write BENCHMARKS.md]
+       [--cap 3] [--result NAME]
 
 Each measurement runs in a child process: wall time and the growth of its peak resident
 memory. Matching throughput: Lexicon.match over every character of Resume test.
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, machine_line
+from _common import ROOT, add_result_argument, machine_line, save_result
 
 CHILD = """
 import json, resource, sys, time
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=50)
     parser.add_argument("--cap", type=int, default=3, help="max_words_per_char for matching")
-    parser.add_argument("--write", type=Path, default=None)
+    add_result_argument(parser, "lexicon")
     args = parser.parse_args()
     test = args.data / "test.char.bmes"
     if not test.exists():
@@ -57,9 +57,7 @@ def main() -> None:
     }
     table = render(results, args)
     print(table)
-    if args.write is not None:
-        with args.write.open("a", encoding="utf8") as file_:
-            file_.write("\n" + table)
+    save_result(args.result, results, table)
 
 
 def write_vectors(path: Path, n_words: int, dim: int) -> Path:

@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_lexicon_adapter.py [--data ../shared/data/resume] [--out bench/runs/lexicon_adapter]
        [--systems cpu cpu_lexicon bert bert_lexicon] [--seeds 0 1 2] [--max-steps 2000]
-       [--bert-steps 500] [--layers 4] [--width 256] [--jobs 2] [--reuse] [--write BENCHMARKS.md]
+       [--bert-steps 500] [--layers 4] [--width 256] [--jobs 2] [--reuse] [--result NAME]
 
 Each system trains once per seed on the train split (model chosen on dev) and is scored
 on test. The CPU systems (char_bigram.cfg, lexicon.cfg: jieba's dictionary, hashed word
@@ -22,7 +22,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, evaluate, machine_line, prepare_corpus, train
+from _common import ROOT, add_result_argument, evaluate, machine_line, prepare_corpus, save_result, train
 from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config in configs/, is a BERT system)
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=256, help="random BERT width")
     parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
     parser.add_argument("--reuse", action="store_true", help="keep runs already trained (and scored) in --out")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "lexicon_adapter")
     args = parser.parse_args()
     args.systems = [key for key in SYSTEMS if key in args.systems]
     corpus = prepare_corpus(args.data, args.out)
@@ -95,9 +95,7 @@ def main() -> None:
     speeds = {key: result["chars_per_s"] for key, result in evaluate(first, list(first), corpus, 3).items()}
     table = render(training, scores, speeds, args)
     print(table)
-    if args.write is not None:
-        with args.write.open("a", encoding="utf8") as file_:
-            file_.write("\n" + table)
+    save_result(args.result, {"training": training, "scores": scores, "chars_per_s": speeds}, table)
 
 
 def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:

@@ -1,6 +1,6 @@
 """Load time and size of a pipeline: `spacy.load` + its first doc, in fresh processes, and its files.
 
-Usage: python bench/bench_load.py MODEL [--repeats 5] [--write BENCHMARKS.md]
+Usage: python bench/bench_load.py MODEL [--repeats 5] [--result NAME]
 
 MODEL is loaded as it was saved and after saving it again with this checkout (the pipeline's
 files as this version writes them); each is timed in --repeats fresh processes on one thread,
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import machine_line
+from _common import add_result_argument, machine_line, save_result
 
 CHILD = """
 import json, sys, time
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--write", type=Path, default=None)
+    add_result_argument(parser, "load")
     args = parser.parse_args()
     import spacy
 
@@ -70,9 +70,7 @@ def main() -> None:
               f"| {r['largest']} |" for r in rows]
     table = "\n".join(lines) + "\n"
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    save_result(args.result, {"rows": rows, "repeats": args.repeats, "model": args.model}, table)
 
 
 def _time(path: Path) -> dict:

@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_long_docs.py [--model training/resume/default/model-best]
        [--data ../shared/data/resume] [--chars 1000000] [--mixed-chars 20000]
-       [--write BENCHMARKS.md]
+       [--result NAME]
 
 Texts are the sentences of Resume's dev and test splits (the same sentences, joined, make
 the long docs). Each measurement runs in a fresh process, one thread, so that its peak
@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, convert, machine_line
+from _common import ROOT, add_result_argument, convert, machine_line, save_result
 
 CHILD = r"""
 import json, resource, sys, time
@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--whole-chars", type=int, default=100_000, help="doc length for long_doc_window 0")
     parser.add_argument("--repeated-chars", type=int, default=1_000_000,
                         help="a degenerate doc: one character repeated, no punctuation")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "long_docs")
     args = parser.parse_args()
     if not (args.data / "test.char.bmes").exists():
         sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
@@ -124,9 +124,7 @@ def main() -> None:
     (args.out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf8")
     table = render(results, args, model)
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    save_result(args.result, {"runs": results, "model": model}, table)
 
 
 def sentences(corpus: Path) -> list:

@@ -1,6 +1,6 @@
 """The tok2vec's matrix product four ways, per OpenBLAS kernel: seconds, and whether a row comes out the same alone.
 
-Usage: python bench/bench_products.py [--rows 50000] [--coretype Haswell --coretype Sandybridge] [--write BENCHMARKS.md]
+Usage: python bench/bench_products.py [--rows 50000] [--coretype Haswell --coretype Sandybridge] [--result NAME]
 
 (rows x 220) @ (220 x 384), the default's Maxout, on one thread, each kernel in a process of its own
 (OPENBLAS_CORETYPE; a kernel the CPU lacks crashes its process, which the table says): blis (thinc's
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import machine_line
+from _common import add_result_argument, machine_line, save_result
 
 CHILD = """
 import json, time
@@ -70,7 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50000)
     parser.add_argument("--coretype", action="append", default=[], help="OPENBLAS_CORETYPE values (default: Haswell, Sandybridge)")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "products")
     args = parser.parse_args()
     coretypes = args.coretype or ["Haswell", "Sandybridge"]
     results = {}
@@ -99,9 +99,7 @@ def main() -> None:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     table = "\n".join(lines) + "\n"
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    save_result(args.result, {"rows": args.rows, "kernels": results}, table)
 
 
 if __name__ == "__main__":

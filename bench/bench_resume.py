@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_resume.py [--data ../shared/data/resume] [--out bench/runs/resume]
        [--systems default bilstm tener spacy] [--seeds 0 1 2] [--jobs 2] [--max-steps N]
-       [--repeats 3] [--write BENCHMARKS.md]
+       [--repeats 3] [--result NAME]
 
 Every pipeline trains on the same train split with the best model chosen on dev, once
 per seed, and is scored on test. Training runs in a child process each (wall time and
@@ -18,7 +18,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, SYSTEMS, evaluate, machine_line, prepare_corpus, spacy_ner_config, train
+from _common import (ROOT, SYSTEMS, add_result_argument, evaluate, machine_line, prepare_corpus, save_result,
+                     spacy_ner_config, train)
 
 
 def main() -> None:
@@ -32,7 +33,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
     parser.add_argument("--max-steps", type=int, default=0, help="0: the configs' own stopping rules")
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "resume")
     parser.add_argument(
         "--reuse-training", action="store_true",
         help="skip training: evaluate the models and reuse the training stats of an earlier run in --out",
@@ -61,9 +62,7 @@ def main() -> None:
     scores = evaluate(models, speed_models, corpus, args.repeats)
     table = render(training, scores, args)
     print(table)
-    if args.write is not None:
-        with args.write.open("a", encoding="utf8") as file_:
-            file_.write("\n" + table)
+    save_result(args.result, {"training": training, "scores": scores}, table)
 
 
 def render(training: dict, scores: dict, args: argparse.Namespace) -> str:

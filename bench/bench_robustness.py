@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_robustness.py [--data ../shared/data/resume] [--out bench/runs/robustness]
        [--systems bilstm bilstm_sb tener tener_cl tener_cs tener_cs_sb bert bert_cs] [--max-steps 2500]
-       [--bert-steps 500] [--window 2] [--beta 1.0] [--jobs 2] [--reuse] [--write BENCHMARKS.md]
+       [--bert-steps 500] [--window 2] [--beta 1.0] [--jobs 2] [--reuse] [--result NAME]
 
 Trains each system on the train split (model chosen on dev), then scores it on the
 test split alone and with adjacent test sentences joined: S-F1, P-F1, R-F1 and Asr
@@ -18,7 +18,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, machine_line, prepare_corpus, run, train
+from _common import ROOT, add_result_argument, machine_line, prepare_corpus, run, save_result, train
 from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config, extra overrides (formatted with the arguments), is a BERT system)
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
     parser.add_argument("--reuse", action="store_true", help="keep systems already trained (and scored) in --out")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "robustness")
     args = parser.parse_args()
     corpus = prepare_corpus(args.data, args.out)
     settings = {"window": args.window, "beta": args.beta}
@@ -95,9 +95,7 @@ def main() -> None:
     scores = {key: score(args.out / key, corpus, args.reuse) for key in args.systems}
     table = render(training, scores, settings, args)
     print(table)
-    if args.write is not None:
-        with args.write.open("a", encoding="utf8") as file_:
-            file_.write("\n" + table)
+    save_result(args.result, {"training": training, "scores": scores, "settings": settings}, table)
 
 
 def score(system_dir: Path, corpus: Path, reuse: bool) -> dict:

@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_select.py [--datasets resume youku msra] [--strategies random entropy ...]
        [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--max-steps 600] [--pool 0]
-       [--jobs 2] [--out bench/runs/select] [--write BENCHMARKS.md]
+       [--jobs 2] [--out bench/runs/select] [--result NAME]
 
 Per dataset, seed and strategy: the train split (its gold entities hidden) is the unlabelled pool;
 the same --start sentences (a seeded random sample) are labelled first; each round trains
@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, evaluate, machine_line, train
+from _common import ROOT, add_result_argument, evaluate, machine_line, save_result, train
 from bench_datasets import DATASETS, DEV_FROM_TEST, _write, prepare
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=600, help="training steps per round")
     parser.add_argument("--pool", type=int, default=0, help="pool sentences ranked per round (0: all)")
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "select")
     args = parser.parse_args()
     results = _load(args.out / "results.json")
     for dataset in args.datasets:
@@ -56,9 +56,8 @@ def main() -> None:
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     table = render(results, args)
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    sizes = {"start": args.start, "step": args.step, "stop": args.stop, "max_steps": args.max_steps, "pool": args.pool}
+    save_result(args.result, {"curves": results, **sizes}, table)
 
 
 def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict:

@@ -1,7 +1,7 @@
 """Inference speed against spaCy's `ner` on every dataset, and where our time goes (one thread, or the default threads).
 
 Usage: python bench/bench_speed.py --runs bench/runs/datasets [--runs DIR ...] [--repeats 3]
-       [--spacy-steps 200] [--threads 1] [--write BENCHMARKS.md]
+       [--spacy-steps 200] [--threads 1] [--result NAME]
 
 Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default's seed-0 model
 (RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
@@ -34,7 +34,7 @@ import datetime  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import machine_line, spacy_ner_config, train  # noqa: E402
+from _common import add_result_argument, machine_line, save_result, spacy_ner_config, train  # noqa: E402
 
 
 def main() -> None:
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--spacy-steps", type=int, default=200)
     parser.add_argument("--threads", type=int, choices=(0, 1), default=1, help="1: one thread; 0: the defaults")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, None)
     args = parser.parse_args()
     import torch
 
@@ -56,9 +56,8 @@ def main() -> None:
             print(rows[-1], file=sys.stderr)
     table = render(rows, args)
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    name = args.result or ("speed_one_thread" if ONE_THREAD else "speed_default_threads")
+    save_result(name, {"threads": 1 if ONE_THREAD else torch_threads(), "rows": rows}, table)
 
 
 def measure(dataset: Path, args) -> dict:

@@ -1,7 +1,7 @@
 """How full the bigram tables are: distinct keys per dataset, hash collisions, exact-table sizes.
 
 Usage: python bench/bench_tables.py [--data ../shared/data] [--out bench/runs/corpora]
-       [--datasets resume ecommerce youku taobao peoples_daily msra] [--rows 20000] [--write BENCHMARKS.md]
+       [--datasets resume ecommerce youku taobao peoples_daily msra] [--rows 20000] [--result NAME]
 
 For each dataset's train split (converted as bench_datasets.py does), the keys of the default
 config's next-bigram table (CharBigramEmbed's ngram_keys, sentence bigrams on): distinct bigrams,
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy
 
-from _common import ROOT, machine_line
+from _common import ROOT, add_result_argument, machine_line, save_result
 from bench_datasets import DATASETS, DEV_FROM_TEST, prepare
 
 
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "corpora")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--rows", type=int, default=20000, help="rows of the hashed bigram table (default.cfg's)")
-    parser.add_argument("--write", type=Path, default=None)
+    add_result_argument(parser, "bigram_collisions")
     args = parser.parse_args()
     import spacy
     from spacy.tokens import DocBin
@@ -76,9 +76,7 @@ def main() -> None:
         )
     table = "\n".join(lines) + "\n"
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    save_result(args.result, None, table)
 
 
 if __name__ == "__main__":

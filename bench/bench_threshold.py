@@ -1,7 +1,7 @@
 """The best path against the fitted entity threshold, on the same trained models.
 
 Usage: python bench/bench_threshold.py [--runs bench/runs/datasets] [--datasets resume ecommerce youku taobao]
-       [--system default] [--seeds 0 1 2] [--jobs 2] [--write BENCHMARKS.md] [--title TEXT]
+       [--system default] [--seeds 0 1 2] [--jobs 2] [--result NAME] [--title TEXT]
 
 Takes the models that bench/bench_datasets.py trained (RUNS/<dataset>/<system>/seed<N>/model-best,
 their corpora in RUNS/<dataset>/corpus) and saves two copies of each that differ only in how
@@ -19,7 +19,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, SYSTEMS, machine_line
+from _common import ROOT, SYSTEMS, add_result_argument, machine_line, save_result
 from bench_robustness import score as robustness_score
 
 DECODINGS = {"best path": None, "fitted threshold": "fitted"}
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--system", default="default", choices=[key for key in SYSTEMS if key != "spacy"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2, help="robustness runs at a time, one thread each")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, None)
     parser.add_argument("--title", default="", help="what the runs are, for the table's heading")
     args = parser.parse_args()
     runs = [(name, seed) for name in args.datasets for seed in args.seeds]
@@ -52,9 +52,7 @@ def main() -> None:
         metrics = dict(zip(jobs, pool.map(robustness, jobs)))
     table = render(metrics, fitted, args)
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    save_result(args.result or f"threshold_{args.runs.name}", {"metrics": metrics, "fitted": fitted}, table)
 
 
 def save_copies(dataset_dir: Path, run_dir: Path) -> dict:

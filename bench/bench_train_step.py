@@ -1,7 +1,7 @@
 """Seconds per training step of a config, for checkouts of spacy_cner side by side (one thread each).
 
 Usage: python bench/bench_train_step.py --corpus CORPUS [--checkout DIR ...] [--config configs/default.cfg]
-       [--steps 150] [--threads 1] [--variant NAME=section.key=value,...] [--write BENCHMARKS.md]
+       [--steps 150] [--threads 1] [--variant NAME=section.key=value,...] [--result NAME]
 
 CORPUS holds train.spacy and dev.spacy (as bench_datasets.py writes them). Each checkout (a folder
 with spacy_cner/ in it, e.g. a `git worktree add /tmp/old REV`; none given: this one) and each
@@ -22,7 +22,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, machine_line, split_settings
+from _common import ROOT, add_result_argument, machine_line, save_result, split_settings
 
 CHILD = """
 import json, sys, time
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1, help="1: one thread, two runs at a time; 0: the defaults")
     parser.add_argument("--variant", action="append", default=[], help="NAME=section.key=value,...")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, None)
     args = parser.parse_args()
     checkouts = args.checkout or [ROOT]
     variants = {"config": {}}
@@ -105,9 +105,9 @@ def main() -> None:
                      f"{1000 * result['seconds'] / result['steps']:.0f} |")
     table = "\n".join(lines) + "\n"
     print(table)
-    if args.write:
-        with args.write.open("a", encoding="utf8") as file:
-            file.write("\n" + table)
+    rows = [{"checkout": _describe(checkout), "variant": name, **result}
+            for (checkout, name), result in results.items()]
+    save_result(args.result or f"train_step_{args.corpus.name}_threads{args.threads}", {"rows": rows}, table)
 
 
 def _value(text: str):

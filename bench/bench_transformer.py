@@ -1,7 +1,7 @@
 """Resume NER with a small random BERT: our BERT-CRF, +DF, +DF+AT vs spacy-transformers + spaCy ner.
 
 Usage: python bench/bench_transformer.py [--data ../shared/data/resume] [--out bench/runs/transformer]
-       [--layers 4] [--width 256] [--max-steps 1500] [--jobs 1] [--write BENCHMARKS.md]
+       [--layers 4] [--width 256] [--max-steps 1500] [--jobs 1] [--result NAME]
 
 No pretrained weights can be downloaded here, so every system fine-tunes the same
 randomly initialised BERT (its vocabulary: the corpus's characters), for the same
@@ -15,7 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, evaluate, machine_line, prepare_corpus, train
+from _common import ROOT, add_result_argument, evaluate, machine_line, prepare_corpus, save_result, train
 
 # key: (name in the table, config, settings the config text gets)
 SYSTEMS = {
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--learn-rate", type=float, default=5e-4, help="peak rate for every system")
     parser.add_argument("--jobs", type=int, default=1, help="trainings at a time; > 1 runs each on one thread")
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
-    parser.add_argument("--write", type=Path, default=None, help="append the table to this Markdown file")
+    add_result_argument(parser, "transformer_cpu")
     args = parser.parse_args()
     corpus = prepare_corpus(args.data, args.out)
     model_dir = write_random_bert(args.data, args.out / "random-bert", args.layers, args.width)
@@ -70,9 +70,7 @@ def main() -> None:
     scores = evaluate(models, list(args.systems), corpus, args.repeats)
     table = render(training, scores, args)
     print(table)
-    if args.write is not None:
-        with args.write.open("a", encoding="utf8") as file_:
-            file_.write("\n" + table)
+    save_result(args.result, {"training": training, "scores": scores}, table)
 
 
 def training_schedule(steps: int, learn_rate: float) -> list:

@@ -1,0 +1,541 @@
+"""Render BENCHMARKS.md and the README's results table from bench/results/*.json.
+
+Usage: python bench/report.py [--check]
+
+Every bench script saves what it measured as bench/results/<name>.json, with the command, date,
+machine and code version (bench/_common.py, `save_result`); a file transcribed from the notebook of
+earlier runs (bench/HISTORY.md) or from a commit message says so in `transcribed_from`. This script
+renders, current numbers first: where each open issue's targets stand (TARGETS), then a table per
+question (QUESTIONS), each with the runs it comes from, then any result no question names yet; and
+the README's results table, between its two markers. A rerun of a script replaces its result file
+(same --result name); a new question is a new entry in QUESTIONS. --check writes nothing and exits 1
+if BENCHMARKS.md or the README's table differs from what this would write.
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+README = ROOT / "README.md"
+README_MARKERS = ("<!-- results:start -->", "<!-- results:end -->")
+MAX_LINES = 400
+
+Records = Dict[str, dict]
+Table = Tuple[List[str], List[str], List[List[str]]]  # columns, align ("left"/"right"), rows
+
+
+class Target(NamedTuple):
+    text: str
+    measure: Callable[[Records], Tuple[str, str]]  # the results -> (measured, status)
+
+
+class Question(NamedTuple):
+    title: str
+    results: List[Tuple[str, str]]  # (result name, label of its rows; "" for none)
+    label: str = ""  # the label column's header ("": no label column)
+    table: Optional[Callable[[Records], Table]] = None  # a table built from the figures, instead of the results'
+
+
+# ---- reading the figures, whichever way a result holds them ----
+
+def figure_rows(record: dict) -> List[dict]:
+    """A result's rows: the script's `rows`, or its first table's rows read as numbers."""
+    figures = record["figures"]
+    return figures["rows"] if "rows" in figures else figures["tables"][0]
+
+
+def dataset_row(records: Records, name: str, dataset: str, system: str) -> Optional[dict]:
+    """The row of a bench_datasets result for one dataset and system (None if the result is missing)."""
+    if name not in records:
+        return None
+    return next(row for row in figure_rows(records[name]) if row["dataset"] == dataset and row["system"] == system)
+
+
+def speed_ratios(record: dict) -> Dict[str, float]:
+    """Our chars/s over spaCy's `ner`'s, per dataset, from a bench_speed result."""
+    figures = record["figures"]
+    if "rows" in figures:
+        return {row["dataset"]: row["chars_per_s"]["ours"] / row["chars_per_s"]["spaCy ner"] for row in figures["rows"]}
+    return {row["dataset (runs)"].split(" (")[0]: row["ours / spaCy"] for row in figures["tables"][0]}
+
+
+def number(text) -> float:
+    """The first number in a cell ("**9.4 min** (563.2 s)" -> 9.4)."""
+    return text if isinstance(text, (int, float)) else float(re.search(r"\d+(?:\.\d+)?", text).group())
+
+
+def f1_text(row: dict) -> str:
+    return f"{row['f1']:.2f}" + (f" ± {row['f1_sd']:.2f}" if row.get("f1_sd") is not None else "")
+
+
+def seeds_text(rows: List[dict], key: str = "f1") -> str:
+    """Each seed's value, then the mean of two or more."""
+    values = [row[key] for row in rows]
+    seeds = [seed for row in rows for seed in row["seeds"]]
+    text = ", ".join(f"{value:.2f}" for value in values) + f" (seed{'s' if len(seeds) > 1 else ''} "
+    text += ", ".join(map(str, seeds))
+    return text + (f"; mean {statistics.mean(values):.2f})" if len(values) > 1 else ")")
+
+
+def gap(value: float, goal: float, unit: str = "") -> str:
+    return f"not met: {round(value - goal, 2):+g}{unit}"
+
+
+def missing(*names: str) -> Tuple[str, str]:
+    return f"no result yet ({', '.join(f'bench/results/{name}.json' for name in names)})", "not measured"
+
+
+# ---- issue 33 (scale) ----
+
+MSRA_DEFAULT, MSRA_SPACY = "datasets_msra_default_seed0", "datasets_msra_spacy_seed0"
+MSRA_VECTORS = ("datasets_msra_vectors_seed0", "datasets_msra_vectors_seed1")
+SMALL_VECTORS = ("datasets_resume-youku_default-vectors_seed0",
+                 "datasets_ecommerce-taobao-peoples_daily_default-vectors_seed0")
+
+
+def _msra(records: Records):
+    default = dataset_row(records, MSRA_DEFAULT, "msra", "default")
+    vectors = [row for name in MSRA_VECTORS if (row := dataset_row(records, name, "msra", "vectors"))]
+    return default, vectors
+
+
+def msra_f1(records: Records) -> Tuple[str, str]:
+    default, vectors = _msra(records)
+    if not default or not vectors:
+        return missing(MSRA_DEFAULT, *MSRA_VECTORS)
+    best = max(default["f1"], statistics.mean(row["f1"] for row in vectors))
+    n_seeds = max(len(default["seeds"]), len(vectors))
+    status = "met" if best >= 93.0 else gap(best, 93.0)
+    return (f"default.cfg {seeds_text([default])}; default_vectors.cfg with vectors from the train text "
+            f"{seeds_text(vectors)}", status + (f" ({n_seeds} seeds of 3)" if n_seeds < 3 else ""))
+
+
+def msra_spacy(records: Records) -> Tuple[str, str]:
+    default, vectors = _msra(records)
+    spacy = dataset_row(records, MSRA_SPACY, "msra", "spacy")
+    if not (default and vectors and spacy):
+        return missing(MSRA_SPACY)
+    lead = [f"default.cfg by {default['f1'] - spacy['f1']:.2f}"]
+    if vectors[0]["seeds"] == spacy["seeds"]:
+        lead.append(f"default_vectors.cfg by {vectors[0]['f1'] - spacy['f1']:.2f}")
+    return (f"spaCy's `ner` (its own config, 20,000 steps) {seeds_text([spacy])}: ours lead, {' and '.join(lead)}",
+            f"met ({len(spacy['seeds'])} seed of 3)" if len(spacy["seeds"]) < 3 else "met")
+
+
+def msra_robustness(records: Records) -> Tuple[str, str]:
+    default, vectors = _msra(records)
+    if not default or not vectors:
+        return missing(MSRA_DEFAULT, *MSRA_VECTORS)
+    best = max(default["r_f1"], statistics.mean(row["r_f1"] for row in vectors))
+    return (f"default.cfg {seeds_text([default], 'r_f1')}; default_vectors.cfg {seeds_text(vectors, 'r_f1')}",
+            "met" if best >= 99.5 else gap(best, 99.5))
+
+
+def msra_speed(records: Records) -> Tuple[str, str]:
+    default, _ = _msra(records)
+    ratios = [row["chars_per_s"] / base["chars_per_s"] for name in SMALL_VECTORS if name in records
+              for row in figure_rows(records[name]) if row["system"] == "vectors"
+              for base in figure_rows(records[name]) if base["system"] == "default" and base["dataset"] == row["dataset"]]
+    if not default or not ratios:
+        return missing(MSRA_DEFAULT, *SMALL_VECTORS)
+    return (f"default.cfg: the same model and code path as before (MSRA {default['chars_per_s']:,.0f} chars/s, one "
+            f"contended thread); default_vectors.cfg runs at {min(ratios):.2f}-{max(ratios):.2f}x the default's chars/s "
+            "(small sets, alternating in one process)", "met by default.cfg; not by default_vectors.cfg")
+
+
+def msra_training(records: Records) -> Tuple[str, str]:
+    default, vectors = _msra(records)
+    if not default or not vectors:
+        return missing(MSRA_DEFAULT, *MSRA_VECTORS)
+    longest = max(row["training_min"] for row in vectors)
+    return (f"default.cfg {default['training_min']:.1f} min; default_vectors.cfg (vectors included) "
+            + ", ".join(f"{row['training_min']:.1f} min (seed {row['seeds'][0]})" for row in vectors)
+            + "; one thread, beside other work",
+            ("met by default.cfg" if default["training_min"] <= 90 else gap(default["training_min"], 90, " min"))
+            + ("" if longest <= 90 else f"; default_vectors.cfg over by {longest - 90:.1f} min on one seed"))
+
+
+def small_sets_unchanged(records: Records) -> Tuple[str, str]:
+    return ("default.cfg resolves to the same training settings as before on every corpus of up to 500k tokens "
+            "(tests/test_patience.py; checked on the five train splits), and the model is the same",
+            "met by construction")
+
+
+# ---- issue 34 (lean) ----
+
+def _speed(records: Records, name: str, goal: float) -> Tuple[str, str]:
+    if name not in records:
+        return missing(name)
+    ratios = speed_ratios(records[name])
+    text = ", ".join(f"{dataset} {ratio:.2f}x" for dataset, ratio in ratios.items())
+    rjieba = records.get("segmenter_rjieba")
+    if rjieba and rjieba["date"][:10] > records[name]["date"][:10]:
+        text += f" ({records[name]['date'][:10]}: before rjieba's +15-20%)"
+    worst = min(ratios.values())
+    return text, "met" if worst >= goal else gap(worst, goal, "x")
+
+
+def speed_one_thread(records: Records) -> Tuple[str, str]:
+    return _speed(records, "speed_one_thread", 3.0)
+
+
+def speed_default_threads(records: Records) -> Tuple[str, str]:
+    return _speed(records, "speed_default_threads", 3.0)
+
+
+def int8_speed(records: Records) -> Tuple[str, str]:
+    if "int8" not in records:
+        return missing("int8")
+    figures = records["int8"]["figures"]
+    if "int8_over_fp32_time" in figures:
+        ratio, batch = f"{figures['int8_over_fp32_time']:.2f}", f"{figures['first_doc_alone_vs_batch']['int8']:.0e}"
+    else:
+        row = figures["tables"][0][0]
+        ratio, batch = row["int8 / fp32 time"], row["first doc alone against in the batch: largest difference"]
+    return (f"torch's dynamic int8 LSTM alone runs in {ratio} of fp32's time, and a doc's output then depends on its "
+            f"batch (up to {batch}): no `quantize` setting", "not met")
+
+
+def same_entities(records: Records) -> Tuple[str, str]:
+    checks = []
+    if "segmenter_rjieba" in records:
+        checks.append(f"rjieba: {records['segmenter_rjieba']['figures']['tables'][0][0]['entities']} entities")
+    for name in ("speed_one_thread", "speed_default_threads"):
+        rows = records.get(name, {}).get("figures", {}).get("rows", [])
+        if rows and "rjieba_same_entities" in rows[0]:
+            same = all(row["rjieba_same_entities"] for row in rows)
+            checks.append(f"{name}: {'the same' if same else 'DIFFERENT'} entities with rjieba and jieba")
+    if not checks:
+        return missing("segmenter_rjieba")
+    return "; ".join(checks) + "; no change to training yet", "met so far (exact changes only)"
+
+
+def int8_accuracy(records: Records) -> Tuple[str, str]:
+    return "int8 is not a setting (see above)", "not measured"
+
+
+def _load(records: Records) -> Optional[dict]:
+    if "load" not in records:
+        return None
+    figures = records["load"]["figures"]
+    if "rows" in figures:  # bench_load.py: the pipeline as this checkout saves it
+        row = figures["rows"][-1]
+        return {"seconds": row["total"], "mb": row["mb"], "name": row["name"]}
+    row = figures["tables"][0][-1]
+    return {"seconds": row["load + first doc"], "mb": row["on disk"], "name": row["pipeline files"]}
+
+
+def load_time(records: Records) -> Tuple[str, str]:
+    load = _load(records)
+    if not load:
+        return missing("load")
+    status = "met" if load["seconds"] <= 1.0 else gap(load["seconds"], 1.0, " s")
+    return f"{round(load['seconds'], 2):g} s ({load['name']})", status
+
+
+def load_size(records: Records) -> Tuple[str, str]:
+    load = _load(records)
+    if not load:
+        return missing("load")
+    return f"{round(load['mb'], 1):g} MB ({load['name']})", "met" if load["mb"] <= 10 else gap(load["mb"], 10, " MB")
+
+
+def resume_training(records: Records) -> Tuple[str, str]:
+    if "resume_training_time" not in records:
+        return missing("resume_training_time")
+    rows = figure_rows(records["resume_training_time"])
+    minutes = [number(row["wall time"]) for row in rows]
+    return (", ".join(f"{m:.1f} min" for m in minutes) + " (`spacy train` alone, default threads, seeds 0 and 1)",
+            "met" if max(minutes) <= 6 else gap(max(minutes), 6, " min"))
+
+
+def training_accuracy(records: Records) -> Tuple[str, str]:
+    return "no change to training yet", "n/a"
+
+
+# ---- issue 37 (active learning) ----
+
+def labels_saved(records: Records) -> Tuple[str, str]:
+    if "select" not in records:
+        return "bench/bench_select.py has not run at full size yet (no bench/results/select.json)", "not measured"
+    figures = records["select"]["figures"]
+    stop, reached, texts = figures["stop"], {}, []
+    for dataset, curves in figures["curves"].items():
+        mean = {strategy: {int(n): statistics.mean(seed[n]["f"] for seed in seeds.values() if n in seed)
+                           for n in {n for seed in seeds.values() for n in seed}} for strategy, seeds in curves.items()}
+        target = mean.get("random", {}).get(stop)
+        best = min((n for strategy, curve in mean.items() if strategy != "random" for n, f in curve.items()
+                    if target is not None and f >= target), default=None)
+        reached[dataset] = best
+        texts.append(f"{dataset} {best if best else 'not reached'}")
+    met = len(reached) >= 3 and all(n is not None and n <= 0.6 * stop for n in reached.values())
+    return "fewest labels at which a strategy reaches random's F1 at " + f"{stop:,}: " + ", ".join(texts), (
+        "met" if met else "not met")
+
+
+def ranking_speed(records: Records) -> Tuple[str, str]:
+    return "no bench script measures it yet", "not measured"
+
+
+def exactness(records: Records) -> Tuple[str, str]:
+    return ("tests/test_active_learning.py: every strategy's scores equal brute-force enumeration over all tag "
+            "sequences on tiny models", "met (tested)")
+
+
+TARGETS = [
+    ("Issue 33 (scale): MSRA, 42k train sentences, without losing the small sets", [
+        Target("MSRA test F1 >= 93.0 (stretch 94.5), 3-seed mean, no pretrained weights", msra_f1),
+        Target("spaCy's `ner` on MSRA in the same table", msra_spacy),
+        Target("every other dataset >= today's 3-seed mean - 0.3", small_sets_unchanged),
+        Target("MSRA R-F1 >= 99.5", msra_robustness),
+        Target("inference chars/s no lower than today's default", msra_speed),
+        Target("a full MSRA training <= 90 minutes, one thread, two at a time", msra_training),
+    ]),
+    ("Issue 34 (lean): 3x spaCy's `ner`, half the training time, the same accuracy", [
+        Target("inference >= 3.0x spaCy's `ner` chars/s, every dataset, one thread (fp32)", speed_one_thread),
+        Target("the same with the libraries' default threads", speed_default_threads),
+        Target(">= 4x with `quantize = \"int8\"`", int8_speed),
+        Target("fp32 accuracy unchanged (identical entities where exact)", same_entities),
+        Target("int8 within 0.3 test F1 of fp32", int8_accuracy),
+        Target("`spacy.load` + the first doc <= 1.0 s", load_time),
+        Target("the default pipeline <= 10 MB on disk", load_size),
+        Target("Resume training <= 6 minutes per seed on 2 cores", resume_training),
+        Target("every dataset's F1 within 0.2 of today's after the training changes", training_accuracy),
+    ]),
+    ("Issue 37 (active learning): what to annotate next", [
+        Target("the best strategy reaches random's F1 at 2,000 labels with <= 1,200, every dataset (3 seeds)",
+               labels_saved),
+        Target("ranking 100k sentences at >= 50% of `annotate`'s chars/s", ranking_speed),
+        Target("strategy scores equal brute force over all tag sequences (tiny models)", exactness),
+    ]),
+]
+
+
+# ---- the comparison every dataset answers: default, TENER, spaCy's ner ----
+
+TENER = "datasets_resume-ecommerce-youku-taobao_tener_steps3000"
+SPACY = "datasets_resume-ecommerce-youku-taobao_default-spacy_steps3000"
+FGM = "datasets_taobao-youku-ecommerce_default-fgm3"
+SAMPLES = "datasets_youku-ecommerce_default_sample1350-270"
+SAMPLES_SPACY = "datasets_ecommerce-youku_default-spacy_sample1350-270"
+# row label: (default, TENER, spaCy's `ner`), each (result, dataset, system) or None
+COMPARISON = [
+    ("Resume", ("datasets_resume_default", "resume", "default"), (TENER, "resume", "tener"), (SPACY, "resume", "spacy")),
+    ("E-commerce", (FGM, "ecommerce", "fgm3"), (TENER, "ecommerce", "tener"), (SPACY, "ecommerce", "spacy")),
+    ("Youku", (FGM, "youku", "fgm3"), (TENER, "youku", "tener"), (SPACY, "youku", "spacy")),
+    ("Taobao", (FGM, "taobao", "fgm3"), (TENER, "taobao", "tener"), (SPACY, "taobao", "spacy")),
+    ("People's Daily, 2,318 train sentences", ("datasets_peoples_daily_default", "peoples_daily", "default"), None,
+     ("datasets_peoples_daily_default-spacy-bio", "peoples_daily", "spacy")),
+    ("Youku, 1,350 train sentences", (SAMPLES, "youku", "default"), None, (SAMPLES_SPACY, "youku", "spacy")),
+    ("E-commerce, 1,350 train sentences", (SAMPLES, "ecommerce", "default"), None, (SAMPLES_SPACY, "ecommerce", "spacy")),
+]
+README_ROWS = 4  # the README shows the full sets
+
+
+def comparison(records: Records, n_rows: int = len(COMPARISON)) -> Table:
+    columns = ["dataset", "default", "TENER", "spaCy `ner`", "default - spaCy", "R-F1 default / TENER / spaCy"]
+    rows = []
+    for label, *systems in COMPARISON[:n_rows]:
+        default, tener, spacy = (dataset_row(records, *system) if system else None for system in systems)
+        rows.append([
+            label, *(f1_text(row) if row else "" for row in (default, tener, spacy)),
+            f"{default['f1'] - spacy['f1']:+.2f}" if default and spacy else "",
+            " / ".join(f"{row['r_f1']:.2f}" if row else "-" for row in (default, tener, spacy)),
+        ])
+    return columns, ["left"] + ["right"] * 5, rows
+
+
+def comparison_sources() -> List[str]:
+    names = [system[0] for _, *systems in COMPARISON for system in systems if system]
+    return list(dict.fromkeys(names))
+
+
+QUESTIONS = [
+    Question("Every dataset: the default against TENER and spaCy's `ner` (test F1, 3 seeds)",
+             [(name, "") for name in comparison_sources()], table=comparison),
+    Question("MSRA (newswire, 42k train sentences): full trainings",
+             [(MSRA_SPACY, "0"), (MSRA_DEFAULT, "0"), (MSRA_VECTORS[0], "0"), (MSRA_VECTORS[1], "1")], "seed"),
+    Question("Vectors trained on each small set's own train split (seed 0)", [(name, "") for name in SMALL_VECTORS]),
+    Question("Inference speed against spaCy's `ner`",
+             [("speed_one_thread", "one"), ("speed_default_threads", "default (torch 2)")], "threads"),
+    Question("Load time and size of the default pipeline", [("load", "")]),
+    Question("int8 inference", [("int8", "")]),
+    Question("Softword segmentation: rjieba against jieba", [("segmenter_rjieba", "")]),
+    Question("A training step of the default (Resume)",
+             [("train_step_resume_threads1", "one"), ("train_step_resume_threads0", "default")], "threads"),
+    Question("Resume: a whole `spacy train` of the default", [("resume_training_time", "")]),
+    Question("Training-step kernels", [("kernels", "")]),
+    Question("A training step by batch size (MSRA)", [("train_step_msra_threads1", "")]),
+    Question("Exact bigram tables against hashed ones (MSRA, 2,500 steps)", [("msra_bigram_tables_steps2500", "")]),
+    Question("Collisions in the hashed bigram tables", [("bigram_collisions", "")]),
+    Question("Long documents", [("long_docs", "")]),
+    Question("Entity probabilities: calibration and the cost of the default decoding",
+             [("confidence_resume", ""), ("confidence_youku", "")]),
+    Question("The threshold fitted on dev against the best path",
+             [("threshold_datasets", "full sets, 3 seeds"), ("threshold_small", "1,350-sentence samples, 3 seeds")],
+             "models"),
+    Question("Sentence-level robustness (the paper's Table 4, Resume)", [("robustness", "")]),
+    Question("`annotate`: local `nlp.pipe` and Ray Data", [("annotate", "")]),
+    Question("Row-by-row products split among torch's threads", [("row_split", "")]),
+    Question("Matrix products per OpenBLAS kernel", [("products", "")]),
+    Question("Lexicon loading and matching", [("lexicon", "")]),
+    Question("LEBERT's Lexicon Adapter on and off (Resume, 3 seeds)", [("lexicon_adapter", "")]),
+    Question("Transformer configs on CPU (random BERT); the GPU run", [("transformer_cpu", "")]),
+]
+
+
+# ---- rendering ----
+
+def markdown_table(table: Table) -> List[str]:
+    columns, align, rows = table
+    return [
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join("---:" if a == "right" else "---" for a in align) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def source_line(record: dict) -> str:
+    """Where a result comes from: command, date, machine, commit, and what was transcribed."""
+    version = record["code_version"]
+    commit = f"`{version['commit'][:7]}`" if version.get("commit") else "commit unknown"
+    if version.get("dirty"):
+        commit += " + uncommitted changes"
+    command = record["command"] if record["command"] == "not recorded" else f"`{record['command']}`"
+    line = f"- {command} · {record['date'][:10]} · {record['machine']['line']} · {commit}"
+    source = record.get("transcribed_from")
+    if source:
+        line += (f" · transcribed from [bench/HISTORY.md]({source})" if source.startswith("bench/HISTORY.md#")
+                 else f" · transcribed from {source}")
+    if record.get("notes"):
+        line += f". {record['notes']}"
+    return line
+
+
+def result_tables(records: Records, question: Question) -> List[Table]:
+    """The first table of each result; tables with the same columns become one, a label column first."""
+    tables: List[Table] = []
+    for name, label in question.results:
+        if name not in records or not records[name]["tables"]:
+            continue
+        table = records[name]["tables"][0]
+        columns, align, rows = table["columns"], table["align"], table["rows"]
+        if question.label:
+            columns, align, rows = [question.label, *columns], ["left", *align], [[label, *row] for row in rows]
+        if tables and tables[-1][0] == columns:
+            tables[-1][2].extend(rows)
+        else:
+            tables.append((columns, align, [list(row) for row in rows]))
+    return tables
+
+
+def render_benchmarks(records: Records) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Generated by `python bench/report.py` from bench/results/*.json: rerun a bench script or edit a "
+        "result there, not this file. -->",
+        "",
+        "Every number below comes from a file in `bench/results/`, written by the bench script that measured it "
+        "(its command, date, machine and commit), or transcribed from the notebook of earlier runs, "
+        "[bench/HISTORY.md](bench/HISTORY.md), and saying so. Ratios are measured side by side in one run; the "
+        "machines are shared and noisy, so compare numbers across tables with care.",
+        "",
+        "## Where each target stands",
+        "",
+    ]
+    for title, targets in TARGETS:
+        lines += [f"### {title}", ""]
+        rows = [[target.text, *target.measure(records)] for target in targets]
+        lines += markdown_table((["target", "measured", "status"], ["left"] * 3, rows)) + [""]
+    lines += ["## Results, one table per question", ""]
+    placed = set()
+    for question in QUESTIONS:
+        names = [name for name, _ in question.results]
+        placed.update(names)
+        tables = [question.table(records)] if question.table else result_tables(records, question)
+        lines += [f"### {question.title}", ""]
+        for table in tables:
+            lines += markdown_table(table) + [""]
+        present = [name for name in names if name in records]
+        lines += [source_line(records[name]) for name in present]
+        absent = [name for name in names if name not in records]
+        if absent:
+            lines.append(f"- Not measured yet: {', '.join(f'`bench/results/{name}.json`' for name in absent)}")
+        lines.append("")
+    others = [name for name in records if name not in placed]
+    if others:
+        lines += ["## Other results (no question in bench/report.py names them yet)", ""]
+        for name in others:
+            lines += [f"### {records[name]['title'] or name}", ""]
+            for table in records[name]["tables"]:
+                lines += markdown_table((table["columns"], table["align"], table["rows"])) + [""]
+            lines += [source_line(records[name]), ""]
+    lines += ["Earlier results, the variants tried and why each default is what it is: "
+              "[bench/HISTORY.md](bench/HISTORY.md) (the notebook up to 2026-11-26) and the git history of "
+              "bench/results/."]
+    return "\n".join(lines) + "\n"
+
+
+def render_readme_table(records: Records) -> str:
+    sources = ", ".join(f"`{name}`" for name in dict.fromkeys(
+        system[0] for _, *systems in COMPARISON[:README_ROWS] for system in systems if system))
+    lines = [
+        README_MARKERS[0],
+        *markdown_table(comparison(records, README_ROWS)),
+        "",
+        f"(Rendered by `python bench/report.py` from bench/results/: {sources}.)",
+        README_MARKERS[1],
+    ]
+    return "\n".join(lines)
+
+
+def updated_readme(text: str, records: Records) -> str:
+    start, end = (text.find(marker) for marker in README_MARKERS)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md has no {README_MARKERS[0]} ... {README_MARKERS[1]} pair: put the two markers "
+                         "where the results table goes (in the Benchmarks section)")
+    return text[:start] + render_readme_table(records) + text[end + len(README_MARKERS[1]):]
+
+
+def load_records(folder: Path = RESULTS) -> Records:
+    records = {}
+    for path in sorted(folder.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf8"))
+        if record.get("name") != path.stem:
+            raise ValueError(f"{path}: its name is {record.get('name')!r}, expected {path.stem!r} (the file's name)")
+        records[path.stem] = record
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file differs from what would be written")
+    args = parser.parse_args()
+    records = load_records()
+    benchmarks = render_benchmarks(records)
+    n_lines = benchmarks.count("\n")
+    if n_lines > MAX_LINES:
+        sys.exit(f"BENCHMARKS.md would have {n_lines} lines, over {MAX_LINES}: merge or drop questions in bench/report.py")
+    readme = updated_readme(README.read_text(encoding="utf8"), records)
+    stale = [path.name for path, text in ((BENCHMARKS, benchmarks), (README, readme))
+             if not path.exists() or path.read_text(encoding="utf8") != text]
+    if args.check:
+        if stale:
+            verb = "differ" if len(stale) > 1 else "differs"
+            sys.exit(f"{' and '.join(stale)} {verb} from bench/results/*.json: run `python bench/report.py`")
+        return
+    for path, text in ((BENCHMARKS, benchmarks), (README, readme)):
+        if path.name in stale:  # the README is read and written at once: other sections stay as they are
+            path.write_text(text, encoding="utf8")
+    print(f"BENCHMARKS.md: {n_lines} lines; rewrote {', '.join(stale) or 'nothing'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""BENCHMARKS.md and the README's results table are what bench/report.py renders from bench/results/*.json.
+
+A hand edit of either fails here: edit a result (or rerun its bench script), then `python bench/report.py`.
+No data, no models: the committed result files only.
+"""
+import datetime
+import importlib.util
+import json
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def _module(name: str):
+    """A bench script as a module (bench/ is not a package; its scripts import each other by name)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+report = _module("report")
+common = _module("_common")
+RESULT_FILES = sorted((BENCH / "results").glob("*.json"))
+
+
+def test_benchmarks_md_is_rendered_from_the_results():
+    rendered = report.render_benchmarks(report.load_records())
+    assert (ROOT / "BENCHMARKS.md").read_text(encoding="utf8") == rendered, (
+        "BENCHMARKS.md differs from bench/results/*.json: run `python bench/report.py`")
+    assert rendered.count("\n") <= report.MAX_LINES
+
+
+def test_readme_table_is_rendered_from_the_results():
+    readme = (ROOT / "README.md").read_text(encoding="utf8")
+    assert readme.count(report.README_MARKERS[0]) == 1 and readme.count(report.README_MARKERS[1]) == 1
+    assert report.updated_readme(readme, report.load_records()) == readme, (
+        "README.md's results table differs from bench/results/*.json: run `python bench/report.py`")
+
+
+def test_the_targets_come_first():
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Where each target stands"
+    assert text.index("## Where each target stands") < 1500  # on the first screen
+
+
+@pytest.mark.parametrize("path", RESULT_FILES, ids=[p.stem for p in RESULT_FILES])
+def test_every_result_says_where_it_comes_from(path):
+    record = json.loads(path.read_text(encoding="utf8"))
+    assert record["name"] == path.stem
+    assert record["command"].strip()
+    datetime.date.fromisoformat(record["date"][:10])
+    assert record["machine"]["line"].strip()
+    assert "commit" in record["code_version"] and "dirty" in record["code_version"]
+    assert record["figures"] and record["tables"]
+    if record.get("code_version", {}).get("commit") is None:
+        assert record.get("transcribed_from"), "a result without a commit must say where it was transcribed from"
+
+
+def _anchors(markdown: str) -> set:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, repeats numbered."""
+    anchors, seen = set(), {}
+    for match in re.finditer(r"^#{1,6} (.+)$", markdown, flags=re.M):
+        text = match.group(1).strip().lower()
+        slug = "".join(ch for ch in text if ch in " -_" or unicodedata.category(ch)[0] in "LMN").replace(" ", "-")
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_transcribed_results_point_at_a_history_section():
+    anchors = _anchors((BENCH / "HISTORY.md").read_text(encoding="utf8"))
+    for path in RESULT_FILES:
+        source = json.loads(path.read_text(encoding="utf8")).get("transcribed_from", "")
+        if source.startswith("bench/HISTORY.md#"):
+            assert source.split("#", 1)[1] in anchors, f"{path.name}: no section {source}"
+
+
+def test_save_result_records_the_run_and_report_shows_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(BENCH / "bench_example.py"), "--repeats", "2"])
+    markdown = "\n".join([
+        "### An example (2026-01-01)", "", "Command: `python bench/bench_example.py`  ", "Machine: x  ",
+        "One thread.", "", "| system | chars/s |", "| --- | ---: |", "| ours | 1,234 |", "", "Ours is fast.",
+    ])
+    path = common.save_result("example", {"chars_per_s": 1234.5, "model": tmp_path}, markdown)
+    record = json.loads(path.read_text(encoding="utf8"))
+    assert record["command"] == "python bench/bench_example.py --repeats 2"
+    assert record["title"] == "An example"
+    assert record["machine"]["cores"] >= 1 and record["machine"]["line"]
+    assert set(record["code_version"]) == {"commit", "dirty"}
+    assert record["figures"] == {"chars_per_s": 1234.5, "model": str(tmp_path)}
+    assert record["tables"] == [{"columns": ["system", "chars/s"], "align": ["left", "right"], "rows": [["ours", "1,234"]]}]
+    assert record["notes"] == "One thread. Ours is fast."
+    assert common.save_result("-", {}, markdown) is None
+    # A result no question names yet is rendered after the questions, with its source.
+    text = report.render_benchmarks({**report.load_records(), "example": record})
+    other = text[text.index("## Other results"):]
+    assert "| ours | 1,234 |" in other and "python bench/bench_example.py --repeats 2" in other
+
+
+def test_figures_from_a_table_read_numbers():
+    table = {"columns": ["a", "b", "c", "d"], "align": [], "rows": [["**1,234**", "93.45 ± 0.79", "0.17%", "n/a"]]}
+    assert common.table_figures(table) == [{"a": 1234, "b": 93.45, "b sd": 0.79, "c": 0.17, "d": "n/a"}]
+
+
+def test_the_active_learning_target_reads_bench_selects_figures():
+    """bench_select.py's result ({dataset: {strategy: {seed: {labels: {"f": F1}}}}}) fills issue 37's first target."""
+    def curve(f):
+        return {str(seed): {str(n): {"f": f(n)} for n in range(200, 2001, 200)} for seed in range(3)}
+
+    curves = {dataset: {"random": curve(lambda n: n / 2500), "entropy": curve(lambda n: min(0.8, n / 1250))}
+              for dataset in ("resume", "youku", "msra")}
+    measured, status = report.labels_saved({"select": {"figures": {"curves": curves, "stop": 2000}}})
+    assert status == "met" and "resume 1000" in measured
+    curves["msra"]["entropy"] = curve(lambda n: n / 2600)
+    assert report.labels_saved({"select": {"figures": {"curves": curves, "stop": 2000}}})[1] == "not met"
