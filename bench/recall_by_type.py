@@ -1,15 +1,20 @@
 """Recall per entity type of a model's test predictions, for entities seen and unseen in train, with
 examples of the missed ones, and false positives per type.
 
-Usage: python bench/recall_by_type.py MODEL TEST.spacy TRAIN.spacy [--examples 12]
+Usage: python bench/recall_by_type.py MODEL TEST.spacy TRAIN.spacy [--examples 12] [--result NAME]
 
 An entity is "seen" when its text and label occur as an entity in TRAIN (as bench_datasets.py's
 R seen / unseen). Prints one line per (label, seen) with the hits, the test entities, the recall
-and the first missed ones, then the false positives per label.
+and the first missed ones, then the false positives per label; saves the table as a result.
 """
 import argparse
+import datetime
+import shlex
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from _common import add_result_argument, machine_line, save_result
 
 
 def main() -> None:
@@ -18,6 +23,7 @@ def main() -> None:
     parser.add_argument("test", type=Path)
     parser.add_argument("train", type=Path)
     parser.add_argument("--examples", type=int, default=12)
+    add_result_argument(parser, "recall_by_type")
     args = parser.parse_args()
     import spacy
     from spacy.tokens import DocBin
@@ -43,6 +49,27 @@ def main() -> None:
         print(f"{label} {'seen' if is_seen else 'unseen'}: {n_hit} of {n} ({n_hit / n * 100:.1f}%); missed: "
               + ", ".join(missed[(label, is_seen)]))
     print("false positives:", dict(false_positives.most_common()))
+    lines = [
+        f"### Recall per entity type, seen and unseen in train ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/recall_by_type.py {shlex.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}  ",
+        "Seen: the entity's text and label occur as an entity in train.",
+        "",
+        "| label | in train | found | test entities | recall | false positives |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    shown = set()  # a label's false positives on its first row
+    for (label, is_seen), (n_hit, n) in sorted(hits.items()):
+        lines.append(f"| {label} | {'seen' if is_seen else 'unseen'} | {n_hit:,} | {n:,} | {n_hit / n * 100:.1f}% | "
+                     f"{'' if label in shown else false_positives[label]} |")
+        shown.add(label)
+    recall = [{"label": label, "seen": is_seen, "found": n_hit, "entities": n, "missed": missed[(label, is_seen)]}
+              for (label, is_seen), (n_hit, n) in sorted(hits.items())]
+    figures = {"recall": recall, "false_positives": dict(false_positives), "model": args.model}
+    table = "\n".join(lines) + "\n"
+    print(table)
+    save_result(args.result, figures, table)
 
 
 if __name__ == "__main__":

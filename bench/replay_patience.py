@@ -1,6 +1,7 @@
 """Replay shorter patiences on finished trainings' dev curves (spaCy's console logs).
 
 Usage: python bench/replay_patience.py LOG [LOG ...] [--patience 800 1000 1200 1400] [--reference 1600]
+       [--result NAME]
 
 A training run is deterministic given its seed, so a patience shorter than the one it ran with
 stops the same run earlier: its best dev score is the best of the curve up to that stop. For each
@@ -10,9 +11,14 @@ best score and the step it would stop at. Runs that ended for another reason (ma
 max_epochs) replay only up to their last evaluation.
 """
 import argparse
+import datetime
 import re
+import shlex
+import sys
 from pathlib import Path
 from typing import List, Tuple
+
+from _common import add_result_argument, machine_line, save_result
 
 # A score row of spaCy's console logger with one component: epoch, step, loss, then the first
 # score (ents_f for crf_ner's configs). Rows of more components have more loss columns.
@@ -40,20 +46,35 @@ def main() -> None:
     parser.add_argument("logs", type=Path, nargs="+")
     parser.add_argument("--patience", type=int, nargs="+", default=[800, 1000, 1200, 1400])
     parser.add_argument("--reference", type=int, default=1600)
+    add_result_argument(parser, "replay_patience")
     args = parser.parse_args()
-    print("| log | steps | best dev | " + " | ".join(f"patience {p}: change / stop" for p in args.patience) + " |")
-    print("| --- | ---: | ---: | " + " | ".join("---:" for _ in args.patience) + " |")
+    lines = [
+        f"### Shorter patiences replayed on finished trainings ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/replay_patience.py {shlex.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}  ",
+        f"Best dev score and steps under a patience of {args.reference:,}; for each shorter one the change in the best "
+        "score and the step the run would stop at.",
+        "",
+        "| log | steps | best dev | " + " | ".join(f"patience {p}: change / stop" for p in args.patience) + " |",
+        "| --- | ---: | ---: | " + " | ".join("---:" for _ in args.patience) + " |",
+    ]
+    figures = {"reference": args.reference, "logs": {}}
     for path in args.logs:
         points = curve(path)
         if not points:
-            print(f"| {path} | no score rows | | " + " | ".join("" for _ in args.patience) + " |")
+            lines.append(f"| {path} | no score rows | | " + " | ".join("" for _ in args.patience) + " |")
             continue
         best, steps = replay(points, args.reference)
-        cells = []
+        cells, figures["logs"][str(path)] = [], {"steps": steps, "best": best, "patience": {}}
         for patience in args.patience:
             score, stop = replay(points, patience)
             cells.append(f"{score - best:+.2f} / {stop:,}")
-        print(f"| {path} | {steps:,} | {best:.2f} | " + " | ".join(cells) + " |")
+            figures["logs"][str(path)]["patience"][str(patience)] = {"best": score, "stop": stop}
+        lines.append(f"| {path} | {steps:,} | {best:.2f} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    save_result(args.result, figures, table)
 
 
 if __name__ == "__main__":
