@@ -25,7 +25,7 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .annotate import Row, Source, count_rows, find_sources, read_rows
+from .annotate.inputs import Row, Source, count_rows, find_sources, read_rows
 
 STRATEGIES = ("random", "entropy", "mean-entropy", "least-confident", "expected-count")
 OUTPUT_FORMATS = ("jsonl", "labelstudio", "doccano", "prodigy")

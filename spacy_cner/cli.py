@@ -17,7 +17,7 @@ from wasabi import Printer
 
 from .active_learning import OUTPUT_FORMATS as SELECT_FORMATS
 from .active_learning import STRATEGIES
-from .annotate import ENGINES, OUTPUT_FORMATS
+from .annotate.job import ENGINES, OUTPUT_FORMATS
 from .corpus.convert import FORMATS, INPUT_SCHEMES, ConversionStats, iter_docs
 from .corpus.export import EXPORT_FORMATS, EXPORT_SCHEMES
 from .robustness.metrics import PAIRINGS

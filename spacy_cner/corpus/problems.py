@@ -3,7 +3,7 @@ repair, is repaired and listed; the conversion's counts; lines read with BOM and
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Callable, Iterator, List, Optional, Sequence, Tuple
 
 
 
@@ -81,15 +81,31 @@ class Problems:
         self.repairs.append(Repair(kind, line, sentence, f"{message}; repaired: {fix}"))
 
 
+def iter_lines(file: BinaryIO) -> Iterator[bytes]:
+    """Each line of a binary file without its line break ("\\n" or "\\r\\n"); no other character splits
+    lines; a UTF-8 byte-order mark at the start is dropped.
+
+    Why not text mode or str.splitlines: they also split at a lone "\\r", U+2028 and other separators,
+    which a doc may contain; one doc per line means one per "\\n" here, in every reader.
+    """
+    for number, line in enumerate(file):
+        if line.endswith(b"\n"):
+            line = line[:-1]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+        if number == 0 and line.startswith(_BOM):  # a UTF-8 byte-order mark is no part of the text
+            line = line[len(_BOM) :]
+        yield line
+
+
 def read_lines(
     path: Path, problems: Optional[Problems], sentence: Callable[[], int] = lambda: 0
 ) -> Iterator[Tuple[int, str]]:
-    """Yield (1-based line number, text) without line endings; BOM and CRLF accepted."""
+    """Yield (1-based line number, text) of iter_lines' lines, decoded; BOM and CRLF accepted, and
+    any "\\r" left at a line's end dropped too. Bytes that are not UTF-8 are a problem (line-numbered)."""
     with path.open("rb") as file_:
-        for line_no, raw in enumerate(file_, start=1):
-            if line_no == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM) :]
-            raw = raw.rstrip(b"\r\n")
+        for line_no, raw in enumerate(iter_lines(file_), start=1):
+            raw = raw.rstrip(b"\r")
             try:
                 text = raw.decode("utf8")
             except UnicodeDecodeError as err:

@@ -1,0 +1,192 @@
+"""The outputs of annotate: ShardWriter puts the records, in input order, into shards of shard_size rows,
+each written in one atomic rename (JSONL, Parquet or DocBin), and passes over what an earlier run wrote."""
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+import srsly
+from spacy.tokens import Doc, DocBin
+
+from .inputs import Row, Source
+from .job import OUTPUT_FORMATS, Summary
+from .resume import done_marker, read_done_marker, write_done_marker
+
+if TYPE_CHECKING:
+    import pyarrow
+
+
+class ShardWriter:
+    """Writes annotated rows, in input order, into shards; skips shards already written; counts."""
+
+    def __init__(self, output_dir: Path, output_format: str, shard_size: int):
+        self.output_dir = output_dir
+        self.output_format = output_format
+        self.shard_size = shard_size
+        self.summary = Summary()
+        self.bar: Any = None  # a progress bar, moved on by every row added or skipped as already written
+        self._records: List[Dict[str, Any]] = []
+        self._wheres: List[str] = []  # each record's "file, line N", for the rows a shard cannot hold
+        self._shard: Optional[Tuple[str, int]] = None
+        # Rows ask whether their shard exists: one stat per shard, not per row.
+        self._existed: Dict[Tuple[str, int], bool] = {}
+
+    def shard_path(self, source: Source, index: int) -> Path:
+        """Where shard `index` of a source goes."""
+        return self.output_dir / f"{source.name}.{index:05d}{OUTPUT_FORMATS[self.output_format]}"
+
+    def is_written(self, source: Source, index: int) -> bool:
+        """Whether shard `index` of a source was written before this run (looked up once per shard)."""
+        key = (source.name, index)
+        if key not in self._existed:
+            self._existed[key] = self.shard_path(source, index).exists()
+        return self._existed[key]
+
+    def skip_written(self, source: Source, row_index: int) -> bool:
+        """Whether row `row_index` of a source lies in a shard written before this run. If so the row is
+        passed over: its shard counted as skipped (at the shard's first row), the progress bar moved on."""
+        if not self.is_written(source, row_index // self.shard_size):
+            return False
+        if row_index % self.shard_size == 0:
+            self.skip()
+        if self.bar is not None:
+            self.bar.update(1)
+        return True
+
+    def is_complete(self, source: Source) -> bool:
+        """Whether every shard of a source was written (its marker exists)."""
+        return done_marker(self.output_dir, source).exists()
+
+    def skip_complete(self, source: Source) -> bool:
+        """If a source is complete, count its shards as skipped and say so. A source that grew since
+        (lines appended: its content then starts with what was annotated) is not complete: its last
+        shard, if partial, is written again with the new rows; a source whose annotated content
+        changed is refused."""
+        marker = read_done_marker(self.output_dir, source)
+        if marker is None:
+            return False
+        if "size" in marker and source.path.stat().st_size > marker["size"]:
+            if marker["rows"] % self.shard_size:
+                self.shard_path(source, marker["rows"] // self.shard_size).unlink(missing_ok=True)
+            self._existed.clear()
+            done_marker(self.output_dir, source).unlink()
+            return False
+        self.skip(marker["shards"])
+        if self.bar is not None:
+            self.bar.update(marker["rows"])
+        return True
+
+    def add(self, source: Source, row_index: int, record: Dict[str, Any], text_length: int) -> None:
+        """Add the record of row `row_index` of a source; rows must come in input order."""
+        key = (source.name, row_index // self.shard_size)
+        if key != self._shard:
+            self.flush()
+            self._shard = key
+            self._source = source
+        self._records.append(record)
+        self._wheres.append(source.where(row_index))
+        if "error" in record:
+            self.summary.errors += 1
+        else:
+            self.summary.docs += 1
+            self.summary.chars += text_length
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(_rate(self.summary, self.bar), refresh=False)
+
+    def add_doc(self, source: Source, row_index: int, row: Row, doc: Doc) -> None:
+        """DocBin shards: the doc with the row's fields in doc.user_data (and the error, for a bad row)."""
+        doc.user_data["fields"] = row.fields
+        try:
+            srsly.msgpack_dumps(row.fields)
+        except (OverflowError, TypeError, ValueError) as err:  # an integer beyond 64 bits, say
+            row = dataclasses.replace(row, fields={"raw": json.dumps(row.fields, ensure_ascii=False, default=str)},
+                                      error=f"a DocBin cannot hold its fields ({err}); they are kept as JSON in 'raw'")
+            doc = Doc(doc.vocab)  # the row is kept in its fields, as a bad row
+            doc.user_data["fields"] = row.fields
+        if row.error is not None:
+            doc.user_data["error"] = f"{source.where(row_index)}: {row.error}"
+            record = {"error": doc.user_data["error"], "doc": doc}
+        else:
+            record = {"doc": doc}
+        self.add(source, row_index, record, len(row.text))
+
+    def flush(self) -> None:
+        """Write the current shard, if rows were added to it, through a temporary file and one rename."""
+        if self._shard is None:
+            return
+        path = self.shard_path(self._source, self._shard[1])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        if self.output_format == "parquet":
+            self._records = self._parquet_rows(self._records, self._wheres)
+        _write_records(temporary, self._records, self.output_format)
+        os.replace(temporary, path)
+        self.summary.shards_written += 1
+        self._records, self._wheres, self._shard = [], [], None
+
+    def _parquet_rows(self, records: List[Dict[str, Any]], wheres: List[str]) -> List[Dict[str, Any]]:
+        """The records, each row that a Parquet column cannot hold beside the others (a field of
+        another type, an integer beyond 64 bits) turned into an error row keeping it as JSON text."""
+        import pyarrow
+
+        try:
+            _parquet_table(records)
+            return records
+        except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
+            pass
+        schema, kept = None, []
+        for record, where in zip(records, wheres):
+            try:
+                row_schema = pyarrow.Table.from_pylist([record]).schema
+                schema = row_schema if schema is None else pyarrow.unify_schemas([schema, row_schema])
+                kept.append(record)
+            except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError) as err:
+                if "error" not in record:
+                    self.summary.docs -= 1
+                    self.summary.errors += 1
+                    self.summary.chars -= len(record.get("text") or "") if isinstance(record.get("text"), str) else 0
+                kept.append({"raw": json.dumps(record, ensure_ascii=False, default=str),
+                             "error": f"{where}: a Parquet column cannot hold this row beside the shard's "
+                                      f"others ({err}); it is kept as JSON in 'raw' (or use --format jsonl)"})
+        return kept
+
+    def complete(self, source: Source, n_rows: int) -> None:
+        """Mark a source done (after flushing its last shard), so that a restart does not read it again."""
+        self.flush()
+        write_done_marker(self.output_dir, source, n_rows, -(-n_rows // self.shard_size))
+
+    def skip(self, n_shards: int = 1) -> None:
+        self.summary.shards_skipped += n_shards
+
+
+def _write_records(path: Path, records: List[Dict[str, Any]], output_format: str) -> None:
+    if output_format == "jsonl":
+        with path.open("w", encoding="utf8", newline="\n") as file:
+            for record in records:
+                # U+2028/9 are valid in JSON strings but end lines for str.splitlines and JavaScript.
+                line = json.dumps(record, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+                file.write(line + "\n")
+    elif output_format == "parquet":
+        import pyarrow.parquet
+
+        pyarrow.parquet.write_table(_parquet_table(records), path)
+    else:
+        docbin = DocBin(store_user_data=True)
+        for record in records:
+            docbin.add(record["doc"])
+        docbin.to_disk(path)
+
+
+def _parquet_table(records: List[Dict[str, Any]]) -> "pyarrow.Table":
+    import pyarrow
+
+    # from_pylist takes its columns from the first row: give every row every column (None where absent).
+    columns = list(dict.fromkeys(key for record in records for key in record))
+    return pyarrow.Table.from_pylist([{key: record.get(key) for key in columns} for record in records])
+
+
+def _rate(summary: Summary, bar: Any) -> str:
+    elapsed = bar.format_dict.get("elapsed") or 0.0
+    return f"{summary.chars / elapsed:,.0f} chars/s, {summary.errors} errors" if elapsed else ""

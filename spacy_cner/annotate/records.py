@@ -1,0 +1,52 @@
+"""From rows to output records: nlp.pipe over the rows in order (bad rows passing through), a doc's
+entities and scores as a record, a bad row's record naming its file and line."""
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+
+from spacy.language import Language
+from spacy.tokens import Doc
+
+from .inputs import Row
+
+
+def pipe_rows(nlp: Language, items: Iterable[Tuple[Row, Any]], **pipe_kwargs: Any) -> Iterator[Tuple[Row, Any, Optional[Doc]]]:
+    """nlp.pipe over (row, context) pairs in order; bad and too long rows pass through with doc None."""
+    max_length = nlp.max_length
+
+    def texts() -> Iterator[Tuple[str, Tuple[Row, Any]]]:
+        for row, context in items:
+            if row.error is None and len(row.text) > max_length:
+                row.error = f"a text of {len(row.text)} characters is longer than nlp.max_length ({max_length})"
+            # A bad row still goes through (as "") so that nlp.pipe keeps every row in order.
+            yield (row.text if row.error is None else ""), (row, context)
+
+    for doc, (row, context) in nlp.pipe(texts(), as_tuples=True, **pipe_kwargs):
+        yield row, context, (doc if row.error is None else None)
+
+
+def scores_key(nlp: Language) -> Optional[str]:
+    """The doc.spans key where the pipeline's crf_ner writes entity probabilities, if any."""
+    for _, pipe in nlp.pipeline:
+        key = getattr(pipe, "spans_key", None)
+        if isinstance(key, str):
+            return key
+    return None
+
+
+def doc_record(doc: Doc, row: Row, entities_field: str, spans_key: Optional[str]) -> Dict[str, Any]:
+    """The output record of one doc: the row's fields plus its entities (start, end, label, text, score)."""
+    scores: Dict[Tuple[int, int, str], float] = {}
+    group = doc.spans.get(spans_key) if spans_key is not None else None
+    if group is not None and "scores" in group.attrs:
+        scores = {(span.start_char, span.end_char, span.label_): float(score) for span, score in zip(group, group.attrs["scores"])}
+    entities = []
+    for ent in doc.ents:
+        entity = {"start": ent.start_char, "end": ent.end_char, "label": ent.label_, "text": ent.text}
+        if scores:
+            entity["score"] = scores.get((ent.start_char, ent.end_char, ent.label_))
+        entities.append(entity)
+    return {**row.fields, entities_field: entities}
+
+
+def error_record(row: Row, where: str) -> Dict[str, Any]:
+    """The output record of a bad row: its fields as read plus an error naming its file and line."""
+    return {**row.fields, "error": f"{where}: {row.error}"}
