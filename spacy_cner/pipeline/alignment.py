@@ -1,7 +1,7 @@
 """Characters <-> tokens for the `crf_ner` pipe: a model trained on characters tags a doc of longer
 tokens (a jieba or pkuseg pipeline) on a character copy of it, and its entities and scored spans are
 mapped back onto the doc's tokens with Doc.char_span in an alignment mode."""
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import IS_SPACE, LENGTH
@@ -63,3 +63,9 @@ def align_scores(
             key = (span.start, span.end, label)
             out[key] = max(probability, out.get(key, 0.0))
     return out
+
+
+def token_unit(docs: Iterable[Doc]) -> str:
+    """"char" when every token of the training docs (spaces aside) is one character: the model
+    learns on characters, and a doc of longer tokens is tagged on its character copy; else "token"."""
+    return "char" if all(len(t) == 1 for doc in docs for t in doc if not t.is_space) else "token"

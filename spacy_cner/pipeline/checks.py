@@ -5,6 +5,7 @@ from collections import Counter
 from typing import Any, Dict, List, Sequence, Set, Union
 
 from spacy.language import Language
+from spacy.tokens import Doc
 from spacy.training import Example
 from thinc.api import Model
 
@@ -141,3 +142,27 @@ def warn_unknown_labels(examples: Sequence[Example], labels: Sequence[str], warn
             stacklevel=2,
         )
         warned.update(new)
+
+
+def warn_unaligned(n_unaligned: int, name: str, alignment_mode: str) -> None:
+    """Warn that entities found on a character copy did not map onto the docs' tokens."""
+    if n_unaligned:
+        warnings.warn(
+            f"'{name}' tags characters; {n_unaligned} entities found in this batch did not map onto "
+            f"the docs' tokens (alignment_mode '{alignment_mode}') or overlapped once mapped, and were "
+            "left out. Use a character tokenizer (spacy-cner.ChineseTokenizer.v1, segmenter \"char\") or "
+            "alignment_mode \"expand\".",
+            stacklevel=3,
+        )
+
+
+def check_initializable(labels: Sequence[str], doc_sample: List[Doc], name: str) -> None:
+    """Raise unless initialize has labels and a non-empty training doc."""
+    if not labels:
+        raise ValueError(
+            f"'{name}' has no labels: the training examples hold no entities and "
+            "none were given. Check the corpus, or set [initialize.components."
+            f"{name}.labels]."
+        )
+    if not doc_sample:
+        raise ValueError(f"'{name}' needs at least one non-empty training doc to initialize.")

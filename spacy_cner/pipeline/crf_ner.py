@@ -1,15 +1,13 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
 import itertools
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-import srsly
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.ner import ner_score
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
@@ -26,30 +24,24 @@ from ..lexicon import Lexicon
 from ..robustness.metrics import PipelineLink, PipelineScorer
 from ..tags import TagSet, aligned_ner, gold_constraints, validate_scheme
 from . import calibration
-from .alignment import character_copy
+from .alignment import character_copy, token_unit
 # The callbacks keep their old import path too: the entry points of an install made before they moved.
 from .calibration import Outcomes, make_calibrator, make_temperature_fitter  # noqa: F401
 from .checks import (
     check_calibration,
+    check_initializable,
     check_tag_names,
     check_vectors,
     uses_gold_entities,
     validate_settings,
+    warn_unaligned,
     warn_unknown_labels,
 )
-from .decoding import Decoded, SpanScores, Tagging, decode, doc_entities, doc_paths, span_group, span_scores
-from .decoding import tag_marginals
-from .lexicons import lexicons_to_bytes, load_lexicons, set_model_lexicon
+from .decoding import Decoded, SpanScores, Tagging, decode, doc_entities, set_doc_entities, span_scores, tag_docs
+from .lexicons import set_model_lexicon
 from .optimizer import apply_gradients
 from .resize import resize_output
-from .serialization import load_model, model_bytes, read_cfg
-
-# ent._.score: an entity's probability under the CRF, set by crf_ner for every doc.ents entity (1 for
-# those of labels it does not predict, set before it); saved with the doc (to_bytes, DocBin with
-# store_user_data, to_json(underscore=["score"])). None where no probability was computed
-# (spans_key and ents_threshold both null).
-if not Span.has_extension("score"):
-    Span.set_extension("score", default=None)
+from .serialization import bytes_readers, bytes_writers, file_readers, file_writers
 
 default_model_config = """
 [model]
@@ -334,19 +326,10 @@ class CRFEntityRecognizer(TrainablePipe):
         docs = [char_doc if char_doc is not None else doc for doc, char_doc in zip(docs, char_docs)]
         ents_threshold = self.entity_threshold
         decoded = self._decode(docs, best_path=ents_threshold is None)
+        candidate_threshold = self.candidate_threshold if self.spans_key is not None else None
         temperature = self.cfg.get("temperature", 1.0)
-        found = tag_marginals(self.model, self.tag_set, docs, decoded, temperature) if marginals else None
-        tag_ids = None
-        if decoded.paths is not None:
-            tag_ids = doc_paths(self.model, len(docs), decoded)
-        if self.spans_key is None and ents_threshold is None:
-            return Tagging(tag_ids, None, char_docs, None), found
-        threshold = min(
-            self.candidate_threshold if self.spans_key is not None else float("inf"),
-            ents_threshold if ents_threshold is not None else float("inf"),
-        )
-        scores = self._span_scores(len(docs), decoded, threshold, temperature)
-        return Tagging(tag_ids, scores, char_docs, ents_threshold), found
+        return tag_docs(self.model, self.tag_set, docs, decoded, char_docs, ents_threshold, candidate_threshold, temperature,
+                        marginals)
 
     def _decode(self, docs: List[Doc], best_path: bool = True) -> Decoded:
         """The docs' segments decoded (decoding.decode) with the pipe's tags and window."""
@@ -376,33 +359,8 @@ class CRFEntityRecognizer(TrainablePipe):
                 self.model.ops, doc, ids, doc_scores, char_doc, tag_names, labels, ents_threshold, self.alignment_mode
             )
             n_unaligned += lost
-            # Pre-set entities come back unchanged (kb_id too); those of labels we
-            # don't predict were decoded as "O" and are added back.
-            preset = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
-            spans = [preset.get(span) or Span(doc, *span) for span in found]
-            spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
-            doc.set_ents(sorted(spans), default="outside")
-            if doc_scores is None:
-                continue
-            # Every entity gets its probability, ent._.score; those of labels the CRF does not
-            # predict (an entity_ruler's, kept as they were set) get 1, and join the span group.
-            entity_scores = {}
-            for ent in doc.ents:
-                key = (ent.start, ent.end, ent.label_)
-                entity_scores[key] = doc_scores.get(key, 1.0 if ent.label_ not in labels else None)
-                ent._.score = entity_scores[key]
-            if self.spans_key is not None:
-                doc.spans[self.spans_key] = span_group(
-                    doc, self.spans_key, {**doc_scores, **entity_scores}, list(entity_scores), self.candidate_threshold
-                )
-        if n_unaligned:
-            warnings.warn(
-                f"'{self.name}' tags characters; {n_unaligned} entities found in this batch did not map onto "
-                f"the docs' tokens (alignment_mode '{self.alignment_mode}') or overlapped once mapped, and were "
-                "left out. Use a character tokenizer (spacy-cner.ChineseTokenizer.v1, segmenter \"char\") or "
-                "alignment_mode \"expand\".",
-                stacklevel=2,
-            )
+            set_doc_entities(doc, found, doc_scores, labels, self.spans_key, self.candidate_threshold)
+        warn_unaligned(n_unaligned, self.name, self.alignment_mode)
 
     def update(
         self,
@@ -445,21 +403,19 @@ class CRFEntityRecognizer(TrainablePipe):
         X = (docs, [example_entity_ids(eg) for eg in examples]) if uses_gold_entities(self.model, self.name) else docs
         self._gold_cache = ([], [])
         # Products in one piece (layers._blas.training_products): a step compares nothing across batches.
+
+        def step() -> float:
+            emissions, backprop = self.model.begin_update(X)
+            loss, d_emissions = self.get_loss(examples, emissions)
+            backprop(d_emissions)
+            return loss
+
         try:
             with training_products():
-                emissions, backprop = self.model.begin_update(X)
-                loss, d_emissions = self.get_loss(examples, emissions)
-                backprop(d_emissions)
+                loss = step()
                 if self.adversarial is not None:
-                    restore = self.adversarial.perturb(self.model)
-                    try:
-                        emissions, backprop = self.model.begin_update(X)
-                        adversarial_loss, d_emissions = self.get_loss(examples, emissions)
-                        backprop(d_emissions)
-                    finally:
-                        restore()
                     key = f"{self.name}_adversarial"
-                    losses[key] = losses.get(key, 0.0) + adversarial_loss
+                    losses[key] = losses.get(key, 0.0) + self.adversarial.attack(self.model, step)
         finally:
             self._gold_cache = None
         if sgd is not None:
@@ -526,29 +482,17 @@ class CRFEntityRecognizer(TrainablePipe):
         if nlp is not None:
             self.pipeline_link = PipelineLink(nlp)
             check_vectors(nlp, self.name)
-        if labels is not None:
-            for label in labels:
-                self.add_label(label)
+        if labels is None and not self.labels:
+            labels = sorted({ent.label_ for eg in get_examples() for ent in eg.reference.ents})
+        for label in labels or ():
+            self.add_label(label)
         if self.replace_mentions:
             self._mentions.add(get_examples())
-        if labels is None and not self.labels:
-            found = {ent.label_ for eg in get_examples() for ent in eg.reference.ents}
-            for label in sorted(found):
-                self.add_label(label)
-        if not self.labels:
-            raise ValueError(
-                f"'{self.name}' has no labels: the training examples hold no entities and "
-                "none were given. Check the corpus, or set [initialize.components."
-                f"{self.name}.labels]."
-            )
-        set_model_lexicon(self.model, lexicon, self.name)
         # The first ten non-empty docs, without reading the rest of the corpus.
         doc_sample = list(itertools.islice((eg.predicted for eg in get_examples() if len(eg.predicted)), 10))
-        if not doc_sample:
-            raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
-        # Whether the model learns on characters: then a doc of longer tokens is tagged on its characters.
-        chars = all(len(t) == 1 for doc in doc_sample for t in doc if not t.is_space)
-        self.cfg["token_unit"] = "char" if chars else "token"
+        check_initializable(self.labels, doc_sample, self.name)
+        set_model_lexicon(self.model, lexicon, self.name)
+        self.cfg["token_unit"] = token_unit(doc_sample)
         # Exact bigram tables (CharBigramEmbed.v2, bigram_rows null): a row per bigram of the corpus.
         rows = size_key_tables(self.model, (eg.predicted for eg in get_examples()))
         if rows:
@@ -609,8 +553,8 @@ class CRFEntityRecognizer(TrainablePipe):
         return calibration.entity_outcomes(lambda t: self._span_scores(len(docs), decoded, float("inf"), t), gold)
 
     def _pipeline(self) -> Language:
-        """The pipeline this pipe was created or initialized in (robustness.PipelineLink)."""
-        # A pipe pickled before pipeline_link existed has none.
+        """The pipeline this pipe was created or initialized in (robustness.PipelineLink); a pipe
+        pickled before pipeline_link existed has none."""
         return PipelineLink.pipeline_of(self, getattr(self, "pipeline_link", None))
 
     def _record_scalar_mix(self) -> None:
@@ -628,55 +572,26 @@ class CRFEntityRecognizer(TrainablePipe):
         loading), vocab, model and, for a model with lexicon layers (adapters, soft lexicons),
         "lexicon": their lexicons."""
         self._record_scalar_mix()
-        weights = model_bytes(self.model, self.cfg, exclude)
-        serializers = {
-            "cfg": lambda: srsly.json_dumps(self.cfg),
-            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
-            "model": lambda: weights,
-            "lexicon": lambda: lexicons_to_bytes(self.model),
-        }
-        return util.to_bytes(serializers, exclude)
+        return util.to_bytes(bytes_writers(self.model, self.cfg, self.vocab, exclude), exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
         """Load the pipe, and the lexicons of its lexicon layers."""
-        deserializers = {
-            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
-            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
-            "model": lambda b: load_model(self.model, self.cfg, b, "the model in the bytes"),
-            "lexicon": lambda b: load_lexicons(self.model, b, "bytes", self.name),
-        }
-        util.from_bytes(bytes_data, deserializers, exclude)
-        check_tag_names(self.model, self.cfg, self.tag_names, "the cfg in the bytes", self.name)
-        check_calibration(self.cfg, "the cfg in the bytes", self.name)
+        util.from_bytes(bytes_data, bytes_readers(self.model, self.cfg, self.vocab, self.name, exclude), exclude)
+        self._check_loaded("the cfg in the bytes")
         return self
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         """Save the pipe (see to_bytes); the lexicons in the file "lexicon"."""
         self._record_scalar_mix()
-
-        def write_lexicon(p: Path) -> None:
-            data = lexicons_to_bytes(self.model)
-            if data is not None:
-                p.write_bytes(data)
-
-        weights = model_bytes(self.model, self.cfg, exclude)
-        serializers = {
-            "cfg": lambda p: srsly.write_json(p, self.cfg),
-            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
-            "model": lambda p: p.write_bytes(weights),
-            "lexicon": write_lexicon,
-        }
-        util.to_disk(path, serializers, exclude)
+        util.to_disk(path, file_writers(self.model, self.cfg, self.vocab, exclude), exclude)
 
     def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
         """Load the pipe, and the lexicons of its lexicon layers."""
-        deserializers = {
-            "cfg": lambda p: self.cfg.update(read_cfg(p)),
-            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
-            "model": lambda p: load_model(self.model, self.cfg, p.read_bytes(), str(p)),
-            "lexicon": lambda p: load_lexicons(self.model, p.read_bytes(), str(p), self.name) if p.exists() else None,
-        }
-        util.from_disk(path, deserializers, exclude)
-        check_tag_names(self.model, self.cfg, self.tag_names, str(Path(path) / "cfg"), self.name)
-        check_calibration(self.cfg, str(Path(path) / "cfg"), self.name)
+        util.from_disk(path, file_readers(self.model, self.cfg, self.vocab, self.name, exclude), exclude)
+        self._check_loaded(str(Path(path) / "cfg"))
         return self
+
+    def _check_loaded(self, cfg_source: str) -> None:
+        """The loaded cfg fits the model's tags, and its calibration values are possible."""
+        check_tag_names(self.model, self.cfg, self.tag_names, cfg_source, self.name)
+        check_calibration(self.cfg, cfg_source, self.name)

@@ -25,6 +25,13 @@ EMISSION_BATCH_TOKENS = 16384
 # (start token, end token, label) -> probability
 SpanScores = Dict[Tuple[int, int, str], float]
 
+# ent._.score: an entity's probability under the CRF, set by crf_ner for every doc.ents entity (1 for
+# those of labels it does not predict, set before it); saved with the doc (to_bytes, DocBin with
+# store_user_data, to_json(underscore=["score"])). None where no probability was computed
+# (spans_key and ents_threshold both null).
+if not Span.has_extension("score"):
+    Span.set_extension("score", default=None)
+
 
 @dataclass
 class Tagging:
@@ -151,6 +158,35 @@ def tag_marginals(model: Model, tag_set: TagSet, docs: List[Doc], decoded: Decod
     return out
 
 
+def tag_docs(
+    model: Model,
+    tag_set: TagSet,
+    docs: List[Doc],
+    decoded: Decoded,
+    char_docs: List[Optional[Doc]],
+    ents_threshold: Optional[float],
+    candidate_threshold: Optional[float],
+    temperature: float,
+    marginals: bool = False,
+) -> Tuple[Tagging, Optional[List[Floats2d]]]:
+    """What the pipe's predict returns for the decoded docs (each the character copy in char_docs
+    where it has one): the best paths where they were decoded, the scored spans where the span group
+    (candidate_threshold not None) or the threshold (ents_threshold not None) needs them, and
+    (marginals) each doc's tag marginals from the same forward-backward pass.
+    """
+    n_docs = len(docs)
+    found = tag_marginals(model, tag_set, docs, decoded, temperature) if marginals else None
+    tag_ids = doc_paths(model, n_docs, decoded) if decoded.paths is not None else None
+    if candidate_threshold is None and ents_threshold is None:
+        return Tagging(tag_ids, None, char_docs, None), found
+    threshold = min(
+        candidate_threshold if candidate_threshold is not None else float("inf"),
+        ents_threshold if ents_threshold is not None else float("inf"),
+    )
+    scores = span_scores(model, tag_set, n_docs, decoded, threshold, temperature)
+    return Tagging(tag_ids, scores, char_docs, ents_threshold), found
+
+
 def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], n_tags: int) -> List[Floats2d]:
     """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
     at a time; each token's row comes from the window that owns it. Whole docs and the
@@ -221,3 +257,32 @@ def span_group(doc: Doc, key: str, scores: SpanScores, entities: List[Tuple[int,
     group = SpanGroup(doc, name=key, spans=[Span(doc, *span) for span in ordered])
     group.attrs["scores"] = numpy.asarray([scores[span] for span in ordered], dtype="float32")
     return group
+
+
+def set_doc_entities(
+    doc: Doc,
+    found: List[Tuple[int, int, str]],
+    scores: Optional[SpanScores],
+    labels: Set[str],
+    spans_key: Optional[str],
+    candidate_threshold: float,
+) -> None:
+    """Set doc.ents to the found entities and every entity's probability (ent._.score), and the
+    span group doc.spans[spans_key] (scores None: neither).
+
+    Pre-set entities come back unchanged (kb_id too); those of labels the pipe does not predict
+    were decoded as "O", are added back, get probability 1 and join the span group.
+    """
+    preset = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
+    spans = [preset.get(span) or Span(doc, *span) for span in found]
+    spans.extend(ent for ent in doc.ents if ent.label_ not in labels)
+    doc.set_ents(sorted(spans), default="outside")
+    if scores is None:
+        return
+    entity_scores = {}
+    for ent in doc.ents:
+        key = (ent.start, ent.end, ent.label_)
+        entity_scores[key] = scores.get(key, 1.0 if ent.label_ not in labels else None)
+        ent._.score = entity_scores[key]
+    if spans_key is not None:
+        doc.spans[spans_key] = span_group(doc, spans_key, {**scores, **entity_scores}, list(entity_scores), candidate_threshold)

@@ -110,6 +110,21 @@ class EmbeddingAttack:
         return restore
 
 
+    def attack(self, model: Model, step: Callable[[], float]) -> float:
+        """Run a training step on the perturbed model (FGM/FGSM's second pass, its gradients added
+        to the clean pass's), then put the embeddings back.
+
+        model (Model): The pipe's model, after the clean backward pass.
+        step (Callable[[], float]): Forward, loss and backward; returns the loss.
+        RETURNS (float): The loss on the perturbed model.
+        """
+        restore = self.perturb(model)
+        try:
+            return step()
+        finally:
+            restore()
+
+
 def _copy_into(weight: torch.Tensor, saved: torch.Tensor) -> None:
     with torch.no_grad():
         weight.copy_(saved)
