@@ -75,7 +75,7 @@ def annotate(
     input_path (str): A file, a folder (every .txt, .jsonl, .ndjson and .parquet file under it) or a glob.
     output_dir (Path): Where the shards go: OUTPUT/<input name>.<shard index>.<jsonl|parquet|spacy>.
     output_format (str): "jsonl", "parquet" or "spacy" (DocBin, the row's fields in doc.user_data).
-    input_format (str): "auto" (by suffix), "txt", "jsonl" or "parquet".
+    input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
     shard_size (int): Rows per output shard: the unit that a restarted run skips.
     entities_field (str): The output field holding the entities; a row that already has it is an error.
     text_field (str): The field (JSONL), column (Parquet, CSV, TSV) holding the text.

@@ -47,7 +47,7 @@ def find_sources(input_path: str, input_format: str = "auto") -> List[Source]:
     """The input files, sorted, each with its format and output name.
 
     input_path (str): A file, a folder (searched recursively) or a glob pattern.
-    input_format (str): "auto" (by suffix), "txt", "jsonl" or "parquet".
+    input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
     RETURNS (List[Source]): The files in a stable order.
     """
     if input_format != "auto" and input_format not in INPUT_FORMATS.values():

@@ -166,16 +166,9 @@ def corpus_patience_v2(
     steps: int, epochs: float, corpus: Optional[Union[str, Path]], batch_words: int, max_batch_words: int,
     steps_per_epoch: int,
 ) -> int:
-    """spacy-cner.patience.v1 with the batch size of spacy-cner.corpus_batch_size.v1.
-
-        [training.patience]
-        @misc = "spacy-cner.patience.v2"
-        steps = 1600
-        epochs = 2
-        corpus = ${paths.train}
-        batch_words = ${training.batcher.size.stop}
-        max_batch_words = ${training.batcher.size.max_stop}
-        steps_per_epoch = ${training.batcher.size.steps_per_epoch}
+    """spacy-cner.patience.v1 with the batch size of spacy-cner.corpus_batch_size.v1: configs/default.cfg
+    gives max_batch_words and steps_per_epoch as ${training.batcher.size.max_stop} and
+    ${training.batcher.size.steps_per_epoch}, the rest as v1's example.
 
     RETURNS (int): The patience in steps: at least `steps`, and at least `epochs` epochs.
     """

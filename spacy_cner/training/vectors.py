@@ -25,7 +25,7 @@ from spacy.vectors import Vectors
 from spacy.vocab import Vocab
 from wasabi import msg
 
-from ..annotate import iter_lines
+from ..corpus.problems import iter_lines
 
 
 @dataclass
