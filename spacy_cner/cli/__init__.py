@@ -1,0 +1,19 @@
+"""Command-line interface: `python -m spacy_cner COMMAND ...`, one module per group of commands.
+
+_app: the typer app and the choices its options take; corpus: convert, export, fetch-assets; evaluation:
+show-ents, robustness; annotation: annotate, select, train-vectors; spacy_tools: spaCy's evaluate and
+debug data with crf_ner pipes as `ner`. Importing them registers their commands, in this order.
+"""
+# Importing the command modules registers their commands, listed by --help in this order.
+from . import corpus  # noqa: F401  isort:skip
+from . import evaluation  # noqa: F401  isort:skip
+from . import annotation  # noqa: F401  isort:skip
+from . import spacy_tools  # noqa: F401  isort:skip
+from ._app import app, msg
+from .corpus import FORMAT_SUFFIXES, output_name, print_stats
+from .evaluation import display_table, display_width
+from .spacy_tools import crf_ner_as_ner
+
+__all__ = [
+    "app", "msg", "FORMAT_SUFFIXES", "output_name", "print_stats", "display_table", "display_width", "crf_ner_as_ner",
+]

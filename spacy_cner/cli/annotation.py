@@ -1,0 +1,120 @@
+"""`annotate`, `select` and `train-vectors`: a pipeline over a corpus, the texts to label next, vectors from the train text."""
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..active_learning import OUTPUT_FORMATS as SELECT_FORMATS
+from ..active_learning import STRATEGIES
+
+from ._app import AnnotateEngine, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
+
+
+@app.command("annotate")
+def annotate_command(
+    model: str = typer.Argument(..., help="Pipeline name or path."),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one doc per line), .jsonl (a 'text' field), .parquet, .csv or .tsv file (a 'text' column), a folder of them, or a glob."),
+    output: Path = typer.Argument(..., help="Folder for the output shards; rerun with the same settings to resume."),
+    output_format: AnnotateOutput = typer.Option(AnnotateOutput("jsonl"), "--format", "-f", help="Output shards: JSONL, Parquet or DocBin."),
+    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
+    text_column: str = typer.Option("text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."),
+    shard_size: int = typer.Option(10_000, "--shard-size", help="Rows per output shard, the unit a restart skips."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch (per Ray batch)."),
+    n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
+    entities_field: str = typer.Option("entities", "--entities-field", help="Output field holding the entities."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to run on; -1 for CPU."),
+    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."),
+    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Annotate a corpus: entities (start, end, label, text, score) for every row, resumable, locally or on Ray."""
+    from ..annotate import annotate
+
+    try:
+        summary = annotate(
+            model, input_path, output, output_format=output_format.value, input_format=input_format,
+            shard_size=shard_size, batch_size=batch_size, n_process=n_process, entities_field=entities_field,
+            text_field=text_column, gpu_id=gpu_id, engine=engine.value, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
+            progress=not quiet,
+        )
+    except (ValueError, ImportError) as err:
+        msg.fail(str(err), exits=1)
+    msg.good(
+        f"{summary.docs} docs ({summary.chars:,} characters) in {summary.seconds:.1f} s"
+        + (f" ({summary.load_seconds:.1f} s of them loading the pipeline)" if summary.load_seconds else "")
+        + f": {summary.docs_per_second:,.0f} docs/s, {summary.chars_per_second:,.0f} chars/s; "
+        f"{summary.shards_written} shards written, {summary.shards_skipped} already done, in {output}"
+    )
+    if summary.errors:
+        msg.warn(f"{summary.errors} rows could not be annotated: they are in the output with an 'error' field.")
+
+
+@app.command("select")
+def select_command(
+    model: str = typer.Argument(..., help="Pipeline name or path, with a crf_ner component."),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="Unlabelled texts, as `annotate` reads them: a .txt (one per line), .jsonl (a 'text' field) or .parquet file, a folder of them, or a glob."),
+    n: int = typer.Option(..., "-n", "--n", help="How many texts to select."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output file (.json for Label Studio, else .jsonl)."),
+    strategy: SelectStrategy = typer.Option(SelectStrategy("entropy"), "--strategy", "-s", help="How texts are ranked: " + ", ".join(STRATEGIES) + "."),
+    output_format: SelectFormat = typer.Option(SelectFormat("jsonl"), "--format", "-f", help="For the annotation tool: " + ", ".join(SELECT_FORMATS) + "."),
+    diversity: float = typer.Option(0.7, "--diversity", help="Leave out texts whose character 3-grams overlap a selected one's this much (Jaccard); 0 keeps near-duplicates."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random strategy and of the near-duplicate hashes."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
+    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Select the texts most worth annotating next (active learning on crf_ner's marginals), with the
+    model's entities pre-filled for Label Studio, doccano, Prodigy or JSONL."""
+    from ..active_learning import select
+
+    try:
+        summary = select(
+            model, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
+            diversity=diversity or None, seed=seed, batch_size=batch_size, input_format=input_format,
+            progress=not quiet,
+        )
+    except (ValueError, ImportError) as err:
+        msg.fail(str(err), exits=1)
+    msg.good(
+        f"{summary.selected} of {summary.texts} texts selected ({strategy.value}) in {summary.seconds:.1f} s "
+        f"({summary.chars_per_second:,.0f} chars/s): {output}"
+        + (f"; {summary.near_duplicates} near-duplicates left out" if summary.near_duplicates else "")
+    )
+    if summary.errors:
+        msg.warn(f"{summary.errors} rows could not be read: they are in {output}.errors.jsonl, each naming its file and line.")
+
+
+@app.command("train-vectors")
+def train_vectors_command(
+    train_path: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="The train split (.spacy), as `spacy train` reads it."
+    ),
+    output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors) and summary.json."),
+    text: Optional[List[Path]] = typer.Option(
+        None, "--text", "-t", exists=True, dir_okay=False, readable=True,
+        help="Also read this unlabeled text of the domain, one text per line (repeatable). Never a dev or "
+        "test split that will be scored.",
+    ),
+    width: int = typer.Option(50, "--width", help="Vector width."),
+    epochs: int = typer.Option(10, "--epochs", help="word2vec epochs over the text."),
+    min_count: int = typer.Option(2, "--min-count", help="Fewest occurrences a character or bigram needs."),
+    seed: int = typer.Option(0, "--seed", help="The same seed gives the same vectors (with --workers 1)."),
+    workers: int = typer.Option(1, "--workers", help="word2vec threads; more than 1 is faster but not repeatable."),
+) -> None:
+    """Train character and bigram vectors (word2vec skip-gram, gensim) on the train split's own text,
+    for `--paths.vectors OUTPUT` with `static_vectors = true` (configs/default_vectors.cfg)."""
+    from ..training.vectors import VectorSettings, train_vectors
+
+    try:
+        settings = VectorSettings(width=width, epochs=epochs, min_count=min_count, seed=seed, workers=workers)
+        summary = train_vectors([train_path, *(text or [])], output_path, settings)
+    except (ValueError, ImportError) as err:
+        msg.fail("Training vectors failed")
+        print(err)
+        raise typer.Exit(code=1)
+    msg.good(
+        f"Saved {summary.char_vectors:,} character and {summary.bigram_vectors:,} bigram vectors of width "
+        f"{width} to {output_path}, from {summary.texts:,} texts ({summary.characters:,} characters)"
+    )

@@ -1,0 +1,93 @@
+"""`show-ents` and `robustness`: what a pipeline finds in a text, and how robust it is on a test corpus."""
+import unicodedata
+from pathlib import Path
+from typing import Sequence
+
+import srsly
+import typer
+from spacy.tokens import DocBin
+
+from ._app import Pairing, app, msg
+
+
+@app.command("show-ents")
+def show_ents_command(
+    model: str = typer.Argument(..., help="Pipeline name or path."),
+    text: str = typer.Argument(..., help="Text to tag."),
+) -> None:
+    """Print the entities a pipeline finds in a text."""
+    import spacy
+
+    doc = spacy.load(model)(text)
+    msg.info(text)
+    rows = [(ent.text, ent.label_, str(ent.start_char), str(ent.end_char)) for ent in doc.ents]
+    print(display_table(rows, header=("entity", "label", "start", "end"), aligns="llrr"))
+
+
+def display_width(text: str) -> int:
+    """Columns a text takes in a terminal: 2 for wide and full-width characters (CJK), 0 for combining marks."""
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for char in text
+    )
+
+
+def display_table(rows: Sequence[Sequence[str]], header: Sequence[str], aligns: str) -> str:
+    """A plain-text table aligned by display width (wasabi's tables count characters, so CJK
+    cells push the columns after them out of line). aligns: "l" or "r" per column."""
+    lines = [list(header)] + [list(row) for row in rows]
+    widths = [max(display_width(line[i]) for line in lines) for i in range(len(header))]
+
+    def cell(text: str, i: int) -> str:
+        pad = " " * (widths[i] - display_width(text))
+        return text + pad if aligns[i] == "l" else pad + text
+
+    rendered = ["  ".join(cell(text, i) for i, text in enumerate(line)).rstrip() for line in lines]
+    rendered.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(rendered)
+
+
+@app.command("robustness")
+def robustness_command(
+    model: str = typer.Argument(..., help="Pipeline name or path."),
+    data: Path = typer.Argument(..., exists=True, dir_okay=False, help="Test corpus (.spacy), sentences in file order."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json and report.html."),
+    pairing: Pairing = typer.Option(Pairing("adjacent"), "--pairing", help="Which sentences to join."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random pairing."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch."),
+    max_examples: int = typer.Option(200, "--max-examples", help="Changed samples shown in the report."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU to run on; -1 for CPU."),
+) -> None:
+    """Sentence-level robustness: S-, P-, R-F1 and Asr of a pipeline when test sentences are joined."""
+    import spacy
+    from spacy.cli._util import setup_gpu
+
+    from ..robustness.metrics import evaluate_robustness
+    from ..robustness.report import render_report
+
+    try:
+        setup_gpu(gpu_id)
+    except ValueError as err:  # no CuPy, or no GPU: one line, as annotate gives
+        msg.fail(f"--gpu-id {gpu_id}: {err}. Install CuPy (pip install \"spacy-cner[cuda]\") on a machine "
+                 "with a CUDA GPU, or leave --gpu-id out to run on the CPU.", exits=1)
+    nlp = spacy.load(model)
+    docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
+    if len(docs) < 2:
+        msg.fail(f"{data} holds {len(docs)} doc(s); joining sentences needs at least 2.", exits=1)
+    msg.info(f"{len(docs)} sentences from {data}, {pairing.value} pairs")
+    try:
+        scores = evaluate_robustness(nlp, docs, pairing.value, seed, batch_size, progress=True)
+    except ValueError as err:
+        msg.fail(f"{data}: {err}", exits=1)
+    output.mkdir(parents=True, exist_ok=True)
+    result = scores.to_dict()
+    result.update({"model": model, "data": str(data), "pairing": pairing.value, "seed": seed})
+    srsly.write_json(output / "metrics.json", result)
+    (output / "report.html").write_text(render_report(scores, model, max_examples), encoding="utf8")
+    rows = [(name, f"{result[key]['p'] * 100:.2f}", f"{result[key]['r'] * 100:.2f}", f"{result[key]['f'] * 100:.2f}")
+            for key, name in (("standard", "S-F1"), ("perturbed", "P-F1"), ("robust", "R-F1"))]
+    msg.table(rows, header=("metric", "P", "R", "F1"), divider=True)
+    msg.good(
+        f"Asr {scores.attack_success_rate * 100:.3f}% ({scores.n_changed_chars} of {scores.n_chars} characters), "
+        f"{len(scores.changed)} changed entities; wrote {output / 'metrics.json'} and {output / 'report.html'}"
+    )
