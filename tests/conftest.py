@@ -1,13 +1,82 @@
-"""Tiny Hugging Face models that tests build locally: no hub, no downloads."""
+"""What the tests share: the toy corpus, a `spacy train` helper, configs made small, and tiny
+Hugging Face models built locally (no hub, no downloads)."""
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy
 import pytest
+import spacy
 import srsly
 from spacy.language import Language
-from spacy.tokens import Span
+from spacy.tokens import DocBin, Span
+from spacy.training import Example
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# The real corpora, where the checkout has a copy beside it (the slow tests and a few checks read them).
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+# The toy corpus. Character offsets, end exclusive (a blank "zh" pipeline gives one token per
+# character). Tests that want fewer sentences take the first few.
+TRAIN_DATA = [
+    ("我在北京市工作", [(2, 5, "LOC")]),
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
+    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("腾讯总部在深圳", [(0, 2, "ORG"), (5, 7, "LOC")]),
+]
+Annotated = Sequence[Tuple[str, List[Tuple[int, int, str]]]]
+
+
+def make_examples(nlp: Language, data: Annotated = TRAIN_DATA) -> List[Example]:
+    """Examples of (text, entities) pairs, tokenized by nlp."""
+    return [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in data]
+
+
+def write_docs(path: Path, data: Annotated = TRAIN_DATA) -> Path:
+    """The gold docs of (text, entities) pairs as a .spacy file at path."""
+    DocBin(docs=[example.reference for example in make_examples(spacy.blank("zh"), data)]).to_disk(path)
+    return path
+
+
+def write_corpus(folder: Path, train: Annotated = TRAIN_DATA * 2, dev: Annotated = TRAIN_DATA[:3]) -> Dict[str, str]:
+    """train.spacy and dev.spacy in folder, for `spacy train`.
+
+    RETURNS (Dict[str, str]): the `paths.train` and `paths.dev` overrides that name them.
+    """
+    splits = {"train": train, "dev": dev}
+    return {f"paths.{name}": str(write_docs(folder / f"{name}.spacy", data)) for name, data in splits.items()}
+
+
+# Words of the toy corpus for the lexicon configs, nested ones (北京, 北京市) among them.
+LEXICON_WORDS = ["北京", "北京市", "上海", "张三", "李四", "阿里巴巴", "巴巴", "工作", "员工", "广州", "深圳"]
+
+
+def write_lexicon(path: Path, vectors: bool) -> Path:
+    """LEXICON_WORDS and 的 as a word list with frequencies, or as word2vec text vectors (seeded)."""
+    if vectors:
+        rng = numpy.random.default_rng(0)
+        lines = [f"{len(LEXICON_WORDS) + 1} 4", "的 0.1 0.2 0.3 0.4"]
+        lines += [w + " " + " ".join(f"{v:.3f}" for v in rng.normal(size=4)) for w in LEXICON_WORDS]
+    else:
+        lines = [f"{w} {100 + i} n" for i, w in enumerate(LEXICON_WORDS)] + ["的 5000 u"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf8")
+    return path
+
+
+def train_from_config(config: Union[str, Path], output: Path, overrides: Dict[str, Any]) -> Path:
+    """`spacy train` in this process, through spaCy's own spacy.cli.train.train.
+
+    config (Union[str, Path]): a config's name in configs/ ("tener") or a config file.
+    output (Path): the output folder; model-best and model-last are saved in it.
+    overrides (Dict[str, Any]): dotted config overrides, as `spacy train --a.b value` takes them.
+    RETURNS (Path): output.
+    """
+    from spacy.cli.train import train
+
+    path = REPO_ROOT / "configs" / f"{config}.cfg" if isinstance(config, str) else config
+    train(path, output, overrides=overrides)
+    return output
+
 
 # Every character the tests' texts use, plus Latin/digit wordpieces; deduplicated, in order.
 CHARACTERS = "我在北京市工作张三去了上海李四是阿里巴巴的员工王五住广州腾讯总部深圳，。！？；中国人民银行"
@@ -69,7 +138,6 @@ def write_tiny_model(path: Path, kind: str) -> Path:
     return path
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_NAMES = sorted(p.stem for p in (REPO_ROOT / "configs").glob("*.cfg"))
 # Small widths keep the CPU configs quick; the transformer configs take the tiny models.
 SMALL_CONFIG_OVERRIDES = {
@@ -88,7 +156,22 @@ SMALL_CONFIG_OVERRIDES = {
     },
 }
 SMALL_CONFIG_OVERRIDES["default_vectors"] = SMALL_CONFIG_OVERRIDES["default"]
-CONFIG_TRAIN_DATA = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("我在北京市工作", [(2, 5, "LOC")])]
+# configs/tener.cfg shrunk less, wide enough to learn the toy corpus in a few dozen steps.
+SMALL_TENER = {
+    "components.crf_ner.model.tok2vec.width": 32,
+    "components.crf_ner.model.tok2vec.embed_width": 16,
+    "components.crf_ner.model.tok2vec.char_rows": 500,
+    "components.crf_ner.model.tok2vec.bigram_rows": 1000,
+    "components.crf_ner.model.encoder.n_heads": 2,
+    "components.crf_ner.model.encoder.head_width": 8,
+    "components.crf_ner.model.encoder.ffn_width": 32,
+}
+# Every dropout of configs/tener.cfg off: training steps that tests can compare.
+TENER_NO_DROPOUT = {
+    f"components.crf_ner.model.{name}": 0.0
+    for name in ("tok2vec.dropout", "tok2vec.bigram_dropout", "encoder.dropout", "encoder.attention_dropout",
+                 "encoder.output_dropout")
+}
 
 
 def write_toy_vectors(path: Path, texts: Sequence[str], width: int = 4) -> Path:
@@ -104,12 +187,11 @@ def write_toy_vectors(path: Path, texts: Sequence[str], width: int = 4) -> Path:
 
 @pytest.fixture(scope="session")
 def toy_vectors(tmp_path_factory) -> Path:
-    return write_toy_vectors(tmp_path_factory.mktemp("vectors") / "vectors", [t for t, _ in CONFIG_TRAIN_DATA])
+    return write_toy_vectors(tmp_path_factory.mktemp("vectors") / "vectors", [t for t, _ in TRAIN_DATA[:2]])
 
 
 def small_config_pipeline(name: str, request) -> Language:
     """configs/<name>.cfg made small (a tiny local BERT or NEZHA for the transformer configs), initialized."""
-    from spacy.training import Example
     from spacy.util import load_config, load_model_from_config
     from thinc.api import fix_random_seed
 
@@ -123,7 +205,7 @@ def small_config_pipeline(name: str, request) -> Language:
     config = load_config(path, overrides=overrides, interpolate=True)
     fix_random_seed(0)
     nlp = load_model_from_config(config, auto_fill=True)
-    nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in CONFIG_TRAIN_DATA])
+    nlp.initialize(lambda: make_examples(nlp, TRAIN_DATA[:2]))
     return nlp
 
 

@@ -3,16 +3,12 @@ import numpy
 import pytest
 import spacy
 import torch
-from spacy.training import Example
 from thinc.api import SGD, fix_random_seed
 
 from spacy_cner.training.adversarial import EmbeddingAttack, fgm, fgsm
 
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
-]
+from conftest import TRAIN_DATA, make_examples
+
 ENCODER = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0}
 CPU_TOK2VEC = {
     "@architectures": "spacy-cner.CharBigramEmbed.v1",
@@ -32,7 +28,7 @@ def make_nlp(tok2vec, **settings):
     nlp = spacy.blank("zh")
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": ENCODER}
     nlp.add_pipe("crf_ner", config={"model": model, **settings})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:3])
     nlp.initialize(lambda: examples)
     return nlp, examples
 
@@ -126,7 +122,7 @@ def test_no_embeddings_to_attack_raises():
     listener = {"@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "*"}
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": listener, "encoder": ENCODER}
     nlp.add_pipe("crf_ner", config={"model": model, "adversarial": {"@misc": "spacy-cner.fgm.v1"}})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:3])
     optimizer = nlp.initialize(lambda: examples)
     with pytest.raises(ValueError, match="found no embedding matrix"):
         nlp.update(examples, sgd=optimizer)

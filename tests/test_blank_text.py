@@ -2,7 +2,7 @@
 import math
 
 import pytest
-from conftest import CONFIG_NAMES, CONFIG_TRAIN_DATA, small_config_pipeline
+from conftest import CONFIG_NAMES, TRAIN_DATA, small_config_pipeline
 from spacy.training import Example
 
 # Texts a transformer tokenizer turns into no wordpieces at all (whitespace, joiners,
@@ -36,7 +36,7 @@ def test_blank_texts_in_batches(nlp):
 
 def test_blank_texts_in_training(nlp):
     examples = [Example.from_dict(nlp.make_doc(t), {"entities": []}) for t in BLANK_TEXTS]
-    text, gold = CONFIG_TRAIN_DATA[0]
+    text, gold = TRAIN_DATA[1]  # two entities
     examples.append(Example.from_dict(nlp.make_doc(text), {"entities": gold}))
     losses = nlp.update(examples, drop=0.0)
     assert math.isfinite(losses["crf_ner"])

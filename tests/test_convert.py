@@ -16,7 +16,7 @@ from spacy.vocab import Vocab
 
 from spacy_cner.corpus.convert import ConversionStats, decode_tags, detect_format, detect_scheme, iter_docs, read_sentences
 
-DATA_DIR = Path(__file__).parents[1].parent / "shared" / "data"
+from conftest import SHARED_DATA as DATA_DIR
 
 
 def convert_file(path, format="auto", scheme="auto", repair=False):

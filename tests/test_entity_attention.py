@@ -1,6 +1,5 @@
 """Entity-label attention enhancement (cl): gold entities sharpen attention in training, never in prediction."""
 import math
-from pathlib import Path
 
 import numpy
 import pytest
@@ -23,17 +22,7 @@ from spacy_cner.layers.tener import TENEREncoder
 from spacy_cner.layers.transformer.batch import window_batch
 from spacy_cner.layers.transformer.wordpieces import plan_doc
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAIN_DATA = [
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
-]
-
-
-def make_examples(nlp=None):
-    nlp = nlp or spacy.blank("zh")
-    return [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN_DATA]
+from conftest import REPO_ROOT, TENER_NO_DROPOUT, TRAIN_DATA, make_examples
 
 
 def test_example_entity_ids():
@@ -97,7 +86,7 @@ def tagger(beta, sentence_encoding=False):
     encoder = TENEREncoder(n_heads=2, head_width=8, depth=1, dropout=0.0, attention_dropout=0.0,
                            output_dropout=0.0, entity_attention_scale=beta)
     model = build_crf_tagger(tok2vec, encoder, sentence_encoding=sentence_encoding)
-    docs = [example.predicted for example in make_examples()]
+    docs = [example.predicted for example in make_examples(spacy.blank("zh"), TRAIN_DATA[:3])]
     model.initialize(X=docs, Y=["O", "B-PER", "I-PER"])
     return model, docs
 
@@ -234,7 +223,7 @@ def transformer_pipeline(path, beta, window=None):
                "entity_attention_scale": beta, "attention_window": window}
     nlp.add_pipe("crf_ner", config={"model": {"@architectures": "spacy-cner.CRFTagger.v1", "encoder": None,
                                               "tok2vec": tok2vec}})
-    examples = make_examples(nlp)
+    examples = make_examples(nlp, TRAIN_DATA[:3])
     optimizer = nlp.initialize(lambda: examples)
     return nlp, examples, optimizer
 
@@ -247,15 +236,11 @@ def tener_pipeline(beta):
         "components.crf_ner.model.encoder.entity_attention_scale": beta,
         "components.crf_ner.model.encoder.n_heads": 2,
         "components.crf_ner.model.encoder.head_width": 8,
-        "components.crf_ner.model.tok2vec.dropout": 0.0,
-        "components.crf_ner.model.tok2vec.bigram_dropout": 0.0,
-        "components.crf_ner.model.encoder.dropout": 0.0,
-        "components.crf_ner.model.encoder.attention_dropout": 0.0,
-        "components.crf_ner.model.encoder.output_dropout": 0.0,
+        **TENER_NO_DROPOUT,
     }
     model = load_config(REPO_ROOT / "configs" / "tener.cfg", overrides=overrides)["components"]["crf_ner"]["model"]
     nlp.add_pipe("crf_ner", config={"model": dict(model)})
-    examples = make_examples(nlp)
+    examples = make_examples(nlp, TRAIN_DATA[:3])
     optimizer = nlp.initialize(lambda: examples)
     return nlp, examples, optimizer
 
@@ -276,7 +261,7 @@ def test_cl_changes_training_only(kind, request):
     else:
         path = request.getfixturevalue(f"tiny_{kind}")
         (enhanced, examples, sgd_a), (plain, _, sgd_b) = transformer_pipeline(path, 3.0), transformer_pipeline(path, 0.0)
-    texts = [text for text, _ in TRAIN_DATA]
+    texts = [text for text, _ in TRAIN_DATA[:3]]
     numpy.testing.assert_array_equal(parameters(enhanced), parameters(plain))
     a = [enhanced.get_pipe("crf_ner").model.predict([enhanced.make_doc(t)])[0] for t in texts]
     b = [plain.get_pipe("crf_ner").model.predict([plain.make_doc(t)])[0] for t in texts]
@@ -284,7 +269,7 @@ def test_cl_changes_training_only(kind, request):
         numpy.testing.assert_array_equal(x, y)
     losses_a, losses_b = {}, {}
     enhanced.update(examples, sgd=sgd_a, drop=0.0, losses=losses_a)
-    plain.update(make_examples(plain), sgd=sgd_b, drop=0.0, losses=losses_b)
+    plain.update(make_examples(plain, TRAIN_DATA[:3]), sgd=sgd_b, drop=0.0, losses=losses_b)
     assert losses_a["crf_ner"] != pytest.approx(losses_b["crf_ner"], rel=1e-6)
     assert not numpy.allclose(parameters(enhanced), parameters(plain), rtol=0, atol=1e-7)
 

@@ -4,10 +4,9 @@ Skipped, saying why, on machines without a CUDA GPU and CuPy (pip install 'spacy
 """
 import pytest
 import spacy
-from spacy.training import Example
 from thinc.api import fix_random_seed, require_cpu
 
-from conftest import CONFIG_NAMES, CONFIG_TRAIN_DATA, small_config_pipeline
+from conftest import CONFIG_NAMES, TRAIN_DATA, make_examples, small_config_pipeline
 
 
 def _cuda_ready() -> bool:
@@ -43,7 +42,7 @@ def test_config_trains_and_predicts_on_gpu(name, request, tmp_path):
         crf = ner.model.get_ref("crf").shims[0]._model
         assert next(crf.parameters()).is_cuda
         fix_random_seed(0)
-        examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in CONFIG_TRAIN_DATA]
+        examples = make_examples(nlp, TRAIN_DATA[:2])
         optimizer = nlp.resume_training()
         losses = [nlp.update(examples, sgd=optimizer)["crf_ner"] for _ in range(5)]
         assert all(torch.isfinite(torch.tensor(losses)))

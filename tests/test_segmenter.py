@@ -1,7 +1,6 @@
 """jieba's segmentation on rjieba: the same words as jieba on every corpus file and on random text."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -10,8 +9,9 @@ from hypothesis import strategies as st
 from spacy_cner import segmenter
 from spacy_cner.layers.soft_lexicon import softword_positions
 
+from conftest import SHARED_DATA as DATA_DIR
+
 jieba = pytest.importorskip("jieba", reason="softword needs jieba (the test extra installs it)")
-DATA_DIR = Path(__file__).parents[1].parent / "shared" / "data"
 # Han characters (common ones that form dictionary words, and rare ones), Latin letters and digits,
 # the characters rjieba groups differently, whitespace, full-width punctuation, emoji, a BOM.
 ALPHABET = list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可北京市长江大桥研究生命起源")

@@ -2,10 +2,12 @@
 import numpy
 import pytest
 import spacy
-from spacy.training import Example
 from thinc.api import fix_random_seed
 
-TRAIN_DATA = [
+from conftest import make_examples
+
+# Not the shared toy corpus: these texts need sentence ends (。！) inside them, and an entity right after one.
+SENTENCE_DATA = [
     ("张三去了上海。", [(0, 2, "PER"), (4, 6, "LOC")]),
     ("我在北京市工作！李四在深圳", [(2, 5, "LOC"), (8, 10, "PER"), (11, 13, "LOC")]),
 ]
@@ -23,7 +25,7 @@ def make_nlp(encoder: str, sentence_encoding: bool) -> spacy.Language:
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": ENCODERS[encoder],
              "sentence_encoding": sentence_encoding}
     nlp.add_pipe("crf_ner", config={"model": model})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, SENTENCE_DATA)
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(120):
         nlp.update(examples, sgd=optimizer, drop=0.0)
@@ -44,12 +46,12 @@ def test_a_sentence_gets_the_same_scores_alone_and_after_another(encoder):
 
 def test_it_learns_and_saves(tmp_path):
     nlp = make_nlp("bilstm", True)
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, SENTENCE_DATA)
     assert nlp.evaluate(examples)["ents_f"] == 1.0
     nlp.to_disk(tmp_path)
     loaded = spacy.load(tmp_path)
     assert loaded.get_pipe("crf_ner").model.attrs["sentence_encoding"] is True
-    texts = [t for t, _ in TRAIN_DATA] + ["", "。", "王五。"]
+    texts = [t for t, _ in SENTENCE_DATA] + ["", "。", "王五。"]
     ents = lambda docs: [[(e.start, e.end, e.label_) for e in d.ents] for d in docs]
     assert ents(loaded.pipe(texts)) == ents(nlp.pipe(texts))
 
@@ -68,7 +70,7 @@ def test_entity_attention_per_sentence():
     tener = {**ENCODERS["tener"], "entity_attention_scale": 0.5}
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": tener, "sentence_encoding": True}
     nlp.add_pipe("crf_ner", config={"model": model})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, SENTENCE_DATA)
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(120):
         nlp.update(examples, sgd=optimizer, drop=0.0)
@@ -84,7 +86,7 @@ def test_a_transformer_tok2vec_reads_each_sentence_in_its_own_window(tiny_bert):
         model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": None,
                  "sentence_encoding": sentence_encoding}
         nlp.add_pipe("crf_ner", config={"model": model})
-        examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+        examples = make_examples(nlp, SENTENCE_DATA)
         nlp.initialize(lambda: examples)
         tagger = nlp.get_pipe("crf_ner").model
         assert tagger.get_ref("tok2vec").attrs.get("sentence_windows", False) == sentence_encoding

@@ -7,15 +7,13 @@ import pytest
 import spacy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spacy.training import Example
 from spacy.util import load_config, load_model_from_config
 from thinc.api import fix_random_seed
 
 from spacy_cner.layers.char_bigram_embed import ngram_vectors
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, TRAIN_DATA, make_examples
 
-TRAIN_DATA = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("我在北京市工作", [(2, 5, "LOC")])]
 # word2vec text: characters and bigrams, as Lattice-LSTM's uni + bi files joined.
 WORDS = {"张": 1.0, "三": 2.0, "上": 3.0, "海": 4.0, "张三": 5.0, "上海": 6.0, "三去": 7.0}
 
@@ -71,7 +69,7 @@ def config(vectors, static_vectors=True):
 def initialized(vectors, static_vectors=True):
     fix_random_seed(0)
     nlp = load_model_from_config(config(vectors, static_vectors), auto_fill=True)
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:2])
     nlp.initialize(lambda: examples)
     return nlp, examples
 

@@ -6,13 +6,10 @@ looked the averages up under keys the optimizer never writes, so they were ignor
 import numpy
 import pytest
 import spacy
-from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-]
+from conftest import TRAIN_DATA, make_examples
+
 TOK2VEC = {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "embed_width": 8,
            "char_rows": 100, "bigram_rows": 100}
 ENCODERS = {
@@ -34,7 +31,7 @@ def trained(tok2vec: dict, encoder) -> tuple:
     nlp = spacy.blank("zh")
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": encoder}
     nlp.add_pipe("crf_ner", config={"model": model})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:2])
     optimizer = Adam(0.01, use_averages=True)
     nlp.initialize(lambda: examples, sgd=optimizer)
     for _ in range(5):

@@ -4,8 +4,7 @@ A new registered layer must get a row in ROWS: test_every_registered_name_has_a_
 """
 import configparser
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy
 import pytest
@@ -15,6 +14,8 @@ from thinc.api import Config, Model, fix_random_seed
 
 import spacy_cner  # noqa: F401  (registers the layers)
 from spacy_cner.tags import get_tag_names
+
+from conftest import REPO_ROOT
 
 PREFIX = "spacy-cner."
 TAG_NAMES = get_tag_names(["LOC", "PER"], "BIOES")
@@ -198,7 +199,7 @@ def test_every_registered_name_has_a_row():
 def declared_entry_points(group: str):
     """The spacy-cner names setup.cfg declares in an entry-point group."""
     setup_cfg = configparser.ConfigParser()
-    setup_cfg.read(Path(__file__).parents[2] / "setup.cfg", encoding="utf8")
+    setup_cfg.read(REPO_ROOT / "setup.cfg", encoding="utf8")
     lines = setup_cfg.get("options.entry_points", group, fallback="").splitlines()
     return {line.split("=")[0].strip() for line in lines if line.strip().startswith(PREFIX)}
 
@@ -219,21 +220,20 @@ def outputs(Y) -> List[numpy.ndarray]:
     return [numpy.asarray(y) for y in Y]
 
 
-def initialized(name: str, request) -> Model:
+def initialized(name: str, request) -> Tuple[Row, Model, Any]:
+    """The row, its layer initialized (seed 0), and a fresh batch of inputs."""
     fix_random_seed(0)
     row = ROWS[name]
     model = row.resolve(name, request)
     if row.prepare is not None:
         row.prepare(model)
     model.initialize(X=row.make_X(), Y=row.Y)
-    return model
+    return row, model, row.make_X()
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_forward_backprop(name, request):
-    row = ROWS[name]
-    model = initialized(name, request)
-    X = row.make_X()
+    row, model, X = initialized(name, request)
     Y, backprop = model.begin_update(X)
     Ys = outputs(Y)
     assert len(Ys) == len(row.split(X))
@@ -271,9 +271,7 @@ def test_forward_backprop(name, request):
 
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_batch_equals_items(name, request):
-    row = ROWS[name]
-    model = initialized(name, request)
-    X = row.make_X()
+    row, model, X = initialized(name, request)
     batch = outputs(model.predict(X))
     for item_X, y in zip(row.split(X), batch):
         (item,) = outputs(model.predict(item_X))
@@ -283,9 +281,7 @@ def test_batch_equals_items(name, request):
 
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_no_dropout_at_predict(name, request):
-    row = ROWS[name]
-    model = initialized(name, request)
-    X = row.make_X()
+    row, model, X = initialized(name, request)
     first, second = outputs(model.predict(X)), outputs(model.predict(X))
     for a, b in zip(first, second):
         numpy.testing.assert_array_equal(a, b)
@@ -298,9 +294,7 @@ def test_no_dropout_at_predict(name, request):
 
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_bytes_round_trip_into_fresh_model(name, request):
-    row = ROWS[name]
-    model = initialized(name, request)
-    X = row.make_X()
+    row, model, X = initialized(name, request)
     expected = outputs(model.predict(X))
     fix_random_seed(1)  # the fresh model must not rely on the same random init
     fresh = row.resolve(name, request)

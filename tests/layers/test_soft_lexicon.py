@@ -7,21 +7,16 @@ import numpy
 import pytest
 import spacy
 from numpy.testing import assert_allclose
-from spacy.training import Example
 from thinc.api import fix_random_seed
 
 from spacy_cner.layers.soft_lexicon import POSITIONS, char_features, softword_positions, token_features
 from spacy_cner.lexicon import Lexicon, make_lexicon, token_spans
 
+from conftest import TRAIN_DATA, make_examples
+
 WORDS = ["北京", "北京市", "京市", "上海", "张三", "阿里巴巴", "巴巴", "工作", "员工", "广州", "深圳"]
 FREQUENCIES = [50, 20, 1, 40, 3, 8, 2, 90, 30, 10, 10]
 TAGS = ["ns", "ns", "", "ns", "nr", "nt", "n", "vn", "n", "ns", "ns"]
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
-    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
-]
 TEXTS = ["我在北京市工作", "", "张三去了上海。李四 ab", "腾讯总部在深圳"]
 
 
@@ -143,7 +138,7 @@ def make_nlp(lexicon=None):
     nlp = spacy.blank("zh")
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": SOFT_TOK2VEC, "encoder": None}
     nlp.add_pipe("crf_ner", config={"model": model})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:4])
     nlp.get_pipe("crf_ner").initialize(lambda: examples, nlp=nlp, lexicon=lexicon)
     return nlp, examples
 

@@ -17,6 +17,8 @@ from spacy_cner.layers.tener import (
 
 N_HEADS, HEAD_WIDTH = 2, 4
 WIDTH = N_HEADS * HEAD_WIDTH
+# A small encoder without dropout: outputs that tests can compare.
+SMALL = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, dropout=0.0, attention_dropout=0.0, output_dropout=0.0)
 
 
 def make_attention(scale_attention=False, key_projection=False) -> RelativeSelfAttention:
@@ -146,8 +148,7 @@ def test_mirrored_context_changes_scores_unlike_absolute_sinusoids():
 
 def test_mirrored_context_changes_the_output():
     fix_random_seed(0)
-    encoder = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=1, dropout=0.0,
-                           attention_dropout=0.0, output_dropout=0.0)
+    encoder = TENEREncoder(depth=1, **SMALL)
     rng = numpy.random.default_rng(3)
     a, b, c = rng.normal(size=(3, 5)).astype("float32")
     encoder.initialize(X=[numpy.stack([a, c, b])])
@@ -158,8 +159,7 @@ def test_mirrored_context_changes_the_output():
 @pytest.fixture
 def encoder():
     fix_random_seed(0)
-    model = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
-                         attention_dropout=0.0, output_dropout=0.0)
+    model = TENEREncoder(depth=2, **SMALL)
     model.initialize(X=[numpy.zeros((2, 5), dtype="float32")])
     return model
 
@@ -217,8 +217,7 @@ def with_bias(model, x, bias) -> numpy.ndarray:
 
 def test_attention_window_blocks_far_tokens():
     """Attention limited to |t - j| <= 1 in each of 2 layers: a token reaches 2 positions away."""
-    settings = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
-                    attention_dropout=0.0, output_dropout=0.0)
+    settings = dict(SMALL, depth=2)
     fix_random_seed(0)
     free = TENEREncoder(**settings)
     model = TENEREncoder(attention_window=1, **settings)
@@ -241,8 +240,7 @@ def test_attention_window_blocks_far_tokens():
 def enhanced():
     """An encoder with an entity-label enhancement (reads gold entity ids in training)."""
     fix_random_seed(0)
-    model = TENEREncoder(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
-                         attention_dropout=0.0, output_dropout=0.0, entity_attention_scale=2.0)
+    model = TENEREncoder(depth=2, entity_attention_scale=2.0, **SMALL)
     model.initialize(X=[numpy.zeros((2, 5), dtype="float32")])
     return model
 
@@ -295,8 +293,7 @@ def test_bytes_round_trip_rebuilds_sizes(encoder):
 def test_long_docs_are_encoded_in_windows():
     """Past max_length, overlapping windows: every token has an output, gradients add up."""
     fix_random_seed(0)
-    settings = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=1, dropout=0.0,
-                    attention_dropout=0.0, output_dropout=0.0)
+    settings = dict(SMALL, depth=1)
     whole = TENEREncoder(**settings)
     windowed = TENEREncoder(max_length=16, **settings)
     long, short = arrays(50, 5)
@@ -328,8 +325,7 @@ def test_long_docs_are_encoded_in_windows():
 def test_attention_window_setting_equals_a_window_bias():
     """attention_window = w gives what a -inf bias beyond w gives, in training too."""
     fix_random_seed(0)
-    settings = dict(n_heads=N_HEADS, head_width=HEAD_WIDTH, depth=2, dropout=0.0,
-                    attention_dropout=0.0, output_dropout=0.0)
+    settings = dict(SMALL, depth=2)
     free = TENEREncoder(**settings)
     windowed = TENEREncoder(attention_window=1, **settings)
     X = arrays(8, 3)

@@ -2,14 +2,10 @@
 import numpy
 import pytest
 import spacy
-from spacy.training import Example
 from thinc.api import fix_random_seed
 
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
-]
+from conftest import TRAIN_DATA, make_examples
+
 SPACY_TOK2VEC = {
     "@architectures": "spacy.Tok2Vec.v2",
     "embed": {
@@ -24,7 +20,7 @@ SPACY_TOK2VEC = {
 
 
 def overfit(nlp: spacy.Language) -> float:
-    examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:3])
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(60):
         nlp.update(examples, sgd=optimizer)
@@ -89,7 +85,7 @@ def test_vectors_no_component_reads_raise():
     nlp.add_pipe("crf_ner")
     add_vectors(nlp)
     with pytest.raises(ValueError, match="9 vectors of width 8.*no component reads them"):
-        nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA])
+        nlp.initialize(lambda: make_examples(nlp, TRAIN_DATA[:3]))
 
 
 def test_vectors_read_by_a_static_vectors_tok2vec():
