@@ -1,16 +1,9 @@
 """The lexicon adapter in pipelines: after the CPU embeddings and inside a transformer, trained,
 saved with its lexicon, and with the scalar mix and FGM."""
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy
 import pytest
 import spacy
 import torch
-from spacy.tokens import DocBin
-from spacy.training import Example
 from spacy.util import load_config
 from thinc.api import Adam, fix_random_seed
 
@@ -21,14 +14,8 @@ from spacy_cner.layers.transformer.batch import window_batch, window_geometry
 from spacy_cner.layers.transformer.wordpieces import plan_doc
 from spacy_cner.lexicon import Lexicon
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
-    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
-]
-WORDS = ["北京", "北京市", "上海", "张三", "李四", "阿里巴巴", "巴巴", "工作", "员工", "广州", "深圳"]
+from conftest import LEXICON_WORDS, REPO_ROOT, TRAIN_DATA, make_examples, write_lexicon
+
 TEXTS = ["我在北京市工作", "", "张三去了上海。李四 ab", "腾讯总部在深圳"]
 ADAPTER = {"@layers": "spacy-cner.LexiconAdapter.v1", "word_width": 8, "word_rows": 64, "dropout": 0.0}
 CPU_TOK2VEC = {
@@ -46,8 +33,8 @@ def make_nlp(tok2vec, lexicon=None, **settings):
     nlp = spacy.blank("zh")
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": None}
     nlp.add_pipe("crf_ner", config={"model": model, **settings})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
-    nlp.get_pipe("crf_ner").initialize(lambda: examples, nlp=nlp, lexicon=lexicon or Lexicon(WORDS))
+    examples = make_examples(nlp, TRAIN_DATA[:4])
+    nlp.get_pipe("crf_ner").initialize(lambda: examples, nlp=nlp, lexicon=lexicon or Lexicon(LEXICON_WORDS))
     return nlp, examples
 
 
@@ -83,7 +70,7 @@ def test_adapter_replaces_the_output_of_layer_k(tiny_bert, layer):
     # [CLS], the 7 characters, [SEP]: special tokens get no words, 北京市 gets its 2 words.
     ids = batch["word_ids"][0]
     assert (ids[0] == -1).all() and (ids[-1] == -1).all()
-    assert sorted(WORDS[i] for i in ids[3] if i >= 0) == ["北京", "北京市"]
+    assert sorted(LEXICON_WORDS[i] for i in ids[3] if i >= 0) == ["北京", "北京市"]
     for j in range(layer):
         torch.testing.assert_close(hooked[j], plain[j])
     expected = fuse(tok2vec.get_ref("lexicon_adapter"), plain[layer], batch["word_ids"])
@@ -104,7 +91,7 @@ def test_wordpieces_get_the_words_of_their_characters(tiny_roberta):
     doc = nlp.make_doc("上海工作")
     plan = plan_doc(doc, tokenizer, 60, tok2vec.get_ref("lexicon_adapter"))
     assert len(plan.input_ids) == 12
-    words = [sorted(WORDS[i] for i in row if i >= 0) for row in plan.wordpiece_words]
+    words = [sorted(LEXICON_WORDS[i] for i in row if i >= 0) for row in plan.wordpiece_words]
     assert words == [["上海"]] * 6 + [["工作"]] * 6
 
 
@@ -131,7 +118,7 @@ def test_trains_with_scalar_mix_and_fgm(kind, tiny_bert):
     assert losses["crf_ner_adversarial"] > 0
     for name, param in adapter.named_parameters():
         assert not torch.equal(param, start[name]), name
-    assert entities(nlp, [t for t, _ in TRAIN_DATA]) == [e for _, e in TRAIN_DATA]
+    assert entities(nlp, [t for t, _ in TRAIN_DATA[:4]]) == [e for _, e in TRAIN_DATA[:4]]
 
 
 def test_long_doc_in_windows(tiny_bert):
@@ -155,96 +142,18 @@ def test_initialize_without_a_lexicon_fails():
     nlp = spacy.blank("zh")
     model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": {**CPU_TOK2VEC, "lexicon_adapter": ADAPTER}}
     nlp.add_pipe("crf_ner", config={"model": model})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:4])
     with pytest.raises(ValueError, match="The lexicon adapter has no lexicon"):
         nlp.initialize(lambda: examples)
-
-
-def write_corpus(path: Path) -> None:
-    nlp = spacy.blank("zh")
-    for name, data in (("train", TRAIN_DATA * 2), ("dev", TRAIN_DATA[:2])):
-        docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in data]
-        DocBin(docs=docs).to_disk(path / f"{name}.spacy")
-
-
-def write_lexicon(path: Path, vectors: bool) -> Path:
-    """A word list with frequencies, or word2vec text vectors."""
-    if vectors:
-        rng = numpy.random.default_rng(0)
-        lines = [f"{len(WORDS) + 1} 4", "的 0.1 0.2 0.3 0.4"]
-        lines += [w + " " + " ".join(f"{v:.3f}" for v in rng.normal(size=4)) for w in WORDS]
-    else:
-        lines = [f"{w} {100 + i} n" for i, w in enumerate(WORDS)] + ["的 5000 u"]
-    path.write_text("\n".join(lines) + "\n", encoding="utf8")
-    return path
-
-
-# config: (tiny transformer, lexicon with vectors), trained by `spacy train`
-LEXICON_CONFIGS = {"lexicon": (None, False), "lebert": ("bert", True)}
-
-
-@pytest.mark.parametrize("name", sorted(LEXICON_CONFIGS))
-def test_spacy_train_and_the_saved_pipeline_carries_its_lexicon(name, tmp_path, request):
-    from spacy.cli.train import train as spacy_train
-
-    kind, vectors = LEXICON_CONFIGS[name]
-    write_corpus(tmp_path)
-    lexicon_path = write_lexicon(tmp_path / "lexicon.txt", vectors)
-    overrides = {
-        "paths.train": str(tmp_path / "train.spacy"),
-        "paths.dev": str(tmp_path / "dev.spacy"),
-        "paths.lexicon": str(lexicon_path),
-        "training.max_steps": 6,
-        "training.eval_frequency": 3,
-        "components.crf_ner.model.tok2vec.lexicon_adapter.word_rows": 64,
-    }
-    if kind:
-        overrides.update({
-            "vars.transformer": str(request.getfixturevalue(f"tiny_{kind}")),
-            "training.optimizer.learn_rate.warmup_steps": 2,
-            "training.batcher.size": 40,
-        })
-    else:
-        overrides.update({"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16})
-    spacy_train(REPO_ROOT / "configs" / f"{name}.cfg", tmp_path / "output", overrides=overrides)
-    model_path = tmp_path / "output" / "model-best"
-    nlp = spacy.load(model_path)
-    adapter = nlp.get_pipe("crf_ner").model.get_ref("tok2vec").get_ref("lexicon_adapter")
-    lexicon = adapter.attrs["lexicon"].lexicon
-    assert lexicon.words == WORDS  # min_word_length 2 left out 的
-    assert (lexicon.vectors is not None) == vectors
-    if kind:
-        assert nlp.get_pipe("crf_ner").model.get_ref("tok2vec").attrs["lexicon_layer"] == 1
-    # The pipe saves the lexicon under its own key, not in the model's weights.
-    assert (model_path / "crf_ner" / "lexicon").exists()
-    assert "阿里巴巴".encode("utf8") not in (model_path / "crf_ner" / "model").read_bytes()
-    expected = [[list(e) for e in ents] for ents in entities(nlp)]
-    scores = [float(v) for v in nlp.get_pipe("crf_ner").model.predict([nlp.make_doc(TEXTS[0])])[0].ravel()]
-    # A fresh interpreter, without the lexicon file (nor jieba's), loads and predicts the same.
-    lexicon_path.unlink()
-    code = (
-        "import json, sys, spacy\n"
-        "sys.modules['jieba'] = None\n"
-        f"nlp = spacy.load({str(model_path)!r})\n"
-        f"texts = {TEXTS!r}\n"
-        "ents = [[[e.start_char, e.end_char, e.label_] for e in doc.ents] for doc in nlp.pipe(texts)]\n"
-        "scores = nlp.get_pipe('crf_ner').model.predict([nlp.make_doc(texts[0])])[0].ravel().tolist()\n"
-        "print(json.dumps([ents, scores]))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": ""})
-    assert result.returncode == 0, result.stderr[-3000:]
-    ents, loaded_scores = json.loads(result.stdout.strip().splitlines()[-1])
-    assert ents == expected
-    numpy.testing.assert_allclose(loaded_scores, scores, atol=1e-4)
 
 
 def test_lexicon_config_loader(tmp_path):
     from spacy_cner.lexicon import make_lexicon
 
     words = make_lexicon(str(write_lexicon(tmp_path / "words.txt", False)), min_frequency=101)
-    assert words.words == WORDS[1:] and words.vectors is None  # 100 < 101; 的 is one character
+    assert words.words == LEXICON_WORDS[1:] and words.vectors is None  # 100 < 101; 的 is one character
     vectors = make_lexicon(str(write_lexicon(tmp_path / "vectors.txt", True)), max_words=3)
-    assert vectors.words == WORDS[:3] and vectors.vectors.shape == (3, 4)
+    assert vectors.words == LEXICON_WORDS[:3] and vectors.vectors.shape == (3, 4)
     with pytest.raises(ValueError, match="Lexicon file not found: nowhere.txt"):
         make_lexicon("nowhere.txt")
     with pytest.raises(ValueError, match="no frequencies"):
@@ -258,7 +167,7 @@ def test_pipe_n_process_with_the_adapter(tmp_path):
     optimizer = Adam(0.01)
     for _ in range(20):
         nlp.update(examples, sgd=optimizer)
-    texts = [t for t, _ in TRAIN_DATA] * 3 + TEXTS
+    texts = [t for t, _ in TRAIN_DATA[:4]] * 3 + TEXTS
     expected = entities(nlp, texts)
     multi = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, n_process=2, batch_size=2)]
     assert multi == expected
@@ -275,7 +184,7 @@ def test_pipe_bytes_carry_the_lexicon():
     pipe = fresh.add_pipe("crf_ner", config={"model": model})
     pipe.from_bytes(data)
     adapter = pipe.model.get_ref("tok2vec").get_ref("lexicon_adapter")
-    assert adapter.attrs["lexicon"].lexicon.words == WORDS
+    assert adapter.attrs["lexicon"].lexicon.words == LEXICON_WORDS
     assert entities(fresh) == entities(nlp)
     without = spacy.blank("zh").add_pipe("crf_ner", config={"model": model})
     without.from_bytes(nlp.get_pipe("crf_ner").to_bytes(exclude=["lexicon"]))

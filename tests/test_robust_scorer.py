@@ -1,22 +1,13 @@
-"""spacy-cner.robust_ner_scorer.v1: R-F1 in the dev scores, and model selection on it in `spacy train`."""
-from pathlib import Path
-
+"""spacy-cner.robust_ner_scorer.v1: R-F1 in the dev scores (model selection on it in `spacy train`:
+tests/integration/test_spacy_train.py)."""
 import pytest
 import spacy
-import srsly
-from spacy.tokens import DocBin
 from spacy.training import Example
-from spacy.util import load_config, registry
+from spacy.util import registry
 
-from conftest import CONTEXT_GOLD, CONTEXT_TEXTS
+from conftest import CONTEXT_GOLD, CONTEXT_TEXTS, TRAIN_DATA, make_examples
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 ROBUST_SCORER = {"@scorers": "spacy-cner.robust_ner_scorer.v1"}
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
-]
 
 
 def examples_of(nlp, texts, gold):
@@ -61,7 +52,7 @@ def test_unknown_pairing_fails_at_config_time():
 def test_crf_ner_gives_the_scorer_its_pipeline():
     nlp = spacy.blank("zh")
     nlp.add_pipe("crf_ner", config={"scorer": ROBUST_SCORER})
-    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN_DATA]
+    examples = make_examples(nlp, TRAIN_DATA[:3])
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(30):
         nlp.update(examples, sgd=optimizer)
@@ -82,26 +73,3 @@ def test_a_pipe_outside_its_pipeline_fails_clearly():
     del ner.pipeline_link  # as a pipe pickled before the link existed
     with pytest.raises(ValueError, match="not in the pipeline it was created or initialized in"):
         ner.score([])
-
-
-def test_spacy_train_reports_and_weights_robust_f(tmp_path):
-    from spacy.cli.train import train as spacy_train
-
-    nlp = spacy.blank("zh")
-    docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in TRAIN_DATA]
-    DocBin(docs=docs).to_disk(tmp_path / "data.spacy")
-    config = load_config(REPO_ROOT / "configs" / "default.cfg")
-    config["components"]["crf_ner"]["scorer"] = ROBUST_SCORER
-    config["training"]["score_weights"] = {"ents_f": 0.0, "ents_robust_f": 1.0, "ents_asr": None}
-    config.to_disk(tmp_path / "config.cfg")
-    overrides = {
-        "paths.train": str(tmp_path / "data.spacy"),
-        "paths.dev": str(tmp_path / "data.spacy"),
-        "training.max_steps": 20,
-        "training.eval_frequency": 10,
-    }
-    spacy_train(tmp_path / "config.cfg", tmp_path / "output", overrides=overrides)
-    performance = srsly.read_json(tmp_path / "output" / "model-best" / "meta.json")["performance"]
-    assert 0.0 <= performance["ents_robust_f"] <= 1.0
-    assert "ents_asr" in performance
-    assert spacy.load(tmp_path / "output" / "model-best").config["training"]["score_weights"]["ents_robust_f"] == 1.0

@@ -1,7 +1,4 @@
 """`python -m spacy_cner train-vectors`: character and bigram vectors trained on the train split's own text."""
-import subprocess
-import sys
-
 import numpy
 import pytest
 import spacy
@@ -115,32 +112,3 @@ def test_default_vectors_config_is_the_default_reading_vectors():
     assert default["initialize"]["before_init"] is None
     with_vectors["initialize"]["before_init"] = None
     assert with_vectors == default
-
-
-def test_project_trains_default_vectors_on_its_own_vectors(tmp_path):
-    """train-vectors, then train-demo with configs/default_vectors.cfg and --vars.vectors."""
-    from test_project import project_copy
-
-    project = project_copy(tmp_path, "default_vectors", {"components.crf_ner.model.tok2vec.width": 16,
-                                                         "components.crf_ner.model.encoder.width": 16})
-    train = project / "corpus" / "resume" / "train.spacy"
-    docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
-    DocBin(docs=docs * 2).to_disk(train)  # every bigram twice: min count 2
-    commands = [("train-vectors",), ("train-demo", "--vars.config", "small", "--vars.vectors", "vectors/resume",
-                                     "--vars.demo_max_steps", "4")]
-    for command in commands:
-        args = [sys.executable, "-m", "spacy", "project", "run", *command[:1], str(project), *command[1:]]
-        result = subprocess.run(args, capture_output=True, text=True, cwd=project)
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
-    assert nlp.vocab.vectors.find(key="张三") >= 0  # the vectors travel with the pipeline
-    assert any(node.name == "char_bigram_vectors" for node in nlp.get_pipe("crf_ner").model.walk())
-    # Without --vars.vectors the config trains them itself, at initialize: the same ones (seed 0).
-    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "small",
-            "--vars.demo_max_steps", "4"]
-    result = subprocess.run(args, capture_output=True, text=True, cwd=project)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "Vectors trained on the train corpus's" in result.stdout + result.stderr
-    again = spacy.load(project / "training" / "resume" / "demo" / "model-best")
-    key = again.vocab.strings["张三"]
-    numpy.testing.assert_array_equal(again.vocab.vectors[key], nlp.vocab.vectors[key])

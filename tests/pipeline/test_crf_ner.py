@@ -2,7 +2,8 @@
 
 Every model here is tiny (32 wide) and trained for a few dozen steps on five
 sentences, so the whole file takes about a minute of CPU time, one fresh Python
-(the checks "without importing spacy_cner") and one short `spacy train` included.
+(the checks "without importing spacy_cner") included; `spacy train` on configs/default.cfg
+is in tests/integration/test_spacy_train.py.
 """
 import json
 import os
@@ -27,6 +28,7 @@ from spacy.training import Example
 from spacy.util import registry
 from thinc.api import fix_random_seed
 
+from conftest import TRAIN_DATA, make_examples
 from reference import all_paths, log_sum_paths
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.pipeline import crf_ner as crf_ner_module
@@ -36,7 +38,6 @@ from spacy_cner.pipeline.crf_ner import make_crf_ner
 from spacy_cner.tags import SCHEMES, is_valid_sequence, most_probable_spans, preset_constraints
 from spacy_cner.long_docs import doc_windows
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL_MODEL = {
     "@architectures": "spacy-cner.CRFTagger.v1",
     "tok2vec": {
@@ -48,15 +49,7 @@ SMALL_MODEL = {
     # Explicit dropout: add_pipe merges unset keys from the factory default (0.5).
     "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
 }
-LABELS = ("LOC", "ORG", "PER")
-# Character offsets, end exclusive (a blank "zh" pipeline gives one token per character).
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
-    ("王五住在广州", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("腾讯总部在深圳", [(0, 2, "ORG"), (5, 7, "LOC")]),
-]
+LABELS = ("LOC", "ORG", "PER")  # the toy corpus's
 # Texts to compare predictions on: training sentences, new ones, empty and
 # whitespace-only docs, and whitespace inside a text.
 TEXTS = [
@@ -80,10 +73,6 @@ def make_nlp(scheme: str = "BIOES") -> spacy.Language:
 
 def pipe_config(scheme: str) -> Dict:
     return {"model": SMALL_MODEL, "scheme": scheme}
-
-
-def make_examples(nlp: spacy.Language, data=TRAIN_DATA) -> List[Example]:
-    return [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in data]
 
 
 def train(nlp: spacy.Language, examples: List[Example], n_steps: int = N_TRAIN_STEPS) -> List[float]:
@@ -740,48 +729,6 @@ def test_misaligned_gold():
         assert numpy.isfinite(losses["crf_ner"])
     scores = nlp.evaluate(examples)
     assert "ents_f" in scores
-
-
-# ---------------------------------------------------------------------------
-# spacy train
-
-
-def test_spacy_train(tmp_path):
-    from spacy.cli.train import train as spacy_train
-
-    nlp = spacy.blank("zh")
-    for name, data in (("train", TRAIN_DATA * 2), ("dev", TRAIN_DATA[:3])):
-        docs = [example.reference for example in make_examples(nlp, data)]
-        DocBin(docs=docs).to_disk(tmp_path / f"{name}.spacy")
-    overrides = {
-        "paths.train": str(tmp_path / "train.spacy"),
-        "paths.dev": str(tmp_path / "dev.spacy"),
-        "components.crf_ner.model.tok2vec.width": 32,
-        "components.crf_ner.model.tok2vec.embed_width": 16,
-        "components.crf_ner.model.tok2vec.char_rows": 500,
-        "components.crf_ner.model.tok2vec.bigram_rows": 1000,
-        "components.crf_ner.model.encoder.width": 32,
-        "training.max_epochs": 2,
-        "training.eval_frequency": 5,
-        # About three sentences per batch: several steps per epoch.
-        "training.batcher.size.start": 20,
-        "training.batcher.size.stop": 20,
-    }
-    output = tmp_path / "output"
-    spacy_train(REPO_ROOT / "configs" / "default.cfg", output, overrides=overrides)
-    for name in ("model-best", "model-last"):
-        nlp = spacy.load(output / name)
-        assert nlp.pipe_names == ["crf_ner"]
-        assert nlp.get_pipe("crf_ner").labels == LABELS
-        assert "ents_f" in srsly.read_json(output / name / "meta.json")["performance"]
-        # The config's before_to_disk fitted the temperature on dev before saving: fitting the
-        # saved weights again on dev gives it back.
-        ner = nlp.get_pipe("crf_ner")
-        assert (ner.adversarial.method, ner.adversarial.epsilon) == ("fgm", 3.0)  # the default trains with FGM
-        saved = ner.cfg["temperature"]
-        dev = [Example(nlp.make_doc(eg.text), eg.reference) for eg in make_examples(nlp, TRAIN_DATA[:3])]
-        assert ner.fit_temperature(dev)["temperature"] == pytest.approx(saved, abs=1e-9)
-        nlp("我在北京市工作")
 
 
 # ---------------------------------------------------------------------------

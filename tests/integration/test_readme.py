@@ -11,7 +11,9 @@ import spacy
 from spacy.training import Example
 from thinc.api import fix_random_seed
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from conftest import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
 SENTENCE = "张三，男，1965年出生，现任北京大学光华管理学院教授。"
 ENTITIES = [
     (SENTENCE.index(text), SENTENCE.index(text) + len(text), label)

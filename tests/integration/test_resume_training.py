@@ -1,16 +1,14 @@
 """Slow: the CPU configs learn real Resume NER data (pytest -m slow)."""
-from pathlib import Path
-
 import pytest
 import spacy
-from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.training import Example
 
 from spacy_cner.cli import app
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-RESUME = REPO_ROOT.parent / "shared" / "data" / "resume"
+from conftest import SHARED_DATA, train_from_config
+
+RESUME = SHARED_DATA / "resume"
 
 
 # config: (training steps, minimum test F1). 600 steps (about 4 epochs) of the default
@@ -37,8 +35,7 @@ def test_config_learns_resume(tmp_path, config):
         "training.max_steps": CONFIGS[config][0],
         "training.eval_frequency": 200,
     }
-    train(REPO_ROOT / "configs" / f"{config}.cfg", tmp_path / "model", overrides=overrides)
-    nlp = spacy.load(tmp_path / "model" / "model-best")
+    nlp = spacy.load(train_from_config(config, tmp_path / "model", overrides) / "model-best")
     docs = DocBin().from_disk(tmp_path / "test.spacy").get_docs(nlp.vocab)
     scores = nlp.evaluate([Example(nlp.make_doc(doc.text), doc) for doc in docs])
     assert scores["ents_f"] > CONFIGS[config][1]

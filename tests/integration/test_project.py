@@ -1,28 +1,18 @@
-"""`spacy project run` trains and evaluates the TENER, a transformer and the lexicon configs end to end (toy corpus)."""
+"""`spacy project run` trains and evaluates the TENER, a transformer, the lexicon and the
+self-trained vectors configs end to end (toy corpus); project.yml's vars and assets."""
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy
 import pytest
 import spacy
 import srsly
 from spacy.tokens import DocBin
-from spacy.training import Example
 from spacy.util import load_config
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAIN_DATA = [
-    ("我在北京市工作", [(2, 5, "LOC")]),
-    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
-    ("李四是阿里巴巴的员工", [(0, 2, "PER"), (3, 7, "ORG")]),
-]
-SMALL_TENER = {
-    "components.crf_ner.model.encoder.n_heads": 2,
-    "components.crf_ner.model.encoder.head_width": 8,
-    "components.crf_ner.model.encoder.ffn_width": 16,
-    "components.crf_ner.model.tok2vec.width": 16,
-}
+from conftest import REPO_ROOT, SHARED_DATA, SMALL_CONFIG_OVERRIDES, TRAIN_DATA, write_docs
 
 
 def project_copy(tmp_path: Path, config: str, overrides: dict) -> Path:
@@ -34,23 +24,14 @@ def project_copy(tmp_path: Path, config: str, overrides: dict) -> Path:
     load_config(REPO_ROOT / "configs" / f"{config}.cfg", overrides=overrides).to_disk(project / "configs" / "small.cfg")
     corpus = project / "corpus" / "resume"
     corpus.mkdir(parents=True)
-    nlp = spacy.blank("zh")
-    docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in TRAIN_DATA]
     for split in ("train", "dev", "test"):
-        DocBin(docs=docs).to_disk(corpus / f"{split}.spacy")
+        write_docs(corpus / f"{split}.spacy", TRAIN_DATA[:3])
     return project
-
-
-SMALL_LEXICON = {
-    "components.crf_ner.model.tok2vec.width": 16,
-    "components.crf_ner.model.tok2vec.lexicon_adapter.word_rows": 64,
-    "components.crf_ner.model.encoder.width": 16,
-}
 
 
 @pytest.mark.parametrize("config", ["tener", "bert_crf", "lexicon", "lebert"])
 def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
-    overrides = {"tener": SMALL_TENER, "lexicon": SMALL_LEXICON}.get(config, {"vars.transformer": str(tiny_bert)})
+    overrides = SMALL_CONFIG_OVERRIDES.get(config, {"vars.transformer": str(tiny_bert)})
     project = project_copy(tmp_path, config, overrides)
     for command in ("train-demo", "evaluate-demo"):
         args = [sys.executable, "-m", "spacy", "project", "run", command, str(project),
@@ -77,6 +58,32 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
         assert len(encoder.get_ref("lexicon_adapter").attrs["lexicon"].lexicon) > 300_000
 
 
+def test_project_trains_default_vectors_on_its_own_vectors(tmp_path):
+    """train-vectors, then train-demo with configs/default_vectors.cfg and --vars.vectors."""
+    project = project_copy(tmp_path, "default_vectors", SMALL_CONFIG_OVERRIDES["default_vectors"])
+    train = project / "corpus" / "resume" / "train.spacy"
+    docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
+    DocBin(docs=docs * 2).to_disk(train)  # every bigram twice: min count 2
+    commands = [("train-vectors",), ("train-demo", "--vars.config", "small", "--vars.vectors", "vectors/resume",
+                                     "--vars.demo_max_steps", "4")]
+    for command in commands:
+        args = [sys.executable, "-m", "spacy", "project", "run", *command[:1], str(project), *command[1:]]
+        result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
+    assert nlp.vocab.vectors.find(key="张三") >= 0  # the vectors travel with the pipeline
+    assert any(node.name == "char_bigram_vectors" for node in nlp.get_pipe("crf_ner").model.walk())
+    # Without --vars.vectors the config trains them itself, at initialize: the same ones (seed 0).
+    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "small",
+            "--vars.demo_max_steps", "4"]
+    result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Vectors trained on the train corpus's" in result.stdout + result.stderr
+    again = spacy.load(project / "training" / "resume" / "demo" / "model-best")
+    key = again.vocab.strings["张三"]
+    numpy.testing.assert_array_equal(again.vocab.vectors[key], nlp.vocab.vectors[key])
+
+
 def test_max_steps_var_is_part_of_the_train_command():
     """spaCy re-runs a command whose script (vars filled in) differs from the lock file's."""
     from weasel.util.config import load_project_config  # what `spacy project` runs on
@@ -90,9 +97,6 @@ def test_max_steps_var_is_part_of_the_train_command():
     assert "--training.max_steps 0" in default[0]
     assert "--training.max_steps 2000" in capped[0]
     assert default != capped
-
-
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason=f"no local copy of the datasets at {SHARED_DATA}")
