@@ -6,7 +6,6 @@ import typer
 
 from ..active_learning import OUTPUT_FORMATS as SELECT_FORMATS
 from ..active_learning import STRATEGIES
-
 from ._app import AnnotateEngine, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
 
 

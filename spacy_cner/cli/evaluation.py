@@ -1,7 +1,8 @@
-"""`show-ents` and `robustness`: what a pipeline finds in a text, and how robust it is on a test corpus."""
+"""`show-ents`, `robustness` and `model-card`: what a pipeline finds in a text, how robust it is on a test
+corpus, and the card its package shows."""
 import unicodedata
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import srsly
 import typer
@@ -91,3 +92,31 @@ def robustness_command(
         f"Asr {scores.attack_success_rate * 100:.3f}% ({scores.n_changed_chars} of {scores.n_chars} characters), "
         f"{len(scores.changed)} changed entities; wrote {output / 'metrics.json'} and {output / 'report.html'}"
     )
+
+
+@app.command("model-card")
+def model_card_command(
+    model: Path = typer.Argument(..., exists=True, file_okay=False, help="The trained pipeline's folder."),
+    source_name: Optional[str] = typer.Option(None, "--source-name", help="The training data's name."),
+    source_url: Optional[str] = typer.Option(None, "--source-url", help="Where the training data comes from."),
+    source_license: Optional[str] = typer.Option(None, "--source-license", help="The training data's licence."),
+    descriptions: Optional[Path] = typer.Option(
+        None, "--labels", exists=True, dir_okay=False,
+        help="A JSON file of label -> meaning, for labels this package does not know (kept in the pipeline too).",
+    ),
+) -> None:
+    """Write the model card into a pipeline's meta.json (labels and their meanings, per-label scores,
+    training data, speed), which `spacy package` puts in the package's README."""
+    from ..model_card import write_model_card
+
+    try:
+        given = srsly.read_json(descriptions) if descriptions else None
+        if given is not None and not isinstance(given, dict):
+            raise ValueError(f"{descriptions}: expected a JSON object of label -> meaning, got {type(given).__name__}.")
+        write_model_card(model, source_name=source_name, source_url=source_url, source_license=source_license,
+                         descriptions=given)
+    except (ValueError, OSError) as err:
+        msg.fail("Writing the model card failed")
+        print(err)
+        raise typer.Exit(code=1)
+    msg.good(f"Wrote the model card to {model / 'meta.json'}")

@@ -86,6 +86,16 @@ def layer_weights(model: Model) -> Dict[str, object]:
     }
 
 
+def tok2vec_mix_weights(model: Model) -> Optional[Dict[str, object]]:
+    """layer_weights of the scalar mix in a tagger's tok2vec (its "tok2vec" ref), or None: no
+    tok2vec ref, no scalar mix, or one not initialized yet."""
+    tok2vec = model.get_ref("tok2vec") if model.has_ref("tok2vec") else None
+    if tok2vec is None or not tok2vec.has_ref("scalar_mix"):
+        return None
+    mix = tok2vec.get_ref("scalar_mix")
+    return layer_weights(mix) if mix.has_param("alpha") else None
+
+
 def _softmax(model: Model, alpha: Floats1d) -> Floats1d:
     exp = model.ops.xp.exp(alpha - alpha.max())
     return exp / exp.sum()

@@ -19,7 +19,9 @@ from ..training.augment import MentionPool, join_pairs
 from ..robustness.entity_attention import example_entity_ids
 from ..layers._blas import training_products
 from ..layers.char_bigram_embed import size_key_tables
-from ..layers.scalar_mix import layer_weights
+from ..layers.scalar_mix import tok2vec_mix_weights
+from ..labels import explain_labels
+from ..labels import label_descriptions as describe_labels
 from ..lexicon import Lexicon
 from ..robustness.metrics import PipelineLink, PipelineScorer
 from ..tags import TagSet, aligned_ner, gold_constraints, validate_scheme
@@ -255,11 +257,7 @@ class CRFEntityRecognizer(TrainablePipe):
         RETURNS (Optional[Dict[str, object]]): {"weights": softmax weight per layer
             (0 = embedding output), "gamma": the scale}. Also saved in the pipe's cfg.
         """
-        tok2vec = self.model.get_ref("tok2vec") if self.model.has_ref("tok2vec") else None
-        if tok2vec is None or not tok2vec.has_ref("scalar_mix"):
-            return None
-        mix = tok2vec.get_ref("scalar_mix")
-        return layer_weights(mix) if mix.has_param("alpha") else None
+        return tok2vec_mix_weights(self.model)
 
     def score(self, examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
         """Score a batch of examples with the configured scorer.
@@ -289,7 +287,13 @@ class CRFEntityRecognizer(TrainablePipe):
         self.vocab.strings.add(label)
         if self.model.get_ref("output_layer").has_param("W"):
             resize_output(self.model, old_tags, self.tag_names)
+            self.cfg["label_descriptions"] = {**describe_labels(self.labels), **self.cfg.get("label_descriptions", {})}
         return 1
+
+    @property
+    def label_descriptions(self) -> Dict[str, str]:
+        """What each label means (spacy_cner.labels), as spacy.explain and the model card give it."""
+        return dict(self.cfg.get("label_descriptions") or describe_labels(self.labels))
 
     @property
     def entity_threshold(self) -> Optional[float]:
@@ -466,6 +470,7 @@ class CRFEntityRecognizer(TrainablePipe):
         nlp: Optional[Language] = None,
         labels: Optional[Sequence[str]] = None,
         lexicon: Optional[Lexicon] = None,
+        label_descriptions: Optional[Dict[str, str]] = None,
     ) -> None:
         """Take labels from `labels` or the examples, then initialize the model.
 
@@ -477,6 +482,8 @@ class CRFEntityRecognizer(TrainablePipe):
             its words, tags and vectors, e.g. from
             [initialize.components.crf_ner.lexicon] with spacy-cner.lexicon.v1. It is
             saved with the pipe; None keeps the lexicon a loaded pipe already has.
+        label_descriptions (Optional[Dict[str, str]]): What each label means, for spacy.explain
+            and the model card; labels.KNOWN_LABELS and spaCy's glossary fill in the others.
         """
         validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
         if nlp is not None:
@@ -499,6 +506,8 @@ class CRFEntityRecognizer(TrainablePipe):
             msg.info(f"{self.name}: exact bigram tables of {' and '.join(f'{n:,}' for n in rows.values())} rows "
                      "(the train corpus's bigrams, and one unknown row)")
         self.model.initialize(X=doc_sample, Y=self.tag_names)
+        self.cfg["label_descriptions"] = describe_labels(self.labels, label_descriptions)
+        explain_labels(self.cfg["label_descriptions"])
 
     def fit_temperature(
         self, examples: Iterable[Example], *, outcomes: Optional[Outcomes] = None
@@ -528,11 +537,8 @@ class CRFEntityRecognizer(TrainablePipe):
         RETURNS (Dict[str, float]): threshold, and f1 of the best path on the examples.
         """
         examples = list(examples)
-        if outcomes is None:
-            outcomes = self.entity_outcomes(examples)
-        _, right = outcomes(self.cfg.get("temperature", 1.0))
-        n_gold = sum(len(eg.get_aligned_spans_y2x(eg.reference.ents)) for eg in examples)
-        fit = calibration.fit_threshold(right, n_gold)
+        _, right = (outcomes or self.entity_outcomes(examples))(self.cfg.get("temperature", 1.0))
+        fit = calibration.fit_threshold(right, sum(len(eg.get_aligned_spans_y2x(eg.reference.ents)) for eg in examples))
         self.cfg["fitted_threshold"] = fit["threshold"]
         return fit
 
@@ -557,11 +563,6 @@ class CRFEntityRecognizer(TrainablePipe):
         pickled before pipeline_link existed has none."""
         return PipelineLink.pipeline_of(self, getattr(self, "pipeline_link", None))
 
-    def _record_scalar_mix(self) -> None:
-        weights = self.scalar_mix_weights()
-        if weights is not None:
-            self.cfg["scalar_mix"] = weights
-
     def _char_doc(self, doc: Doc) -> Optional[Doc]:
         """A character copy of the doc when the model was trained on characters and the doc has
         longer tokens (alignment.character_copy); else None."""
@@ -571,7 +572,6 @@ class CRFEntityRecognizer(TrainablePipe):
         """Serialize the pipe: cfg (recording the learned scalar mix, for reading without
         loading), vocab, model and, for a model with lexicon layers (adapters, soft lexicons),
         "lexicon": their lexicons."""
-        self._record_scalar_mix()
         return util.to_bytes(bytes_writers(self.model, self.cfg, self.vocab, exclude), exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "CRFEntityRecognizer":
@@ -582,7 +582,6 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         """Save the pipe (see to_bytes); the lexicons in the file "lexicon"."""
-        self._record_scalar_mix()
         util.to_disk(path, file_writers(self.model, self.cfg, self.vocab, exclude), exclude)
 
     def from_disk(self, path, *, exclude=tuple()) -> "CRFEntityRecognizer":
@@ -595,3 +594,4 @@ class CRFEntityRecognizer(TrainablePipe):
         """The loaded cfg fits the model's tags, and its calibration values are possible."""
         check_tag_names(self.model, self.cfg, self.tag_names, cfg_source, self.name)
         check_calibration(self.cfg, cfg_source, self.name)
+        explain_labels(self.label_descriptions)

@@ -9,11 +9,13 @@ from spacy.errors import Errors
 from spacy.vocab import Vocab
 from thinc.api import Model
 
+from ..layers.scalar_mix import tok2vec_mix_weights
 from .lexicons import lexicons_to_bytes, load_lexicons
 
 
 def bytes_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Dict[str, Callable[[], Any]]:
-    """spacy.util.to_bytes's serializers; the weights' checksum is in cfg before cfg is written."""
+    """spacy.util.to_bytes's serializers; the weights' checksum (and the learned scalar mix, for
+    reading without loading) are in cfg before cfg is written."""
     weights = model_bytes(model, cfg, exclude)
     return {
         "cfg": lambda: srsly.json_dumps(cfg),
@@ -62,7 +64,10 @@ def file_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str, exc
 
 def model_bytes(model: Model, cfg: Dict[str, Any], exclude) -> Optional[bytes]:
     """The model's bytes, their sha256 recorded in cfg (saved with them, checked at load); None
-    when "model" is excluded."""
+    when "model" is excluded. The tok2vec's learned scalar mix, if any, is recorded in cfg too."""
+    weights = tok2vec_mix_weights(model)
+    if weights is not None:
+        cfg["scalar_mix"] = weights
     if "model" in exclude:
         cfg.pop("model_sha256", None)  # nothing to check it against
         return None

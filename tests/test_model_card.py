@@ -1,0 +1,114 @@
+"""The model card (`python -m spacy_cner model-card`) and spacy.explain for crf_ner's labels."""
+import importlib
+
+import pytest
+import spacy
+import srsly
+from spacy import glossary
+from spacy.training import Example
+from typer.testing import CliRunner
+
+from spacy_cner.cli import app
+from spacy_cner.labels import KNOWN_LABELS, explain_labels, label_descriptions
+from spacy_cner.model_card import write_model_card
+
+CARD_DATA = [
+    ("张三毕业于北京大学", [(0, 2, "NAME"), (5, 9, "EDU")]),
+    ("李四爱吃火锅", [(0, 2, "NAME"), (4, 6, "FOOD")]),
+    ("王五在清华大学读书", [(0, 2, "NAME"), (3, 7, "EDU")]),
+]
+
+
+@pytest.fixture
+def fresh_glossary(monkeypatch):
+    """spaCy's glossary as it is without spacy_cner's additions, restored after the test."""
+    clean = {k: v for k, v in glossary.GLOSSARY.items() if k not in KNOWN_LABELS or k in ("NR", "NT")}
+    clean.pop("FOOD", None)
+    monkeypatch.setattr(glossary, "GLOSSARY", clean)
+    return clean
+
+
+def _trained(tmp_path, descriptions=None):
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"ents_threshold": None})
+    examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in CARD_DATA]
+    settings = {"label_descriptions": descriptions} if descriptions else {}
+    nlp.get_pipe("crf_ner").initialize(lambda: examples, nlp=nlp, **settings)
+    nlp.meta["performance"] = {
+        "ents_f": 0.5,
+        "ents_per_type": {"NAME": {"p": 0.9, "r": 0.8, "f": 0.8471}, "EDU": {"p": 0.5, "r": 0.25, "f": 0.3333}},
+        "speed": 12345.6,
+    }
+    path = tmp_path / "model"
+    nlp.to_disk(path)
+    return path
+
+
+def test_label_descriptions_take_the_users_then_the_known_then_spacys():
+    found = label_descriptions(["EDU", "PER", "FOOD", "UNKNOWN"], {"FOOD": "Dish or food"})
+    assert found == {"EDU": KNOWN_LABELS["EDU"], "PER": glossary.GLOSSARY["PER"], "FOOD": "Dish or food"}
+    with pytest.raises(ValueError, match="label_descriptions"):
+        label_descriptions(["FOOD"], {"FOOD": ""})
+
+
+def test_explain_keeps_spacys_own_terms(fresh_glossary):
+    added = explain_labels({"NR": "Person name (MSRA)", "NS": "Location or place name (MSRA)"})
+    assert added == {"NS": "Location or place name (MSRA)"}
+    assert spacy.explain("NR") == "proper noun"  # the Chinese Treebank POS tag keeps its meaning
+    assert spacy.explain("NS") == "Location or place name (MSRA)"
+
+
+def test_a_loaded_pipeline_teaches_spacy_explain_its_labels(tmp_path, fresh_glossary):
+    path = _trained(tmp_path, descriptions={"FOOD": "Dish or food"})
+    glossary.GLOSSARY.pop("FOOD", None)
+    glossary.GLOSSARY.pop("EDU", None)
+    assert "FOOD" not in glossary.GLOSSARY
+    nlp = spacy.load(path)
+    assert spacy.explain("FOOD") == "Dish or food"
+    assert spacy.explain("EDU") == KNOWN_LABELS["EDU"]
+    assert nlp.get_pipe("crf_ner").label_descriptions["FOOD"] == "Dish or food"
+
+
+def test_model_card_in_meta_and_the_package_readme(tmp_path, fresh_glossary):
+    path = _trained(tmp_path)
+    meta = write_model_card(path, source_name="Resume NER (Zhang and Yang 2018)", source_url="https://example.org/resume",
+                            source_license="research only")
+    saved = srsly.read_json(path / "meta.json")
+    assert saved["notes"] == meta["notes"]
+    assert saved["sources"] == [{"name": "Resume NER (Zhang and Yang 2018)", "url": "https://example.org/resume",
+                                 "license": "research only"}]
+    notes = saved["notes"]
+    assert f"| `EDU` | {KNOWN_LABELS['EDU']} | 50.00 | 25.00 | 33.33 |" in notes
+    assert "| `FOOD` | n/a | n/a | n/a | n/a |" in notes  # no meaning given, no dev score
+    assert "12,346 words a second" in notes
+    package = importlib.import_module("spacy.cli.package")
+    readme = package.generate_readme(saved)
+    assert notes in readme and "Resume NER (Zhang and Yang 2018)" in readme
+    # Written again: one source of that name, the same card.
+    assert write_model_card(path, source_name="Resume NER (Zhang and Yang 2018)")["sources"][0]["name"].startswith("Resume")
+    assert len(srsly.read_json(path / "meta.json")["sources"]) == 1
+
+
+def test_model_card_command_takes_the_users_label_meanings(tmp_path, fresh_glossary):
+    path = _trained(tmp_path)
+    labels = tmp_path / "labels.json"
+    srsly.write_json(labels, {"FOOD": "Dish or food"})
+    result = CliRunner().invoke(app, ["model-card", str(path), "--labels", str(labels)])
+    assert result.exit_code == 0, result.output
+    assert "| `FOOD` | Dish or food |" in srsly.read_json(path / "meta.json")["notes"]
+    # Kept in the pipeline: a later load explains it.
+    glossary.GLOSSARY.pop("FOOD", None)
+    spacy.load(path)
+    assert spacy.explain("FOOD") == "Dish or food"
+    srsly.write_json(labels, ["FOOD"])
+    result = CliRunner().invoke(app, ["model-card", str(path), "--labels", str(labels)])
+    assert result.exit_code == 1 and "expected a JSON object" in result.output
+
+
+def test_model_card_refuses_a_folder_without_meta_or_crf_ner(tmp_path):
+    with pytest.raises(ValueError, match="no meta.json"):
+        write_model_card(tmp_path)
+    nlp = spacy.blank("zh")
+    nlp.to_disk(tmp_path / "blank")
+    with pytest.raises(ValueError, match="no crf_ner component"):
+        write_model_card(tmp_path / "blank")
