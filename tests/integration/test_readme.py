@@ -74,6 +74,9 @@ def test_readme_package_snippet_installs_what_it_builds(tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     sdist = shlex.split(install)[-1]
     assert (tmp_path / sdist).exists(), sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "packages").rglob("*"))
+    # The model card written before the build is in the package's README.
+    card = (tmp_path / "packages" / "zh_cner_resume-0.1.0" / "README.md").read_text(encoding="utf8")
+    assert "### Entity labels" in card and "Resume NER (Zhang and Yang 2018)" in card
     pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", "--target", "site"]
     subprocess.run(pip + [sdist], check=True, cwd=tmp_path)
     code = shlex.split(check)[-1]
