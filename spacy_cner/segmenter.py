@@ -4,7 +4,8 @@ SoftLexicon's softword feature is each character's position in jieba's segmentat
 Python segmenter took 16% of the default pipeline's inference (Resume test). rjieba segments
 the same text about 14 times faster and gives exactly jieba's words (HMM on), except in runs of
 letters and digits joined by one of + # & . _ % - ("2013.11.18", "kfr-35gw": rjieba keeps them
-whole, jieba splits them). A text holding one of those characters goes to jieba: on every file
+whole, jieba splits them) and in runs of rare Han characters outside jieba's Han block ("㐀㐀": rjieba
+makes one word, jieba two). A text holding one of those characters goes to jieba: on every file
 of ../shared/data (85,431 sentences) and on random text the words are then jieba's
 (tests/test_segmenter.py). Without rjieba (a requirement, but one a platform may lack), and when jieba's
 dictionary was changed in this process (jieba.load_userdict, jieba.add_word,
@@ -15,9 +16,12 @@ import re
 from pathlib import Path
 from typing import List, Optional
 
-# The characters of jieba's Han-and-alphanumeric blocks (jieba.re_han_default) that rjieba groups
-# differently: a text holding one is segmented by jieba itself.
-JIEBA_ONLY = re.compile(r"[+#&._%\-]")
+# The characters that rjieba groups differently from jieba, so that a text holding one is segmented by
+# jieba itself: the joiners of jieba's Han-and-alphanumeric blocks (jieba.re_han_default), and the Han
+# characters outside jieba's U+4E00-U+9FD5 that rjieba's Han blocks hold (CJK Extension A, U+9FD6-U+9FFF,
+# the compatibility ideographs, Extensions B-F and their supplement): jieba splits a run of those into
+# single characters, rjieba segments it as words.
+JIEBA_ONLY = re.compile("[+#&._%\\-\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
 
 _RJIEBA: Optional[object] = None
 _RJIEBA_MISSING = False

@@ -15,7 +15,10 @@ jieba = pytest.importorskip("jieba", reason="softword needs jieba (the test extr
 # Han characters (common ones that form dictionary words, and rare ones), Latin letters and digits,
 # the characters rjieba groups differently, whitespace, full-width punctuation, emoji, a BOM.
 ALPHABET = list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可北京市长江大桥研究生命起源")
-ALPHABET += ["龘", "㐀", "鿕"] + list("abcXYZ0123456789") + list("+#&._%-") + list(" \t\n\u3000")
+# Han characters at and beyond the edges of jieba's Han block (U+4E00-U+9FD5), which rjieba's blocks hold.
+RARE_HAN = ["\u3400", "\u4dbf", "\u9fd5", "\u9fd6", "\u9fff", "\uf900", "\ufaff", "\U00020000", "\U0002a6df",
+            "\U0002a700", "\U0002ceb0", "\U0002ebe0", "\U0002f800", "\U0002fa1d", "\U00030000"]
+ALPHABET += ["龘"] + RARE_HAN + list("abcXYZ0123456789") + list("+#&._%-") + list(" \t\n\u3000")
 ALPHABET += list("，。！？；：“”（）《》、…—～/:@") + ["😀", "é", "\ufeff", "\u200b"]
 
 
@@ -28,6 +31,14 @@ def needs_rjieba():
 def test_words_are_jiebas_on_random_text(text):
     needs_rjieba()
     assert segmenter.jieba_words(text) == list(jieba.cut(text))
+
+
+@pytest.mark.parametrize("char", RARE_HAN)
+def test_runs_of_rare_han_characters_are_jiebas(char):
+    """rjieba makes one word of "㐀㐀" (its Han blocks are wider than jieba's); jieba splits it."""
+    needs_rjieba()
+    for text in (char * 2, char * 3 + "北京大学" + char * 2, "的" + char + char + "是"):
+        assert segmenter.jieba_words(text) == list(jieba.cut(text))
 
 
 def test_rjieba_is_used_where_it_agrees_and_jieba_elsewhere(monkeypatch):
