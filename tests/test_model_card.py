@@ -5,6 +5,7 @@ import pytest
 import spacy
 import srsly
 from spacy import glossary
+from spacy.tokens import DocBin
 from spacy.training import Example
 from typer.testing import CliRunner
 
@@ -28,16 +29,15 @@ def fresh_glossary(monkeypatch):
     return clean
 
 
-def _trained(tmp_path, descriptions=None):
+def _trained(tmp_path, descriptions=None, ents_threshold=None):
     nlp = spacy.blank("zh")
-    nlp.add_pipe("crf_ner", config={"ents_threshold": None})
+    nlp.add_pipe("crf_ner", config={"ents_threshold": ents_threshold})
     examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in CARD_DATA]
     settings = {"label_descriptions": descriptions} if descriptions else {}
     nlp.get_pipe("crf_ner").initialize(lambda: examples, nlp=nlp, **settings)
     nlp.meta["performance"] = {
         "ents_f": 0.5,
         "ents_per_type": {"NAME": {"p": 0.9, "r": 0.8, "f": 0.8471}, "EDU": {"p": 0.5, "r": 0.25, "f": 0.3333}},
-        "speed": 12345.6,
     }
     path = tmp_path / "model"
     nlp.to_disk(path)
@@ -71,8 +71,10 @@ def test_a_loaded_pipeline_teaches_spacy_explain_its_labels(tmp_path, fresh_glos
 
 def test_model_card_in_meta_and_the_package_readme(tmp_path, fresh_glossary):
     path = _trained(tmp_path)
+    nlp = spacy.load(path)
+    DocBin(docs=[nlp.make_doc(text) for text, _ in CARD_DATA]).to_disk(tmp_path / "dev.spacy")
     meta = write_model_card(path, source_name="Resume NER (Zhang and Yang 2018)", source_url="https://example.org/resume",
-                            source_license="research only")
+                            source_license="research only", speed_corpus=tmp_path / "dev.spacy")
     saved = srsly.read_json(path / "meta.json")
     assert saved["notes"] == meta["notes"]
     assert saved["sources"] == [{"name": "Resume NER (Zhang and Yang 2018)", "url": "https://example.org/resume",
@@ -80,7 +82,8 @@ def test_model_card_in_meta_and_the_package_readme(tmp_path, fresh_glossary):
     notes = saved["notes"]
     assert f"| `EDU` | {KNOWN_LABELS['EDU']} | 50.00 | 25.00 | 33.33 |" in notes
     assert "| `FOOD` | n/a | n/a | n/a | n/a |" in notes  # no meaning given, no dev score
-    assert "12,346 words a second" in notes
+    assert "characters a second: 3 texts of dev.spacy" in notes
+    assert "`doc.ents` are the most probable tag sequence (Viterbi)" in notes and "no temperature fitted" in notes
     package = importlib.import_module("spacy.cli.package")
     readme = package.generate_readme(saved)
     assert notes in readme and "Resume NER (Zhang and Yang 2018)" in readme
@@ -112,3 +115,15 @@ def test_model_card_refuses_a_folder_without_meta_or_crf_ner(tmp_path):
     nlp.to_disk(tmp_path / "blank")
     with pytest.raises(ValueError, match="no crf_ner component"):
         write_model_card(tmp_path / "blank")
+
+
+def test_model_card_says_how_doc_ents_are_decoded_and_leaves_the_training_output(tmp_path):
+    path = _trained(tmp_path, ents_threshold=0.7)
+    before = (path / "meta.json").read_bytes()
+    meta = write_model_card(path, output=tmp_path / "card")
+    assert "the spans at least 0.700 probable (set in the config)" in meta["notes"]
+    assert (path / "meta.json").read_bytes() == before  # the training output is left as it was
+    assert srsly.read_json(tmp_path / "card" / "meta.json")["notes"] == meta["notes"]
+    assert spacy.load(tmp_path / "card").get_pipe("crf_ner").labels == spacy.load(path).get_pipe("crf_ner").labels
+    with pytest.raises(ValueError, match="inside it"):
+        write_model_card(path, output=path / "card")

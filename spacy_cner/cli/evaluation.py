@@ -104,6 +104,13 @@ def model_card_command(
         None, "--labels", exists=True, dir_okay=False,
         help="A JSON file of label -> meaning, for labels this package does not know (kept in the pipeline too).",
     ),
+    speed_corpus: Optional[Path] = typer.Option(
+        None, "--speed-corpus", exists=True, dir_okay=False,
+        help="A .spacy file (e.g. the dev split) to measure the characters a second on.",
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write the card into a copy of the pipeline there, leaving MODEL as it is.",
+    ),
 ) -> None:
     """Write the model card into a pipeline's meta.json (labels and their meanings, per-label scores,
     training data, speed), which `spacy package` puts in the package's README."""
@@ -114,9 +121,9 @@ def model_card_command(
         if given is not None and not isinstance(given, dict):
             raise ValueError(f"{descriptions}: expected a JSON object of label -> meaning, got {type(given).__name__}.")
         write_model_card(model, source_name=source_name, source_url=source_url, source_license=source_license,
-                         descriptions=given)
+                         descriptions=given, speed_corpus=speed_corpus, output=output)
     except (ValueError, OSError) as err:
         msg.fail("Writing the model card failed")
         print(err)
         raise typer.Exit(code=1)
-    msg.good(f"Wrote the model card to {model / 'meta.json'}")
+    msg.good(f"Wrote the model card to {(output or model) / 'meta.json'}")

@@ -5,7 +5,6 @@ from collections import Counter
 from typing import Any, Dict, List, Sequence, Set, Union
 
 from spacy.language import Language
-from spacy.tokens import Doc
 from spacy.training import Example
 from thinc.api import Model
 
@@ -156,13 +155,11 @@ def warn_unaligned(n_unaligned: int, name: str, alignment_mode: str) -> None:
         )
 
 
-def check_initializable(labels: Sequence[str], doc_sample: List[Doc], name: str) -> None:
-    """Raise unless initialize has labels and a non-empty training doc."""
+def check_labels(labels: Sequence[str], name: str) -> None:
+    """Raise unless initialize found or was given labels."""
     if not labels:
         raise ValueError(
             f"'{name}' has no labels: the training examples hold no entities and "
             "none were given. Check the corpus, or set [initialize.components."
             f"{name}.labels]."
         )
-    if not doc_sample:
-        raise ValueError(f"'{name}' needs at least one non-empty training doc to initialize.")

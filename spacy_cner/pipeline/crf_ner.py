@@ -31,7 +31,7 @@ from .alignment import character_copy, token_unit
 from .calibration import Outcomes, make_calibrator, make_temperature_fitter  # noqa: F401
 from .checks import (
     check_calibration,
-    check_initializable,
+    check_labels,
     check_tag_names,
     check_vectors,
     uses_gold_entities,
@@ -495,10 +495,12 @@ class CRFEntityRecognizer(TrainablePipe):
             self.add_label(label)
         if self.replace_mentions:
             self._mentions.add(get_examples())
+        check_labels(self.labels, self.name)
+        set_model_lexicon(self.model, lexicon, self.name)
         # The first ten non-empty docs, without reading the rest of the corpus.
         doc_sample = list(itertools.islice((eg.predicted for eg in get_examples() if len(eg.predicted)), 10))
-        check_initializable(self.labels, doc_sample, self.name)
-        set_model_lexicon(self.model, lexicon, self.name)
+        if not doc_sample:
+            raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.cfg["token_unit"] = token_unit(doc_sample)
         # Exact bigram tables (CharBigramEmbed.v2, bigram_rows null): a row per bigram of the corpus.
         rows = size_key_tables(self.model, (eg.predicted for eg in get_examples()))

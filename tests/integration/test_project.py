@@ -115,3 +115,24 @@ def test_asset_checksums_match_the_local_copies():
     if not checked:
         pytest.skip(f"none of project.yml's assets is in {SHARED_DATA}")
     assert any("msra" in a["dest"] for a in assets)
+
+
+def test_project_package_writes_the_model_card_into_a_copy(tmp_path):
+    """`package` puts the model card (labels, the dev split's speed, the source) in the package's README
+    and leaves train's output as it was, so that a rerun of the workflow finds train up to date."""
+    project = project_copy(tmp_path, "tener", SMALL_CONFIG_OVERRIDES["tener"])
+    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "small",
+            "--vars.demo_max_steps", "2"]
+    result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    model_best = project / "training" / "resume" / "default" / "model-best"
+    shutil.copytree(project / "training" / "resume" / "demo" / "model-best", model_best)
+    before = {path.relative_to(model_best): path.read_bytes() for path in model_best.rglob("*") if path.is_file()}
+    args = [sys.executable, "-m", "spacy", "project", "run", "package", str(project)]
+    result = subprocess.run(args, capture_output=True, text=True, cwd=project)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    after = {path.relative_to(model_best): path.read_bytes() for path in model_best.rglob("*") if path.is_file()}
+    assert after == before
+    readme = (project / "packages" / "zh_cner_resume-0.1.0" / "README.md").read_text(encoding="utf8")
+    assert "### Entity labels" in readme and "characters a second" in readme
+    assert "Resume NER (Zhang and Yang 2018)" in readme
