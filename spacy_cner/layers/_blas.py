@@ -38,7 +38,7 @@ def training_products() -> Iterator[None]:
 
     For training steps (crf_ner's update): nothing there is compared across batches, and the
     products row by row took 12% of a step of the default config (the tok2vec's Maxout and the
-    output layer, forward and backward; BENCHMARKS.md "Training steps 22% faster").
+    output layer, forward and backward; bench/HISTORY.md "Training steps 22% faster").
     """
     token = _ROWWISE.set(False)
     try:
