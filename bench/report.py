@@ -40,6 +40,7 @@ class Question(NamedTuple):
     results: List[Tuple[str, str]]  # (result name, label of its rows; "" for none)
     label: str = ""  # the label column's header ("": no label column)
     table: Optional[Callable[[Records], Table]] = None  # a table built from the figures, instead of the results'
+    figure: str = ""  # a committed image shown under the tables: "caption|path"
 
 
 # ---- reading the figures, whichever way a result holds them ----
@@ -387,7 +388,8 @@ QUESTIONS = [
     Question("Every dataset: the default against TENER and spaCy's `ner` (test F1, 3 seeds)",
              [(name, "") for name in comparison_sources()], table=comparison),
     Question("MSRA (newswire, 42k train sentences): full trainings",
-             [(MSRA_SPACY, "0"), (MSRA_DEFAULT, "0"), (MSRA_VECTORS[0], "0"), (MSRA_VECTORS[1], "1")], "seed"),
+             [(MSRA_SPACY, "0"), (MSRA_DEFAULT, "0"), (MSRA_VECTORS[0], "0"), (MSRA_VECTORS[1], "1")], "seed",
+             figure="MSRA dev F1 against the step, default.cfg, seed 0 (bench/plot_dev_curve.py)|bench/msra_dev_curve.png"),
     Question("Vectors trained on each small set's own train split (seeds 0 and 1)",
              [(name, "") for name in SMALL_VECTORS_SEEDS]),
     Question("Inference speed against spaCy's `ner`",
@@ -491,6 +493,9 @@ def render_benchmarks(records: Records) -> str:
         lines += [f"### {question.title}", ""]
         for table in tables:
             lines += markdown_table(table) + [""]
+        if question.figure:
+            caption, path = question.figure.split("|")
+            lines += [f"![{caption}]({path})", ""]
         present = [name for name in names if name in records]
         lines += [source_line(records[name]) for name in present]
         absent = [name for name in names if name not in records]
