@@ -389,7 +389,7 @@ QUESTIONS = [
              [(name, "") for name in comparison_sources()], table=comparison),
     Question("MSRA (newswire, 42k train sentences): full trainings",
              [(MSRA_SPACY, "0"), (MSRA_DEFAULT, "0"), (MSRA_VECTORS[0], "0"), (MSRA_VECTORS[1], "1")], "seed",
-             figure="MSRA dev F1 against the step, default.cfg, seed 0 (bench/plot_dev_curve.py)|bench/msra_dev_curve.png"),
+             figure="MSRA dev F1 against the step, seed 0: default.cfg (chosen) and warm-up with linear decay (bench/plot_dev_curve.py)|bench/msra_dev_curve.png"),
     Question("Vectors trained on each small set's own train split (seeds 0 and 1)",
              [(name, "") for name in SMALL_VECTORS_SEEDS]),
     Question("Inference speed against spaCy's `ner`",
