@@ -84,3 +84,67 @@ def test_readme_package_snippet_installs_what_it_builds(tmp_path):
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("(")
+
+
+def bash_commands() -> list:
+    """Every command of the README's bash snippets: continuation lines joined, comments dropped,
+    `a && b` split."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                commands += [part.strip() for part in line.split("&&")]
+    return commands
+
+
+def test_readme_select_snippet_runs_as_written(tmp_path):
+    """The active-learning snippet, as written, after the quick start: two texts to label, for Label Studio."""
+    import json
+    import subprocess
+    import sys
+
+    block = re.search(r"## Active learning.*?```bash\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S).group(1)
+    demo_model(tmp_path / "training" / "resume" / "demo" / "model-best")
+    script = block.replace("python ", f"{sys.executable} ")
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    tasks = json.loads((tmp_path / "next.json").read_text(encoding="utf8"))
+    assert len(tasks) == 2 and all(task["data"]["text"] for task in tasks)
+
+
+def test_readme_bash_commands_name_what_exists():
+    """The README's other bash commands need the full data or a cluster: each names a project command
+    or workflow that exists, a spacy_cner command that exists, and config overrides the config has."""
+    import shlex
+
+    import srsly
+    import typer
+    from spacy.util import load_config
+
+    from spacy_cner.cli import app
+
+    project = srsly.read_yaml(REPO_ROOT / "project.yml")
+    runnable = {command["name"] for command in project["commands"]} | set(project["workflows"])
+    cli_commands = set(typer.main.get_command(app).commands)
+    checked = 0
+    for command in bash_commands():
+        words = shlex.split(command)
+        if words[:4] == ["python", "-m", "spacy", "project"]:
+            assert words[4] == "run" and words[5] in runnable, command
+        elif words[:3] == ["python", "-m", "spacy_cner"]:
+            assert words[3] in cli_commands, command
+        elif words[:4] == ["python", "-m", "spacy", "train"]:
+            options = words[5:]
+            overrides = {
+                option[2:]: value for option, value in zip(options, options[1:])
+                if option.startswith("--") and option != "--output"
+            }
+            overrides = {key: (value == "true" if value in ("true", "false") else value) for key, value in overrides.items()}
+            # Unknown sections or keys raise here; paths.* must be the config's own variables.
+            config = load_config(REPO_ROOT / words[4], overrides=overrides)
+            assert all(key.split(".", 1)[1] in config["paths"] for key in overrides if key.startswith("paths.")), command
+        else:
+            continue
+        checked += 1
+    assert checked >= 8
