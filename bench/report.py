@@ -98,7 +98,8 @@ MSRA_DEFAULT, MSRA_SPACY = "datasets_msra_default_seed0", "datasets_msra_spacy_s
 MSRA_VECTORS = ("datasets_msra_vectors_seed0", "datasets_msra_vectors_seed1")
 SMALL_VECTORS = ("datasets_resume-youku_default-vectors_seed0",
                  "datasets_ecommerce-taobao-peoples_daily_default-vectors_seed0")
-SMALL_VECTORS_SEEDS = (*SMALL_VECTORS, "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed1")
+SMALL_VECTORS_SEEDS = (*SMALL_VECTORS, "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed1",
+                       "datasets_resume-youku-taobao-peoples_daily_vectors_seed2")
 
 
 def _msra(records: Records):
@@ -390,7 +391,7 @@ QUESTIONS = [
     Question("MSRA (newswire, 42k train sentences): full trainings",
              [(MSRA_SPACY, "0"), (MSRA_DEFAULT, "0"), (MSRA_VECTORS[0], "0"), (MSRA_VECTORS[1], "1")], "seed",
              figure="MSRA dev F1 against the step, seed 0: default.cfg (chosen) and warm-up with linear decay (bench/plot_dev_curve.py)|bench/msra_dev_curve.png"),
-    Question("Vectors trained on each small set's own train split (seeds 0 and 1)",
+    Question("Vectors trained on each small set's own train split (seeds 0-2)",
              [(name, "") for name in SMALL_VECTORS_SEEDS]),
     Question("Inference speed against spaCy's `ner`",
              [("speed_one_thread", "one"), ("speed_default_threads", "default (torch 2)")], "threads"),
