@@ -99,7 +99,7 @@ MSRA_VECTORS = ("datasets_msra_vectors_seed0", "datasets_msra_vectors_seed1")
 SMALL_VECTORS = ("datasets_resume-youku_default-vectors_seed0",
                  "datasets_ecommerce-taobao-peoples_daily_default-vectors_seed0")
 SMALL_VECTORS_SEEDS = (*SMALL_VECTORS, "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed1",
-                       "datasets_resume-youku-taobao-peoples_daily_vectors_seed2")
+                       "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed2")
 
 
 def _msra(records: Records):
