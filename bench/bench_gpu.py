@@ -17,10 +17,11 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, prepare_corpus, run, save_result
+from _common import ROOT, add_result_argument, machine_line, prepare_corpus, save_result
 from bench_transformer import training_schedule, write_random_bert
 
 # key: (name in the table, config, config overrides)
@@ -40,7 +41,7 @@ start = time.perf_counter()
 train(sys.argv[1], sys.argv[2], overrides=parse_config_overrides(sys.argv[4:]), use_gpu=use_gpu)
 seconds = time.perf_counter() - start
 peak = torch.cuda.max_memory_allocated() / 2**20 if use_gpu >= 0 else 0.0
-print(json.dumps({"seconds": seconds, "peak_gpu_mb": peak}))
+print("RESULT " + json.dumps({"seconds": seconds, "peak_gpu_mb": peak}))
 """
 
 EVAL_CHILD = """
@@ -67,7 +68,7 @@ for _ in range(3):
     best = seconds if best is None else min(best, seconds)
 out["chars_per_s"] = sum(len(t) for t in texts) / best
 out["entities"] = found
-print(json.dumps(out))
+print("RESULT " + json.dumps(out), flush=True)
 """
 
 
@@ -97,6 +98,7 @@ def main() -> None:
     }
     precisions = ["fp32"] if args.cpu_smoke else ["fp32", "mixed"]
     results = {}
+    log = args.out / "children.log"
     for key in args.systems:
         name, config, encoder, extra = SYSTEMS[key]
         for precision in precisions:
@@ -111,9 +113,9 @@ def main() -> None:
                 *training_schedule(args.steps, 5e-5),
                 *extra,
             ]
-            stats = _child(TRAIN_CHILD, [str(ROOT / "configs" / config), str(out), str(gpu), *overrides])
-            on_gpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), str(gpu)])
-            on_cpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), "-1"])
+            stats = _child(TRAIN_CHILD, [str(ROOT / "configs" / config), str(out), str(gpu), *overrides], log)
+            on_gpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), str(gpu)], log)
+            on_cpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), "-1"], log)
             same = sum(a == b for a, b in zip(on_gpu["entities"], on_cpu["entities"])) / max(1, len(on_gpu["entities"]))
             results[f"{key}/{precision}"] = {
                 "name": name,
@@ -126,6 +128,8 @@ def main() -> None:
                 "agreement": same,
             }
             print(json.dumps({key: results[f"{key}/{precision}"]}), file=sys.stderr)
+            # What has finished so far, kept if a time limit cuts the later runs off.
+            (args.out / "partial_results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
     table = render(results, args)
     print(table)
     if not args.cpu_smoke:
@@ -156,10 +160,22 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _child(code: str, argv: list) -> dict:
-    env = dict(os.environ)
-    output = run([sys.executable, "-c", code, *argv], quiet=True, env=env)
-    return json.loads(output.strip().splitlines()[-1])
+def _child(code: str, argv: list, log: Path) -> dict:
+    """Run one step in a fresh process writing all its output to LOG as it runs (a run cut off
+    by a time limit still shows how far it got); the step's JSON is its line starting "RESULT "."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = log.stat().st_size if log.exists() else 0
+    with log.open("a", encoding="utf8") as output:
+        output.write(f"\n$ {' '.join(argv[:3])}\n")
+        output.flush()
+        result = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, stdout=output,
+                                stderr=subprocess.STDOUT, env=dict(os.environ))
+    if result.returncode != 0:
+        sys.exit(f"Failed ({result.returncode}): see {log}")
+    with log.open(encoding="utf8") as output:
+        output.seek(start)
+        found = [line for line in output if line.startswith("RESULT ")]
+    return json.loads(found[-1][len("RESULT "):])
 
 
 def render(results: dict, args: argparse.Namespace) -> str:
