@@ -5,9 +5,10 @@ Python segmenter took 16% of the default pipeline's inference (Resume test). rji
 the same text about 14 times faster and gives exactly jieba's words (HMM on), except in runs of
 letters and digits joined by one of + # & . _ % - ("2013.11.18", "kfr-35gw": rjieba keeps them
 whole, jieba splits them) and in runs of rare Han characters outside jieba's Han block ("㐀㐀": rjieba
-makes one word, jieba two). A text holding one of those characters goes to jieba: on every file
-of ../shared/data (85,431 sentences) and on random text the words are then jieba's
-(tests/test_segmenter.py). Without rjieba (a requirement, but one a platform may lack), and when jieba's
+makes one word, jieba two). jieba segments each of its blocks (a run of its Han characters, letters,
+digits and those joiners, or a run of anything else) on its own, so a block holding one of those
+characters goes to jieba and the others to rjieba: on every file of ../shared/data (85,431
+sentences) and on random text the words are then jieba's (tests/test_segmenter.py). Without rjieba (a requirement, but one a platform may lack), and when jieba's
 dictionary was changed in this process (jieba.load_userdict, jieba.add_word,
 jieba.set_dictionary: rjieba would not see it), every text goes to jieba.
 """
@@ -29,12 +30,23 @@ _RJIEBA_MISSING = False
 _PRISTINE_TOTAL: Optional[int] = None
 
 
+# jieba's blocks (jieba.re_han_default): jieba.cut segments each run of these characters, and each run
+# between them, on its own (tests/test_segmenter.py checks that the pattern is jieba's).
+JIEBA_BLOCK = re.compile("([\u4E00-\u9FD5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
+
+
 def jieba_words(text: str) -> List[str]:
     """jieba's words of text (`jieba.cut(text)`, HMM on), in order; they join to the text."""
-    fast = None if JIEBA_ONLY.search(text) else _rjieba()
-    if fast is not None:
+    fast = _rjieba()
+    if fast is None:
+        return list(load_jieba().cut(text))
+    if not JIEBA_ONLY.search(text):
         return fast.cut(text)
-    return list(load_jieba().cut(text))
+    words: List[str] = []
+    for block in JIEBA_BLOCK.split(text):
+        if block:
+            words.extend(load_jieba().cut(block) if JIEBA_ONLY.search(block) else fast.cut(block))
+    return words
 
 
 def load_jieba():

@@ -51,6 +51,17 @@ def test_rjieba_is_used_where_it_agrees_and_jieba_elsewhere(monkeypatch):
     assert calls == ["北京欢迎你"]
 
 
+def test_only_the_blocks_rjieba_would_segment_differently_go_to_jieba(monkeypatch):
+    """jieba segments each of its blocks on its own: a text with one "2013.11.18" keeps rjieba for the rest."""
+    rjieba = needs_rjieba()
+    assert segmenter.JIEBA_BLOCK.pattern == jieba.re_han_default.pattern
+    calls = []
+    monkeypatch.setattr(rjieba, "cut", lambda text: calls.append(text) or list(jieba.cut(text)), raising=False)
+    text = "张三在北京市工作。2013.11.18 到 上海㐀㐀，kfr-35gw空调"
+    assert segmenter.jieba_words(text) == list(jieba.cut(text))
+    assert calls == ["张三在北京市工作", "。", " ", "到", " ", "上海"]  # "㐀㐀，" and the rest: jieba
+
+
 def test_without_rjieba_the_features_are_the_same(monkeypatch):
     text = "张三在北京市工作。2013.11.18 轩轩唱儿歌 kfr-35gw"
     with_fast = softword_positions(text)
