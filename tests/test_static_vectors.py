@@ -184,3 +184,29 @@ def test_bulk_lookup_of_bigrams_whose_mixed_keys_collide(monkeypatch):
 
     monkeypatch.setattr(module, "_PAIR_MIX", numpy.uint64(0))
     check_bulk_lookup(module, ["上", "三", "张", "三", "海", "三"], {"张三", "上三", "海三", "三"}, True, False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batch=st.lists(st.lists(st.sampled_from(ALPHABET), max_size=6), min_size=1, max_size=5),
+    keys=st.sets(st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=2).map("".join), max_size=30),
+    prev_bigram=st.booleans(),
+    sentence_bigrams=st.booleans(),
+)
+def test_a_batch_reads_each_docs_own_rows(batch, keys, prev_bigram, sentence_bigrams):
+    """One lookup for the whole batch: no bigram across two docs (empty and one-token docs
+    included), and each doc's vectors are the ones it gets alone."""
+    from spacy.tokens import Doc
+
+    from spacy_cner.layers import ngram_vectors as module
+
+    nlp = spacy.blank("zh")
+    for i, key in enumerate(sorted(keys | {"张"})):
+        nlp.vocab.set_vector(key, numpy.full((2,), i + 1, dtype="f"))
+    module._INDEXES.clear()
+    docs = [Doc(nlp.vocab, words=words, spaces=[False] * len(words)) for words in batch]
+    rows = module._vector_index(nlp.vocab.vectors).batch_rows(docs, prev_bigram, sentence_bigrams)
+    assert rows.tolist() == [row for doc in docs for row in reference_rows(doc, prev_bigram, sentence_bigrams)]
+    layer = ngram_vectors(prev_bigram, sentence_bigrams)
+    together = layer.predict(docs)
+    assert [out.tolist() for out in together] == [layer.predict([doc])[0].tolist() for doc in docs]

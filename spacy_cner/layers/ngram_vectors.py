@@ -45,17 +45,19 @@ def _init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
 def _forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
     ops = model.ops
     prev_bigram, sentence_bigrams = model.attrs["prev_bigram"], model.attrs["sentence_bigrams"]
-    out = []
-    for doc in docs:
-        vectors = doc.vocab.vectors
-        if vectors.mode == "floret":
-            out.append(ops.asarray2f(_floret_vectors(doc, prev_bigram, sentence_bigrams)))
-            continue
-        rows = ops.xp.asarray(_vector_index(vectors).doc_rows(doc, prev_bigram, sentence_bigrams))
-        found = ops.asarray(vectors.data)[ops.xp.maximum(rows, 0)]  # (n_tokens, columns, width)
-        found[rows < 0] = 0
-        out.append(ops.asarray2f(found.reshape((rows.shape[0], rows.shape[1] * vectors.shape[1])), dtype="float32"))
-    return out, lambda dY: []
+    if not docs:
+        return [], lambda dY: []
+    vectors = docs[0].vocab.vectors
+    if vectors.mode == "floret":
+        return [ops.asarray2f(_floret_vectors(doc, prev_bigram, sentence_bigrams)) for doc in docs], lambda dY: []
+    # One lookup and one gather for the whole batch: a doc's rows are the same alone or in it.
+    rows = _vector_index(vectors).batch_rows(docs, prev_bigram, sentence_bigrams)
+    xp_rows = ops.xp.asarray(rows)
+    found = ops.asarray(vectors.data)[ops.xp.maximum(xp_rows, 0)]  # (n_tokens, columns, width)
+    found[xp_rows < 0] = 0
+    found = ops.asarray2f(found.reshape((rows.shape[0], rows.shape[1] * vectors.shape[1])), dtype="float32")
+    ends = numpy.cumsum([len(doc) for doc in docs])
+    return [found[end - len(doc) : end] for doc, end in zip(docs, ends)], lambda dY: []
 
 
 def bigram_texts(doc: Doc, sentence_bigrams: bool) -> List[str]:
@@ -136,23 +138,34 @@ class _VectorIndex:
     def doc_rows(self, doc: Doc, prev_bigram: bool, sentence_bigrams: bool) -> numpy.ndarray:
         """The rows (n_tokens, 2 or 3) of the doc's tokens, next bigrams and (prev_bigram)
         previous bigrams; -1 where the table has none (or at an edge, or across a sentence end)."""
-        n = len(doc)
+        return self.batch_rows([doc], prev_bigram, sentence_bigrams)
+
+    def batch_rows(self, docs: List[Doc], prev_bigram: bool, sentence_bigrams: bool) -> numpy.ndarray:
+        """doc_rows of each doc, stacked (sum of the docs' lengths, 2 or 3): found in one search."""
+        lengths = numpy.asarray([len(doc) for doc in docs], dtype="int64")
+        n = int(lengths.sum())
         rows = numpy.full((n, 3 if prev_bigram else 2), -1, dtype="int64")
         if not n:
             return rows
-        attrs = doc.to_array([ORTH, LENGTH]).astype("uint64").reshape((n, 2))
-        orths, lengths = attrs[:, 0], attrs[:, 1]
+        starts = numpy.cumsum(lengths) - lengths
+        attrs = numpy.concatenate([doc.to_array([ORTH, LENGTH]).reshape((-1, 2)) for doc in docs if len(doc)])
+        attrs = attrs.astype("uint64")
+        orths, token_lengths = attrs[:, 0], attrs[:, 1]
         rows[:, 0] = self.find(orths)
         if n > 1:
-            rows[:-1, 1] = self._bigram_rows(doc, orths, lengths)
+            rows[:-1, 1] = self._bigram_rows(docs, starts, orths, token_lengths)
+        no_next = [starts[lengths > 0] + lengths[lengths > 0] - 1]  # a doc's last token: no bigram
         if sentence_bigrams:
-            rows[sentence_cuts(doc) - 1, 1] = -1
+            no_next += [start + sentence_cuts(doc) - 1 for doc, start in zip(docs, starts) if len(doc) > 1]
+        rows[numpy.concatenate(no_next), 1] = -1
         if prev_bigram:
-            rows[1:, 2] = rows[:-1, 1]
+            rows[1:, 2] = rows[:-1, 1]  # a doc's first token reads its previous doc's last: -1
         return rows
 
-    def _bigram_rows(self, doc: Doc, orths: numpy.ndarray, lengths: numpy.ndarray) -> numpy.ndarray:
-        """The rows of the n - 1 bigrams (token i, token i + 1), -1 where the table has none."""
+    def _bigram_rows(self, docs: List[Doc], starts: numpy.ndarray, orths: numpy.ndarray,
+                     lengths: numpy.ndarray) -> numpy.ndarray:
+        """The rows of the n - 1 bigrams (token i, token i + 1) of the stacked docs, -1 where the
+        table has none; those across two docs are set to -1 by the caller."""
         left, right = orths[:-1], orths[1:]
         slow = numpy.ones(left.shape, dtype=bool)
         rows = numpy.full(left.shape, -1, dtype="int64")
@@ -169,10 +182,16 @@ class _VectorIndex:
             slow = (lengths[:-1] != 1) | (lengths[1:] != 1)
             if len(self.ambiguous):
                 slow |= numpy.isin(mixed, self.ambiguous)
+        ends = starts + numpy.asarray([len(doc) for doc in docs]) - 1
+        slow[ends[(ends >= 0) & (ends < len(slow))]] = False  # across two docs: no bigram
         positions = numpy.flatnonzero(slow)
         if len(positions):
-            keys = numpy.asarray([get_string_id(doc[i].text + doc[i + 1].text) for i in positions], dtype="uint64")
-            rows[positions] = self.find(keys)
+            owners = numpy.searchsorted(starts, positions, side="right") - 1
+            texts = []
+            for position, owner in zip(positions.tolist(), owners.tolist()):
+                doc, i = docs[owner], position - int(starts[owner])
+                texts.append(doc[i].text + doc[i + 1].text)
+            rows[positions] = self.find(numpy.asarray([get_string_id(text) for text in texts], dtype="uint64"))
         return rows
 
 
