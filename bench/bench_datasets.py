@@ -165,7 +165,7 @@ def result_name(args: argparse.Namespace) -> str:
 
 def reads_own_vectors(config: Path, extra: tuple) -> bool:
     """Whether a system reads vectors (static_vectors = true) and no --paths.vectors override names them:
-    it then reads vectors trained on its own train split, as `spacy project run all-vectors` does."""
+    it then reads vectors trained on its own train split, as configs/default.cfg does at initialize."""
     text = config.read_text(encoding="utf8")
     static = any(o.endswith("static_vectors=true") for o in extra) or (
         "static_vectors = true" in text and not any(o.endswith("static_vectors=false") for o in extra))

@@ -7,7 +7,7 @@ Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default'
 (RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
 texts, best of --repeats, the systems alternating in this one process: ours; ours with jieba
 segmenting every text (the default as it ran before rjieba; the entities must be the same); ours
-with configs/default_vectors.cfg (RUNS/<dataset>/vectors/seed0/model-best, where there is one);
+with configs/fast.cfg (RUNS/<dataset>/fast/seed0/model-best, where there is one);
 spaCy's `ner`. spaCy's model is RUNS/<dataset>/spacy/seed0/model-best, or one trained for
 --spacy-steps steps into RUNS/<dataset>/spacy_speed when there is none: its transition-based
 `ner` takes one action per token whatever its weights, so its speed does not depend on how long
@@ -61,7 +61,7 @@ def main() -> None:
 
 
 def measure(dataset: Path, args) -> dict:
-    """chars/s of ours (with rjieba, with jieba only, with vectors) and spaCy's `ner`, and our seconds
+    """chars/s of ours (with rjieba, with jieba only, fast.cfg) and spaCy's `ner`, and our seconds
     per stage, on dataset's test."""
     import spacy
     from spacy.tokens import DocBin
@@ -82,9 +82,9 @@ def measure(dataset: Path, args) -> dict:
     n_chars = sum(len(text) for text in texts)
     # name -> (pipeline, whether rjieba may segment): "jieba only" is the default as it ran before rjieba.
     systems = {"ours": (ours, True), "ours, jieba only": (ours, False), "spaCy ner": (theirs, True)}
-    with_vectors = dataset / "vectors" / "seed0" / "model-best"
-    if with_vectors.exists():
-        systems["ours + vectors"] = (spacy.load(with_vectors), True)
+    fast = dataset / "fast" / "seed0" / "model-best"
+    if fast.exists():
+        systems["ours, fast.cfg"] = (spacy.load(fast), True)
     seconds = {name: [] for name in systems}
     entities = {}
     for name, (nlp, fast) in systems.items():
@@ -156,11 +156,11 @@ def render(rows: list, args) -> str:
         ("One thread (OMP, MKL and OpenBLAS threads 1, torch 1)" if ONE_THREAD else
          f"The libraries' default threads (torch {torch_threads()})")
         + "; nlp.pipe(batch_size=256) over the test texts, "
-        f"best of {args.repeats}, the systems alternating; seed-0 models (ours + vectors: "
-        "configs/default_vectors.cfg, where the runs hold one). Stage shares are ours'.",
+        f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg; fast.cfg "
+        "where the runs hold one). Stage shares are ours'.",
         "",
-        "| dataset (runs) | texts | chars | ours chars/s | ours, jieba only | ours + vectors | spaCy ner "
-        "| ours / spaCy | jieba only / spaCy | vectors / spaCy | same entities (rjieba, jieba) "
+        "| dataset (runs) | texts | chars | ours chars/s | ours, jieba only | fast.cfg | spaCy ner "
+        "| ours / spaCy | jieba only / spaCy | fast.cfg / spaCy | same entities (rjieba, jieba) "
         "| tokenizer | tok2vec | encoder | rest of predict | set_annotations |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -170,7 +170,7 @@ def render(rows: list, args) -> str:
         shares = " | ".join(f"{stage[k] / total:.0%}" for k in
                             ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations"))
         spacy_speed = speed["spaCy ner"]
-        vectors = speed.get("ours + vectors")
+        vectors = speed.get("ours, fast.cfg")
         lines.append(
             f"| {row['dataset']} ({Path(row['runs']).name}) | {row['n_texts']:,} | {row['n_chars']:,} "
             f"| {speed['ours']:,.0f} | {speed['ours, jieba only']:,.0f} | {f'{vectors:,.0f}' if vectors else 'n/a'} "

@@ -10,12 +10,12 @@ is read. MSRA is read only when named (--datasets msra, its own train text for M
 train sentences include People's Daily's test sentences, so vectors that read it must never be
 used to score peoples_daily (summary.json lists the datasets not to score with them). The vectors
 are trained as `python -m spacy_cner train-vectors` trains them on one train split
-(spacy_cner/training/vectors.py), for `--paths.vectors OUT` with configs/default_vectors.cfg:
+(spacy_cner/training/vectors.py), for `--paths.vectors OUT` with configs/default.cfg:
 
-  python bench/bench_datasets.py --config vectors=configs/default_vectors.cfg --systems vectors \
+  python bench/bench_datasets.py --systems default \
       --variant ...  (or: vectors=default:paths.vectors=bench/runs/vectors,components.crf_ner.model.tok2vec.static_vectors=true)
 
-Needs gensim: pip install "spacy-cner[vectors]". Prints how much text that was and writes it to
+Needs gensim (a requirement). Prints how much text that was and writes it to
 OUT/summary.json. A data-preparation script, not a benchmark: the gain of the vectors is measured
 by bench_datasets.py.
 """

@@ -155,7 +155,7 @@ SMALL_CONFIG_OVERRIDES = {
         "components.crf_ner.model.tok2vec.width": 16,
     },
 }
-SMALL_CONFIG_OVERRIDES["default_vectors"] = SMALL_CONFIG_OVERRIDES["default"]
+SMALL_CONFIG_OVERRIDES["fast"] = SMALL_CONFIG_OVERRIDES["default"]
 # configs/tener.cfg shrunk less, wide enough to learn the toy corpus in a few dozen steps.
 SMALL_TENER = {
     "components.crf_ner.model.tok2vec.width": 32,

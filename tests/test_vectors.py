@@ -103,12 +103,12 @@ def test_cli_writes_a_vectors_pipeline_and_reports_failures(tmp_path):
     assert result.exit_code == 1 and "lower min_count" in result.output
 
 
-def test_default_vectors_config_is_the_default_reading_vectors():
-    default = load_config(REPO_ROOT / "configs" / "default.cfg", interpolate=False)
-    with_vectors = load_config(REPO_ROOT / "configs" / "default_vectors.cfg", interpolate=False)
-    assert default["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] is False
+def test_the_fast_config_is_the_default_without_its_vectors():
+    with_vectors = load_config(REPO_ROOT / "configs" / "default.cfg", interpolate=False)
+    fast = load_config(REPO_ROOT / "configs" / "fast.cfg", interpolate=False)
+    assert fast["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] is False
     with_vectors["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] = False
     assert with_vectors["initialize"]["before_init"]["@callbacks"] == "spacy-cner.self_trained_vectors.v1"
-    assert default["initialize"]["before_init"] is None
+    assert fast["initialize"]["before_init"] is None
     with_vectors["initialize"]["before_init"] = None
-    assert with_vectors == default
+    assert with_vectors == fast

@@ -103,7 +103,7 @@ def train_vectors_command(
     workers: int = typer.Option(1, "--workers", help="word2vec threads; more than 1 is faster but not repeatable."),
 ) -> None:
     """Train character and bigram vectors (word2vec skip-gram, gensim) on the train split's own text,
-    for `--paths.vectors OUTPUT` with `static_vectors = true` (configs/default_vectors.cfg)."""
+    for `--paths.vectors OUTPUT` with `static_vectors = true` (configs/default.cfg)."""
     from ..training.vectors import VectorSettings, train_vectors
 
     try:

@@ -7,7 +7,7 @@ character vectors on the texts as characters and bigram vectors on them as overl
 keyed as CharBigramEmbed's `ngram_vectors` looks them up (a character; a bigram as its two
 characters). They are written as a spaCy pipeline with vectors only, for `--paths.vectors`, as
 `spacy init vectors` would write them. gensim is written in C, a skip-gram of our own in torch would
-be slower by far; it is an extra (`pip install "spacy-cner[vectors]"`).
+be slower by far; it is a requirement (the default config trains vectors at initialize).
 """
 import time
 import zlib
@@ -101,7 +101,7 @@ def train_char_bigram_vectors(
     try:
         from gensim.models import Word2Vec
     except ImportError as err:
-        raise ImportError('Training vectors needs gensim: pip install "spacy-cner[vectors]"') from err
+        raise ImportError('Training vectors needs gensim (a requirement of spacy-cner): pip install "gensim>=4.3"') from err
     settings = settings or VectorSettings()
     if not any(texts):
         raise ValueError("No text to train vectors on: the inputs are empty.")

@@ -58,9 +58,9 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
         assert len(encoder.get_ref("lexicon_adapter").attrs["lexicon"].lexicon) > 300_000
 
 
-def test_project_trains_default_vectors_on_its_own_vectors(tmp_path):
-    """train-vectors, then train-demo with configs/default_vectors.cfg and --vars.vectors."""
-    project = project_copy(tmp_path, "default_vectors", SMALL_CONFIG_OVERRIDES["default_vectors"])
+def test_project_trains_the_default_on_its_own_vectors(tmp_path):
+    """train-vectors, then train-demo with configs/default.cfg and --vars.vectors."""
+    project = project_copy(tmp_path, "default", SMALL_CONFIG_OVERRIDES["default"])
     train = project / "corpus" / "resume" / "train.spacy"
     docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
     DocBin(docs=docs * 2).to_disk(train)  # every bigram twice: min count 2
