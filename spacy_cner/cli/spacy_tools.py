@@ -1,4 +1,5 @@
-"""`evaluate` and `debug-data`: spaCy's own commands, with crf_ner pipes treated as spaCy's `ner`."""
+"""`evaluate` and `debug-data`: spaCy's own commands, with crf_ner pipes treated as spaCy's `ner`;
+`init-config`: a shipped training config, where `spacy init config -p crf_ner` gives the factory's plain one."""
 import dataclasses
 from contextlib import contextmanager
 from pathlib import Path
@@ -7,12 +8,37 @@ from typing import Iterator, Sequence
 import typer
 from spacy.language import FactoryMeta, Language
 
-from ._app import app
+from ..shipped_configs import config_names, config_path
+from ._app import _choices, app, msg
+
+ShippedConfig = _choices("ShippedConfig", config_names(), "The configs `init-config` writes.")
 
 
 # spaCy's `evaluate` (its displaCy pages) and `debug data` (its named-entity checks) find
 # NER components by their factory's name, "ner": crf_ner pipes would be skipped silently.
 _SPACY_COMMAND = {"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True}, "add_help_option": False}
+
+
+@app.command("init-config")
+def init_config_command(
+    output: str = typer.Argument(..., help="The config file to write ('-': print it)."),
+    config: ShippedConfig = typer.Option("default", "--config", "-c", help="Which shipped config."),
+    force: bool = typer.Option(False, "--force", "-F", help="Overwrite OUTPUT if it exists."),
+) -> None:
+    """Write a shipped training config (configs/default.cfg unless --config), for `spacy train`.
+    `spacy init config -p crf_ner` gives the factory's plain BiLSTM-CRF instead: no SoftLexicon, no
+    vectors, no FGM, no joined pairs, no fitted threshold (spacy_cner/shipped_configs.py says why)."""
+    text = config_path(config.value).read_text(encoding="utf8")
+    if output == "-":
+        typer.echo(text, nl=False)
+        return
+    path = Path(output)
+    if path.exists() and not force:
+        msg.fail(f"{path} exists: pass --force to overwrite it", exits=1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf8")
+    msg.good(f"Wrote {path} (configs/{config.value}.cfg)",
+             f"Train it: python -m spacy train {path} --paths.train TRAIN.spacy --paths.dev DEV.spacy")
 
 
 @app.command("evaluate", **_SPACY_COMMAND)

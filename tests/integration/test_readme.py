@@ -128,12 +128,16 @@ def test_readme_bash_commands_name_what_exists():
     runnable = {command["name"] for command in project["commands"]} | set(project["workflows"])
     cli_commands = set(typer.main.get_command(app).commands)
     checked = 0
+    written = {}  # a config file that `init-config` wrote -> the shipped config it copied
     for command in bash_commands():
         words = shlex.split(command)
         if words[:4] == ["python", "-m", "spacy", "project"]:
             assert words[4] == "run" and words[5] in runnable, command
         elif words[:3] == ["python", "-m", "spacy_cner"]:
             assert words[3] in cli_commands, command
+            if words[3] == "init-config":
+                name = next((b for a, b in zip(words, words[1:]) if a in ("--config", "-c")), "default")
+                written[words[4]] = f"configs/{name}.cfg"
         elif words[:4] == ["python", "-m", "spacy", "train"]:
             options = words[5:]
             overrides = {
@@ -141,7 +145,7 @@ def test_readme_bash_commands_name_what_exists():
                 if option.startswith("--") and option != "--output"
             }
             # Every overridden setting is one the config has (confection would add a new key silently).
-            config = load_config(REPO_ROOT / words[4])
+            config = load_config(REPO_ROOT / written.get(words[4], words[4]))
             for key in overrides:
                 section = config
                 for part in key.split("."):
