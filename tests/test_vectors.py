@@ -75,6 +75,17 @@ def test_before_init_trains_the_vectors_train_vectors_would(tmp_path):
         make_self_trained_vectors(str(tmp_path / "missing.spacy"))(spacy.blank("zh"))
 
 
+def test_before_init_on_a_corpus_too_small_for_min_count_trains_with_1_and_says_so(tmp_path, capsys):
+    """The default config must train on a toy or first-round corpus: no character occurs twice here."""
+    train = write_corpus(tmp_path / "train.spacy", ["张三去了上海", "我在北京市工作"])
+    with pytest.raises(ValueError, match="lower min_count"):
+        train_vectors([train], tmp_path / "vectors", SMALL)  # the command keeps the user's min_count
+    nlp = spacy.blank("zh")
+    make_self_trained_vectors(str(train), width=8, epochs=2, min_count=2, seed=0)(nlp)
+    assert "training the vectors with min_count 1" in capsys.readouterr().out
+    assert nlp.vocab.vectors.n_keys == len("张三去了上海我在北京市工作") + 5 + 6  # every character and bigram
+
+
 def test_bad_input_is_named(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes("张三去了上海\n".encode("utf8") + "李四".encode("gb18030") + b"\n")

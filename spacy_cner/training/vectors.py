@@ -11,7 +11,7 @@ be slower by far; it is a requirement (the default config trains vectors at init
 """
 import time
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -186,7 +186,16 @@ def make_self_trained_vectors(
             raise ValueError(f"spacy-cner.self_trained_vectors.v1: no .spacy train corpus at {corpus}.")
         start = time.perf_counter()
         texts = [text for path in files for text in read_texts(path)]
-        keys, vectors, counts = train_char_bigram_vectors(texts, settings)
+        try:
+            keys, vectors, counts = train_char_bigram_vectors(texts, settings)
+        except ValueError as err:
+            if settings.min_count == 1 or not any(texts):
+                raise
+            # A corpus too small for min_count (a toy set, a first round of labels): the default
+            # config must still train, so every character and bigram gets a vector.
+            msg.warn(f"{err} The train corpus is too small for min_count {settings.min_count}: "
+                     "training the vectors with min_count 1.")
+            keys, vectors, counts = train_char_bigram_vectors(texts, replace(settings, min_count=1))
         strings = nlp.vocab.strings
         nlp.vocab.vectors = Vectors(strings=strings, data=vectors, keys=[strings.add(key) for key in keys],
                                     name=f"{nlp.lang}_self_trained.vectors")
