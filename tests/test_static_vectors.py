@@ -57,13 +57,14 @@ def test_lookup_of_chars_and_bigrams():
 
 
 def config(vectors, static_vectors=True):
+    """configs/fast.cfg (the default without its self-trained vectors) reading the vectors given."""
     overrides = {
         "paths.vectors": str(vectors) if vectors else None,
         "components.crf_ner.model.tok2vec.static_vectors": static_vectors,
         "components.crf_ner.model.tok2vec.width": 16,
         "components.crf_ner.model.encoder.width": 16,
     }
-    return load_config(REPO_ROOT / "configs" / "default.cfg", overrides=overrides, interpolate=True)
+    return load_config(REPO_ROOT / "configs" / "fast.cfg", overrides=overrides, interpolate=True)
 
 
 def initialized(vectors, static_vectors=True):
@@ -74,7 +75,7 @@ def initialized(vectors, static_vectors=True):
     return nlp, examples
 
 
-def test_default_config_with_vectors_trains_saves_and_keeps_them_frozen(vectors_model, tmp_path):
+def test_config_with_vectors_trains_saves_and_keeps_them_frozen(vectors_model, tmp_path):
     nlp, examples = initialized(vectors_model)
     assert nlp.vocab.vectors.n_keys == len(WORDS)
     before = nlp.vocab.vectors.data.copy()
