@@ -8,9 +8,10 @@ whole, jieba splits them) and in runs of rare Han characters outside jieba's Han
 makes one word, jieba two). jieba segments each of its blocks (a run of its Han characters, letters,
 digits and those joiners, or a run of anything else) on its own, so a block holding one of those
 characters goes to jieba and the others to rjieba: on every file of ../shared/data (85,431
-sentences) and on random text the words are then jieba's (tests/test_segmenter.py). Without rjieba (a requirement, but one a platform may lack), and when jieba's
-dictionary was changed in this process (jieba.load_userdict, jieba.add_word,
-jieba.set_dictionary: rjieba would not see it), every text goes to jieba.
+sentences) and on random text the words are then jieba's (tests/test_segmenter.py). Without rjieba
+(a requirement, but one a platform may lack), and when jieba's dictionary was changed in this
+process (jieba.load_userdict, jieba.add_word, jieba.set_dictionary: rjieba would not see it), every
+text goes to jieba.
 """
 import logging
 import re
