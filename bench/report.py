@@ -434,6 +434,7 @@ QUESTIONS = [
     Question("Resume: a whole `spacy train` of the default", [("resume_training_time", "")]),
     Question("Training-step kernels", [("kernels", "")]),
     Question("A training step by batch size (MSRA)", [("train_step_msra_threads1", "")]),
+    Question("A training step on MSRA before and after rjieba on jieba's blocks", [("train_step_msra_segmenter", "")]),
     Question("Exact bigram tables against hashed ones (MSRA, 2,500 steps)", [("msra_bigram_tables_steps2500", "")]),
     Question("Collisions in the hashed bigram tables", [("bigram_collisions", "")]),
     Question("Long documents", [("long_docs", "")]),
