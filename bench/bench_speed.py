@@ -170,12 +170,12 @@ def render(rows: list, args) -> str:
         shares = " | ".join(f"{stage[k] / total:.0%}" for k in
                             ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations"))
         spacy_speed = speed["spaCy ner"]
-        vectors = speed.get("ours, fast.cfg")
+        fast = speed.get("ours, fast.cfg")
         lines.append(
             f"| {row['dataset']} ({Path(row['runs']).name}) | {row['n_texts']:,} | {row['n_chars']:,} "
-            f"| {speed['ours']:,.0f} | {speed['ours, jieba only']:,.0f} | {f'{vectors:,.0f}' if vectors else 'n/a'} "
+            f"| {speed['ours']:,.0f} | {speed['ours, jieba only']:,.0f} | {f'{fast:,.0f}' if fast else 'n/a'} "
             f"| {spacy_speed:,.0f} | {speed['ours'] / spacy_speed:.2f}x | {speed['ours, jieba only'] / spacy_speed:.2f}x "
-            f"| {f'{vectors / spacy_speed:.2f}x' if vectors else 'n/a'} | {'yes' if row['rjieba_same_entities'] else 'NO'} "
+            f"| {f'{fast / spacy_speed:.2f}x' if fast else 'n/a'} | {'yes' if row['rjieba_same_entities'] else 'NO'} "
             f"| {shares} |"
         )
     return "\n".join(lines) + "\n"

@@ -148,13 +148,14 @@ class _VectorIndex:
         if not n:
             return rows
         starts = numpy.cumsum(lengths) - lengths
+        lasts = (starts + lengths - 1)[lengths > 0]  # each non-empty doc's last token
         attrs = numpy.concatenate([doc.to_array([ORTH, LENGTH]).reshape((-1, 2)) for doc in docs if len(doc)])
         attrs = attrs.astype("uint64")
         orths, token_lengths = attrs[:, 0], attrs[:, 1]
         rows[:, 0] = self.find(orths)
         if n > 1:
-            rows[:-1, 1] = self._bigram_rows(docs, starts, orths, token_lengths)
-        no_next = [starts[lengths > 0] + lengths[lengths > 0] - 1]  # a doc's last token: no bigram
+            rows[:-1, 1] = self._bigram_rows(docs, starts, lasts, orths, token_lengths)
+        no_next = [lasts]  # a doc's last token: no bigram
         if sentence_bigrams:
             no_next += [start + sentence_cuts(doc) - 1 for doc, start in zip(docs, starts) if len(doc) > 1]
         rows[numpy.concatenate(no_next), 1] = -1
@@ -162,10 +163,11 @@ class _VectorIndex:
             rows[1:, 2] = rows[:-1, 1]  # a doc's first token reads its previous doc's last: -1
         return rows
 
-    def _bigram_rows(self, docs: List[Doc], starts: numpy.ndarray, orths: numpy.ndarray,
+    def _bigram_rows(self, docs: List[Doc], starts: numpy.ndarray, lasts: numpy.ndarray, orths: numpy.ndarray,
                      lengths: numpy.ndarray) -> numpy.ndarray:
         """The rows of the n - 1 bigrams (token i, token i + 1) of the stacked docs, -1 where the
-        table has none; those across two docs are set to -1 by the caller."""
+        table has none; those across two docs (after a doc's last token, `lasts`) are set to -1 by
+        the caller and not looked up here."""
         left, right = orths[:-1], orths[1:]
         slow = numpy.ones(left.shape, dtype=bool)
         rows = numpy.full(left.shape, -1, dtype="int64")
@@ -182,8 +184,7 @@ class _VectorIndex:
             slow = (lengths[:-1] != 1) | (lengths[1:] != 1)
             if len(self.ambiguous):
                 slow |= numpy.isin(mixed, self.ambiguous)
-        ends = starts + numpy.asarray([len(doc) for doc in docs]) - 1
-        slow[ends[(ends >= 0) & (ends < len(slow))]] = False  # across two docs: no bigram
+        slow[lasts[lasts < len(slow)]] = False  # across two docs: no bigram
         positions = numpy.flatnonzero(slow)
         if len(positions):
             owners = numpy.searchsorted(starts, positions, side="right") - 1
