@@ -1,25 +1,32 @@
 """Simulated annotation: how many labels each `select` strategy saves against random sampling.
 
 Usage: python bench/bench_select.py [--datasets resume youku msra] [--strategies random entropy ...]
-       [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--max-steps 600] [--pool 0]
-       [--jobs 2] [--out bench/runs/select] [--result NAME]
+       [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--strategy-stop 0]
+       [--random-sizes N ...] [--max-steps 600] [--pool 0] [--jobs 2] [--out bench/runs/select]
+       [--result NAME]
 
 Per dataset, seed and strategy: the train split (its gold entities hidden) is the unlabelled pool;
-the same --start sentences (a seeded random sample) are labelled first; each round trains
-configs/default.cfg from scratch on the labelled sentences (--max-steps steps, the model kept on
-dev), scores it on test, then labels the --step pool sentences the strategy ranks highest (the
-model of that round ranks them: `spacy_cner.active_learning.score_docs`, near-duplicates left out
-as `select` does), until --stop. --pool N ranks a random sample of N pool sentences per round (0:
-all), to size the runs to the machine. Writes results.json, a PNG per dataset (test F1 against
-labelled sentences, mean and standard deviation over seeds; needs matplotlib) and a Markdown table
-with, per strategy, the F1 at each size and the fewest labels at which its mean F1 reaches random's
-F1 at --stop.
+the same --start sentences (a seeded random sample) are labelled first, and that first round is
+trained once per seed for every strategy. Each round trains configs/default.cfg from scratch on
+the labelled sentences (--max-steps steps, the model kept on dev) and scores it on test; a ranking
+strategy then labels the --step pool sentences the round's model ranks highest
+(`spacy_cner.active_learning.score_docs`, near-duplicates left out as `select` does), until
+--strategy-stop (0: --stop); random labels a random sample of each size of --random-sizes
+(default: every --step up to --stop). --pool N ranks a random sample of N pool sentences per round
+(0: all) and --dev-sentences N chooses each round's model on a random sample of N dev sentences
+(0: all): these size the runs to the machine. Every round is kept in its folder under --out
+(round.json), so a run cut off goes on where it stopped when started again with the same options.
+Writes results.json, a PNG per dataset (test F1 against labelled sentences, mean and standard
+deviation over seeds; needs matplotlib) and a Markdown table with, per strategy, the F1 at each size
+and the fewest labels at which its mean F1 reaches random's F1 at --stop.
 """
 import argparse
 import datetime
 import json
 import random
+import shutil
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,8 +44,14 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=200)
     parser.add_argument("--step", type=int, default=200)
     parser.add_argument("--stop", type=int, default=2000)
+    parser.add_argument("--strategy-stop", type=int, default=0,
+                        help="labelled sentences at which the ranking strategies stop (0: --stop)")
+    parser.add_argument("--random-sizes", nargs="+", type=int, default=None,
+                        help="sizes random is trained at (default: every --step from --start to --stop)")
     parser.add_argument("--max-steps", type=int, default=600, help="training steps per round")
     parser.add_argument("--pool", type=int, default=0, help="pool sentences ranked per round (0: all)")
+    parser.add_argument("--dev-sentences", type=int, default=0,
+                        help="a random sample of this many dev sentences (0: all): each round's model is chosen on it")
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
     add_result_argument(parser, "select")
     args = parser.parse_args()
@@ -46,70 +59,122 @@ def main() -> None:
     for dataset in args.datasets:
         files, convert_args = DATASETS[dataset]
         corpus = args.out / dataset / "corpus"
-        prepare(args.data / dataset, corpus, files, convert_args, dev_from_test=DEV_FROM_TEST.get(dataset, 0))
+        prepare(args.data / dataset, corpus, files, convert_args, sample={"dev": args.dev_sentences},
+                dev_from_test=DEV_FROM_TEST.get(dataset, 0))
         runs = [(strategy, seed) for seed in args.seeds for strategy in args.strategies
                 if not _done(results, dataset, strategy, seed, args)]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(lambda seed: first_round(dataset, corpus, seed, args), args.seeds))
             for (strategy, seed), curve in zip(runs, pool.map(lambda r: simulate(dataset, corpus, *r, args), runs)):
                 results.setdefault(dataset, {}).setdefault(strategy, {})[str(seed)] = curve
                 (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     table = render(results, args)
     print(table)
-    sizes = {"start": args.start, "step": args.step, "stop": args.stop, "max_steps": args.max_steps, "pool": args.pool}
+    sizes = {"start": args.start, "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
+             "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
+             "dev_sentences": args.dev_sentences}
     save_result(args.result, {"curves": results, **sizes}, table)
 
 
 def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict:
-    """One learning curve: {labelled sentences: test F1} (and the seconds each round took)."""
+    """One learning curve: {labelled sentences: {"f": test F1, "train_s": seconds, ...}}.
+
+    The first round (the seed's --start random sentences) is shared by every strategy of a seed
+    (`first_round`). random labels the first n sentences of the seed's shuffled pool for each n of
+    --random-sizes (no ranking: a random sample of n); a ranking strategy adds --step sentences a
+    round up to --strategy-stop. Each round is kept in its folder (round.json), so a run cut off
+    goes on where it stopped.
+    """
     import spacy
-    from spacy.tokens import DocBin
 
     from spacy_cner.active_learning import NearDuplicates, score_docs
 
+    pool, order = _pool(corpus, seed)
+    start = first_round(dataset, corpus, seed, args)
+    curve = {str(args.start): _point(start)}
     work = args.out / dataset / strategy / f"seed{seed}"
-    work.mkdir(parents=True, exist_ok=True)
-    nlp = spacy.blank("zh")
-    pool = list(DocBin().from_disk(corpus / "train.spacy").get_docs(nlp.vocab))
-    order = list(range(len(pool)))
-    random.Random(seed).shuffle(order)
-    labelled, unlabelled = order[: args.start], order[args.start:]
-    curve = {}
-    while True:
-        round_dir = work / f"n{len(labelled)}"
-        round_dir.mkdir(exist_ok=True)
-        round_corpus = round_dir / "corpus"
-        round_corpus.mkdir(exist_ok=True)
-        _write([pool[i] for i in labelled], round_corpus / "train.spacy")
-        for split in ("dev", "test"):
-            (round_corpus / f"{split}.spacy").write_bytes((corpus / f"{split}.spacy").read_bytes())
-        trained = train(ROOT / "configs" / "default.cfg", round_corpus, round_dir, seed, args.max_steps, True)
-        model = round_dir / "model-best"
-        scores = evaluate({"model": model}, [], round_corpus, 0, one_thread=True)["model"]
-        curve[str(len(labelled))] = {"f": scores["f"], "train_s": trained["seconds"]}
-        if len(labelled) >= args.stop or not unlabelled:
-            return curve
+    if strategy == "random":
+        for n in _random_sizes(args):
+            if n != args.start:
+                curve[str(n)] = _point(_round(work / f"n{n}", order[:n], pool, corpus, seed, args))
+        return curve
+    labelled, record = order[: args.start], start
+    unlabelled = order[args.start:]
+    while len(labelled) < min(args.strategy_stop or args.stop, len(pool)):
         candidates = unlabelled if not args.pool else random.Random(seed * 1000 + len(labelled)).sample(
             unlabelled, min(args.pool, len(unlabelled)))
-        if strategy == "random":
-            chosen = candidates[: args.step]
-        else:
-            ranker = spacy.load(model)
-            ranked = []
-            for i in range(0, len(candidates), 256):
-                batch = candidates[i : i + 256]
-                _, batch_scores = score_docs(ranker, [pool[j].text for j in batch], strategy, seed)
-                ranked.extend(zip(batch_scores, batch))
-            ranked.sort(key=lambda item: (-item[0], item[1]))
-            guard, chosen = NearDuplicates(0.7, seed=seed), []
-            for _, j in ranked:
-                if len(chosen) == args.step:
-                    break
-                if guard.add(pool[j].text):
-                    chosen.append(j)
+        began = time.perf_counter()
+        ranker = spacy.load(record["model"])
+        ranked = []
+        for i in range(0, len(candidates), 256):
+            batch = candidates[i : i + 256]
+            _, batch_scores = score_docs(ranker, [pool[j].text for j in batch], strategy, seed)
+            ranked.extend(zip(batch_scores, batch))
+        ranked.sort(key=lambda item: (-item[0], item[1]))
+        guard, chosen = NearDuplicates(0.7, seed=seed), []
+        for _, j in ranked:
+            if len(chosen) == args.step:
+                break
+            if guard.add(pool[j].text):
+                chosen.append(j)
+        rank_s = time.perf_counter() - began
         labelled = labelled + chosen
         taken = set(chosen)
         unlabelled = [j for j in unlabelled if j not in taken]
+        record = _round(work / f"n{len(labelled)}", labelled, pool, corpus, seed, args, rank_s=rank_s)
+        curve[str(len(labelled))] = _point(record)
+    return curve
+
+
+def first_round(dataset: str, corpus: Path, seed: int, args) -> dict:
+    """The round every strategy of a seed starts from: the seed's first --start pool sentences."""
+    pool, order = _pool(corpus, seed)
+    return _round(args.out / dataset / "start" / f"seed{seed}", order[: args.start], pool, corpus, seed, args)
+
+
+def _pool(corpus: Path, seed: int) -> tuple:
+    """The train split's docs (the unlabelled pool, gold entities hidden from the strategies) and
+    the seed's order of them."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    pool = list(DocBin().from_disk(corpus / "train.spacy").get_docs(spacy.blank("zh").vocab))
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    return pool, order
+
+
+def _random_sizes(args) -> list:
+    return sorted(set(args.random_sizes or range(args.start, args.stop + 1, args.step)) | {args.start})
+
+
+def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args, rank_s: float = 0.0) -> dict:
+    """Train configs/default.cfg on the labelled sentences and score it on test; kept in work/round.json
+    and read back from there when the same sentences were labelled before."""
+    record_path = work / "round.json"
+    if record_path.exists():
+        record = json.loads(record_path.read_text(encoding="utf8"))
+        if record["labelled"] == labelled and record["max_steps"] == args.max_steps:
+            return record
+    work.mkdir(parents=True, exist_ok=True)
+    round_corpus = work / "corpus"
+    round_corpus.mkdir(exist_ok=True)
+    _write([pool[i] for i in labelled], round_corpus / "train.spacy")
+    for split in ("dev", "test"):
+        (round_corpus / f"{split}.spacy").write_bytes((corpus / f"{split}.spacy").read_bytes())
+    trained = train(ROOT / "configs" / "default.cfg", round_corpus, work, seed, args.max_steps, True)
+    model = work / "model-best"
+    scores = evaluate({"model": model}, [], round_corpus, 0, one_thread=True)["model"]
+    shutil.rmtree(work / "model-last", ignore_errors=True)
+    record = {"labelled": labelled, "max_steps": args.max_steps, "f": scores["f"], "train_s": trained["seconds"],
+              "rank_s": rank_s, "model": str(model)}
+    record_path.write_text(json.dumps(record), encoding="utf8")
+    return record
+
+
+def _point(record: dict) -> dict:
+    return {"f": record["f"], "train_s": record["train_s"], "rank_s": record["rank_s"]}
 
 
 def _load(path: Path) -> dict:
@@ -118,7 +183,8 @@ def _load(path: Path) -> dict:
 
 def _done(results: dict, dataset: str, strategy: str, seed: int, args) -> bool:
     curve = results.get(dataset, {}).get(strategy, {}).get(str(seed))
-    return bool(curve) and str(args.stop) in {str(k) for k in curve}
+    last = args.stop if strategy == "random" else (args.strategy_stop or args.stop)
+    return bool(curve) and str(last) in {str(k) for k in curve}
 
 
 def _mean_sd(values):
