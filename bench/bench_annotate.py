@@ -5,14 +5,16 @@ Usage: python bench/bench_annotate.py [--model PATH] [--mb 50] [--data ../shared
 
 The corpus is the train sentences of every dataset in ../shared/data, repeated in order until it
 holds --mb megabytes of UTF-8 text, one doc per line, in --shards text files. Each setup runs
-`python -m spacy_cner annotate` in its own process on an empty output folder: wall time (Ray's
-start included), docs/s and chars/s, the peak resident memory of each worker process (nlp.pipe's
+`python -m spacy_cner annotate` (the select-* setups: `select -n 1000`, which scores every text and
+writes the top 1,000) in its own process on an empty output folder: wall time (Ray's start
+included), docs/s and chars/s, the peak resident memory of each worker process (nlp.pipe's
 children, or Ray's annotator actors; the driver for n_process 1), and the speed-up over local1.
 """
 import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +29,13 @@ SETUPS = {
     "local2": ["--engine", "local", "--n-process", "2"],
     "ray1": ["--engine", "ray", "--workers", "1"],
     "ray2": ["--engine", "ray", "--workers", "2"],
+    # `select` ranks the same corpus (issue 37's target: at least half of annotate's chars/s).
+    "select-entropy": ["select", "--strategy", "entropy"],
+    "select-expected-count": ["select", "--strategy", "expected-count"],
+    "select-entropy2": ["select", "--strategy", "entropy", "--n-process", "2"],
 }
+# How many texts the select setups write.
+SELECT_N = 1000
 
 
 def main() -> None:
@@ -46,7 +54,7 @@ def main() -> None:
     print(f"corpus: {n_docs:,} docs, {n_chars:,} characters in {args.shards} files at {corpus}", flush=True)
     results = {}
     for setup in args.setups:
-        results[setup] = run_setup(args.model, corpus, args.out / setup, SETUPS[setup])
+        results[setup] = run_setup(args.model, corpus, args.out / setup, SETUPS[setup], n_chars)
         print(setup, json.dumps(results[setup]), flush=True)
         if results[setup]["docs"] != n_docs:
             sys.exit(f"{setup} annotated {results[setup]['docs']} docs of {n_docs}")
@@ -89,11 +97,16 @@ def write_corpus(data: Path, folder: Path, megabytes: float, n_shards: int):
     return folder, len(docs), sum(len(doc) for doc in docs)
 
 
-def run_setup(model: Path, corpus: Path, out: Path, options: list) -> dict:
-    """One `annotate` run in its own process, its workers' peak memory sampled from /proc."""
+def run_setup(model: Path, corpus: Path, out: Path, options: list, corpus_chars: int) -> dict:
+    """One `annotate` (or `select`) run in its own process, its workers' peak memory sampled from /proc."""
     if out.exists():
         shutil.rmtree(out)
-    command = [sys.executable, "-m", "spacy_cner", "annotate", str(model), str(corpus), str(out), "--quiet", *options]
+    if options[0] == "select":
+        out.mkdir(parents=True)
+        command = [sys.executable, "-m", "spacy_cner", "select", str(model), str(corpus), "-n", str(SELECT_N),
+                   "-o", str(out / "next.jsonl"), "--quiet", *options[1:]]
+    else:
+        command = [sys.executable, "-m", "spacy_cner", "annotate", str(model), str(corpus), str(out), "--quiet", *options]
     env = {**os.environ, "RAY_worker_niceness": "0"}  # Ray's workers otherwise run at niceness 15
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -107,8 +120,11 @@ def run_setup(model: Path, corpus: Path, out: Path, options: list) -> dict:
     sampler.join()
     if process.returncode != 0:
         sys.exit(f"{' '.join(command)} failed:\n{output[-3000:]}")
-    n_docs = sum(1 for path in out.glob("*.jsonl") for _ in path.open(encoding="utf8"))
-    n_chars = sum(sum(len(json.loads(line)["text"]) for line in path.open(encoding="utf8")) for path in out.glob("*.jsonl"))
+    if options[0] == "select":  # "1000 of N texts selected": every text was scored
+        n_docs, n_chars = int(re.search(r"of ([0-9]+) texts selected", output).group(1)), corpus_chars
+    else:
+        n_docs = sum(1 for path in out.glob("*.jsonl") for _ in path.open(encoding="utf8"))
+        n_chars = sum(sum(len(json.loads(line)["text"]) for line in path.open(encoding="utf8")) for path in out.glob("*.jsonl"))
     workers = {pid: peak for pid, (peak, role) in peaks.items() if role == "worker"}
     if not workers:  # n_process 1: the annotating process is the driver itself
         workers = {pid: peak for pid, (peak, role) in peaks.items() if role == "driver"}

@@ -13,9 +13,11 @@ Strategies (STRATEGIES):
 - expected-count: the variance of the number of entities over those spans, sum p (1 - p).
 """
 import dataclasses
+import glob
 import hashlib
 import heapq
 import json
+import shutil
 import time
 import zlib
 from pathlib import Path
@@ -25,12 +27,17 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .annotate.inputs import Row, Source, count_rows, find_sources, read_rows
+from .annotate.inputs import Source
 
 STRATEGIES = ("random", "entropy", "mean-entropy", "least-confident", "expected-count")
+# The strategies that score the spans the model considers (the pipe's span group).
+SPAN_STRATEGIES = ("least-confident", "expected-count")
 OUTPUT_FORMATS = ("jsonl", "labelstudio", "doccano", "prodigy")
 # The ranked pool holds this many times N texts, so that N remain after near-duplicates are left out.
 POOL_FACTOR = 4
+# The field of OUTPUT.scores/'s records holding the model's entities and the score (a row that
+# already has it is a bad row, as in annotate).
+ENTITIES_FIELD = "spans"
 # Character n-grams compared for near-duplicates.
 SHINGLE = 3
 
@@ -56,12 +63,14 @@ class SelectSummary:
     errors: int = 0
     selected: int = 0
     near_duplicates: int = 0
-    seconds: float = 0.0
-    characters: int = 0
+    seconds: float = 0.0  # the whole run
+    characters: int = 0  # of the texts scored by this run (a resumed run: those not scored before)
+    scoring_seconds: float = 0.0  # scoring them, the pipeline's loading left out
 
     @property
     def chars_per_second(self) -> float:
-        return self.characters / self.seconds if self.seconds else 0.0
+        """The scoring's characters a second (as annotate's, the pipeline's loading left out)."""
+        return self.characters / self.scoring_seconds if self.scoring_seconds else 0.0
 
 
 def strategy_score(strategy: str, marginals: numpy.ndarray, span_probabilities: Iterable[float], text: str = "",
@@ -90,7 +99,8 @@ def strategy_score(strategy: str, marginals: numpy.ndarray, span_probabilities: 
 
 
 def score_docs(nlp: Language, texts: Sequence[str], strategy: str, seed: int = 0) -> Tuple[List[Doc], List[float]]:
-    """Run the pipeline over texts, crf_ner giving its marginals on the way; each doc and its score.
+    """Run the pipeline over texts, crf_ner scoring each doc on the way (its `uncertainty` setting,
+    doc._.uncertainty); each doc and its score.
 
     nlp (Language): A pipeline with one crf_ner component (the components before it run first).
     texts (Sequence[str]): The texts.
@@ -98,23 +108,14 @@ def score_docs(nlp: Language, texts: Sequence[str], strategy: str, seed: int = 0
     seed (int): The random strategy's seed.
     RETURNS (Tuple[List[Doc], List[float]]): The annotated docs and their scores.
     """
-    name = scoring_pipe(nlp)
-    docs = [nlp.make_doc(text) for text in texts]
-    scores: List[float] = []
-    for pipe_name, proc in nlp.pipeline:
-        if pipe_name == name:
-            tagging, marginals = proc.predict_marginals(docs)
-            proc.set_annotations(docs, tagging)
-            span_scores = tagging.scores or [{} for _ in docs]
-            scores = [
-                strategy_score(strategy, m, doc_scores.values(), doc.text, seed)
-                for doc, m, doc_scores in zip(docs, marginals, span_scores)
-            ]
-        elif hasattr(proc, "pipe"):
-            docs = list(proc.pipe(docs))
-        else:
-            docs = [proc(doc) for doc in docs]
-    return docs, scores
+    pipe = nlp.get_pipe(scoring_pipe(nlp))
+    previous = (pipe.uncertainty, pipe.uncertainty_seed)
+    pipe.uncertainty, pipe.uncertainty_seed = strategy, seed
+    try:
+        docs = list(nlp.pipe(texts))
+    finally:
+        pipe.uncertainty, pipe.uncertainty_seed = previous
+    return docs, [doc._.uncertainty for doc in docs]
 
 
 def scoring_pipe(nlp: Language) -> str:
@@ -199,8 +200,18 @@ def select(
     batch_size: int = 256,
     input_format: str = "auto",
     progress: bool = False,
+    shard_size: int = 10_000,
+    n_process: int = 1,
+    engine: str = "local",
+    address: Optional[str] = None,
+    workers: int = 1,
 ) -> SelectSummary:
     """Rank the texts of input_path and write the top n, with the model's entities, to output.
+
+    The texts are scored by `annotate` (crf_ner's `uncertainty` setting) into OUTPUT.scores/, shard
+    by shard: a killed run started again with the same settings goes on from the shards written;
+    other settings (another model, strategy, seed or input) start the folder afresh. The folder is
+    removed once the selection is written.
 
     model (str): Pipeline name or path, with a crf_ner component.
     input_path (str): As annotate reads it: a .txt (a text per line), .jsonl (a "text" field) or
@@ -215,10 +226,15 @@ def select(
     seed (int): The random strategy's seed (and the near-duplicate hashes').
     batch_size (int): Texts per batch through the pipeline.
     input_format (str): "auto" (by suffix), "txt", "jsonl" or "parquet".
-    progress (bool): Show a progress bar (texts read, with a total for text and JSONL files).
+    progress (bool): Show annotate's progress bar (rows, with a total and an ETA).
+    shard_size (int): Rows scored per shard of OUTPUT.scores/, the unit a restart skips.
+    n_process (int): Local engine: nlp.pipe processes.
+    engine (str): "local" or "ray", as annotate's.
+    address (Optional[str]): Ray: the cluster address.
+    workers (int): Ray: actors, each loading the pipeline once.
     RETURNS (SelectSummary): What was read and written.
     """
-    import spacy
+    from .annotate import STATE_DIR, annotate, find_sources
 
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
@@ -228,37 +244,37 @@ def select(
         raise ValueError(f"n must be at least 1, got {n}.")
     guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
     sources = find_sources(input_path, input_format)
+    work = Path(f"{output}.scores")
+    settings = work / STATE_DIR / "settings.json"
+    if settings.exists() and not _same_scoring(settings, model, strategy, seed, shard_size, input_format, sources):
+        shutil.rmtree(work)
+    start = time.perf_counter()
     try:
-        nlp = spacy.load(model)
-    except OSError as err:
-        raise ValueError(f"Cannot load the pipeline {model!r}: {err}") from err
-    scoring_pipe(nlp)
-    summary = SelectSummary()
-    start = time.perf_counter()  # after loading: the rate is the ranking's
+        scored = annotate(model, input_path, work, input_format=input_format, shard_size=shard_size,
+                          batch_size=batch_size, n_process=n_process, entities_field=ENTITIES_FIELD, engine=engine,
+                          address=address, workers=workers, progress=progress, uncertainty=strategy,
+                          uncertainty_seed=seed)
+    except BaseException:
+        if not any(work.glob("*.jsonl")):  # nothing scored to resume from (e.g. the model did not load)
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    summary = SelectSummary(characters=scored.chars)
     pool: List[Tuple[float, int, Candidate]] = []  # a min-heap of the best POOL_FACTOR * n
     errors: List[Dict[str, Any]] = []
-    bar = _progress_bar(progress, sources)
-    for batch in _batches(_rows(sources), batch_size):
-        good = [(order, where, row) for order, where, row in batch if row.error is None]
-        for order, where, row in batch:
-            if row.error is not None:
-                errors.append({**row.fields, "error": f"{where}: {row.error}"})
-        docs, scores = score_docs(nlp, [row.text for _, _, row in good], strategy, seed) if good else ([], [])
-        for (order, where, row), doc, score in zip(good, docs, scores):
-            entities = [(e.start_char, e.end_char, e.label_, e._.score) for e in doc.ents]
-            candidate = Candidate(score, order, where, row.fields, row.text, entities)
-            item = (score, -order, candidate)
-            if len(pool) < POOL_FACTOR * n:
-                heapq.heappush(pool, item)
-            elif item[:2] > pool[0][:2]:
-                heapq.heapreplace(pool, item)
-            summary.characters += len(row.text)
-        summary.texts += len(good)
-        summary.errors += len(batch) - len(good)
-        if bar is not None:
-            bar.update(len(batch))
-    if bar is not None:
-        bar.close()
+    for order, (where, record) in enumerate(_scored_records(work, sources, shard_size)):
+        if "error" in record:
+            errors.append(record)
+            continue
+        value = record.pop(ENTITIES_FIELD)
+        entities = [(e["start"], e["end"], e["label"], e.get("score")) for e in value["entities"]]
+        candidate = Candidate(value["uncertainty"], order, where, record, record["text"], entities)
+        item = (candidate.score, -order, candidate)
+        if len(pool) < POOL_FACTOR * n:
+            heapq.heappush(pool, item)
+        elif item[:2] > pool[0][:2]:
+            heapq.heapreplace(pool, item)
+        summary.texts += 1
+    summary.errors = len(errors)
     ranked = [item[2] for item in sorted(pool, key=lambda item: (-item[0], -item[1]))]
     chosen: List[Candidate] = []
     for candidate in ranked:
@@ -275,36 +291,35 @@ def select(
         errors_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf8")
     elif errors_path.exists():
         errors_path.unlink()
+    shutil.rmtree(work)
+    # The scoring's speed (annotate's, the pipeline's loading left out) over the rows scored now.
     summary.seconds = time.perf_counter() - start
+    summary.scoring_seconds = scored.seconds - scored.load_seconds
     return summary
 
 
-def _rows(sources: List[Source]) -> Iterator[Tuple[int, str, Row]]:
-    order = 0
+def _same_scoring(settings: Path, model: str, strategy: str, seed: int, shard_size: int, input_format: str,
+                  sources: List[Source]) -> bool:
+    """Whether OUTPUT.scores/ was scored as this run would score it (else it starts afresh)."""
+    from .annotate import model_fingerprint
+
+    previous = json.loads(settings.read_text(encoding="utf8"))
+    now = {"model_fingerprint": model_fingerprint(model), "uncertainty": strategy, "uncertainty_seed": seed,
+           "shard_size": shard_size, "input_format": input_format,
+           "input": [str(source.path.resolve()) for source in sources]}
+    return all(previous.get(key) == value for key, value in now.items())
+
+
+def _scored_records(work: Path, sources: List[Source], shard_size: int) -> Iterator[Tuple[str, Dict[str, Any]]]:
+    """The records annotate wrote into work, in input order, each with its file and line."""
     for source in sources:
-        for line, row in enumerate(read_rows(source, "spans"), 1):
-            yield order, f"{source.path}, {'row' if source.format == 'parquet' else 'line'} {line}", row
-            order += 1
-
-
-def _batches(items: Iterator, size: int) -> Iterator[List]:
-    batch: List = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _progress_bar(progress: bool, sources: List[Source]) -> Any:
-    """A tqdm bar over the input rows, their total counted first (annotate.count_rows), with an ETA."""
-    if not progress:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=count_rows(sources), unit=" texts", desc="select")
+        shards = sorted(work.glob(f"{glob.escape(source.name)}.[0-9][0-9][0-9][0-9][0-9].jsonl"))
+        index = 0
+        for shard in shards:
+            with shard.open(encoding="utf8") as file:
+                for line in file:
+                    yield source.where(index), json.loads(line)
+                    index += 1
 
 
 def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str) -> None:

@@ -166,3 +166,81 @@ def test_select_command(model_dir, tmp_path):
     bad = subprocess.run(args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "Cannot load the pipeline" in bad.stdout and "Traceback" not in bad.stderr
+
+
+def test_select_resumes_from_the_shards_scored_and_starts_afresh_on_other_settings(model_dir, tmp_path, monkeypatch):
+    """Scores go to OUTPUT.scores/ shard by shard (annotate's resumable shards): a run killed after
+    scoring (here: while writing the selection) and started again rescores nothing; a lost shard is
+    rescored alone; another strategy starts the folder afresh; success removes the folder."""
+    import spacy_cner.active_learning as active_learning
+
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    fresh = tmp_path / "fresh.jsonl"
+    select(str(model_dir), str(source), 4, fresh, strategy="entropy")
+    assert not (tmp_path / "fresh.jsonl.scores").exists()
+    out = tmp_path / "next.jsonl"
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(active_learning, "write_selection", killed)
+        with pytest.raises(KeyboardInterrupt):
+            select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+    work = tmp_path / "next.jsonl.scores"
+    shards = sorted(work.glob("pool.*.jsonl"))
+    assert len(shards) == 3 and not out.exists()
+    summary = select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+    assert summary.characters == 0 and summary.texts == len(TEXTS)  # read back, not rescored
+    assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
+    with monkeypatch.context() as patch:
+        patch.setattr(active_learning, "write_selection", killed)
+        with pytest.raises(KeyboardInterrupt):
+            select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+    shards[1].unlink()
+    for marker in (work / ".annotate" / "done").glob("*.json"):
+        marker.unlink()
+    summary = select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+    assert summary.characters == len(TEXTS[2]) + len(TEXTS[3])
+    assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
+    with monkeypatch.context() as patch:
+        patch.setattr(active_learning, "write_selection", killed)
+        with pytest.raises(KeyboardInterrupt):
+            select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+    summary = select(str(model_dir), str(source), 4, out, strategy="expected-count", shard_size=2)
+    assert summary.characters == sum(map(len, TEXTS))  # scored again: another strategy
+    records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+    assert {r["select"]["strategy"] for r in records} == {"expected-count"}
+    assert not work.exists()
+
+
+def test_select_scores_are_the_same_with_worker_processes(model_dir, tmp_path):
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(TEXTS * 3) + "\n", encoding="utf8")
+    outs = []
+    for n_process in (1, 2):
+        out = tmp_path / f"next{n_process}.jsonl"
+        select(str(model_dir), str(source), 5, out, strategy="entropy", diversity=None, n_process=n_process,
+               batch_size=4)
+        outs.append([json.loads(line) for line in out.read_text(encoding="utf8").splitlines()])
+    assert [r["select"]["source"] for r in outs[0]] == [r["select"]["source"] for r in outs[1]]
+    assert [r["select"]["score"] for r in outs[0]] == pytest.approx([r["select"]["score"] for r in outs[1]], rel=1e-6)
+
+
+def test_uncertainty_setting_is_checked_and_not_saved(model_dir, tmp_path):
+    nlp = spacy.load(model_dir)
+    pipe = nlp.get_pipe("crf_ner")
+    with pytest.raises(ValueError, match="Unknown strategy 'entropie'"):
+        pipe.uncertainty = "entropie"
+    pipe.uncertainty = "entropy"
+    doc = nlp("张三在上海")
+    assert doc._.uncertainty > 0
+    _, (score,) = score_docs(nlp, ["张三在上海"], "entropy")
+    assert doc._.uncertainty == pytest.approx(score)
+    nlp.to_disk(tmp_path / "saved")
+    assert spacy.load(tmp_path / "saved").get_pipe("crf_ner").uncertainty is None
+    assert spacy.load(tmp_path / "saved")("张三在上海")._.uncertainty is None
+    pipe.spans_key = None
+    with pytest.raises(ValueError, match="spans_key null"):
+        pipe.uncertainty = "expected-count"

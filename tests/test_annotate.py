@@ -346,6 +346,25 @@ def test_ray_matches_local_run(model, tmp_path, local_ray):
     assert (tmp_path / "ray" / ".annotate" / "done" / "empty.json").exists()
 
 
+def test_ray_select_matches_local(model, tmp_path, local_ray):
+    """select scores on Ray's actors as in this process: the same texts, scores and bad rows."""
+    from spacy_cner.active_learning import select
+
+    lines = [json.dumps({"id": i, "text": TEXTS[i % len(TEXTS)] + str(i)}, ensure_ascii=False) for i in range(30)]
+    lines[4] = "{bad"
+    (tmp_path / "pool.jsonl").write_text("\n".join(lines) + "\n", encoding="utf8")
+    picks = {}
+    for engine, options in (("local", {}), ("ray", {"workers": 2})):
+        out = tmp_path / f"{engine}.jsonl"
+        summary = select(str(model), str(tmp_path / "pool.jsonl"), 8, out, strategy="entropy", shard_size=7,
+                         batch_size=4, engine=engine, **options)
+        assert (summary.texts, summary.errors, summary.selected) == (29, 1, 8)
+        picks[engine] = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+        assert "line 5: not JSON" in (tmp_path / f"{engine}.jsonl.errors.jsonl").read_text(encoding="utf8")
+    assert [r["id"] for r in picks["ray"]] == [r["id"] for r in picks["local"]]
+    assert [r["select"]["score"] for r in picks["ray"]] == pytest.approx([r["select"]["score"] for r in picks["local"]])
+
+
 def test_ray_text_and_parquet(model, tmp_path, local_ray):
     pyarrow = pytest.importorskip("pyarrow")
     import pyarrow.parquet

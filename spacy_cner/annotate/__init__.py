@@ -68,6 +68,8 @@ def annotate(
     workers: int = 1,
     gpus_per_worker: float = 0.0,
     progress: bool = False,
+    uncertainty: Optional[str] = None,
+    uncertainty_seed: int = 0,
 ) -> Summary:
     """Annotate every row of the input with the pipeline and write it to output_dir, skipping done shards.
 
@@ -83,6 +85,9 @@ def annotate(
     address (Optional[str]): Ray cluster address; None starts or joins a local Ray.
     workers (int): Ray actors, each with one pipeline.
     gpus_per_worker (float): GPUs per Ray actor (0: CPU).
+    uncertainty (Optional[str]): Also score each doc with this active-learning strategy (`select`
+        ranks by it): the entities field then holds {"entities": [...], "uncertainty": score}.
+    uncertainty_seed (int): The random strategy's seed.
     RETURNS (Summary): The counts and speed of this run.
     """
     if output_format not in OUTPUT_FORMATS:
@@ -123,10 +128,12 @@ def annotate(
         "text_field": text_field,
         "input": [str(source.path.resolve()) for source in sources],
     }
+    if uncertainty is not None:  # a folder of plain annotations binds no strategy (and older ones lack it)
+        settings.update(uncertainty=uncertainty, uncertainty_seed=uncertainty_seed)
     check_settings(Path(output_dir), settings)
     job = AnnotateJob(model, batch_size=batch_size, entities_field=entities_field, text_field=text_field,
                       n_process=n_process, gpu_id=gpu_id, address=address, workers=workers,
-                      gpus_per_worker=gpus_per_worker)
+                      gpus_per_worker=gpus_per_worker, uncertainty=uncertainty, uncertainty_seed=uncertainty_seed)
     writer = ShardWriter(Path(output_dir), output_format, shard_size)
     start = time.perf_counter()
     bar = _progress_bar(progress, sources)

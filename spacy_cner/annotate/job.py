@@ -20,6 +20,9 @@ class AnnotateJob:
     address (Optional[str]): Ray cluster address; None starts or joins a local Ray (Ray engine).
     workers (int): Ray actors, each with one pipeline (Ray engine).
     gpus_per_worker (float): GPUs per Ray actor, 0 for the CPU (Ray engine).
+    uncertainty (Optional[str]): Also score each doc for active learning with this strategy
+        (crf_ner's `uncertainty`, spacy_cner.active_learning); None: not scored.
+    uncertainty_seed (int): The random strategy's seed.
     """
 
     model: str
@@ -31,6 +34,8 @@ class AnnotateJob:
     address: Optional[str] = None
     workers: int = 1
     gpus_per_worker: float = 0.0
+    uncertainty: Optional[str] = None
+    uncertainty_seed: int = 0
 
 
 @dataclasses.dataclass

@@ -14,7 +14,7 @@ from .inputs import Row, Source, read_rows
 from .job import AnnotateJob
 from .msgpack_hooks import msgpack_hooks_looked_up_once
 from .outputs import ShardWriter
-from .records import doc_record, error_record, pipe_rows, scores_key
+from .records import doc_record, error_record, pipe_rows, scores_key, set_uncertainty
 
 # Whether a process forked now (nlp.pipe's n_process workers) should end when its parent does.
 _DIE_WITH_PARENT = False
@@ -37,6 +37,7 @@ def annotate_local(job: AnnotateJob, sources: List[Source], writer: ShardWriter)
     except OSError as err:  # a mistyped path or package name: one line, not a traceback
         raise ValueError(f"Cannot load the pipeline {job.model!r}: {err}") from None
     writer.summary.load_seconds = time.perf_counter() - start
+    set_uncertainty(nlp, job.uncertainty, job.uncertainty_seed)
     spans_key = scores_key(nlp)
 
     def pending() -> Iterator[Tuple[Row, Tuple[Source, int, bool]]]:

@@ -8,7 +8,7 @@ writing per input shard from the driver is what makes the job resumable.
 import io
 import pickle
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from spacy.tokens import Doc
 
@@ -16,7 +16,7 @@ from ..corpus.problems import iter_lines
 from .inputs import Source, parse_fields, parse_line
 from .job import AnnotateJob
 from .outputs import ShardWriter
-from .records import doc_record, error_record, pipe_rows, scores_key
+from .records import doc_record, error_record, pipe_rows, scores_key, set_uncertainty
 
 if TYPE_CHECKING:
     import pyarrow
@@ -35,12 +35,13 @@ class RayAnnotator:
     """
 
     def __init__(self, model: str, file_format: str, output_format: str, entities_field: str, batch_size: int,
-                 use_gpu: bool, text_field: str = "text"):
+                 use_gpu: bool, text_field: str = "text", uncertainty: Optional[str] = None, uncertainty_seed: int = 0):
         import spacy
 
         if use_gpu:
             spacy.require_gpu()
         self.nlp = spacy.load(model)
+        set_uncertainty(self.nlp, uncertainty, uncertainty_seed)
         self.spans_key = scores_key(self.nlp)
         self.file_format = file_format
         self.output_format = output_format
@@ -107,7 +108,7 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
         fn_constructor_kwargs={
             "model": model, "file_format": file_format, "output_format": writer.output_format,
             "entities_field": job.entities_field, "batch_size": job.batch_size, "use_gpu": job.gpus_per_worker > 0,
-            "text_field": job.text_field,
+            "text_field": job.text_field, "uncertainty": job.uncertainty, "uncertainty_seed": job.uncertainty_seed,
         },
         batch_size=job.batch_size,
         batch_format="pyarrow",

@@ -32,8 +32,22 @@ def scores_key(nlp: Language) -> Optional[str]:
     return None
 
 
+def set_uncertainty(nlp: Language, strategy: Optional[str], seed: int = 0) -> None:
+    """Have the pipeline's crf_ner score every doc with an active-learning strategy (doc._.uncertainty);
+    nothing when strategy is None."""
+    if strategy is None:
+        return
+    from ..active_learning import scoring_pipe
+
+    pipe = nlp.get_pipe(scoring_pipe(nlp))
+    pipe.uncertainty = strategy
+    pipe.uncertainty_seed = seed
+
+
 def doc_record(doc: Doc, row: Row, entities_field: str, spans_key: Optional[str]) -> Dict[str, Any]:
-    """The output record of one doc: the row's fields plus its entities (start, end, label, text, score)."""
+    """The output record of one doc: the row's fields plus its entities (start, end, label, text, score).
+    Where crf_ner scored the doc for active learning (doc._.uncertainty, `select`), the field holds
+    {"entities": [...], "uncertainty": score}: the field is known to be free in the row."""
     scores: Dict[Tuple[int, int, str], float] = {}
     group = doc.spans.get(spans_key) if spans_key is not None else None
     if group is not None and "scores" in group.attrs:
@@ -44,7 +58,9 @@ def doc_record(doc: Doc, row: Row, entities_field: str, spans_key: Optional[str]
         if scores:
             entity["score"] = scores.get((ent.start_char, ent.end_char, ent.label_))
         entities.append(entity)
-    return {**row.fields, entities_field: entities}
+    uncertainty = doc._.uncertainty
+    value = entities if uncertainty is None else {"entities": entities, "uncertainty": float(uncertainty)}
+    return {**row.fields, entities_field: value}
 
 
 def error_record(row: Row, where: str) -> Dict[str, Any]:

@@ -25,9 +25,10 @@ def check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
         keys = ["model", "shard_size", "output_format", "entities_field"]
         # Folders written before these were recorded lack them.
         keys += [key for key in ("model_fingerprint", "input_format", "text_field") if previous.get(key) is not None]
-        changed = [key for key in keys if previous.get(key) != settings[key]]
+        keys += ["uncertainty", "uncertainty_seed"]  # absent (None) for plain annotations
+        changed = [key for key in keys if previous.get(key) != settings.get(key)]
         if changed:
-            details = "; ".join(f"{key}: {previous.get(key)!r} then, {settings[key]!r} now" for key in changed)
+            details = "; ".join(f"{key}: {previous.get(key)!r} then, {settings.get(key)!r} now" for key in changed)
             raise ValueError(f"{output_dir} holds shards written with other settings ({details}). "
                              "Rerun with the same settings to resume, or write to a new folder.")
     else:

@@ -62,17 +62,25 @@ def select_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random strategy and of the near-duplicate hashes."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
     input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
+    shard_size: int = typer.Option(10_000, "--shard-size", help="Rows scored per shard of OUTPUT.scores/, the unit a restart skips."),
+    n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
+    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data), as annotate's."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."),
+    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Select the texts most worth annotating next (active learning on crf_ner's marginals), with the
-    model's entities pre-filled for Label Studio, doccano, Prodigy or JSONL."""
+    model's entities pre-filled for Label Studio, doccano, Prodigy or JSONL. The texts are scored
+    as `annotate` annotates them (shards in OUTPUT.scores/): a killed run, started again with the
+    same settings, goes on where it stopped."""
     from ..active_learning import select
 
     try:
         summary = select(
             model, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
             diversity=diversity or None, seed=seed, batch_size=batch_size, input_format=input_format,
-            progress=not quiet,
+            progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
+            workers=workers,
         )
     except (ValueError, ImportError) as err:
         msg.fail(str(err), exits=1)

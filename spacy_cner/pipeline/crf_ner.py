@@ -218,6 +218,8 @@ class CRFEntityRecognizer(TrainablePipe):
         # Set by the factory and by initialize(nlp=...).
         self.pipeline_link = PipelineLink()
         self.alignment_mode = alignment_mode
+        self._uncertainty: Optional[str] = None
+        self.uncertainty_seed = 0
         self.cfg: Dict = {
             "labels": [],
             "scheme": validate_scheme(scheme),
@@ -296,6 +298,24 @@ class CRFEntityRecognizer(TrainablePipe):
         return dict(self.cfg.get("label_descriptions") or describe_labels(self.labels))
 
     @property
+    def uncertainty(self) -> Optional[str]:
+        """Active learning: a strategy of spacy_cner.active_learning.STRATEGIES that sets
+        doc._.uncertainty on every doc (uncertainty_seed seeds the random one); None (the default):
+        not computed. A run-time setting (`select` sets it), not saved with the pipe."""
+        return self._uncertainty
+
+    @uncertainty.setter
+    def uncertainty(self, strategy: Optional[str]) -> None:
+        from ..active_learning import STRATEGIES, SPAN_STRATEGIES
+
+        if strategy is not None and strategy not in STRATEGIES:
+            raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
+        if strategy in SPAN_STRATEGIES and self.spans_key is None:
+            raise ValueError(f"The {strategy!r} strategy scores the spans the pipe considers, but {self.name} has "
+                             "spans_key null and keeps none: set spans_key (e.g. \"crf_ner\"), or use entropy.")
+        self._uncertainty = strategy
+
+    @property
     def entity_threshold(self) -> Optional[float]:
         """The probability doc.ents are decoded at (ents_threshold, or the fitted one), or None:
         the best tag sequence."""
@@ -332,8 +352,18 @@ class CRFEntityRecognizer(TrainablePipe):
         decoded = self._decode(docs, best_path=ents_threshold is None)
         candidate_threshold = self.candidate_threshold if self.spans_key is not None else None
         temperature = self.cfg.get("temperature", 1.0)
-        return tag_docs(self.model, self.tag_set, docs, decoded, char_docs, ents_threshold, candidate_threshold, temperature,
-                        marginals)
+        strategy = self.uncertainty
+        tagging, found = tag_docs(self.model, self.tag_set, docs, decoded, char_docs, ents_threshold,
+                                  candidate_threshold, temperature, marginals or strategy not in (None, "random"))
+        if strategy is not None:
+            from ..active_learning import strategy_score
+
+            span_scores = tagging.scores or [{} for _ in docs]
+            tagging.uncertainty = [
+                strategy_score(strategy, doc_marginals, doc_scores.values(), doc.text, self.uncertainty_seed)
+                for doc, doc_marginals, doc_scores in zip(docs, found or [None] * len(docs), span_scores)
+            ]
+        return tagging, found if marginals else None
 
     def _decode(self, docs: List[Doc], best_path: bool = True) -> Decoded:
         """The docs' segments decoded (decoding.decode) with the pipe's tags and window."""
@@ -358,6 +388,8 @@ class CRFEntityRecognizer(TrainablePipe):
         scores = tagging.scores or [None] * len(docs)
         char_docs = tagging.char_docs or [None] * len(docs)
         n_unaligned = 0
+        for doc, value in zip(docs, tagging.uncertainty or ()):
+            doc._.uncertainty = value
         for doc, ids, doc_scores, char_doc in zip(docs, tag_ids, scores, char_docs):
             found, doc_scores, lost = doc_entities(
                 self.model.ops, doc, ids, doc_scores, char_doc, tag_names, labels, ents_threshold, self.alignment_mode

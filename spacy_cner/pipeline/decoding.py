@@ -31,6 +31,11 @@ SpanScores = Dict[Tuple[int, int, str], float]
 # (spans_key and ents_threshold both null).
 if not Span.has_extension("score"):
     Span.set_extension("score", default=None)
+# doc._.uncertainty: how unsure crf_ner is of the doc under its `uncertainty` strategy (active
+# learning: spacy_cner.active_learning), set only while that is not None; saved with the doc as
+# ent._.score is.
+if not Doc.has_extension("uncertainty"):
+    Doc.set_extension("uncertainty", default=None)
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Tagging:
     char_docs: Optional[List[Optional[Doc]]] = None
     # The probability doc.ents are decoded at (the most probable spans); None: the best path.
     ents_threshold: Optional[float] = None
+    # Per doc, its score under the pipe's uncertainty strategy (doc._.uncertainty); None when unset.
+    uncertainty: Optional[List[float]] = None
 
 
 @dataclass
