@@ -310,25 +310,42 @@ def training_accuracy(records: Records) -> Tuple[str, str]:
 # ---- issue 37 (active learning) ----
 
 def labels_saved(records: Records) -> Tuple[str, str]:
-    if "select" not in records:
-        return "bench/bench_select.py has not run at full size yet (no bench/results/select.json)", "not measured"
-    figures = records["select"]["figures"]
-    stop, reached, texts = figures["stop"], {}, []
-    for dataset, curves in figures["curves"].items():
-        mean = {strategy: {int(n): statistics.mean(seed[n]["f"] for seed in seeds.values() if n in seed)
-                           for n in {n for seed in seeds.values() for n in seed}} for strategy, seeds in curves.items()}
-        target = mean.get("random", {}).get(stop)
-        best = min((n for strategy, curve in mean.items() if strategy != "random" for n, f in curve.items()
-                    if target is not None and f >= target), default=None)
-        reached[dataset] = best
-        texts.append(f"{dataset} {best if best else 'not reached'}")
-    met = len(reached) >= 3 and all(n is not None and n <= 0.6 * stop for n in reached.values())
-    return "fewest labels at which a strategy reaches random's F1 at " + f"{stop:,}: " + ", ".join(texts), (
-        "met" if met else "not met")
+    runs = [record for name, record in sorted(records.items()) if name.startswith("select")]
+    if not runs:
+        return "bench/bench_select.py has not run yet (no bench/results/select*.json)", "not measured"
+    reached, texts = {}, []
+    for record in runs:
+        figures = record["figures"]
+        stop = figures["stop"]
+        for dataset, curves in figures["curves"].items():
+            mean = {strategy: {int(n): statistics.mean(seed[n]["f"] for seed in seeds.values() if n in seed)
+                               for n in {n for seed in seeds.values() for n in seed}}
+                    for strategy, seeds in curves.items()}
+            target = mean.get("random", {}).get(stop)
+            best = min((n for strategy, curve in mean.items() if strategy != "random" for n, f in curve.items()
+                        if target is not None and f >= target), default=None)
+            n_seeds = min(len(seeds) for seeds in curves.values())
+            reached[dataset] = (best, stop, n_seeds)
+            texts.append(f"{dataset} {f'{best:,}' if best else 'not reached'} ({n_seeds} seed{'s' * (n_seeds > 1)})")
+    met = (len(reached) >= 3 and all(best is not None and best <= 0.6 * stop and n_seeds >= 3
+                                     for best, stop, n_seeds in reached.values()))
+    stops = sorted({stop for _, stop, _ in reached.values()})
+    return (f"fewest labels at which a strategy's mean reaches random's F1 at {'/'.join(f'{s:,}' for s in stops)}: "
+            + ", ".join(texts)), "met" if met else "not met"
 
 
 def ranking_speed(records: Records) -> Tuple[str, str]:
-    return "no bench script measures it yet", "not measured"
+    setups = records.get("annotate", {}).get("figures", {}).get("setups", {})
+    base = setups.get("local1", {}).get("chars_per_s")
+    ratios = {name: r["chars_per_s"] / base for name, r in setups.items() if name.startswith("select") and base}
+    if not ratios:
+        return "bench/bench_annotate.py has not timed `select` yet", "not measured"
+    n_docs = records["annotate"]["figures"]["docs"]
+    text = f"{n_docs:,} texts, against `annotate` (one process): " + ", ".join(
+        f"{name} {ratio:.2f}x" for name, ratio in ratios.items())
+    single = [ratio for name, ratio in ratios.items() if not name.endswith("2")]
+    met = n_docs >= 100_000 and min(single) >= 0.5
+    return text, "met" if met else ("not met" if min(single) < 0.5 else f"met at {n_docs:,} texts (target 100k)")
 
 
 def exactness(records: Records) -> Tuple[str, str]:

@@ -261,7 +261,7 @@ def select(
     summary = SelectSummary(characters=scored.chars)
     pool: List[Tuple[float, int, Candidate]] = []  # a min-heap of the best POOL_FACTOR * n
     errors: List[Dict[str, Any]] = []
-    for order, (where, record) in enumerate(_scored_records(work, sources, shard_size)):
+    for order, (where, record) in enumerate(_scored_records(work, sources)):
         if "error" in record:
             errors.append(record)
             continue
@@ -310,7 +310,7 @@ def _same_scoring(settings: Path, model: str, strategy: str, seed: int, shard_si
     return all(previous.get(key) == value for key, value in now.items())
 
 
-def _scored_records(work: Path, sources: List[Source], shard_size: int) -> Iterator[Tuple[str, Dict[str, Any]]]:
+def _scored_records(work: Path, sources: List[Source]) -> Iterator[Tuple[str, Dict[str, Any]]]:
     """The records annotate wrote into work, in input order, each with its file and line."""
     for source in sources:
         shards = sorted(work.glob(f"{glob.escape(source.name)}.[0-9][0-9][0-9][0-9][0-9].jsonl"))
