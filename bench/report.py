@@ -40,7 +40,7 @@ class Question(NamedTuple):
     results: List[Tuple[str, str]]  # (result name, label of its rows; "" for none)
     label: str = ""  # the label column's header ("": no label column)
     table: Optional[Callable[[Records], Table]] = None  # a table built from the figures, instead of the results'
-    figure: str = ""  # a committed image shown under the tables: "caption|path"
+    figure: str = ""  # committed images shown under the tables: "caption|path", several joined by ";"
 
 
 # ---- reading the figures, whichever way a result holds them ----
@@ -310,23 +310,20 @@ def training_accuracy(records: Records) -> Tuple[str, str]:
 # ---- issue 37 (active learning) ----
 
 def labels_saved(records: Records) -> Tuple[str, str]:
-    runs = [record for name, record in sorted(records.items()) if name.startswith("select")]
+    runs = select_curves(records)
     if not runs:
         return "bench/bench_select.py has not run yet (no bench/results/select*.json)", "not measured"
     reached, texts = {}, []
-    for record in runs:
-        figures = record["figures"]
-        stop = figures["stop"]
-        for dataset, curves in figures["curves"].items():
-            mean = {strategy: {int(n): statistics.mean(seed[n]["f"] for seed in seeds.values() if n in seed)
-                               for n in {n for seed in seeds.values() for n in seed}}
-                    for strategy, seeds in curves.items()}
-            target = mean.get("random", {}).get(stop)
-            best = min((n for strategy, curve in mean.items() if strategy != "random" for n, f in curve.items()
-                        if target is not None and f >= target), default=None)
-            n_seeds = min(len(seeds) for seeds in curves.values())
-            reached[dataset] = (best, stop, n_seeds)
-            texts.append(f"{dataset} {f'{best:,}' if best else 'not reached'} ({n_seeds} seed{'s' * (n_seeds > 1)})")
+    for dataset, stop, curves in runs:
+        mean = {strategy: {int(n): statistics.mean(seed[n]["f"] for seed in seeds.values() if n in seed)
+                           for n in {n for seed in seeds.values() for n in seed}}
+                for strategy, seeds in curves.items()}
+        target = mean.get("random", {}).get(stop)
+        best = min((n for strategy, curve in mean.items() if strategy != "random" for n, f in curve.items()
+                    if target is not None and f >= target), default=None)
+        n_seeds = min(len(seeds) for seeds in curves.values())
+        reached[dataset] = (best, stop, n_seeds)
+        texts.append(f"{dataset} {f'{best:,}' if best else 'not reached'} ({n_seeds} seed{'s' * (n_seeds > 1)})")
     met = (len(reached) >= 3 and all(best is not None and best <= 0.6 * stop and n_seeds >= 3
                                      for best, stop, n_seeds in reached.values()))
     stops = sorted({stop for _, stop, _ in reached.values()})
@@ -346,6 +343,39 @@ def ranking_speed(records: Records) -> Tuple[str, str]:
     single = [ratio for name, ratio in ratios.items() if not name.endswith("2")]
     met = n_docs >= 100_000 and min(single) >= 0.5
     return text, "met" if met else ("not met" if min(single) < 0.5 else f"met at {n_docs:,} texts (target 100k)")
+
+
+def select_curves(records: Records) -> List[Tuple[str, int, Dict[str, Dict[str, dict]]]]:
+    """(dataset, --stop, strategy -> seed -> {labelled sentences: {"f": test F1, ...}}) of every select* result."""
+    return [(dataset, record["figures"]["stop"], curves)
+            for name, record in sorted(records.items()) if name.startswith("select")
+            for dataset, curves in record["figures"]["curves"].items()]
+
+
+def select_table(records: Records) -> Table:
+    """Test F1 (mean ± sd over seeds) of each strategy at each number of labelled sentences, per dataset,
+    and the fewest labels at which its mean reaches random's at --stop."""
+    runs = select_curves(records)
+    sizes = sorted({int(n) for _, _, curves in runs for seeds in curves.values() for c in seeds.values() for n in c})
+    rows = []
+    for dataset, stop, curves in runs:
+        random_f = [c[str(stop)]["f"] for c in curves.get("random", {}).values() if str(stop) in c]
+        target = statistics.mean(random_f) if random_f else None
+        for strategy, seeds in curves.items():
+            cells, reached = [], None
+            for n in sizes:
+                values = [c[str(n)]["f"] * 100 for c in seeds.values() if str(n) in c]
+                if not values:
+                    cells.append("")
+                    continue
+                mean = statistics.mean(values)
+                sd = statistics.stdev(values) if len(values) > 1 else 0.0
+                cells.append(f"{mean:.2f} ± {sd:.2f}" if len(values) > 1 else f"{mean:.2f}")
+                if reached is None and target is not None and mean >= target * 100:
+                    reached = n
+            rows.append([dataset, strategy, str(len(seeds)), *cells, f"{reached:,}" if reached else "no"])
+    columns = ["dataset", "strategy", "seeds", *(f"{n:,}" for n in sizes), "reaches random's F1 at the last size"]
+    return columns, ["left", "left", "right", *("right" for _ in sizes), "right"], rows
 
 
 def exactness(records: Records) -> Tuple[str, str]:
@@ -464,7 +494,11 @@ QUESTIONS = [
              [("threshold_datasets", "full sets, 3 seeds"), ("threshold_small", "1,350-sentence samples, 3 seeds")],
              "models"),
     Question("Sentence-level robustness (the paper's Table 4, Resume)", [("robustness", "")]),
-    Question("`annotate`: local `nlp.pipe` and Ray Data", [("annotate", "")]),
+    Question("`annotate`: local `nlp.pipe` and Ray Data; `select` beside it", [("annotate", "")]),
+    Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py)",
+             [("select_msra", ""), ("select_youku_resume", "")], table=lambda records: select_table(records),
+             figure="MSRA: test F1 against labelled sentences|bench/select_msra.png;"
+                    "Youku|bench/select_youku.png;Resume|bench/select_resume.png"),
     Question("Row-by-row products split among torch's threads", [("row_split", "")]),
     Question("Matrix products per OpenBLAS kernel", [("products", "")]),
     Question("Lexicon loading and matching", [("lexicon", "")]),
@@ -545,10 +579,12 @@ def render_benchmarks(records: Records) -> str:
         tables = [question.table(records)] if question.table else result_tables(records, question)
         lines += [f"### {question.title}", ""]
         for table in tables:
-            lines += markdown_table(table) + [""]
-        if question.figure:
-            caption, path = question.figure.split("|")
-            lines += [f"![{caption}]({path})", ""]
+            if table[2]:  # a table built from results not measured yet has no rows
+                lines += markdown_table(table) + [""]
+        for figure in filter(None, question.figure.split(";")):
+            caption, path = figure.split("|")
+            if (ROOT / path).exists():  # an image not made yet is left out
+                lines += [f"![{caption}]({path})", ""]
         present = [name for name in names if name in records]
         lines += [source_line(records[name]) for name in present]
         absent = [name for name in names if name not in records]
