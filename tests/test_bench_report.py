@@ -121,6 +121,28 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     curves = {dataset: {"random": curve(lambda n: n / 2500), "entropy": curve(lambda n: min(0.8, n / 1250))}
               for dataset in ("resume", "youku", "msra")}
     measured, status = report.labels_saved({"select": {"figures": {"curves": curves, "stop": 2000}}})
-    assert status == "met" and "resume 1000" in measured
+    assert status == "met" and "resume 1,000 (3 seeds)" in measured
+    columns, _, rows = report.select_table({"select": {"figures": {"curves": curves, "stop": 2000}}})
+    assert columns[:4] == ["dataset", "strategy", "seeds", "200"] and len(rows) == 6
+    assert rows[1][:3] == ["resume", "entropy", "3"] and rows[1][-1] == "1,000" and rows[0][-1] == "2,000"
+    # Two results (e.g. MSRA and the small sets run apart) are read together.
+    split = {"select_a": {"figures": {"curves": {"msra": curves["msra"]}, "stop": 2000}},
+             "select_b": {"figures": {"curves": {k: curves[k] for k in ("resume", "youku")}, "stop": 2000}}}
+    assert report.labels_saved(split)[1] == "met"
     curves["msra"]["entropy"] = curve(lambda n: n / 2600)
     assert report.labels_saved({"select": {"figures": {"curves": curves, "stop": 2000}}})[1] == "not met"
+    for seeds in curves["resume"].values():  # fewer than 3 seeds: not met, and said
+        seeds.pop("2")
+    measured, status = report.labels_saved(split)
+    assert status == "not met" and "resume 1,000 (2 seeds)" in measured
+
+
+def test_the_ranking_speed_target_reads_select_beside_annotate():
+    setups = {"local1": {"chars_per_s": 20000.0}, "select-entropy": {"chars_per_s": 15000.0},
+              "select-entropy2": {"chars_per_s": 30000.0}}
+    record = {"annotate": {"figures": {"setups": setups, "docs": 120_000}}}
+    measured, status = report.ranking_speed(record)
+    assert status == "met" and "select-entropy 0.75x" in measured
+    setups["select-entropy"]["chars_per_s"] = 9000.0
+    assert report.ranking_speed(record)[1] == "not met"
+    assert report.ranking_speed({})[1] == "not measured"
