@@ -332,12 +332,13 @@ def labels_saved(records: Records) -> Tuple[str, str]:
 
 
 def ranking_speed(records: Records) -> Tuple[str, str]:
-    setups = records.get("annotate", {}).get("figures", {}).get("setups", {})
+    name = "annotate_select" if "annotate_select" in records else "annotate"
+    setups = records.get(name, {}).get("figures", {}).get("setups", {})
     base = setups.get("local1", {}).get("chars_per_s")
     ratios = {name: r["chars_per_s"] / base for name, r in setups.items() if name.startswith("select") and base}
     if not ratios:
         return "bench/bench_annotate.py has not timed `select` yet", "not measured"
-    n_docs = records["annotate"]["figures"]["docs"]
+    n_docs = records[name]["figures"]["docs"]
     text = f"{n_docs:,} texts, against `annotate` (one process): " + ", ".join(
         f"{name} {ratio:.2f}x" for name, ratio in ratios.items())
     single = [ratio for name, ratio in ratios.items() if not name.endswith("2")]
@@ -494,7 +495,8 @@ QUESTIONS = [
              [("threshold_datasets", "full sets, 3 seeds"), ("threshold_small", "1,350-sentence samples, 3 seeds")],
              "models"),
     Question("Sentence-level robustness (the paper's Table 4, Resume)", [("robustness", "")]),
-    Question("`annotate`: local `nlp.pipe` and Ray Data; `select` beside it", [("annotate", "")]),
+    Question("`annotate`: local `nlp.pipe` and Ray Data; `select` beside it",
+             [("annotate", "annotate, 2026-11-24"), ("annotate_select", "select beside annotate")], "run"),
     Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py)",
              [("select_msra", ""), ("select_youku_resume", "")], table=lambda records: select_table(records),
              figure="MSRA: test F1 against labelled sentences|bench/select_msra.png;"
