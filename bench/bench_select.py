@@ -218,20 +218,30 @@ def plot(curves: dict, dataset: str, path: Path) -> None:
 
 
 def render(results: dict, args) -> str:
+    random_sizes = ", ".join(f"{n:,}" for n in _random_sizes(args))
+    cuts = [f"the ranking strategies stop at {args.strategy_stop:,} labelled sentences"] if args.strategy_stop else []
+    if args.pool:
+        cuts.append(f"each round ranks a random {args.pool:,} of the unlabelled pool")
+    if args.dev_sentences:
+        cuts.append(f"each round's model is chosen on a random {args.dev_sentences:,} dev sentences")
     lines = [
         f"### Active learning, simulated ({datetime.date.today().isoformat()})",
         "",
         f"Command: `python bench/bench_select.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {machine_line()}  ",
-        f"configs/default.cfg retrained from scratch each round ({args.max_steps} steps, model kept on dev); test F1, "
-        "mean ± sd over the seeds; \"reaches random\": the fewest labelled sentences at which the strategy's mean "
-        f"F1 is at least random's at {args.stop}.",
+        f"configs/default.cfg retrained from scratch each round ({args.max_steps} steps, one thread, the model kept "
+        f"on dev, its vectors trained on the labelled sentences), scored on the whole test split; test F1, mean ± sd "
+        f"over the seeds. The first {args.start:,} sentences are a seeded random sample, the same for every "
+        f"strategy; random is trained at {random_sizes} sentences, a ranking strategy adds {args.step:,} a round. "
+        "\"reaches random\": the fewest labelled sentences at which the strategy's mean F1 is at least random's at "
+        f"{args.stop:,}." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else ""),
         "",
     ]
+    sizes = sorted({int(n) for curves in results.values() for seeds in curves.values() for curve in seeds.values()
+                    for n in curve})
+    lines += ["| dataset | strategy | seeds | " + " | ".join(f"{n:,}" for n in sizes) + " | reaches random |",
+              "| --- | --- | ---: | " + " | ".join("---:" for _ in sizes) + " | ---: |"]
     for dataset, curves in results.items():
-        sizes = sorted({int(n) for seeds in curves.values() for curve in seeds.values() for n in curve})
-        lines += [f"**{dataset}**", "", "| strategy | seeds | " + " | ".join(str(n) for n in sizes) + " | reaches random |",
-                  "| --- | ---: | " + " | ".join("---:" for _ in sizes) + " | ---: |"]
         target = None
         if "random" in curves:
             values = [c[str(args.stop)]["f"] for c in curves["random"].values() if str(args.stop) in c]
@@ -247,8 +257,8 @@ def render(results: dict, args) -> str:
                 cells.append(f"{mean:.2f} ± {sd:.2f}")
                 if reached is None and target is not None and mean >= target * 100:
                     reached = n
-            lines.append(f"| {strategy} | {len(seeds)} | " + " | ".join(cells) + f" | {reached or 'no'} |")
-        lines.append("")
+            lines.append(f"| {dataset} | {strategy} | {len(seeds)} | " + " | ".join(cells)
+                         + f" | {f'{reached:,}' if reached else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
