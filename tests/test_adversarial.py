@@ -153,3 +153,15 @@ def test_attacks_resolve_in_a_fresh_process():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "fgsm"
+
+
+def test_every_k_updates_runs_the_second_pass_on_every_kth_update_only():
+    """adversarial.every = 2: the perturbed pass (and its loss) at updates 0, 2, 4; the clean pass
+    alone in between."""
+    nlp, examples = make_nlp(CPU_TOK2VEC, adversarial={"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0, "every": 2})
+    pipe = nlp.get_pipe("crf_ner")
+    attacked = ["crf_ner_adversarial" in pipe.update(examples, sgd=SGD(0.01)) for _ in range(5)]
+    assert attacked == [True, False, True, False, True]
+    assert nlp.get_pipe("crf_ner").adversarial == fgm(1.0, every=2)
+    with pytest.raises(ValueError, match="at least 1"):
+        fgm(1.0, every=0)

@@ -202,6 +202,8 @@ class CRFEntityRecognizer(TrainablePipe):
         self.adversarial = adversarial
         # (examples, their gold constraints) while an update runs (see get_loss), else None.
         self._gold_cache: Optional[Tuple[List[Example], List[Floats2d]]] = None
+        # Updates so far (adversarial.every counts them); not saved.
+        self._n_updates = 0
         validate_settings(tok2vec_learn_rate_scale=tok2vec_learn_rate_scale, long_doc_window=long_doc_window,
                           join_examples=join_examples, replace_mentions=replace_mentions,
                           candidate_threshold=candidate_threshold, ents_threshold=ents_threshold,
@@ -449,11 +451,13 @@ class CRFEntityRecognizer(TrainablePipe):
         try:
             with training_products():
                 loss = step()
-                if self.adversarial is not None:
+                update_index = getattr(self, "_n_updates", 0)  # a pipe pickled before the counter has none
+                if self.adversarial is not None and self.adversarial.applies(update_index):
                     key = f"{self.name}_adversarial"
                     losses[key] = losses.get(key, 0.0) + self.adversarial.attack(self.model, step)
         finally:
             self._gold_cache = None
+            self._n_updates = getattr(self, "_n_updates", 0) + 1
         if sgd is not None:
             self.finish_update(sgd)
         losses[self.name] += loss

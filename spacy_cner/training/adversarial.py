@@ -23,23 +23,25 @@ from ..layers.key_embed import touched_rows
 
 
 @registry.misc("spacy-cner.fgm.v1")
-def fgm(epsilon: float = 1.0) -> "EmbeddingAttack":
+def fgm(epsilon: float = 1.0, every: int = 1) -> "EmbeddingAttack":
     """FGM: perturb each embedding matrix by epsilon * g / ||g||_2.
 
     epsilon (float): The perturbation's L2 norm per matrix.
+    every (int): Attack at every this many updates (1: each; 2 halves the second passes' cost).
     RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
     """
-    return EmbeddingAttack("fgm", epsilon)
+    return EmbeddingAttack("fgm", epsilon, every)
 
 
 @registry.misc("spacy-cner.fgsm.v1")
-def fgsm(epsilon: float = 0.01) -> "EmbeddingAttack":
+def fgsm(epsilon: float = 0.01, every: int = 1) -> "EmbeddingAttack":
     """FGSM: perturb each embedding matrix by epsilon * sign(g).
 
     epsilon (float): The perturbation of every entry with a non-zero gradient.
+    every (int): Attack at every this many updates (1: each).
     RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
     """
-    return EmbeddingAttack("fgsm", epsilon)
+    return EmbeddingAttack("fgsm", epsilon, every)
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,20 @@ class EmbeddingAttack:
 
     method: str
     epsilon: float
+    # The attack runs at updates 0, every, 2 * every, ... of a training (counted by the pipe).
+    every: int = 1
 
     def __post_init__(self):
         if self.method not in ("fgm", "fgsm"):
             raise ValueError(f"Unknown adversarial method {self.method!r}: use 'fgm' or 'fgsm'.")
         if not self.epsilon > 0:
             raise ValueError(f"Adversarial epsilon must be positive, got {self.epsilon}.")
+        if not (isinstance(self.every, int) and self.every >= 1):
+            raise ValueError(f"Adversarial `every` must be a whole number of updates, at least 1, got {self.every!r}.")
+
+    def applies(self, update: int) -> bool:
+        """Whether the attack runs at this update (0-based, counted by the pipe)."""
+        return update % self.every == 0
 
     def perturbation(self, xp, gradient):
         """r for one matrix's gradient: FGM's scaled unit vector or FGSM's signs (xp: numpy, cupy or torch)."""
