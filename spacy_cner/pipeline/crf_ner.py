@@ -304,7 +304,7 @@ class CRFEntityRecognizer(TrainablePipe):
         """Active learning: a strategy of spacy_cner.active_learning.STRATEGIES that sets
         doc._.uncertainty on every doc (uncertainty_seed seeds the random one); None (the default):
         not computed. A run-time setting (`select` sets it), not saved with the pipe."""
-        return self._uncertainty
+        return getattr(self, "_uncertainty", None)  # a pipe pickled before the setting has none
 
     @uncertainty.setter
     def uncertainty(self, strategy: Optional[str]) -> None:
@@ -361,8 +361,9 @@ class CRFEntityRecognizer(TrainablePipe):
             from ..active_learning import strategy_score
 
             span_scores = tagging.scores or [{} for _ in docs]
+            seed = getattr(self, "uncertainty_seed", 0)
             tagging.uncertainty = [
-                strategy_score(strategy, doc_marginals, doc_scores.values(), doc.text, self.uncertainty_seed)
+                strategy_score(strategy, doc_marginals, doc_scores.values(), doc.text, seed)
                 for doc, doc_marginals, doc_scores in zip(docs, found or [None] * len(docs), span_scores)
             ]
         return tagging, found if marginals else None
