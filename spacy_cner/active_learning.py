@@ -214,8 +214,8 @@ def select(
     removed once the selection is written.
 
     model (str): Pipeline name or path, with a crf_ner component.
-    input_path (str): As annotate reads it: a .txt (a text per line), .jsonl (a "text" field) or
-        .parquet file, a folder of them, or a glob.
+    input_path (str): As annotate reads it: a .txt (a text per line), .jsonl (a "text" field),
+        .parquet, .csv or .tsv file (a "text" column), a folder of them, or a glob.
     n (int): How many texts to write.
     output (Path): The output file (.jsonl, or .json for Label Studio); bad rows go to
         OUTPUT.errors.jsonl, naming their file and line.
@@ -225,7 +225,7 @@ def select(
         selected text's by at least this much (Jaccard); None: keep near-duplicates.
     seed (int): The random strategy's seed (and the near-duplicate hashes').
     batch_size (int): Texts per batch through the pipeline.
-    input_format (str): "auto" (by suffix), "txt", "jsonl" or "parquet".
+    input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
     progress (bool): Show annotate's progress bar (rows, with a total and an ETA).
     shard_size (int): Rows scored per shard of OUTPUT.scores/, the unit a restart skips.
     n_process (int): Local engine: nlp.pipe processes.
