@@ -146,3 +146,42 @@ def test_the_ranking_speed_target_reads_select_beside_annotate():
     setups["select-entropy"]["chars_per_s"] = 9000.0
     assert report.ranking_speed(record)[1] == "not met"
     assert report.ranking_speed({})[1] == "not measured"
+
+
+def test_bench_select_rounds(tmp_path, monkeypatch):
+    """bench_select shares a seed's first round, trains random at --random-sizes and goes on from the
+    rounds it kept. No training here: its train and evaluate are fakes that count calls."""
+    import argparse
+
+    import spacy
+    from spacy.tokens import DocBin
+
+    select = _module("bench_select")
+    nlp = spacy.blank("zh")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "dev", "test"):
+        DocBin(docs=[nlp(f"{split}句子{i}") for i in range(30)]).to_disk(corpus / f"{split}.spacy")
+    trained = []
+
+    def fake_train(config, round_corpus, work, seed, max_steps, one_thread):
+        n = len(list(DocBin().from_disk(round_corpus / "train.spacy").get_docs(nlp.vocab)))
+        trained.append((work.relative_to(tmp_path).as_posix(), n))
+        return {"seconds": 1.0}
+
+    monkeypatch.setattr(select, "train", fake_train)
+    monkeypatch.setattr(select, "evaluate", lambda models, *a, **k: {"model": {"f": 0.5}})
+    args = argparse.Namespace(out=tmp_path, start=5, step=5, stop=20, strategy_stop=0, random_sizes=[10, 20],
+                              max_steps=7, pool=0)
+    curve = select.simulate("toy", corpus, "random", 0, args)
+    assert sorted(int(n) for n in curve) == [5, 10, 20]
+    assert trained == [("toy/start/seed0", 5), ("toy/random/seed0/n10", 10), ("toy/random/seed0/n20", 20)]
+    first = json.loads((tmp_path / "toy/start/seed0/round.json").read_text())
+    assert first["labelled"] == json.loads((tmp_path / "toy/random/seed0/n10/round.json").read_text())["labelled"][:5]
+    select.simulate("toy", corpus, "random", 0, args)  # every round kept: nothing trained again
+    assert len(trained) == 3
+    args.max_steps = 8  # other settings: trained afresh
+    select.simulate("toy", corpus, "random", 0, args)
+    assert len(trained) == 6
+    assert select._random_sizes(argparse.Namespace(random_sizes=None, start=200, step=200, stop=1000)) == [
+        200, 400, 600, 800, 1000]
