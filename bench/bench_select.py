@@ -155,7 +155,9 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
     record_path = work / "round.json"
     if record_path.exists():
         record = json.loads(record_path.read_text(encoding="utf8"))
-        if record["labelled"] == labelled and record["max_steps"] == args.max_steps:
+        # Rounds kept before dev_sentences was recorded were all run with --dev-sentences 1000.
+        same_dev = record.get("dev_sentences", 1000) == args.dev_sentences
+        if record["labelled"] == labelled and record["max_steps"] == args.max_steps and same_dev:
             return record
     work.mkdir(parents=True, exist_ok=True)
     round_corpus = work / "corpus"
@@ -167,7 +169,8 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
     model = work / "model-best"
     scores = evaluate({"model": model}, [], round_corpus, 0, one_thread=True)["model"]
     shutil.rmtree(work / "model-last", ignore_errors=True)
-    record = {"labelled": labelled, "max_steps": args.max_steps, "f": scores["f"], "train_s": trained["seconds"],
+    record = {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences,
+              "f": scores["f"], "train_s": trained["seconds"],
               "rank_s": rank_s, "model": str(model)}
     record_path.write_text(json.dumps(record), encoding="utf8")
     return record

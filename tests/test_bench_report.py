@@ -172,7 +172,7 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     monkeypatch.setattr(select, "train", fake_train)
     monkeypatch.setattr(select, "evaluate", lambda models, *a, **k: {"model": {"f": 0.5}})
     args = argparse.Namespace(out=tmp_path, start=5, step=5, stop=20, strategy_stop=0, random_sizes=[10, 20],
-                              max_steps=7, pool=0)
+                              max_steps=7, pool=0, dev_sentences=0)
     curve = select.simulate("toy", corpus, "random", 0, args)
     assert sorted(int(n) for n in curve) == [5, 10, 20]
     assert trained == [("toy/start/seed0", 5), ("toy/random/seed0/n10", 10), ("toy/random/seed0/n20", 20)]
@@ -183,5 +183,8 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     args.max_steps = 8  # other settings: trained afresh
     select.simulate("toy", corpus, "random", 0, args)
     assert len(trained) == 6
+    args.dev_sentences = 10
+    select.simulate("toy", corpus, "random", 0, args)
+    assert len(trained) == 9
     assert select._random_sizes(argparse.Namespace(random_sizes=None, start=200, step=200, stop=1000)) == [
         200, 400, 600, 800, 1000]
