@@ -240,28 +240,9 @@ def render(results: dict, args) -> str:
         f"{args.stop:,}." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else ""),
         "",
     ]
-    sizes = sorted({int(n) for curves in results.values() for seeds in curves.values() for curve in seeds.values()
-                    for n in curve})
-    lines += ["| dataset | strategy | seeds | " + " | ".join(f"{n:,}" for n in sizes) + " | reaches random |",
-              "| --- | --- | ---: | " + " | ".join("---:" for _ in sizes) + " | ---: |"]
-    for dataset, curves in results.items():
-        target = None
-        if "random" in curves:
-            values = [c[str(args.stop)]["f"] for c in curves["random"].values() if str(args.stop) in c]
-            target = _mean_sd(values)[0] if values else None
-        for strategy, seeds in curves.items():
-            cells, reached = [], None
-            for n in sizes:
-                values = [c[str(n)]["f"] * 100 for c in seeds.values() if str(n) in c]
-                if not values:
-                    cells.append("")
-                    continue
-                mean, sd = _mean_sd(values)
-                cells.append(f"{mean:.2f} ± {sd:.2f}")
-                if reached is None and target is not None and mean >= target * 100:
-                    reached = n
-            lines.append(f"| {dataset} | {strategy} | {len(seeds)} | " + " | ".join(cells)
-                         + f" | {f'{reached:,}' if reached else 'no'} |")
+    from report import markdown_table, select_table  # the table BENCHMARKS.md shows
+
+    lines += markdown_table(select_table({"select": {"figures": {"curves": results, "stop": args.stop}}}))
     return "\n".join(lines) + "\n"
 
 

@@ -5,33 +5,26 @@ and of every entity span. A strategy turns them into one score per text (higher:
 labelling); the top N texts, near-duplicates left out, go to the annotation tool with the model's
 entities pre-filled, in a format `python -m spacy_cner convert` reads back once they are annotated.
 
-Strategies (STRATEGIES):
-- random: a seeded hash of the text (a baseline; the same order wherever it is computed);
-- entropy: the tag entropy summed over the tokens, sum_t H(P(tag_t)); mean-entropy: per token;
-- least-confident: the least sure entity decision, max over the spans the model considers (its
-  entities and the spans at least candidate_threshold probable) of 1 - max(p, 1 - p);
-- expected-count: the variance of the number of entities over those spans, sum p (1 - p).
+Strategies (STRATEGIES): see spacy_cner.pipeline.uncertainty, where crf_ner computes them.
 """
 import dataclasses
 import glob
-import hashlib
 import heapq
 import json
 import shutil
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from .annotate.inputs import Source
+# The strategies live beside the pipe that computes them; they are part of this module's API too.
+from .pipeline.uncertainty import SPAN_STRATEGIES, STRATEGIES, scoring_pipe, strategy_score  # noqa: F401
 
-STRATEGIES = ("random", "entropy", "mean-entropy", "least-confident", "expected-count")
-# The strategies that score the spans the model considers (the pipe's span group).
-SPAN_STRATEGIES = ("least-confident", "expected-count")
 OUTPUT_FORMATS = ("jsonl", "labelstudio", "doccano", "prodigy")
 # The ranked pool holds this many times N texts, so that N remain after near-duplicates are left out.
 POOL_FACTOR = 4
@@ -73,31 +66,6 @@ class SelectSummary:
         return self.characters / self.scoring_seconds if self.scoring_seconds else 0.0
 
 
-def strategy_score(strategy: str, marginals: numpy.ndarray, span_probabilities: Iterable[float], text: str = "",
-                   seed: int = 0) -> float:
-    """A text's score under a strategy (see the module's docstring).
-
-    marginals (numpy.ndarray): P(token t has tag j), (n_tokens, n_tags).
-    span_probabilities (Iterable[float]): The probabilities of the spans the model considers.
-    text (str): The text (the random strategy hashes it).
-    seed (int): The random strategy's seed.
-    RETURNS (float): The score; higher is more worth labelling.
-    """
-    if strategy == "random":
-        digest = hashlib.blake2b(f"{seed}\0{text}".encode("utf8", "surrogatepass"), digest_size=8).digest()
-        return int.from_bytes(digest, "big") / 2.0**64
-    if strategy in ("entropy", "mean-entropy"):
-        p = numpy.asarray(marginals, dtype="float64")
-        entropy = float(-(p * numpy.log(numpy.where(p > 0, p, 1.0))).sum())
-        return entropy / len(p) if strategy == "mean-entropy" and len(p) else entropy
-    probabilities = numpy.asarray(list(span_probabilities), dtype="float64")
-    if strategy == "least-confident":
-        return float(numpy.minimum(probabilities, 1 - probabilities).max()) if len(probabilities) else 0.0
-    if strategy == "expected-count":
-        return float((probabilities * (1 - probabilities)).sum())
-    raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
-
-
 def score_docs(nlp: Language, texts: Sequence[str], strategy: str, seed: int = 0) -> Tuple[List[Doc], List[float]]:
     """Run the pipeline over texts, crf_ner scoring each doc on the way (its `uncertainty` setting,
     doc._.uncertainty); each doc and its score.
@@ -116,17 +84,6 @@ def score_docs(nlp: Language, texts: Sequence[str], strategy: str, seed: int = 0
     finally:
         pipe.uncertainty, pipe.uncertainty_seed = previous
     return docs, [doc._.uncertainty for doc in docs]
-
-
-def scoring_pipe(nlp: Language) -> str:
-    """The name of the pipeline's crf_ner component (one that gives marginals)."""
-    names = [name for name, proc in nlp.pipeline if hasattr(proc, "predict_marginals")]
-    if len(names) != 1:
-        raise ValueError(
-            f"select needs a pipeline with one crf_ner component; this one has {len(names)} "
-            f"(its components: {', '.join(nlp.pipe_names) or 'none'})."
-        )
-    return names[0]
 
 
 class NearDuplicates:

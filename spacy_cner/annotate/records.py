@@ -5,6 +5,7 @@ from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 from spacy.language import Language
 from spacy.tokens import Doc
 
+from ..pipeline.uncertainty import scoring_pipe
 from .inputs import Row
 
 
@@ -37,8 +38,6 @@ def set_uncertainty(nlp: Language, strategy: Optional[str], seed: int = 0) -> No
     nothing when strategy is None."""
     if strategy is None:
         return
-    from ..active_learning import scoring_pipe
-
     pipe = nlp.get_pipe(scoring_pipe(nlp))
     pipe.uncertainty = strategy
     pipe.uncertainty_seed = seed

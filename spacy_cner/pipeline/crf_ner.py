@@ -44,6 +44,7 @@ from .lexicons import set_model_lexicon
 from .optimizer import apply_gradients
 from .resize import resize_output
 from .serialization import bytes_readers, bytes_writers, file_readers, file_writers
+from .uncertainty import SPAN_STRATEGIES, STRATEGIES, strategy_score
 
 default_model_config = """
 [model]
@@ -308,8 +309,6 @@ class CRFEntityRecognizer(TrainablePipe):
 
     @uncertainty.setter
     def uncertainty(self, strategy: Optional[str]) -> None:
-        from ..active_learning import STRATEGIES, SPAN_STRATEGIES
-
         if strategy is not None and strategy not in STRATEGIES:
             raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
         if strategy in SPAN_STRATEGIES and self.spans_key is None:
@@ -358,8 +357,6 @@ class CRFEntityRecognizer(TrainablePipe):
         tagging, found = tag_docs(self.model, self.tag_set, docs, decoded, char_docs, ents_threshold,
                                   candidate_threshold, temperature, marginals or strategy not in (None, "random"))
         if strategy is not None:
-            from ..active_learning import strategy_score
-
             span_scores = tagging.scores or [{} for _ in docs]
             seed = getattr(self, "uncertainty_seed", 0)
             tagging.uncertainty = [
