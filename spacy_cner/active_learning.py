@@ -8,7 +8,6 @@ entities pre-filled, in a format `python -m spacy_cner convert` reads back once 
 Strategies (STRATEGIES): see spacy_cner.pipeline.uncertainty, where crf_ner computes them.
 """
 import dataclasses
-import glob
 import heapq
 import json
 import shutil
@@ -218,7 +217,7 @@ def select(
     summary = SelectSummary(characters=scored.chars)
     pool: List[Tuple[float, int, Candidate]] = []  # a min-heap of the best POOL_FACTOR * n
     errors: List[Dict[str, Any]] = []
-    for order, (where, record) in enumerate(_scored_records(work, sources)):
+    for order, (where, record) in enumerate(_scored_records(work, sources, shard_size)):
         if "error" in record:
             errors.append(record)
             continue
@@ -259,24 +258,29 @@ def _same_scoring(settings: Path, model: str, strategy: str, seed: int, shard_si
                   sources: List[Source]) -> bool:
     """Whether OUTPUT.scores/ was scored as this run would score it (else it starts afresh)."""
     from .annotate import model_fingerprint
+    from .annotate.resume import read_state
 
-    previous = json.loads(settings.read_text(encoding="utf8"))
+    previous = read_state(settings)
     now = {"model_fingerprint": model_fingerprint(model), "uncertainty": strategy, "uncertainty_seed": seed,
            "shard_size": shard_size, "input_format": input_format,
            "input": [str(source.path.resolve()) for source in sources]}
     return all(previous.get(key) == value for key, value in now.items())
 
 
-def _scored_records(work: Path, sources: List[Source]) -> Iterator[Tuple[str, Dict[str, Any]]]:
-    """The records annotate wrote into work, in input order, each with its file and line."""
+def _scored_records(work: Path, sources: List[Source], shard_size: int) -> Iterator[Tuple[str, Dict[str, Any]]]:
+    """The records annotate wrote into work, in input order (its shards, as ShardWriter names them),
+    each with its file and line."""
+    from .annotate import ShardWriter
+
+    shards = ShardWriter(work, "jsonl", shard_size)
     for source in sources:
-        shards = sorted(work.glob(f"{glob.escape(source.name)}.[0-9][0-9][0-9][0-9][0-9].jsonl"))
-        index = 0
-        for shard in shards:
-            with shard.open(encoding="utf8") as file:
+        shard, index = 0, 0
+        while shards.shard_path(source, shard).exists():
+            with shards.shard_path(source, shard).open(encoding="utf8") as file:
                 for line in file:
                     yield source.where(index), json.loads(line)
                     index += 1
+            shard += 1
 
 
 def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str) -> None:
