@@ -10,6 +10,11 @@
 #   python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . &&
 #   python3 -m pytest -m gpu tests/test_gpu.py -rs &&
 #   python3 bench/bench_gpu.py --data .gpusite/data/resume --out /tmp/gpurun; cp /tmp/gpurun/*.log /tmp/gpurun/*.json bench/results/gpu.json $OUT/
+# Unpacking and installing take 7 s, the GPU tests about 50 s. bench_gpu's six runs do not fit one
+# 10-minute call: the second session (2026-11-26) started it with `setsid nohup ... &`, waited inside
+# the first call until 555 s, and collected /tmp/gpurun/partial_results.json in a second call made at
+# once (a machine idle for 30 s is given back). One run of 100 steps with --evals 2 --cpu-repeats 1
+# took 2-3.5 min (training, the GPU pass, the CPU pass); 15 minutes of device time hold about four.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.gpusite/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.gpusite/ >> .git/info/exclude; }

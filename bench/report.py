@@ -476,8 +476,8 @@ QUESTIONS = [
              [("speed_one_thread", "one"), ("speed_one_thread_default_vs_fast", "one (default and fast.cfg)"),
               ("speed_one_thread_fast", "one (fast.cfg, the default then)"),
               ("speed_default_threads", "default (torch 2; fast.cfg, the default then)")], "threads"),
-    Question("Load time and size of the default pipeline; int8 inference", [("load", ""), ("int8", "")]),
-    Question("Softword segmentation: rjieba against jieba", [("segmenter_rjieba", "")]),
+    Question("Load time and size of the default pipeline; int8 inference; softword segmentation (rjieba against jieba)",
+             [("load", ""), ("int8", ""), ("segmenter_rjieba", "")]),
     Question("A training step of the default (Resume)",
              [("train_step_resume_threads1", "one"), ("train_step_resume_threads0", "default")], "threads"),
     Question("Resume: a whole `spacy train` of the default; the training step's kernels",
@@ -503,7 +503,7 @@ QUESTIONS = [
              [("products", ""), ("row_split", "")]),
     Question("The lexicon: loading and matching; LEBERT's Lexicon Adapter on and off (Resume, 3 seeds)",
              [("lexicon", ""), ("lexicon_adapter", "")]),
-    Question("Transformer configs on CPU (random BERT); the GPU run", [("transformer_cpu", ""), ("gpu", "")]),
+    Question("Transformer configs on CPU (random BERT); the GPU runs", [("transformer_cpu", "CPU"), ("gpu", "GPU 1"), ("gpu_more", "GPU 2")], label="run"),
 ]
 
 

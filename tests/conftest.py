@@ -2,7 +2,7 @@
 Hugging Face models built locally (no hub, no downloads)."""
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import pytest
@@ -190,13 +190,14 @@ def toy_vectors(tmp_path_factory) -> Path:
     return write_toy_vectors(tmp_path_factory.mktemp("vectors") / "vectors", [t for t, _ in TRAIN_DATA[:2]])
 
 
-def small_config_pipeline(name: str, request) -> Language:
-    """configs/<name>.cfg made small (a tiny local BERT or NEZHA for the transformer configs), initialized."""
+def small_config_pipeline(name: str, request, extra: Optional[Dict[str, object]] = None) -> Language:
+    """configs/<name>.cfg made small (a tiny local BERT or NEZHA for the transformer configs), initialized;
+    extra: more config overrides."""
     from spacy.util import load_config, load_model_from_config
     from thinc.api import fix_random_seed
 
     path = REPO_ROOT / "configs" / f"{name}.cfg"
-    overrides = dict(SMALL_CONFIG_OVERRIDES.get(name, {}))
+    overrides = {**SMALL_CONFIG_OVERRIDES.get(name, {}), **(extra or {})}
     if "TransformerTok2Vec" in path.read_text(encoding="utf8"):
         kind = "nezha" if name.startswith("nezha") else "bert"
         overrides["vars.transformer"] = str(request.getfixturevalue(f"tiny_{kind}"))

@@ -105,6 +105,15 @@ def test_perturbation_maths():
     numpy.testing.assert_allclose(fgm(2.0).perturbation(numpy, gradient), [[1.2, 0.0], [-1.6, 0.0]])
     numpy.testing.assert_allclose(fgsm(0.1).perturbation(numpy, gradient), [[0.1, 0.0], [-0.1, 0.0]])
     assert not fgm(1.0).perturbation(numpy, numpy.zeros((2, 2))).any()
+    # An overflowed gradient (mixed precision): no attack, not a nan perturbation.
+    for attack in (fgm(1.0), fgsm(0.1)):
+        for bad in (float("inf"), float("nan")):
+            overflowed = numpy.array([[bad, 1.0], [-2.0, 0.0]], dtype="float32")
+            assert not attack.perturbation(numpy, overflowed).any()
+            assert not attack.perturbation(torch, torch.from_numpy(overflowed)).any()
+    # Finite entries whose squares overflow float32: still a unit direction times epsilon.
+    huge = numpy.array([[3e30, 0.0], [-4e30, 0.0]], dtype="float32")
+    numpy.testing.assert_allclose(fgm(2.0).perturbation(numpy, huge), [[1.2, 0.0], [-1.6, 0.0]], rtol=1e-6)
     r = fgm(0.7).perturbation(torch, torch.randn(5, 3))
     assert float(r.norm()) == pytest.approx(0.7)
 

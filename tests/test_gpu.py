@@ -6,7 +6,7 @@ import pytest
 import spacy
 from thinc.api import fix_random_seed, require_cpu
 
-from conftest import CONFIG_NAMES, TRAIN_DATA, make_examples, small_config_pipeline
+from conftest import CONFIG_NAMES, REPO_ROOT, TRAIN_DATA, make_examples, small_config_pipeline
 
 
 def _cuda_ready() -> bool:
@@ -54,3 +54,41 @@ def test_config_trains_and_predicts_on_gpu(name, request, tmp_path):
         require_cpu()
     on_cpu = entities(spacy.load(tmp_path / "model"))
     assert on_cpu == on_gpu
+
+
+TRANSFORMER_CONFIGS = [
+    name for name in CONFIG_NAMES
+    if "TransformerTok2Vec" in (REPO_ROOT / "configs" / f"{name}.cfg").read_text(encoding="utf8")
+]
+
+
+@pytest.mark.parametrize("name", TRANSFORMER_CONFIGS)
+def test_mixed_precision_skips_overflowed_steps(name, request):
+    """Mixed precision: the grad scaler's first scales overflow fp16 gradients (forced here with an
+    initial scale of 2**40); those steps are skipped and no weight turns nan (LEBERT's adapter, inside
+    the transformer, took nan gradients into its update: bench_gpu on an H100, 2026-11-26)."""
+    import torch
+
+    spacy.require_gpu(0)
+    try:
+        extra = {"vars.mixed_precision": True, "components.crf_ner.model.tok2vec.grad_scaler_config": {"init_scale": 2.0**40}}
+        nlp = small_config_pipeline(name, request, extra)
+        ner = nlp.get_pipe("crf_ner")
+        fix_random_seed(0)
+        examples = make_examples(nlp, TRAIN_DATA[:2])
+        optimizer = nlp.resume_training()
+        for _ in range(3):
+            nlp.update(examples, sgd=optimizer)
+        bad = [
+            f"{node.name}.{param}" for node in ner.model.walk() for shim in node.shims
+            for param, value in shim._model.named_parameters() if not torch.isfinite(value).all()
+        ]
+        bad += [
+            f"{node.name}.{param}" for node in ner.model.walk() for param in node.param_names
+            if node.has_param(param) and not bool(node.ops.xp.isfinite(node.get_param(param)).all())
+        ]
+        assert not bad, f"non-finite weights after overflowed steps: {bad}"
+        scores = [doc.spans["crf_ner"].attrs["scores"] for doc in nlp.pipe(TEXTS) if len(doc)]
+        assert all(((s >= 0) & (s <= 1)).all() for s in scores)
+    finally:
+        require_cpu()

@@ -386,7 +386,11 @@ def backward_unscaled(module: torch.nn.Module, scaler, run_backward: Callable[[]
     """Run the transformer's backward pass; with mixed precision, unscale the module's new gradients.
 
     The transformer's grad scaler scales the gradients that flow into the adapter inside it,
-    but unscales only the transformer's own parameters.
+    but unscales only the transformer's own parameters. When a gradient overflowed (the scaler
+    found inf or nan, in the transformer or here), the transformer skips this update and the
+    scaler backs off; the adapter drops this pass's gradients too. Kept, they turned every
+    adapter weight into nan at the first step of a LEBERT training in mixed precision (H100, 2026-11-26),
+    since the adapter's own shim has no scaler to stop the update.
     """
     if not getattr(scaler, "_enabled", False):
         run_backward()
@@ -396,7 +400,9 @@ def backward_unscaled(module: torch.nn.Module, scaler, run_backward: Callable[[]
     for param in params:
         param.grad = None
     run_backward()
-    scaler.unscale([p.grad for p in params if p.grad is not None])
+    overflowed = scaler.unscale([p.grad for p in params if p.grad is not None])
     for param, grad in zip(params, saved):
-        if grad is not None:
-            param.grad = grad if param.grad is None else param.grad + grad
+        if overflowed or param.grad is None:
+            param.grad = grad
+        elif grad is not None:
+            param.grad = param.grad + grad

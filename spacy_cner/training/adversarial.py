@@ -67,11 +67,18 @@ class EmbeddingAttack:
 
     def perturbation(self, xp, gradient):
         """r for one matrix's gradient: FGM's scaled unit vector or FGSM's signs (xp: numpy, cupy or torch)."""
+        if not bool(xp.isfinite(gradient).all()):
+            # An overflowed gradient (inf or nan: mixed precision at a too large loss scale, a
+            # step the grad scaler skips): no attack. gradient * 0 would be nan where it is inf.
+            return xp.zeros_like(gradient)
         if self.method == "fgsm":
             return self.epsilon * xp.sign(gradient)
         norm = float((gradient * gradient).sum()) ** 0.5
-        if norm == 0.0 or norm != norm:  # no gradient, or an overflowed one (nan)
-            return gradient * 0
+        if norm == 0.0:  # no gradient
+            return xp.zeros_like(gradient)
+        if norm == float("inf"):  # finite entries whose squares overflow: scale before squaring
+            gradient = gradient / float(abs(gradient).max())
+            norm = float((gradient * gradient).sum()) ** 0.5
         return gradient * (self.epsilon / norm)
 
     def perturb(self, model: Model) -> Callable[[], None]:

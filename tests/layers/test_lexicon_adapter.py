@@ -255,6 +255,32 @@ def test_backward_unscaled_with_a_grad_scaler():
     torch.testing.assert_close(module.bias.grad, torch.ones(1))
 
 
+def test_backward_unscaled_drops_overflowed_gradients():
+    """An overflow in the scaled pass (fp16 at the scaler's first scales): the transformer skips
+    its update, and the adapter keeps only the gradients it had before this pass."""
+    from thinc.shims.pytorch_grad_scaler import PyTorchGradScaler
+
+    from spacy_cner.layers.lexicon_adapter import backward_unscaled
+
+    module = torch.nn.Linear(2, 1)
+    module.weight.grad = torch.ones_like(module.weight)
+    scaler = PyTorchGradScaler(enabled=True, init_scale=8.0)
+    x = torch.tensor([[1.0, float("inf")]])
+
+    def run_backward():
+        (module(x).sum() * 8.0).backward()
+
+    backward_unscaled(module, scaler, run_backward)
+    assert scaler.found_inf
+    torch.testing.assert_close(module.weight.grad, torch.ones(1, 2))
+    assert module.bias.grad is None
+    scaler.update()  # the scaler backs off; the next pass is finite and counts
+    backward_unscaled(module, scaler, lambda: (module(torch.ones(1, 2)).sum() * 4.0).backward())
+    assert not scaler.found_inf
+    torch.testing.assert_close(module.weight.grad, torch.full((1, 2), 2.0))
+    torch.testing.assert_close(module.bias.grad, torch.ones(1))
+
+
 def test_word_dropout_hides_word_identities_in_training_only():
     from spacy_cner.layers.lexicon_adapter import LexiconAdapterNet
 
