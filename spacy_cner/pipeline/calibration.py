@@ -5,16 +5,25 @@ The fits are functions of `outcomes` (temperature -> each predicted entity's pro
 it is right), which the pipe computes with one decoding of dev (CRFEntityRecognizer.entity_outcomes);
 they never import the pipe.
 """
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import numpy
 from spacy.language import Language
-from spacy.training import Corpus
+from spacy.training import Corpus, Example
 from spacy.util import registry
 from wasabi import msg
 
 # temperature -> (probability of each predicted entity, 1.0 where it is right else 0.0)
 Outcomes = Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]
+
+
+class DevDecoding(NamedTuple):
+    """One decoding of dev by a pipe (CRFEntityRecognizer.calibration_decoding)."""
+
+    outcomes: Outcomes
+    # The dev examples, their predicted docs tagged by the pipe from this decoding at its settings
+    # when called (after the fits); None where the decoding cannot stand for the pipe's tagging.
+    tagged: Optional[Callable[[], List[Example]]]
 
 
 @registry.misc("spacy-cner.calibrate.v1")
@@ -47,12 +56,14 @@ def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bo
             return nlp
         examples = list(Corpus(path)(nlp))
         fitted = False
+        decodings = {}
         for name, pipe in nlp.pipeline:
             # crf_ner pipes (and their subclasses): the pipes that fit themselves.
-            if not callable(getattr(pipe, "entity_outcomes", None)) or not (temperature or threshold):
+            if not callable(getattr(pipe, "calibration_decoding", None)) or not (temperature or threshold):
                 continue
-            # One decoding of dev for both fits.
-            outcomes = pipe.entity_outcomes(examples)
+            # One decoding of dev for both fits (and the scores after them).
+            decodings[name] = pipe.calibration_decoding(examples)
+            outcomes = decodings[name].outcomes
             if temperature:
                 fit = pipe.fit_temperature(examples, outcomes=outcomes)
                 msg.info(
@@ -65,11 +76,25 @@ def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bo
                 fitted = fitted or pipe.ents_threshold == "fitted"
         if fitted:
             performance = nlp.meta.setdefault("performance", {})
-            scores = nlp.evaluate(examples)
+            scores = scores_after_fit(nlp, examples, decodings)
             performance.update({key: scores[key] for key in performance if key.startswith("ents_") and key in scores})
         return nlp
 
     return fit_before_saving
+
+
+def scores_after_fit(nlp: Language, examples: List[Example], decodings: Dict[str, DevDecoding]) -> Dict[str, Any]:
+    """nlp.evaluate(examples)'s scores after the fits. Where the pipeline is one fitted pipe whose
+    decoding stands for its tagging, they come from that decoding: the pipe's scorer on the docs it
+    tags from it at the fitted settings, without running the pipeline over dev a second time (its
+    emissions do not depend on the batch: the same entities as nlp.evaluate's, tested). On MSRA's
+    dev set that pass cost about 10 s of each fit's 27, at 27 fits a training."""
+    if len(nlp.pipeline) == 1:
+        name, pipe = nlp.pipeline[0]
+        decoding = decodings.get(name)
+        if decoding is not None and decoding.tagged is not None:
+            return pipe.score(decoding.tagged())
+    return nlp.evaluate(examples)
 
 
 class Checkpoints:

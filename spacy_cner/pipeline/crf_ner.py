@@ -349,12 +349,17 @@ class CRFEntityRecognizer(TrainablePipe):
         # A character model tags a doc of longer tokens on a character copy of it.
         char_docs = [self._char_doc(doc) for doc in docs]
         docs = [char_doc if char_doc is not None else doc for doc, char_doc in zip(docs, char_docs)]
-        ents_threshold = self.entity_threshold
-        decoded = self._decode(docs, best_path=ents_threshold is None)
+        decoded = self._decode(docs, best_path=self.entity_threshold is None)
+        return self._tag(docs, decoded, char_docs, marginals)
+
+    def _tag(self, docs: List[Doc], decoded: Decoded, char_docs: List[Optional[Doc]],
+             marginals: bool = False) -> Tuple["Tagging", Optional[List[Floats2d]]]:
+        """predict's Tagging of decoded docs (each the character copy in char_docs where it has one),
+        at the pipe's settings now (threshold, temperature, uncertainty), and their marginals."""
         candidate_threshold = self.candidate_threshold if self.spans_key is not None else None
         temperature = self.cfg.get("temperature", 1.0)
         strategy = self.uncertainty
-        tagging, found = tag_docs(self.model, self.tag_set, docs, decoded, char_docs, ents_threshold,
+        tagging, found = tag_docs(self.model, self.tag_set, docs, decoded, char_docs, self.entity_threshold,
                                   candidate_threshold, temperature, marginals or strategy not in (None, "random"))
         if strategy is not None:
             span_scores = tagging.scores or [{} for _ in docs]
@@ -586,13 +591,32 @@ class CRFEntityRecognizer(TrainablePipe):
         examples (Iterable[Example]): Gold examples.
         RETURNS (Outcomes): temperature -> (probabilities, right).
         """
+        return self.calibration_decoding(examples).outcomes
+
+    def calibration_decoding(self, examples: Iterable[Example]) -> "calibration.DevDecoding":
+        """One decoding of the examples' predicted docs for the calibrator: the outcomes the fits
+        read (entity_outcomes) and, after them, the examples tagged from the same decoding at the
+        pipe's new settings, for their scores without a second pass (None where a doc would be
+        tagged on its character copy: the outcomes do not stand for the pipe's tagging then).
+
+        examples (Iterable[Example]): Gold examples.
+        RETURNS (calibration.DevDecoding): The outcomes and the tagging of the examples.
+        """
         examples = list(examples)
-        validate_examples(examples, "CRFEntityRecognizer.entity_outcomes")
+        validate_examples(examples, "CRFEntityRecognizer.calibration_decoding")
         docs = [eg.predicted.copy() for eg in examples]
         decoded = self._decode(docs)
         gold = [{(e.start, e.end, e.label_) for e in eg.get_aligned_spans_y2x(eg.reference.ents)} for eg in examples]
+        outcomes = calibration.entity_outcomes(lambda t: self._span_scores(len(docs), decoded, float("inf"), t), gold)
+        if any(self._char_doc(doc) is not None for doc in docs):
+            return calibration.DevDecoding(outcomes, None)
 
-        return calibration.entity_outcomes(lambda t: self._span_scores(len(docs), decoded, float("inf"), t), gold)
+        def tagged() -> List[Example]:
+            tagged_docs = [doc.copy() for doc in docs]
+            self.set_annotations(tagged_docs, self._tag(tagged_docs, decoded, [None] * len(docs))[0])
+            return [Example(doc, eg.reference) for doc, eg in zip(tagged_docs, examples)]
+
+        return calibration.DevDecoding(outcomes, tagged)
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in (robustness.PipelineLink); a pipe

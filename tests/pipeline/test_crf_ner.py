@@ -1075,6 +1075,37 @@ def test_fit_threshold_is_half_the_dev_f1_until_an_update(tmp_path):
             spacy.blank("zh").add_pipe("crf_ner", config={"ents_threshold": bad})
 
 
+def test_calibrate_callback_scores_from_its_own_decoding_as_evaluate_does(tmp_path, monkeypatch):
+    """After the fits, meta["performance"] comes from the fits' decoding of dev (no second pass of
+    the pipeline) and equals nlp.evaluate's, per type too, whatever evaluate's batches; a pipeline
+    of more than the pipe is evaluated again."""
+    nlp = load_trained()
+    dev = HELD_OUT + TRAIN_DATA + [("今天天气很好", []), ("上海", [(0, 2, "LOC")])]
+    DocBin(docs=[eg.reference for eg in make_examples(nlp, dev)]).to_disk(tmp_path / "dev.spacy")
+    make = registry.misc.get("spacy-cner.calibrate.v1")
+    keys = ("ents_f", "ents_p", "ents_r", "ents_per_type")
+    nlp.meta["performance"] = dict.fromkeys(keys, 0.0)
+    evaluate = nlp.evaluate
+
+    def second_pass(*args, **kwargs):
+        raise AssertionError("nlp.evaluate ran")
+
+    monkeypatch.setattr(nlp, "evaluate", second_pass)
+    make(path=str(tmp_path / "dev.spacy"))(nlp)
+    monkeypatch.undo()
+    assert nlp.get_pipe("crf_ner").entity_threshold is not None
+    for batch_size in (1, 3, 64):
+        scores = nlp.evaluate(make_examples(nlp, dev), batch_size=batch_size)
+        assert nlp.meta["performance"] == {key: scores[key] for key in keys}
+    assert nlp.meta["performance"]["ents_per_type"]
+    nlp.add_pipe("sentencizer", first=True)
+    calls = []
+    monkeypatch.setattr(nlp, "evaluate", lambda examples, **kwargs: calls.append(1) or evaluate(examples, **kwargs))
+    nlp.meta["performance"] = dict.fromkeys(keys, 0.0)
+    make(path=str(tmp_path / "dev.spacy"))(nlp)
+    assert calls and nlp.meta["performance"]["ents_f"] > 0.0
+
+
 def test_calibrate_callback_fits_on_dev_and_scores_the_saved_pipeline(tmp_path):
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
@@ -1116,8 +1147,8 @@ def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatc
         return ner.entity_threshold is not None
 
     assert save(0.5)  # the first checkpoint is the best so far
-    # Both fits share one decoding of dev; the rescoring of the fitted pipeline is the other.
-    assert decodings == [len(HELD_OUT), len(HELD_OUT)]
+    # Both fits and the scores of the fitted pipeline share one decoding of dev.
+    assert decodings == [len(HELD_OUT)]
     assert ner.cfg["temperature"] != 1.0
     assert not save(0.4) and decodings == [] and ner.cfg["temperature"] == 1.0
     assert save(0.5)  # a tie is a new best for spaCy's loop too (the later step wins)
