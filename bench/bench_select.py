@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_select.py [--datasets resume youku msra] [--strategies random entropy ...]
        [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--strategy-stop 0]
-       [--random-sizes N ...] [--max-steps 600] [--pool 0] [--jobs 2] [--out bench/runs/select]
+       [--random-sizes N ...] [--max-steps 600] [--pool 0] [--warm-start] [--jobs 2] [--out bench/runs/select]
        [--result NAME]
 
 Per dataset, seed and strategy: the train split (its gold entities hidden) is the unlabelled pool;
@@ -29,6 +29,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Optional
 
 from _common import ROOT, add_result_argument, evaluate, machine_line, save_result, train
 from bench_datasets import DATASETS, DEV_FROM_TEST, _write, prepare
@@ -52,6 +53,9 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=0, help="pool sentences ranked per round (0: all)")
     parser.add_argument("--dev-sentences", type=int, default=0,
                         help="a random sample of this many dev sentences (0: all): each round's model is chosen on it")
+    parser.add_argument("--warm-start", action="store_true",
+                        help="each round of a ranking strategy trains on from the previous round's model (its "
+                             "weights, lexicon and vectors) instead of from scratch; its curve is '<strategy> (warm)'")
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
     add_result_argument(parser, "select")
     args = parser.parse_args()
@@ -62,19 +66,24 @@ def main() -> None:
         prepare(args.data / dataset, corpus, files, convert_args, sample={"dev": args.dev_sentences},
                 dev_from_test=DEV_FROM_TEST.get(dataset, 0))
         runs = [(strategy, seed) for seed in args.seeds for strategy in args.strategies
-                if not _done(results, dataset, strategy, seed, args)]
+                if not _done(results, dataset, curve_name(strategy, args), seed, args)]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             list(pool.map(lambda seed: first_round(dataset, corpus, seed, args), args.seeds))
             for (strategy, seed), curve in zip(runs, pool.map(lambda r: simulate(dataset, corpus, *r, args), runs)):
-                results.setdefault(dataset, {}).setdefault(strategy, {})[str(seed)] = curve
+                results.setdefault(dataset, {}).setdefault(curve_name(strategy, args), {})[str(seed)] = curve
                 (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     table = render(results, args)
     print(table)
-    sizes = {"start": args.start, "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
+    sizes = {"warm_start": args.warm_start, "start": args.start, "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
              "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
              "dev_sentences": args.dev_sentences}
     save_result(args.result, {"curves": results, **sizes}, table)
+
+
+def curve_name(strategy: str, args) -> str:
+    """A strategy's name in the results: warm-started ranking strategies are curves of their own."""
+    return f"{strategy} (warm)" if getattr(args, "warm_start", False) and strategy != "random" else strategy
 
 
 def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict:
@@ -83,7 +92,8 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     The first round (the seed's --start random sentences) is shared by every strategy of a seed
     (`first_round`). random labels the first n sentences of the seed's shuffled pool for each n of
     --random-sizes (no ranking: a random sample of n); a ranking strategy adds --step sentences a
-    round up to --strategy-stop. Each round is kept in its folder (round.json), so a run cut off
+    round up to --strategy-stop; with --warm-start, each of its rounds trains on from the previous
+    round's model (`warm_config`). Each round is kept in its folder (round.json), so a run cut off
     goes on where it stopped.
     """
     import spacy
@@ -93,7 +103,8 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     pool, order = _pool(corpus, seed)
     start = first_round(dataset, corpus, seed, args)
     curve = {str(args.start): _point(start)}
-    work = args.out / dataset / strategy / f"seed{seed}"
+    warm = curve_name(strategy, args) != strategy
+    work = args.out / dataset / (f"{strategy}-warm" if warm else strategy) / f"seed{seed}"
     if strategy == "random":
         for n in _random_sizes(args):
             if n != args.start:
@@ -122,7 +133,8 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
         labelled = labelled + chosen
         taken = set(chosen)
         unlabelled = [j for j in unlabelled if j not in taken]
-        record = _round(work / f"n{len(labelled)}", labelled, pool, corpus, seed, args, rank_s=rank_s)
+        record = _round(work / f"n{len(labelled)}", labelled, pool, corpus, seed, args, rank_s=rank_s,
+                        warm_from=record["model"] if warm else None)
         curve[str(len(labelled))] = _point(record)
     return curve
 
@@ -149,15 +161,18 @@ def _random_sizes(args) -> list:
     return sorted(set(args.random_sizes or range(args.start, args.stop + 1, args.step)) | {args.start})
 
 
-def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args, rank_s: float = 0.0) -> dict:
-    """Train configs/default.cfg on the labelled sentences and score it on test; kept in work/round.json
-    and read back from there when the same sentences were labelled before."""
+def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args, rank_s: float = 0.0,
+           warm_from: Optional[str] = None) -> dict:
+    """Train configs/default.cfg on the labelled sentences (from scratch, or on from the model
+    warm_from) and score it on test; kept in work/round.json and read back from there when the same
+    sentences were labelled before, with the same settings."""
     record_path = work / "round.json"
     if record_path.exists():
         record = json.loads(record_path.read_text(encoding="utf8"))
         # Rounds kept before dev_sentences was recorded were all run with --dev-sentences 1000.
         same_dev = record.get("dev_sentences", 1000) == args.dev_sentences
-        if record["labelled"] == labelled and record["max_steps"] == args.max_steps and same_dev:
+        same_start = record.get("warm_from") == warm_from
+        if record["labelled"] == labelled and record["max_steps"] == args.max_steps and same_dev and same_start:
             return record
     work.mkdir(parents=True, exist_ok=True)
     round_corpus = work / "corpus"
@@ -165,15 +180,31 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
     _write([pool[i] for i in labelled], round_corpus / "train.spacy")
     for split in ("dev", "test"):
         (round_corpus / f"{split}.spacy").write_bytes((corpus / f"{split}.spacy").read_bytes())
-    trained = train(ROOT / "configs" / "default.cfg", round_corpus, work, seed, args.max_steps, True)
+    config = ROOT / "configs" / "default.cfg" if warm_from is None else warm_config(Path(warm_from), work / "warm.cfg")
+    trained = train(config, round_corpus, work, seed, args.max_steps, True)
     model = work / "model-best"
     scores = evaluate({"model": model}, [], round_corpus, 0, one_thread=True)["model"]
     shutil.rmtree(work / "model-last", ignore_errors=True)
     record = {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences,
               "f": scores["f"], "train_s": trained["seconds"],
-              "rank_s": rank_s, "model": str(model)}
+              "rank_s": rank_s, "model": str(model), "warm_from": warm_from}
     record_path.write_text(json.dumps(record), encoding="utf8")
     return record
+
+
+def warm_config(source: Path, path: Path) -> Path:
+    """configs/default.cfg whose crf_ner is sourced from the model at source (spaCy resumes a sourced
+    pipe's training: its weights, lexicon, labels and settings, a fresh optimizer) and whose vectors
+    are that model's (nothing is trained at initialize when paths.vectors is set): the previous
+    round's vectors, trained on fewer sentences, since the pipe's embeddings were trained against them."""
+    from spacy.util import load_config
+
+    config = load_config(ROOT / "configs" / "default.cfg")
+    config["components"]["crf_ner"] = {"source": str(source)}
+    config["paths"]["vectors"] = str(source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config.to_disk(path)
+    return path
 
 
 def _point(record: dict) -> dict:
@@ -237,7 +268,9 @@ def render(results: dict, args) -> str:
         f"over the seeds. The first {args.start:,} sentences are a seeded random sample, the same for every "
         f"strategy; random is trained at {random_sizes} sentences, a ranking strategy adds {args.step:,} a round. "
         "\"reaches random\": the fewest labelled sentences at which the strategy's mean F1 is at least random's at "
-        f"{args.stop:,}." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else ""),
+        f"{args.stop:,}." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
+        + (" A \"(warm)\" strategy's rounds train on from the previous round's model and its vectors instead "
+           "(the same steps)." if args.warm_start else ""),
         "",
     ]
     from report import markdown_table, select_table  # the table BENCHMARKS.md shows

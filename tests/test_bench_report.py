@@ -188,3 +188,18 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert len(trained) == 9
     assert select._random_sizes(argparse.Namespace(random_sizes=None, start=200, step=200, stop=1000)) == [
         200, 400, 600, 800, 1000]
+    # --warm-start: a round trains on from the previous round's model (sourced pipe, its vectors).
+    configs = []
+    monkeypatch.setattr(select, "train", lambda config, *rest: configs.append(config) or {"seconds": 1.0})
+    pool, order = select._pool(corpus, 0)
+    previous = str(tmp_path / "toy/start/seed0/model-best")
+    record = select._round(tmp_path / "toy/warm/n10", order[:10], pool, corpus, 0, args, warm_from=previous)
+    assert record["warm_from"] == previous and configs == [tmp_path / "toy/warm/n10/warm.cfg"]
+    config = spacy.util.load_config(configs[0])
+    assert dict(config["components"]["crf_ner"]) == {"source": previous} and config["paths"]["vectors"] == previous
+    select._round(tmp_path / "toy/warm/n10", order[:10], pool, corpus, 0, args, warm_from=previous)
+    assert len(configs) == 1  # kept
+    select._round(tmp_path / "toy/warm/n10", order[:10], pool, corpus, 0, args)  # from scratch: another round
+    assert len(configs) == 2 and configs[1].name == "default.cfg"
+    assert select.curve_name("entropy", argparse.Namespace(warm_start=True)) == "entropy (warm)"
+    assert select.curve_name("random", argparse.Namespace(warm_start=True)) == "random"
