@@ -20,6 +20,15 @@ def test_same_words_and_spaces_as_spacy(text):
     assert words_and_spaces(words, text) == get_words_and_spaces(words, text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(text=TEXTS)
+def test_char_tokens_as_spacys(text):
+    """The char tokenizer's tokens (its shortcut for texts without whitespace included) are spaCy's."""
+    ours = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1"}}})
+    words, spaces = get_words_and_spaces(list(text), text)
+    assert [(t.text, bool(t.whitespace_)) for t in ours(text)] == list(zip(words, spaces))
+
+
 def test_words_that_do_not_match_the_text_raise_spacys_error():
     with pytest.raises(ValueError, match="E194"):
         words_and_spaces(["张", "四"], "张三")
