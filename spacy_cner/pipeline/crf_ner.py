@@ -43,7 +43,7 @@ from .decoding import Decoded, SpanScores, Tagging, decode, doc_entities, set_do
 from .lexicons import set_model_lexicon
 from .optimizer import apply_gradients
 from .resize import resize_output
-from .serialization import bytes_readers, bytes_writers, file_readers, file_writers
+from .serialization import bytes_readers, bytes_writers, file_readers, file_writers, validate_save_weights
 from .uncertainty import SPAN_STRATEGIES, STRATEGIES, strategy_score
 
 default_model_config = """
@@ -89,6 +89,7 @@ DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
         "candidate_threshold": 0.1,
         "ents_threshold": "fitted",
         "alignment_mode": "expand",
+        "save_weights": "float32",
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -107,6 +108,7 @@ def make_crf_ner(
     candidate_threshold: float,
     ents_threshold: Union[float, str, None],
     alignment_mode: str,
+    save_weights: str,
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -148,6 +150,11 @@ def make_crf_ner(
         tokens with Doc.char_span in this mode: "expand" (to the tokens it touches),
         "contract" (to the tokens inside it) or "strict" (only exact token boundaries).
         Entities that do not map, or overlap once mapped, are left out and counted in a warning.
+    save_weights (str): The dtype the model's weights are saved in: "float32", or "float16" (half
+        the size on disk, computed in float32 once loaded; the trained default's test entities
+        were all the same, bench/bench_weights16.py). Kept in the pipe's cfg: set it on a trained
+        pipe (ner.save_weights = "float16") before nlp.to_disk or `spacy package`; a transformer's
+        weights are saved in float16 too.
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,
@@ -164,6 +171,7 @@ def make_crf_ner(
         candidate_threshold=candidate_threshold,
         ents_threshold=ents_threshold,
         alignment_mode=alignment_mode,
+        save_weights=save_weights,
     )
     pipe.pipeline_link = PipelineLink(nlp)
     return pipe
@@ -195,6 +203,7 @@ class CRFEntityRecognizer(TrainablePipe):
         candidate_threshold: float = 0.1,
         ents_threshold: Union[float, str, None] = "fitted",
         alignment_mode: str = "expand",
+        save_weights: str = "float32",
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -234,7 +243,17 @@ class CRFEntityRecognizer(TrainablePipe):
             "fitted_threshold": None,
             # "char" when the training docs' tokens were single characters (set at initialize).
             "token_unit": None,
+            "save_weights": validate_save_weights(save_weights),
         }
+
+    @property
+    def save_weights(self) -> str:
+        """The dtype the model's weights are saved in ("float32" or "float16"; see the factory)."""
+        return self.cfg.get("save_weights", "float32")
+
+    @save_weights.setter
+    def save_weights(self, value: str) -> None:
+        self.cfg["save_weights"] = validate_save_weights(value)
 
     @property
     def labels(self) -> Tuple[str, ...]:

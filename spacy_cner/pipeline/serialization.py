@@ -1,16 +1,25 @@
 """The saved files of a `crf_ner` pipe (cfg, vocab, model, lexicon): the weights with their checksum
 in the cfg, checked at load, and a cfg that names its file when it cannot be read."""
 import hashlib
+from functools import partial
+from io import BytesIO
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+import numpy
 import srsly
+import torch
 from spacy.errors import Errors
 from spacy.vocab import Vocab
-from thinc.api import Model
+from thinc.api import Model, PyTorchShim
+from thinc.util import convert_recursive, is_xp_array
 
+from ..layers._torch import load_weights
 from ..layers.scalar_mix import tok2vec_mix_weights
 from .lexicons import lexicons_to_bytes, load_lexicons
+
+# The dtypes crf_ner can save its model's float weights in (its save_weights setting).
+SAVE_WEIGHTS = ("float32", "float16")
 
 
 def bytes_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Dict[str, Callable[[], Any]]:
@@ -71,9 +80,76 @@ def model_bytes(model: Model, cfg: Dict[str, Any], exclude) -> Optional[bytes]:
     if "model" in exclude:
         cfg.pop("model_sha256", None)  # nothing to check it against
         return None
-    data = model.to_bytes()
+    data = model.to_bytes() if cfg.get("save_weights", "float32") == "float32" else float16_model_bytes(model)
     cfg["model_sha256"] = hashlib.sha256(data).hexdigest()
     return data
+
+
+def validate_save_weights(value: str) -> str:
+    if value not in SAVE_WEIGHTS:
+        raise ValueError(f"save_weights must be one of {list(SAVE_WEIGHTS)}, got {value!r}.")
+    return value
+
+
+def float16_model_bytes(model: Model) -> bytes:
+    """model.to_bytes() with every float32 weight stored as float16: thinc's parameters and the
+    state dicts of the torch modules (half the size; load_model computes in float32 again).
+
+    Why not thinc's own: it saves arrays as they are, and a float16 parameter would make its
+    layers compute in float16. Rounding every weight of the trained default to float16 left every
+    test doc's entities as they were on five datasets (bench/bench_weights16.py).
+    """
+    msg = model.to_dict()
+    for node in model.walk():
+        for shim in node.shims:
+            if not isinstance(shim, PyTorchShim):
+                raise ValueError(f"save_weights 'float16' saves torch modules and thinc's parameters; the layer "
+                                 f"{node.name!r} holds a {type(shim).__name__}: set crf_ner's save_weights to 'float32'.")
+    msg["shims"] = [[_float16_shim(data) for data in shims] for shims in msg["shims"]]
+    msg = convert_recursive(is_xp_array, partial(model.ops.to_numpy, byte_order="<"), msg)
+    msg["params"] = [
+        {name: value.astype("<f2") if value is not None and value.dtype == numpy.float32 else value
+         for name, value in params.items()}
+        for params in msg["params"]
+    ]
+    return srsly.msgpack_dumps(msg)
+
+
+def _float16_shim(data: bytes) -> bytes:
+    """A torch shim's bytes with its state dict's float32 tensors in float16: thinc's shims (and the
+    transformer's) save {"config", "state": torch.save bytes, ...}, spacy-cner's rebuildable modules
+    {"hparams", "state": torch.save bytes} inside "state"."""
+    msg = srsly.msgpack_loads(data)
+    state = msg.get("state") if isinstance(msg, dict) else None
+    if isinstance(state, bytes) and state[:2] == b"PK":  # torch.save's zip archive
+        msg["state"] = _float16_state(state)
+        return srsly.msgpack_dumps(msg)
+    inner = srsly.msgpack_loads(state) if isinstance(state, bytes) and state[:1] in (b"\x82", b"\x83") else None
+    if not (isinstance(inner, dict) and isinstance(inner.get("state"), bytes) and inner["state"][:2] == b"PK"):
+        raise ValueError("save_weights 'float16': a torch layer saved its weights in a form spacy-cner does not "
+                         "know; set crf_ner's save_weights to 'float32'.")
+    inner["state"] = _float16_state(inner["state"])
+    msg["state"] = srsly.msgpack_dumps(inner)
+    return srsly.msgpack_dumps(msg)
+
+
+def _float16_state(data: bytes) -> bytes:
+    state = load_weights(data, torch.device("cpu"))
+    filelike = BytesIO()
+    torch.save({key: value.half() if value.dtype == torch.float32 else value for key, value in state.items()}, filelike)
+    return filelike.getvalue()
+
+
+def _float32_model(model: Model, data: bytes) -> None:
+    """model.from_bytes, with the float16 parameters float16_model_bytes saved back in float32
+    (the torch modules' load_state_dict converts their tensors itself)."""
+    msg = srsly.msgpack_loads(data)
+    msg["params"] = [
+        {name: value.astype(numpy.float32) if isinstance(value, numpy.ndarray) and value.dtype == numpy.float16 else value
+         for name, value in params.items()}
+        for params in msg["params"]
+    ]
+    model.from_dict(convert_recursive(is_xp_array, model.ops.asarray, msg))
 
 
 def load_model(model: Model, cfg: Dict[str, Any], data: bytes, source: str) -> None:
@@ -85,7 +161,7 @@ def load_model(model: Model, cfg: Dict[str, Any], data: bytes, source: str) -> N
             "the file is truncated or altered. Restore the pipeline's files as they were saved."
         )
     try:
-        model.from_bytes(data)
+        _float32_model(model, data)
     except AttributeError:
         raise ValueError(Errors.E149) from None
     except (ValueError, TypeError, KeyError, IndexError) as err:

@@ -346,6 +346,68 @@ def test_to_bytes_and_from_bytes(scheme):
     assert predictions(docs) == expected
 
 
+def test_save_weights_float16_halves_the_model_and_loads_in_float32(tmp_path):
+    """save_weights "float16": every weight saved as float16 (thinc parameters and torch state dicts),
+    loaded back as float32 with the rounded values; the same entities here, the probabilities within
+    1e-3; the setting is kept with the pipe, and saving a loaded pipeline again gives the same bytes."""
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    full = len(ner.model.to_bytes())
+    expected = predictions(nlp.pipe(TEXTS))
+    ner.save_weights = "float16"
+    nlp.to_disk(tmp_path / "half")
+    assert (tmp_path / "half" / "crf_ner" / "model").stat().st_size < 0.55 * full
+    loaded = spacy.load(tmp_path / "half")
+    ner16 = loaded.get_pipe("crf_ner")
+    assert ner16.save_weights == "float16"
+    pairs = [(a, b) for a, b in zip(ner.model.walk(), ner16.model.walk())]
+    for a, b in pairs:
+        for name in a.param_names:
+            if a.has_param(name):
+                value = b.get_param(name)
+                assert value.dtype == numpy.float32
+                numpy.testing.assert_array_equal(value, a.get_param(name).astype(numpy.float16).astype(numpy.float32))
+        for shim_a, shim_b in zip(a.shims, b.shims):
+            for (key, ta), tb in zip(shim_a._model.state_dict().items(), shim_b._model.state_dict().values()):
+                assert tb.dtype == ta.dtype, key
+                if ta.dtype == torch.float32:
+                    torch.testing.assert_close(tb, ta.half().float(), rtol=0, atol=0)
+    found = predictions(loaded.pipe(TEXTS))
+    assert [doc["ents"] for doc in found] == [doc["ents"] for doc in expected]
+    for doc, other in zip(found, expected):
+        for span, other_span in zip(doc["spans"], other["spans"]):
+            assert span[:3] == other_span[:3] and abs(span[3] - other_span[3]) < 1e-3
+    loaded.to_disk(tmp_path / "again")
+    assert (tmp_path / "again/crf_ner/model").read_bytes() == (tmp_path / "half/crf_ner/model").read_bytes()
+    # Back to float32: the (rounded) weights as they are.
+    ner16.save_weights = "float32"
+    assert len(ner16.model.to_bytes()) == full
+    with pytest.raises(ValueError, match="save_weights must be one of"):
+        ner.save_weights = "int8"
+    with pytest.raises(ValueError, match="save_weights must be one of"):
+        spacy.blank("zh").add_pipe("crf_ner", config={"save_weights": "float64"})
+
+
+def test_save_weights_float16_with_a_transformer(request, tmp_path):
+    """The transformer's weights (torch.save in its shim's bytes) are saved in float16 too."""
+    from conftest import small_config_pipeline
+
+    from spacy_cner.pipeline.serialization import _float16_shim
+
+    nlp = small_config_pipeline("bert_crf", request)
+    ner = nlp.get_pipe("crf_ner")
+    full = len(ner.model.to_bytes())
+    ner.save_weights = "float16"
+    nlp.to_disk(tmp_path)
+    assert (tmp_path / "crf_ner" / "model").stat().st_size < 0.6 * full
+    loaded = spacy.load(tmp_path).get_pipe("crf_ner")
+    assert {p.dtype for node in loaded.model.walk() for shim in node.shims for p in shim._model.parameters()} == {torch.float32}
+    assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in loaded.pipe([nlp.make_doc(t) for t in TEXTS])] == [
+        [(e.start, e.end, e.label_) for e in doc.ents] for doc in ner.pipe([nlp.make_doc(t) for t in TEXTS])]
+    with pytest.raises(ValueError, match="set crf_ner's save_weights to 'float32'"):
+        _float16_shim(srsly.msgpack_dumps({"config": {}, "state": b"not torch"}))
+
+
 @pytest.mark.parametrize(
     "edit",
     [

@@ -1,0 +1,100 @@
+"""What storing crf_ner's weights in float16 would cost: test F1 and entity agreement of trained pipelines
+whose float32 weights are rounded to float16 (and computed in float32, as loading them back would), and
+the size of the saved model.
+
+Usage: python bench/bench_weights16.py MODEL [MODEL ...] [--result NAME]
+
+Each MODEL is a model-best of bench/bench_datasets.py (OUT/DATASET/SYSTEM/seedN/model-best): it is scored
+on OUT/DATASET/corpus/test.spacy, once as saved and once with every float32 weight of its crf_ner (thinc
+parameters and torch modules) rounded to float16. One thread. Issue 34's size target (the default pipeline
+<= 10 MB on disk): the model is most of it, and float16 halves it.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from _common import add_result_argument, machine_line, save_result
+
+CHILD = """
+import json, sys
+import numpy, torch
+torch.set_num_threads(1)
+import spacy
+from spacy.tokens import DocBin
+from spacy.training import Example
+
+def entities(nlp, docs):
+    return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe([d.text for d in docs], batch_size=256)]
+
+def score(nlp, docs):
+    return nlp.evaluate([Example(nlp.make_doc(d.text), d) for d in docs])["ents_f"]
+
+def round_weights(pipe):
+    n = 0
+    for node in pipe.model.walk():
+        for name in node.param_names:
+            if node.has_param(name):
+                value = node.get_param(name)
+                if value.dtype == numpy.float32:
+                    node.set_param(name, value.astype(numpy.float16).astype(numpy.float32))
+                    n += value.size
+        for shim in node.shims:
+            module = getattr(shim, "_model", None)
+            if isinstance(module, torch.nn.Module):
+                with torch.no_grad():
+                    for tensor in module.state_dict().values():
+                        if tensor.dtype == torch.float32:
+                            tensor.copy_(tensor.half().float())
+                            n += tensor.numel()
+    return n
+
+nlp = spacy.load(sys.argv[1])
+docs = list(DocBin().from_disk(sys.argv[2]).get_docs(nlp.vocab))
+before, found = score(nlp, docs), entities(nlp, docs)
+n_weights = round_weights(nlp.get_pipe("crf_ner"))
+after, found16 = score(nlp, docs), entities(nlp, docs)
+same = sum(a == b for a, b in zip(found, found16)) / max(1, len(docs))
+print("RESULT " + json.dumps({"f32": before, "f16": after, "same_docs": same, "weights": n_weights}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", type=Path)
+    add_result_argument(parser, "weights16")
+    args = parser.parse_args()
+    import os
+    import subprocess
+
+    rows = []
+    for model in args.models:
+        test = model.parents[2] / "corpus" / "test.spacy"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        result = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test)], capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            sys.exit(f"Failed on {model}:\n{result.stderr[-3000:]}")
+        found = json.loads([line for line in result.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+        size = sum(f.stat().st_size for f in (model / "crf_ner").rglob("*") if f.is_file())
+        rows.append({"dataset": model.parents[2].name, "seed": model.parent.name, **found, "crf_ner_mb": size / 2**20})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    lines = [
+        "### crf_ner's weights rounded to float16 (trained default pipelines)",
+        "",
+        f"Command: `python bench/bench_weights16.py {' '.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}  ",
+        "Every float32 weight of crf_ner rounded to float16 and computed in float32; test split; one thread.",
+        "",
+        "| dataset | seed | test F1 float32 | test F1 float16 weights | Δ | docs with the same entities | crf_ner on disk |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(f"| {r['dataset']} | {r['seed']} | {100 * r['f32']:.2f} | {100 * r['f16']:.2f} | "
+                     f"{100 * (r['f16'] - r['f32']):+.2f} | {100 * r['same_docs']:.2f}% | {r['crf_ner_mb']:.1f} MB |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    save_result(args.result, {"rows": rows}, table)
+
+
+if __name__ == "__main__":
+    main()
