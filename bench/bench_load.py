@@ -3,7 +3,7 @@
 Usage: python bench/bench_load.py MODEL [--repeats 5] [--result NAME]
 
 MODEL is loaded as it was saved and after saving it again with this checkout (the pipeline's
-files as this version writes them); each is timed in --repeats fresh processes on one thread,
+files as this version writes them), with crf_ner's save_weights "float32" and "float16"; each is timed in --repeats fresh processes on one thread,
 spacy and spacy_cner imported first (their import is the interpreter's, not the pipeline's),
 then `spacy.load(MODEL)` and `nlp("张三在北京市工作。")`. The median of each is reported, with
 the pipeline's size on disk and its largest files.
@@ -42,9 +42,14 @@ def main() -> None:
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        resaved = Path(tmp) / "resaved"
-        spacy.load(args.model).to_disk(resaved)
-        for name, path in (("as saved", args.model), ("saved again by this checkout", resaved)):
+        resaved, half = Path(tmp) / "resaved", Path(tmp) / "float16"
+        nlp = spacy.load(args.model)
+        nlp.get_pipe("crf_ner").save_weights = "float32"
+        nlp.to_disk(resaved)
+        nlp.get_pipe("crf_ner").save_weights = "float16"
+        nlp.to_disk(half)
+        for name, path in (("as saved", args.model), ("saved again by this checkout", resaved),
+                           ("saved again, save_weights float16", half)):
             times = [_time(path) for _ in range(args.repeats)]
             files = sorted(((p.stat().st_size, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file()),
                            reverse=True)
