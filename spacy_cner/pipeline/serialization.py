@@ -124,7 +124,10 @@ def _float16_shim(data: bytes) -> bytes:
     if isinstance(state, bytes) and state[:2] == b"PK":  # torch.save's zip archive
         msg["state"] = _float16_state(state)
         return srsly.msgpack_dumps(msg)
-    inner = srsly.msgpack_loads(state) if isinstance(state, bytes) and state[:1] in (b"\x82", b"\x83") else None
+    try:
+        inner = srsly.msgpack_loads(state)
+    except Exception:  # not msgpack: msgpack raises several kinds on arbitrary bytes
+        inner = None
     if not (isinstance(inner, dict) and isinstance(inner.get("state"), bytes) and inner["state"][:2] == b"PK"):
         raise ValueError("save_weights 'float16': a torch layer saved its weights in a form spacy-cner does not "
                          "know; set crf_ner's save_weights to 'float32'.")
