@@ -151,8 +151,8 @@ def make_crf_ner(
         "contract" (to the tokens inside it) or "strict" (only exact token boundaries).
         Entities that do not map, or overlap once mapped, are left out and counted in a warning.
     save_weights (str): The dtype the model's weights are saved in: "float32", or "float16" (half
-        the size on disk, computed in float32 once loaded; the trained default's test entities
-        were all the same, bench/bench_weights16.py). Kept in the pipe's cfg: set it on a trained
+        the size on disk, computed in float32 once loaded; one of the trained default's 21,506 test
+        docs on six datasets changed its entities, bench/bench_weights16.py). Kept in the pipe's cfg: set it on a trained
         pipe (ner.save_weights = "float16") before nlp.to_disk or `spacy package`; a transformer's
         weights are saved in float16 too.
     """
