@@ -270,7 +270,7 @@ def render(results: dict, args) -> str:
         "\"reaches random\": the fewest labelled sentences at which the strategy's mean F1 is at least random's at "
         f"{args.stop:,}." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
         + (" A \"(warm)\" strategy's rounds train on from the previous round's model and its vectors instead "
-           "(the same steps)." if args.warm_start else ""),
+           "(the same steps)." if any("(warm)" in name for curves in results.values() for name in curves) else ""),
         "",
     ]
     from report import markdown_table, select_table  # the table BENCHMARKS.md shows

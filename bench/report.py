@@ -474,13 +474,14 @@ QUESTIONS = [
              figure="MSRA dev F1 against the step, seed 0: fast.cfg (then the default, chosen) and warm-up with linear decay (bench/plot_dev_curve.py)|bench/msra_dev_curve.png"),
     Question("Vectors trained on each small set's own train split (seeds 0-2)",
              [(name, "") for name in SMALL_VECTORS_SEEDS]),
-    Question("Inference speed against spaCy's `ner`",
+    Question("Inference: speed against spaCy's `ner`; load time and size of the default pipeline; int8 inference and "
+             "float16 weights; softword segmentation (rjieba against jieba); matrix products per OpenBLAS kernel, row "
+             "by row, split among torch's threads",
              [("speed_one_thread", "one"), ("speed_one_thread_default_vs_fast", "one (default and fast.cfg)"),
               ("speed_one_thread_fast", "one (fast.cfg, the default then)"),
-              ("speed_default_threads", "default (torch 2; fast.cfg, the default then)")], "threads"),
-    Question("Load time and size of the default pipeline; int8 inference and float16 weights; softword segmentation "
-             "(rjieba against jieba); matrix products per OpenBLAS kernel, row by row, split among torch's threads",
-             [("load", ""), ("int8", ""), ("weights16", ""), ("segmenter_rjieba", ""), ("products", ""), ("row_split", "")]),
+              ("speed_default_threads", "default (torch 2; fast.cfg, the default then)"),
+              ("load", "one"), ("int8", "one"), ("weights16", "one"), ("segmenter_rjieba", "one"), ("products", "one"),
+              ("row_split", "default")], "threads"),
     Question("Resume: a training step of the default, a whole `spacy train`, the training step's kernels",
              [("train_step_resume_threads1", "one"), ("train_step_resume_threads0", "default"),
               ("resume_training_time", "default"), ("kernels", "one")], "threads"),
