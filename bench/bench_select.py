@@ -75,8 +75,8 @@ def main() -> None:
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     table = render(results, args)
     print(table)
-    sizes = {"warm_start": args.warm_start, "start": args.start, "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
-             "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
+    sizes = {"warm_start": args.warm_start, "start": args.start, "step": args.step, "stop": args.stop,
+             "strategy_stop": args.strategy_stop, "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
              "dev_sentences": args.dev_sentences}
     save_result(args.result, {"curves": results, **sizes}, table)
 
