@@ -320,9 +320,12 @@ def labels_saved(records: Records) -> Tuple[str, str]:
                            for n in {n for seed in seeds.values() for n in seed}}
                 for strategy, seeds in curves.items()}
         target = mean.get("random", {}).get(stop)
-        best = min((n for strategy, curve in mean.items() if strategy != "random" for n, f in curve.items()
-                    if target is not None and f >= target), default=None)
-        n_seeds = min(len(seeds) for seeds in curves.values())
+        # (labels, -seeds of the strategy and random): the fewest labels, then the most seeds behind them.
+        found = min(((n, -min(len(curves[strategy]), len(curves["random"]))) for strategy, curve in mean.items()
+                     if strategy != "random" for n, f in curve.items() if target is not None and f >= target),
+                    default=None)
+        best = found[0] if found else None
+        n_seeds = -found[1] if found else min(len(seeds) for seeds in curves.values())
         reached[dataset] = (best, stop, n_seeds)
         texts.append(f"{dataset} {f'{best:,}' if best else 'not reached'} ({n_seeds} seed{'s' * (n_seeds > 1)})")
     met = (len(reached) >= 3 and all(best is not None and best <= 0.6 * stop and n_seeds >= 3

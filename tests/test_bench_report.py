@@ -135,6 +135,10 @@ def test_the_active_learning_target_reads_bench_selects_figures():
         seeds.pop("2")
     measured, status = report.labels_saved(split)
     assert status == "not met" and "resume 1,000 (2 seeds)" in measured
+    # A strategy run on fewer seeds beside it does not count against the one that reaches random's F1.
+    one_seed = {"youku": {**curves["youku"], "mean-entropy": {"0": curves["youku"]["entropy"]["0"]}}}
+    measured, _ = report.labels_saved({"select": {"figures": {"curves": one_seed, "stop": 2000}}})
+    assert "youku 1,000 (3 seeds)" in measured
 
 
 def test_the_ranking_speed_target_reads_select_beside_annotate():
