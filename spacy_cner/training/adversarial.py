@@ -67,14 +67,15 @@ class EmbeddingAttack:
 
     def perturbation(self, xp, gradient):
         """r for one matrix's gradient: FGM's scaled unit vector or FGSM's signs (xp: numpy, cupy or torch)."""
-        if not bool(xp.isfinite(gradient).all()):
-            # An overflowed gradient (inf or nan: mixed precision at a too large loss scale, a
-            # step the grad scaler skips): no attack. gradient * 0 would be nan where it is inf.
-            return xp.zeros_like(gradient)
+        # An overflowed gradient (inf or nan: mixed precision at a too large loss scale, a step the
+        # grad scaler skips) gets no attack: gradient * 0 would be nan where it is inf.
         if self.method == "fgsm":
+            if not bool(xp.isfinite(gradient).all()):
+                return xp.zeros_like(gradient)
             return self.epsilon * xp.sign(gradient)
         norm = float((gradient * gradient).sum()) ** 0.5
-        if norm == 0.0:  # no gradient
+        # A finite norm means finite entries: the extra pass over the matrix only when it is not.
+        if norm == 0.0 or norm != norm or (norm == float("inf") and not bool(xp.isfinite(gradient).all())):
             return xp.zeros_like(gradient)
         if norm == float("inf"):  # finite entries whose squares overflow: scale before squaring
             gradient = gradient / float(abs(gradient).max())
