@@ -507,7 +507,7 @@ QUESTIONS = [
     Question("The lexicon: loading and matching; LEBERT's Lexicon Adapter on and off (Resume, 3 seeds); transformer "
              "configs on CPU (random BERT); the GPU runs",
              [("lexicon", "CPU"), ("lexicon_adapter", "CPU"), ("transformer_cpu", "CPU"), ("gpu", "GPU 1"),
-              ("gpu_more", "GPU 2")], label="run"),
+              ("gpu_more", "GPU 2"), ("gpu_mixed", "GPU 3")], label="run"),
 ]
 
 
