@@ -2,10 +2,11 @@
 
 Usage: python bench/bench_load.py MODEL [--repeats 5] [--result NAME]
 
-MODEL is loaded as it was saved and after saving it again with this checkout (the pipeline's
-files as this version writes them), with crf_ner's save_weights "float32" and "float16"; each is timed in --repeats fresh processes on one thread,
+MODEL is loaded once, saved again by this checkout (the pipeline's files as this version writes them)
+with crf_ner's save_weights "float32", "float16" and "int8-tables", and each copy is timed in --repeats
+fresh processes on one thread,
 spacy and spacy_cner imported first (their import is the interpreter's, not the pipeline's),
-then `spacy.load(MODEL)` and `nlp("张三在北京市工作。")`. The median of each is reported, with
+then `spacy.load` of the copy and `nlp("张三在北京市工作。")`. The median of each is reported, with
 the pipeline's size on disk and its largest files.
 """
 import argparse
@@ -42,14 +43,13 @@ def main() -> None:
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        resaved, half = Path(tmp) / "resaved", Path(tmp) / "float16"
+        resaved, half, tables8 = Path(tmp) / "resaved", Path(tmp) / "float16", Path(tmp) / "int8-tables"
         nlp = spacy.load(args.model)
-        nlp.get_pipe("crf_ner").save_weights = "float32"
-        nlp.to_disk(resaved)
-        nlp.get_pipe("crf_ner").save_weights = "float16"
-        nlp.to_disk(half)
-        for name, path in (("as saved", args.model), ("saved again by this checkout", resaved),
-                           ("saved again, save_weights float16", half)):
+        for setting, path in (("float32", resaved), ("float16", half), ("int8-tables", tables8)):
+            nlp.get_pipe("crf_ner").save_weights = setting
+            nlp.to_disk(path)
+        for name, path in (("saved again by this checkout", resaved),
+                           ("saved again, save_weights float16", half), ("saved again, save_weights int8-tables", tables8)):
             times = [_time(path) for _ in range(args.repeats)]
             files = sorted(((p.stat().st_size, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file()),
                            reverse=True)

@@ -1,14 +1,15 @@
 """What storing crf_ner's weights in float16 would cost: test F1 and entity agreement of trained pipelines
 whose float32 weights are rounded to float16 (and computed in float32, as loading them back would), and
-the size of the saved model.
+the size of the saved model; and of save_weights "int8-tables" (the embedding tables in int8 instead).
 
-Usage: python bench/bench_weights16.py MODEL [MODEL ...] [--result NAME]
+Usage: python bench/bench_weights16.py MODEL [MODEL ...] [--save-weights MODE [MODE ...]] [--result NAME]
 
 Each MODEL is a model-best of bench/bench_datasets.py (OUT/DATASET/SYSTEM/seedN/model-best): it is scored
-on OUT/DATASET/corpus/test.spacy, once as saved and once saved again with crf_ner's save_weights
-"float16" (every float32 weight, thinc parameters and torch modules, rounded to float16) and loaded
-back. One thread. Issue 34's size target (the default pipeline <= 10 MB on disk): the model is most
-of it, and float16 halves it.
+on OUT/DATASET/corpus/test.spacy, once as saved and once per --save-weights setting, saved again with it
+and loaded back ("float16": every float32 weight, thinc parameters and torch modules, rounded to float16;
+"int8-tables": the same with the embedding tables in int8). One thread. Issue 34's size target (the
+default pipeline <= 10 MB on disk): the model is most of it, float16 halves it, int8 tables halve the
+tables again.
 """
 import argparse
 import json
@@ -33,52 +34,66 @@ def score(nlp, docs):
 
 nlp = spacy.load(sys.argv[1])
 docs = list(DocBin().from_disk(sys.argv[2]).get_docs(nlp.vocab))
-before, found = score(nlp, docs), entities(nlp, docs)
-nlp.get_pipe("crf_ner").save_weights = "float16"
-nlp.from_bytes(nlp.to_bytes())  # what save_weights "float16" saves, loaded back in float32
-after, found16 = score(nlp, docs), entities(nlp, docs)
-same = sum(a == b for a, b in zip(found, found16)) / max(1, len(docs))
-print("RESULT " + json.dumps({"f32": before, "f16": after, "same_docs": same}))
+result = {"f32": score(nlp, docs), "saved_mb": {}, "f": {}, "same_docs": {}}
+found = entities(nlp, docs)
+for mode in sys.argv[3:]:
+    nlp = spacy.load(sys.argv[1])
+    nlp.get_pipe("crf_ner").save_weights = mode
+    result["saved_mb"][mode] = len(nlp.get_pipe("crf_ner").to_bytes(exclude=["vocab"])) / 2**20
+    nlp.from_bytes(nlp.to_bytes())  # what save_weights saves, loaded back in float32
+    result["f"][mode] = score(nlp, docs)
+    result["same_docs"][mode] = sum(a == b for a, b in zip(found, entities(nlp, docs))) / max(1, len(docs))
+print("RESULT " + json.dumps(result))
 """
+MODES = ("float16", "int8-tables")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("--save-weights", nargs="+", default=list(MODES), choices=MODES)
     add_result_argument(parser, "weights16")
     args = parser.parse_args()
     import os
     import subprocess
 
+    modes = args.save_weights
     rows = []
     for model in args.models:
         test = model.parents[2] / "corpus" / "test.spacy"
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        result = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test)], capture_output=True, text=True, env=env)
+        result = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test), *modes],
+                                capture_output=True, text=True, env=env)
         if result.returncode != 0:
             sys.exit(f"Failed on {model}:\n{result.stderr[-3000:]}")
         found = json.loads([line for line in result.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
         size = sum(f.stat().st_size for f in (model / "crf_ner").rglob("*") if f.is_file())
-        rows.append({"dataset": model.parents[2].name, "system": model.parents[1].name, "seed": model.parent.name,
+        rows.append({"dataset": model.parents[2].name, "system": model.parent.parent.name, "seed": model.parent.name,
                      **found, "crf_ner_mb": size / 2**20})
         print(json.dumps(rows[-1]), file=sys.stderr)
     lines = [
-        "### crf_ner's weights rounded to float16 (trained default pipelines)",
+        "### crf_ner's weights saved with save_weights " + " and ".join(modes) + " (trained default pipelines)",
         "",
         f"Command: `python bench/bench_weights16.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {machine_line()}  ",
-        "Every float32 weight of crf_ner rounded to float16 and computed in float32 (what save_weights \"float16\" "
-        "saves and loads); test split; one thread. Per dataset, the mean over its models.",
+        "float16: every float32 weight of crf_ner rounded to float16; int8-tables: the embedding tables in int8 (a "
+        "scale per row), the other weights in float16; computed in float32 once loaded (what the setting saves and "
+        "loads); test split; one thread. Per dataset, the mean over its models; crf_ner's bytes: its model and "
+        "lexicon (pipe.to_bytes without the vocab).",
         "",
-        "| dataset | models | test F1 float32 | test F1 float16 weights | docs with the same entities | crf_ner on disk (float32) |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| dataset | models | test F1 float32 | " + " | ".join(f"test F1 {m}" for m in modes) + " | docs with the same "
+        "entities (fewest): " + " / ".join(modes) + " | crf_ner on disk as saved | crf_ner's bytes: " + " / ".join(modes) + " |",
+        "| --- | --- | ---: | " + " | ".join("---:" for _ in modes) + " | ---: | ---: | ---: |",
     ]
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         group = [r for r in rows if r["dataset"] == dataset]
-        mean = lambda key: sum(r[key] for r in group) / len(group)  # noqa: E731
-        lines.append(f"| {dataset} | {', '.join(r['system'] + ' ' + r['seed'] for r in group)} | {100 * mean('f32'):.2f} | "
-                     f"{100 * mean('f16'):.2f} | {100 * min(r['same_docs'] for r in group):.2f}% (fewest) | "
-                     f"{mean('crf_ner_mb'):.1f} MB |")
+        mean = lambda get: sum(get(r) for r in group) / len(group)  # noqa: E731
+        scores = " | ".join(f"{100 * mean(lambda r: r['f'][m]):.2f}" for m in modes)
+        same = " / ".join(f"{100 * min(r['same_docs'][m] for r in group):.2f}%" for m in modes)
+        sizes = " / ".join(f"{mean(lambda r: r['saved_mb'][m]):.1f}" for m in modes)
+        lines.append(f"| {dataset} | {', '.join(r['system'] + ' ' + r['seed'] for r in group)} | "
+                     f"{100 * mean(lambda r: r['f32']):.2f} | {scores} | {same} | {mean(lambda r: r['crf_ner_mb']):.1f} MB | "
+                     f"{sizes} MB |")
     table = "\n".join(lines) + "\n"
     print(table)
     save_result(args.result, {"rows": rows}, table)

@@ -150,11 +150,12 @@ def make_crf_ner(
         tokens with Doc.char_span in this mode: "expand" (to the tokens it touches),
         "contract" (to the tokens inside it) or "strict" (only exact token boundaries).
         Entities that do not map, or overlap once mapped, are left out and counted in a warning.
-    save_weights (str): The dtype the model's weights are saved in: "float32", or "float16" (half
-        the size on disk, computed in float32 once loaded; one of the trained default's 21,506 test
-        docs on six datasets changed its entities, bench/bench_weights16.py). Kept in the pipe's cfg: set it on a trained
-        pipe (ner.save_weights = "float16") before nlp.to_disk or `spacy package`; a transformer's
-        weights are saved in float16 too.
+    save_weights (str): How the model's weights are saved: "float32"; "float16" (half the size on
+        disk, computed in float32 once loaded; one of the trained default's 21,506 test docs on six
+        datasets changed its entities, bench/bench_weights16.py); "int8-tables": float16, the
+        embedding tables (HashEmbed, KeyEmbed) in int8 with a scale per row, loaded back in float32.
+        Kept in the pipe's cfg: set it on a trained pipe (ner.save_weights = "float16") before
+        nlp.to_disk or `spacy package`; a transformer's weights are saved in float16 too.
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,

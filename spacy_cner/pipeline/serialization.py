@@ -18,8 +18,11 @@ from ..layers._torch import load_weights
 from ..layers.scalar_mix import tok2vec_mix_weights
 from .lexicons import lexicons_to_bytes, load_lexicons
 
-# The dtypes crf_ner can save its model's float weights in (its save_weights setting).
-SAVE_WEIGHTS = ("float32", "float16")
+# How crf_ner can save its model's float weights (its save_weights setting): as they are, in float16,
+# or in float16 with the embedding tables in int8 (a float32 scale per row).
+SAVE_WEIGHTS = ("float32", "float16", "int8-tables")
+# The layers whose "E" parameter is an embedding table (thinc's HashEmbed, spacy-cner's exact tables).
+TABLE_LAYERS = ("hashembed", "key_embed")
 
 
 def bytes_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Dict[str, Callable[[], Any]]:
@@ -80,7 +83,8 @@ def model_bytes(model: Model, cfg: Dict[str, Any], exclude) -> Optional[bytes]:
     if "model" in exclude:
         cfg.pop("model_sha256", None)  # nothing to check it against
         return None
-    data = model.to_bytes() if cfg.get("save_weights", "float32") == "float32" else float16_model_bytes(model)
+    save_weights = cfg.get("save_weights", "float32")
+    data = model.to_bytes() if save_weights == "float32" else float16_model_bytes(model, save_weights == "int8-tables")
     cfg["model_sha256"] = hashlib.sha256(data).hexdigest()
     return data
 
@@ -91,13 +95,17 @@ def validate_save_weights(value: str) -> str:
     return value
 
 
-def float16_model_bytes(model: Model) -> bytes:
+def float16_model_bytes(model: Model, int8_tables: bool = False) -> bytes:
     """model.to_bytes() with every float32 weight stored as float16: thinc's parameters and the
     state dicts of the torch modules (half the size; load_model computes in float32 again).
+    int8_tables: the embedding tables (TABLE_LAYERS' "E", 87% of the default's weights) in int8
+    instead, each row scaled by its largest magnitude / 127 (the scales in float32, under
+    msg["int8_scales"], "node index:param name" -> scales).
 
     Why not thinc's own: it saves arrays as they are, and a float16 parameter would make its
-    layers compute in float16. Rounding every weight of the trained default to float16 changed the
-    entities of one of 21,506 test docs on six datasets (bench/bench_weights16.py).
+    layers compute in float16; torch's quantization computes in int8 and covers only its own
+    modules. Rounding every weight of the trained default to float16 changed the entities of one
+    of 21,506 test docs on six datasets (bench/bench_weights16.py).
     """
     msg = model.to_dict()
     for node in model.walk():
@@ -112,6 +120,17 @@ def float16_model_bytes(model: Model) -> bytes:
          for name, value in params.items()}
         for params in msg["params"]
     ]
+    if int8_tables:
+        scales = {}
+        for index, (node, params) in enumerate(zip(model.walk(), msg["params"])):
+            table = params.get("E") if node.name in TABLE_LAYERS else None
+            if table is not None and table.ndim == 2:
+                table = model.ops.to_numpy(node.get_param("E")).astype(numpy.float32)
+                scale = numpy.abs(table).max(axis=1) / 127.0
+                scale[scale == 0] = 1.0
+                params["E"] = numpy.rint(table / scale[:, None]).astype(numpy.int8)
+                scales[f"{index}:E"] = scale.astype("<f4")
+        msg["int8_scales"] = scales
     return srsly.msgpack_dumps(msg)
 
 
@@ -145,8 +164,12 @@ def _float16_state(data: bytes) -> bytes:
 
 def _float32_model(model: Model, data: bytes) -> None:
     """model.from_bytes, with the float16 parameters float16_model_bytes saved back in float32
-    (the torch modules' load_state_dict converts their tensors itself)."""
+    (the torch modules' load_state_dict converts their tensors itself), its int8 tables scaled back."""
     msg = srsly.msgpack_loads(data)
+    for key, scale in msg.pop("int8_scales", {}).items():
+        index, name = key.split(":")
+        params = msg["params"][int(index)]
+        params[name] = params[name].astype(numpy.float32) * scale.astype(numpy.float32)[:, None]
     msg["params"] = [
         {name: value.astype(numpy.float32) if isinstance(value, numpy.ndarray) and value.dtype == numpy.float16 else value
          for name, value in params.items()}

@@ -383,9 +383,46 @@ def test_save_weights_float16_halves_the_model_and_loads_in_float32(tmp_path):
     ner16.save_weights = "float32"
     assert len(ner16.model.to_bytes()) == full
     with pytest.raises(ValueError, match="save_weights must be one of"):
-        ner.save_weights = "int8"
+        ner.save_weights = "int8"  # only the tables can be: "int8-tables"
     with pytest.raises(ValueError, match="save_weights must be one of"):
         spacy.blank("zh").add_pipe("crf_ner", config={"save_weights": "float64"})
+
+
+def test_save_weights_int8_tables(tmp_path):
+    """save_weights "int8-tables": the embedding tables in int8, each row scaled by its largest
+    magnitude / 127, every other weight in float16; loaded back in float32. Each table entry is
+    off by at most half its row's step, the model file is smaller than float16's, and saving the
+    loaded pipeline again gives the same bytes."""
+    from spacy_cner.pipeline.serialization import TABLE_LAYERS
+
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    ner.save_weights = "float16"
+    half = len(ner.model.to_bytes())
+    ner.save_weights = "int8-tables"
+    nlp.to_disk(tmp_path / "int8")
+    assert (tmp_path / "int8" / "crf_ner" / "model").stat().st_size < 0.75 * half
+    loaded = spacy.load(tmp_path / "int8")
+    ner8 = loaded.get_pipe("crf_ner")
+    assert ner8.save_weights == "int8-tables"
+    tables = 0
+    for a, b in zip(ner.model.walk(), ner8.model.walk()):
+        for name in a.param_names:
+            if not a.has_param(name):
+                continue
+            before, after = a.get_param(name), b.get_param(name)
+            assert after.dtype == numpy.float32
+            if a.name in TABLE_LAYERS and name == "E":
+                tables += 1
+                step = numpy.abs(before).max(axis=1, keepdims=True) / 127
+                assert (numpy.abs(after - before) <= step / 2 + 1e-7).all()
+                numpy.testing.assert_allclose(after / step, numpy.rint(after / step), atol=1e-3)
+            else:
+                numpy.testing.assert_array_equal(after, before.astype(numpy.float16).astype(numpy.float32))
+    assert tables >= 2  # the character and bigram tables
+    assert len(predictions(loaded.pipe(TEXTS))) == len(TEXTS)
+    loaded.to_disk(tmp_path / "again")
+    assert (tmp_path / "again/crf_ner/model").read_bytes() == (tmp_path / "int8/crf_ner/model").read_bytes()
 
 
 def test_save_weights_float16_with_a_transformer(request, tmp_path):
