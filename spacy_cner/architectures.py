@@ -23,7 +23,7 @@ def build_crf_tagger(
     tok2vec: Model[List[Doc], List[Floats2d]],
     encoder: Optional[Model[List[Floats2d], List[Floats2d]]] = None,
     nO: Optional[int] = None,
-    sentence_encoding: bool = False,
+    sentence_encoding: Union[bool, str] = False,
 ) -> Model[InT, List[Floats2d]]:
     """Emission scores for a CRF: tok2vec -> optional encoder -> linear layer.
 
@@ -37,15 +37,22 @@ def build_crf_tagger(
     encoder (Optional[Model[List[Floats2d], List[Floats2d]]]): Contextual encoder,
         e.g. spacy-cner.BiLSTMEncoder.v1.
     nO (Optional[int]): Number of tags; None infers it from the tag names.
-    sentence_encoding (bool): The encoder reads each sentence of a doc on its own (cut
-        after the tokens that end a sentence, as CharBigramEmbed's sentence_bigrams), so a
-        sentence gets the same vectors alone and after another one (sentence-level
-        robustness); the CRF still decodes the whole doc. A spacy-cner.TransformerTok2Vec.v1
-        tok2vec then also reads each sentence in a window of its own. Other tok2vecs are
-        left as they are (spaCy's Tok2Vec sees a few tokens across a sentence end).
+    sentence_encoding (Union[bool, str]): True: the encoder reads each sentence of a doc on
+        its own (cut after the tokens that end a sentence, as CharBigramEmbed's
+        sentence_bigrams), so a sentence gets the same vectors alone and after another one
+        (sentence-level robustness); the CRF still decodes the whole doc. A
+        spacy-cner.TransformerTok2Vec.v1 tok2vec then also reads each sentence in a window of
+        its own. Other tok2vecs are left as they are (spaCy's Tok2Vec sees a few tokens across
+        a sentence end). "predict": the encoder reads whole docs in training (joined sentences
+        among them, crf_ner's join_examples) and each sentence on its own when predicting
+        (evaluation included); needs an encoder. False: whole docs.
     RETURNS (Model[InT, List[Floats2d]]): The tagger.
     """
-    if sentence_encoding:
+    if sentence_encoding not in (True, False, "predict"):
+        raise ValueError(f"sentence_encoding must be true, false or \"predict\", got {sentence_encoding!r}.")
+    if sentence_encoding == "predict" and encoder is None:
+        raise ValueError('sentence_encoding = "predict" needs an encoder (e.g. spacy-cner.BiLSTMEncoder.v1).')
+    if sentence_encoding is True:
         transformers = [layer for layer in tok2vec.walk() if layer.name == TRANSFORMER_TOK2VEC]
         if encoder is None and not transformers:
             raise ValueError(
@@ -88,7 +95,8 @@ def forward(model: Model, X: InT, is_train: bool) -> Tuple[List[Floats2d], Calla
     encoder = model.get_ref("encoder") if model.has_ref("encoder") else None
     output = model.layers[0].layers[-1]  # with_array(output_layer), the emitter chain's last layer
     H, backprop_tok2vec = _with_gold_if_taken(tok2vec, docs, entity_ids, is_train)
-    if encoder is not None and model.attrs.get("sentence_encoding"):
+    mode = model.attrs.get("sentence_encoding")
+    if encoder is not None and (mode is True or (mode == "predict" and not is_train)):
         H, backprop_encoder = _by_sentence(model, encoder, docs, H, entity_ids, is_train)
     elif encoder is not None:
         H, backprop_encoder = _with_gold_if_taken(encoder, H, entity_ids, is_train)

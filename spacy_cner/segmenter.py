@@ -64,7 +64,21 @@ def load_jieba():
             jieba.dt.initialize()
         finally:
             jieba.default_logger.setLevel(level)
+        _record_pristine_total(jieba)
     return jieba
+
+
+def _record_pristine_total(jieba) -> None:
+    """jieba's own dictionary just loaded, nothing added yet (jieba.add_word and load_userdict load it
+    first): its total is the pristine one, which _pristine_total would otherwise sum from dict.txt
+    (0.4 s)."""
+    global _PRISTINE_TOTAL
+    if _PRISTINE_TOTAL is None and _default_dictionary(jieba):
+        _PRISTINE_TOTAL = jieba.dt.total
+
+
+def _default_dictionary(jieba) -> bool:
+    return jieba.dt.dictionary is None or Path(jieba.dt.dictionary) == Path(jieba.__file__).parent / "dict.txt"
 
 
 def _rjieba():
@@ -89,7 +103,7 @@ def _jieba_changed() -> bool:
     jieba = sys.modules.get("jieba")
     if jieba is None or not getattr(jieba.dt, "initialized", False):
         return False
-    if jieba.dt.dictionary is not None and Path(jieba.dt.dictionary) != Path(jieba.__file__).parent / "dict.txt":
+    if not _default_dictionary(jieba):
         return True
     return jieba.dt.total != _pristine_total(jieba)
 

@@ -90,6 +90,33 @@ def test_a_changed_jieba_dictionary_turns_rjieba_off():
     assert result.returncode == 0, result.stderr
 
 
+def test_the_pristine_total_is_recorded_when_spacy_cner_loads_jieba():
+    """load_jieba records jieba's total as it loads its own dictionary: the same number summed from
+    dict.txt, without reading the file again; a dictionary set before loading is not recorded."""
+    code = (
+        "import jieba\n"
+        "from spacy_cner import segmenter\n"
+        "segmenter.load_jieba()\n"
+        "recorded = segmenter._PRISTINE_TOTAL\n"
+        "assert recorded == jieba.dt.total\n"
+        "segmenter._PRISTINE_TOTAL = None\n"
+        "assert segmenter._pristine_total(jieba) == recorded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    small = (
+        "import jieba, pathlib, tempfile\n"
+        "from spacy_cner import segmenter\n"
+        "path = pathlib.Path(tempfile.mkdtemp()) / 'small.txt'\n"
+        "path.write_text('北京 3 ns\\n欢迎 2 v\\n', encoding='utf8')\n"
+        "jieba.set_dictionary(str(path))\n"
+        "segmenter.load_jieba()\n"
+        "assert segmenter._PRISTINE_TOTAL is None and segmenter._jieba_changed()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", small], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 def corpus_texts(path):
     """The sentences of a one-character-per-line file (first field; blank lines between sentences)."""
     texts, sentence = [], []

@@ -1,4 +1,5 @@
-"""CRFTagger(sentence_encoding=True): each sentence encoded on its own, the whole doc decoded."""
+"""CRFTagger(sentence_encoding=True): each sentence encoded on its own, the whole doc decoded;
+"predict": whole docs in training, each sentence on its own when predicting."""
 import numpy
 import pytest
 import spacy
@@ -56,11 +57,37 @@ def test_it_learns_and_saves(tmp_path):
     assert ents(loaded.pipe(texts)) == ents(nlp.pipe(texts))
 
 
-def test_needs_an_encoder():
+@pytest.mark.parametrize("encoder", sorted(ENCODERS))
+def test_predict_reads_each_sentence_alone_only_when_predicting(encoder, tmp_path):
+    """sentence_encoding "predict": training's forward pass reads the joined doc whole (a sentence's
+    vectors depend on its neighbour), predict reads each sentence alone (the same scores as alone)."""
+    first, second = "我在北京市工作！", "张三去了上海。"
+    nlp = make_nlp(encoder, "predict")
+    model = nlp.get_pipe("crf_ner").model
+    docs = [nlp.make_doc(t) for t in (first + second, first, second)]
+    joined, alone_first, alone_second = model.predict(docs)
+    assert numpy.allclose(joined[len(first):], alone_second, atol=1e-5)
+    assert numpy.allclose(joined[: len(first)], alone_first, atol=1e-5)
+    trained, _ = model(docs, is_train=True)
+    assert not numpy.allclose(trained[0][len(first):], trained[2], atol=1e-5)
+    assert nlp.evaluate(make_examples(nlp, SENTENCE_DATA))["ents_f"] == 1.0
+    nlp.to_disk(tmp_path)
+    assert spacy.load(tmp_path).get_pipe("crf_ner").model.attrs["sentence_encoding"] == "predict"
+
+
+@pytest.mark.parametrize("value", [True, "predict"])
+def test_needs_an_encoder(value):
     nlp = spacy.blank("zh")
-    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": None, "sentence_encoding": True}
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": None, "sentence_encoding": value}
     with pytest.raises(ValueError, match="needs an encoder"):
         nlp.add_pipe("crf_ner", config={"model": model})
+
+
+def test_an_unknown_value_is_refused():
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": ENCODERS["bilstm"],
+             "sentence_encoding": "train"}
+    with pytest.raises(ValueError, match='sentence_encoding must be true, false or "predict"'):
+        spacy.blank("zh").add_pipe("crf_ner", config={"model": model})
 
 
 def test_entity_attention_per_sentence():

@@ -1,0 +1,87 @@
+"""Trained pipelines predicting with each sentence encoded alone: test F1 and sentence-level robustness.
+
+Usage: python bench/bench_sentence_encoding.py MODEL [MODEL ...] [--result NAME]
+
+Each MODEL is a model-best of bench/bench_datasets.py (OUT/DATASET/SYSTEM/seedN/model-best), trained
+with the encoder reading whole docs (sentence_encoding false, joined sentence pairs among the training
+docs). It is scored on OUT/DATASET/corpus/test.spacy twice in one process, one thread: as trained, and
+with its CRFTagger's sentence_encoding set to "predict" (each sentence encoded on its own when
+predicting; the CRF still decodes the whole doc). S-F1: the test sentences alone; R-F1 and Asr: adjacent
+test sentences joined, against the predictions on them alone (spacy_cner.robustness.metrics, as
+bench_datasets scores them); chars/s: nlp.pipe over the test texts, the faster of two passes.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from _common import add_result_argument, machine_line, save_result
+
+CHILD = """
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+import spacy
+from spacy.tokens import DocBin
+from spacy_cner.robustness.metrics import evaluate_robustness
+
+nlp = spacy.load(sys.argv[1])
+gold = list(DocBin().from_disk(sys.argv[2]).get_docs(nlp.vocab))
+texts = [doc.text for doc in gold]
+result = {}
+for mode in (False, "predict"):
+    nlp.get_pipe("crf_ner").model.attrs["sentence_encoding"] = mode
+    scores = evaluate_robustness(nlp, gold, pairing="adjacent")
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        for _ in nlp.pipe(texts, batch_size=256):
+            pass
+        times.append(time.perf_counter() - start)
+    result[str(mode)] = {"s_f": scores.standard.f, "r_f": scores.robust.f, "asr": scores.attack_success_rate,
+                         "chars_per_s": sum(map(len, texts)) / min(times)}
+print("RESULT " + json.dumps(result))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", type=Path)
+    add_result_argument(parser, "sentence_encoding")
+    args = parser.parse_args()
+    rows = []
+    for model in args.models:
+        test = model.parents[2] / "corpus" / "test.spacy"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test)], capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            sys.exit(f"Failed on {model}:\n{done.stderr[-3000:]}")
+        found = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+        rows.append({"dataset": model.parents[2].name, "system": model.parents[1].name, "seed": model.parent.name,
+                     "whole": found["False"], "predict": found["predict"]})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    lines = [
+        "### Predicting with each sentence encoded alone (sentence_encoding \"predict\") on pipelines trained without it",
+        "",
+        f"Command: `python bench/bench_sentence_encoding.py {' '.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}  ",
+        "Each model scored as trained (the encoder reads whole docs) and with sentence_encoding \"predict\", in one "
+        "process, one thread; test split; R-F1 and Asr over adjacent test sentences joined.",
+        "",
+        "| dataset | model | S-F1 whole / predict | R-F1 whole / predict | Asr whole / predict | chars/s predict / whole |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        whole, alone = row["whole"], row["predict"]
+        lines.append(f"| {row['dataset']} | {row['system']} {row['seed']} | {100 * whole['s_f']:.2f} / {100 * alone['s_f']:.2f} | "
+                     f"{100 * whole['r_f']:.2f} / {100 * alone['r_f']:.2f} | {100 * whole['asr']:.2f}% / {100 * alone['asr']:.2f}% | "
+                     f"{alone['chars_per_s'] / whole['chars_per_s']:.2f}x |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    save_result(args.result, {"rows": rows}, table)
+
+
+if __name__ == "__main__":
+    main()
