@@ -165,6 +165,20 @@ def test_the_accuracy_target_reads_the_saved_weights_shifts():
     assert report.same_entities(records)[1] == "met so far (exact changes only)"
 
 
+def test_the_msra_robustness_target_shows_the_rescored_models():
+    """The MSRA R-F1 target adds bench_sentence_encoding's MSRA rows (whole docs -> each sentence alone)."""
+    records = {name: json.loads((report.RESULTS / f"{name}.json").read_text(encoding="utf8"))
+               for name, _ in report.MSRA_DEFAULT + report.MSRA_FAST if (report.RESULTS / f"{name}.json").exists()}
+    if not records:
+        pytest.skip("no MSRA results in bench/results")
+    before, _ = report.msra_robustness(records)
+    rows = [{"dataset": "msra", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.9953}, "predict": {"r_f": 0.9975}},
+            {"dataset": "resume", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.99}, "predict": {"r_f": 1.0}}]
+    measured, status = report.msra_robustness({**records, "sentence_encoding": {"figures": {"rows": rows}}})
+    assert measured.startswith(before) and "default.cfg seed 2 99.53 -> 99.75" in measured and "resume" not in measured
+    assert status.endswith('with "predict": 99.75-99.75 on the 1 re-scored model')
+
+
 def test_bench_select_rounds(tmp_path, monkeypatch):
     """bench_select shares a seed's first round, trains random at --random-sizes and goes on from the
     rounds it kept. No training here: its train and evaluate are fakes that count calls."""
