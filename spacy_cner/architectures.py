@@ -126,17 +126,24 @@ def _by_sentence(model: Model, encoder: Model, docs: List[Doc], X: List[Floats2d
     """The encoder over each sentence of each doc on its own (sentence_encoding), the outputs joined per doc."""
     xp = model.ops.xp
     cuts = [sentence_cuts(doc).tolist() for doc in docs]
+    if not any(cuts):  # one sentence per doc: the pieces are the docs (the encoder's output per sequence
+        return _with_gold_if_taken(encoder, X, entity_ids, is_train)  # does not depend on the batch)
     counts = numpy.cumsum([0] + [len(doc_cuts) + 1 for doc_cuts in cuts])
     pieces = [p for x, c in zip(X, cuts) for p in xp.split(x, c)]
     id_pieces = None if entity_ids is None else [p for ids, c in zip(entity_ids, cuts) for p in numpy.split(ids, c)]
     H_pieces, backprop_encoder = _with_gold_if_taken(encoder, pieces, id_pieces, is_train)
-    H = [xp.concatenate(H_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
+    H = [_join(xp, H_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
 
     def backprop(dH: List[Floats2d]) -> List[Floats2d]:
         dX_pieces = backprop_encoder([p for dh, c in zip(dH, cuts) for p in xp.split(dh, c)])
-        return [xp.concatenate(dX_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
+        return [_join(xp, dX_pieces[counts[i] : counts[i + 1]]) for i in range(len(docs))]
 
     return H, backprop
+
+
+def _join(xp, pieces: List[Floats2d]) -> Floats2d:
+    """A doc's rows from its sentences' (no copy for a doc of one sentence)."""
+    return pieces[0] if len(pieces) == 1 else xp.concatenate(pieces)
 
 
 def init(model: Model, X: Optional[List[Doc]] = None, Y: Optional[Sequence[str]] = None) -> None:

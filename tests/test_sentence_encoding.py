@@ -68,6 +68,8 @@ def test_predict_reads_each_sentence_alone_only_when_predicting(encoder, tmp_pat
     joined, alone_first, alone_second = model.predict(docs)
     assert numpy.allclose(joined[len(first):], alone_second, atol=1e-5)
     assert numpy.allclose(joined[: len(first)], alone_first, atol=1e-5)
+    # A batch without a sentence cut takes the encoder's whole-doc path: the same scores.
+    numpy.testing.assert_allclose(model.predict(docs[1:])[1], alone_second, atol=1e-6)
     trained, _ = model(docs, is_train=True)
     assert not numpy.allclose(trained[0][len(first):], trained[2], atol=1e-5)
     assert nlp.evaluate(make_examples(nlp, SENTENCE_DATA))["ents_f"] == 1.0
