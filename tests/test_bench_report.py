@@ -139,6 +139,11 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     one_seed = {"youku": {**curves["youku"], "mean-entropy": {"0": curves["youku"]["entropy"]["0"]}}}
     measured, _ = report.labels_saved({"select": {"figures": {"curves": one_seed, "stop": 2000}}})
     assert "youku 1,000 (3 seeds)" in measured
+    # Nor when no strategy reaches it: the seeds are those of the strategy run on the most of them.
+    short = {"youku": {"random": curves["youku"]["random"], "entropy": curve(lambda n: n / 2600),
+                       "mean-entropy": {"0": curve(lambda n: n / 2700)["0"]}}}
+    measured, _ = report.labels_saved({"select": {"figures": {"curves": short, "stop": 2000}}})
+    assert "youku not reached (3 seeds)" in measured
 
 
 def test_the_ranking_speed_target_reads_select_beside_annotate():
