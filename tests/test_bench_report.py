@@ -184,6 +184,17 @@ def test_the_msra_robustness_target_shows_the_rescored_models():
     assert status.endswith('with "predict": 99.75-99.75 on the 1 re-scored model')
 
 
+def test_the_training_accuracy_target_reads_a_tried_training_change():
+    """A training change tried on Resume (bench_datasets' fgm2 run) is set against default.cfg's 3 seeds there."""
+    records = {}
+    for name, f in zip(report.SMALL_VECTORS_SEEDS, (95.7, 95.8, 95.9)):
+        records[name] = {"figures": {"rows": [{"dataset": "resume", "system": "vectors", "f1": f}]}}
+    assert report.training_accuracy(records) == ("no change to training yet", "n/a")
+    records["datasets_resume_fgm2"] = {"figures": {"rows": [{"dataset": "resume", "system": "fgm2", "f1": 95.4}]}}
+    measured, _ = report.training_accuracy(records)
+    assert "Resume 95.40 (3 seeds) against default.cfg's 95.80 (-0.40)" in measured
+
+
 def test_bench_select_rounds(tmp_path, monkeypatch):
     """bench_select shares a seed's first round, trains random at --random-sizes and goes on from the
     rounds it kept. No training here: its train and evaluate are fakes that count calls."""
