@@ -101,11 +101,17 @@ MSRA_SPACY = (("datasets_msra_spacy_seed0", "spacy"), ("datasets_msra_spacy_seed
 DEFAULT_TOOK_VECTORS = "2026-11-26"
 # fast.cfg on MSRA: seeds 0 and 1 (run while it was the default; seed 2 is not planned).
 MSRA_FAST = (("datasets_msra_fast_seed0", "default"), ("datasets_msra_fast_seed1", "default"))
-MSRA_DEFAULT = (("datasets_msra_vectors_seed0", "vectors"), ("datasets_msra_vectors_seed1", "vectors"),
-                ("datasets_msra_vectors_seed2", "vectors"))
+# default.cfg since the large-corpus rule (2026-11-27: above 1M train tokens FGM at every second update and
+# 20M tokens): on MSRA the runs that chose it, made with the variant's overrides (seed 0 before "predict").
+MSRA_DEFAULT = (("datasets_msra_fgm2_20m_seed0", "fgm2"), ("datasets_msra_fgm2_20m_seed1", "fgm2"),
+                ("datasets_msra_fgm2_20m_seed2", "fgm2"))
+RULE_DATE = "2026-11-27"
+# default.cfg before the rule (FGM at every update, at most 15M tokens).
+MSRA_BEFORE = (("datasets_msra_vectors_seed0", "vectors"), ("datasets_msra_vectors_seed1", "vectors"),
+               ("datasets_msra_vectors_seed2", "vectors"))
 # Variants of the default tried on MSRA (one seed each): (result, system key).
-MSRA_VARIANTS = (("datasets_msra_nofgm12_seed0", "nofgm12"), ("datasets_msra_fgm2_20m_seed0", "fgm2"))
-MSRA_VARIANT_NAMES = {"nofgm12": "without FGM, 25M tokens", "fgm2": "FGM every second step, 20M tokens"}
+MSRA_VARIANTS = (("datasets_msra_nofgm12_seed0", "nofgm12"),)
+MSRA_VARIANT_NAMES = {"nofgm12": "without FGM, 25M tokens"}
 SMALL_VECTORS = ("datasets_resume-youku_default-vectors_seed0",
                  "datasets_ecommerce-taobao-peoples_daily_default-vectors_seed0")
 SMALL_VECTORS_SEEDS = (*SMALL_VECTORS, "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed1",
@@ -117,8 +123,14 @@ def _rows(records: Records, names) -> List[dict]:
 
 
 def _msra(records: Records):
-    """MSRA's rows of fast.cfg and of default.cfg (with vectors), one per seed run so far."""
+    """MSRA's rows of fast.cfg and of default.cfg (with vectors and the large-corpus rule), one per seed
+    run so far."""
     return _rows(records, MSRA_FAST), _rows(records, MSRA_DEFAULT)
+
+
+def _before(records: Records) -> str:
+    rows = _rows(records, MSRA_BEFORE)
+    return f"; default.cfg before the rule (FGM at every update, 15M tokens) {seeds_text(rows)}" if rows else ""
 
 
 def _of_three(rows: List[dict]) -> str:
@@ -131,11 +143,13 @@ def msra_f1(records: Records) -> Tuple[str, str]:
         return missing(*(name for name, _ in MSRA_DEFAULT[:1] + MSRA_FAST[:1]))
     mean = statistics.mean(row["f1"] for row in default)
     status = "met" if mean >= 93.0 else gap(mean, 93.0)
-    measured = f"default.cfg (vectors from the train text) {seeds_text(default)}; fast.cfg {seeds_text(fast)}"
+    measured = (f"default.cfg (vectors from the train text; above 1M train tokens FGM at every second update and "
+                f"20M tokens, since {RULE_DATE}) {seeds_text(default)}{_before(records)}; fast.cfg {seeds_text(fast)}")
     variants = [(MSRA_VARIANT_NAMES.get(system, system), row) for (name, system) in MSRA_VARIANTS
                 if (row := dataset_row(records, name, "msra", system))]
     if variants:
-        measured += "; default.cfg variants, seed 0: " + ", ".join(f"{label} {row['f1']:.2f}" for label, row in variants)
+        measured += "; variants of the default before the rule, seed 0: " + ", ".join(
+            f"{label} {row['f1']:.2f}" for label, row in variants)
     return measured, status + _of_three(default)
 
 
@@ -158,14 +172,18 @@ def msra_robustness(records: Records) -> Tuple[str, str]:
     if not fast or not default:
         return missing(*(name for name, _ in MSRA_DEFAULT[:1] + MSRA_FAST[:1]))
     mean = statistics.mean(row["r_f1"] for row in default)
-    measured = f"default.cfg {seeds_text(default, 'r_f1')}; fast.cfg {seeds_text(fast, 'r_f1')}"
+    before = _rows(records, MSRA_BEFORE)
+    measured = (f"default.cfg {seeds_text(default, 'r_f1')}, seed 0 trained before sentence_encoding \"predict\" "
+                f"(its encoder reads whole docs when predicting)" + (f"; before the rule {seeds_text(before, 'r_f1')}"
+                                                                   if before else "")
+                + f"; fast.cfg {seeds_text(fast, 'r_f1')}")
     status = ("met" if mean >= 99.5 else gap(mean, 99.5)) + _of_three(default)
     predict = [row for row in records.get("sentence_encoding", {}).get("figures", {}).get("rows", [])
                if row["dataset"] == "msra"]
     if predict:  # bench_sentence_encoding: trained MSRA models re-scored with each sentence encoded alone
-        names = {"vectors": "default.cfg", "default": "fast.cfg", "nofgm12": "default.cfg without FGM"}
+        names = {"vectors": "default.cfg before the rule", "default": "fast.cfg", "nofgm12": "default.cfg without FGM"}
         values = [100 * row["predict"]["r_f"] for row in predict]
-        measured += ("; the encoder reading whole docs in all of these. Predicting with each sentence alone "
+        measured += ("; the models before the rule and fast.cfg's read whole docs. Predicting with each sentence alone "
                      "(sentence_encoding \"predict\", the default since 2026-11-26), models re-scored: " + ", ".join(
                          f"{names.get(row['system'], row['system'])} {row['seed'].replace('seed', 'seed ')} "
                          f"{100 * row['whole']['r_f']:.2f} -> {100 * row['predict']['r_f']:.2f}" for row in predict))
@@ -483,26 +501,40 @@ COMPARISON = [
     ("Youku, 1,350 train sentences", (SAMPLES, "youku", "default"), None, (SAMPLES_SPACY, "youku", "spacy")),
     ("E-commerce, 1,350 train sentences", (SAMPLES, "ecommerce", "default"), None, (SAMPLES_SPACY, "ecommerce", "spacy")),
 ]
-README_ROWS = 5  # the README shows the full sets
+README_ROWS = 6  # the README shows the full sets, MSRA the last of them
+
+
+def mean_row(rows: List[dict]) -> Optional[dict]:
+    """One row of several seeds' rows: the mean F1 (and sample sd) and R-F1; None for no rows."""
+    if not rows:
+        return None
+    f1s = [row["f1"] for row in rows]
+    return {"f1": statistics.mean(f1s), "f1_sd": statistics.stdev(f1s) if len(f1s) > 1 else None,
+            "r_f1": statistics.mean(row["r_f1"] for row in rows)}
 
 
 def vectors_row(records: Records, dataset: str) -> Optional[dict]:
     """default.cfg's (with vectors) row of a small set: the mean and sample sd over its seed runs."""
     rows = [row for name in SMALL_VECTORS_SEEDS if (row := dataset_row(records, name, dataset, "vectors"))]
-    if not rows:
-        return None
-    f1s = [row["f1"] for row in rows]
-    return {"f1": statistics.mean(f1s), "f1_sd": statistics.stdev(f1s) if len(f1s) > 1 else None,
-            "r_f1": statistics.mean(row["r_f1"] for row in rows), "seeds": [len(rows)]}
+    return {**mean_row(rows), "seeds": [len(rows)]} if rows else None
 
 
-def comparison(records: Records, n_rows: int = len(COMPARISON)) -> Table:
+# MSRA's row of the comparison, after the small full sets (its seeds are one result each).
+MSRA_ROW = ("MSRA, 42k train sentences (fast.cfg: 2 seeds)", MSRA_DEFAULT, MSRA_FAST, None, MSRA_SPACY)
+
+
+def comparison(records: Records, n_rows: int = len(COMPARISON) + 1) -> Table:
     columns = ["dataset", "default (vectors from the train split)", "fast.cfg (the default before)", "TENER",
                "spaCy `ner`", "default - spaCy", "R-F1 default / fast / TENER / spaCy"]
-    rows = []
-    for label, *systems in COMPARISON[:n_rows]:
+    systems_rows = []
+    for label, *systems in COMPARISON:
         fast, tener, spacy = (dataset_row(records, *system) if system else None for system in systems)
         default = vectors_row(records, systems[0][1]) if systems[0][0] != SAMPLES else None  # full train splits only
+        systems_rows.append((label, (default, fast, tener, spacy)))
+    label, *names = MSRA_ROW
+    systems_rows.insert(README_ROWS - 1, (label, tuple(mean_row(_rows(records, n)) if n else None for n in names)))
+    rows = []
+    for label, (default, fast, tener, spacy) in systems_rows[:n_rows]:
         rows.append([
             label, *(f1_text(row) if row else "" for row in (default, fast, tener, spacy)),
             f"{(default or fast)['f1'] - spacy['f1']:+.2f}" if (default or fast) and spacy else "",
@@ -519,20 +551,20 @@ def comparison_sources() -> List[str]:
 QUESTIONS = [
     Question("Every dataset: the default against fast.cfg, TENER and spaCy's `ner` (test F1, 3 seeds)",
              [(name, "") for name in comparison_sources() + list(SMALL_VECTORS_SEEDS)], table=comparison),
-    Question("MSRA (newswire, 42k train sentences): full trainings (runs before 2026-11-26 name today's fast.cfg `default.cfg`, and today's default.cfg `default_vectors.cfg` or `default.cfg + vectors`)",
-             [(name, name[-1]) for name, _ in MSRA_SPACY + MSRA_FAST + MSRA_DEFAULT + MSRA_VARIANTS], "seed",
+    Question("MSRA (newswire, 42k train sentences): full trainings (runs before 2026-11-26 name today's fast.cfg `default.cfg`, and default.cfg `default_vectors.cfg` or `default.cfg + vectors`; the `adversarial.every=2,max_epochs.tokens=20000000` rows are today's default.cfg: its large-corpus rule)",
+             [(name, name[-1]) for name, _ in MSRA_SPACY + MSRA_FAST + MSRA_BEFORE + MSRA_VARIANTS + MSRA_DEFAULT], "seed",
              figure="MSRA dev F1 against the step: default.cfg (seed 2), FGM every second step with 20M tokens (seed 0), the same with a "
                     "2-layer BiLSTM, stopped early (bench/plot_dev_curve.py, the schedule's curves in bench/HISTORY.md)"
                     "|bench/msra_dev_curve_fgm2.png"),
     Question("Vectors trained on each small set's own train split (seeds 0-2)",
              [(name, "") for name in SMALL_VECTORS_SEEDS]),
     Question("Inference: speed against spaCy's `ner`; load time and size of the default pipeline; int8 inference and "
-             "float16 weights; softword segmentation (rjieba against jieba); matrix products per OpenBLAS kernel, row "
-             "by row, split among torch's threads",
+             "float16 weights; softword segmentation (rjieba against jieba); matrix products per OpenBLAS kernel and row "
+             "by row (the row products split among torch's threads: bench/HISTORY.md, issue 13)",
              [("speed_one_thread", "one"), ("speed_one_thread_default_vs_fast", "one (default and fast.cfg)"),
-              ("speed_default_threads", "default (torch 2; fast.cfg, the default then)"),
-              ("load", "one"), ("int8", "one"), ("weights16", "one"), ("segmenter_rjieba", "one"), ("products", "one"),
-              ("row_split", "default")], "threads"),
+              ("speed_default_threads", "default (torch 2)"),
+              ("load", "one"), ("int8", "one"), ("weights16", "one"), ("segmenter_rjieba", "one"), ("products", "one")],
+             "threads"),
     Question("Resume: a training step of the default, a whole `spacy train`, the training step's kernels",
              [("train_step_resume_threads1", "one"), ("train_step_resume_threads0", "default"),
               ("resume_training_time", "default"), ("kernels", "one"), ("datasets_resume_fgm2", "one")], "threads"),
@@ -586,6 +618,40 @@ def source_line(record: dict) -> str:
     if record.get("notes"):
         line += f". {record['notes']}"
     return line
+
+
+def _seedless(text: str) -> str:
+    """A command or note with its seed numbers (--seeds N, seedN, _sN, "Seeds N") left out."""
+    return re.sub(r"(--seeds |seed|_s|Seeds )\d+", r"\1#", text)
+
+
+def source_lines(records: List[dict]) -> List[str]:
+    """source_line per result, where runs of one command for other seeds (the same command, machine and
+    notes but for the seed numbers, none transcribed) share one line: each command with its date and commit."""
+    groups: List[List[dict]] = []
+    for record in records:
+        last = groups[-1][-1] if groups else None
+        if (last is not None and not record.get("transcribed_from") and not last.get("transcribed_from")
+                and record["machine"]["line"] == last["machine"]["line"]
+                and _seedless(record["command"]) == _seedless(last["command"])
+                and _seedless(record.get("notes", "")) == _seedless(last.get("notes", ""))):
+            groups[-1].append(record)
+        else:
+            groups.append([record])
+    lines = []
+    for group in groups:
+        if len(group) == 1:
+            lines.append(source_line(group[0]))
+            continue
+        runs = "; ".join(f"`{record['command']}` · {record['date'][:10]} · `{record['code_version']['commit'][:7]}`"
+                         + (" + uncommitted changes" if record["code_version"].get("dirty") else "")
+                         for record in group)
+        notes = group[0].get("notes")
+        if notes:  # the first run's "Seeds N" says every run's seeds
+            seeds = [m.group(1) for record in group for m in [re.search(r"Seeds (\d+(?:, \d+)*)", record.get("notes", ""))] if m]
+            notes = re.sub(r"Seeds \d+(?:, \d+)*", "Seeds " + ", ".join(seeds), notes, count=1)
+        lines.append(f"- {runs} · {group[0]['machine']['line']}" + (f". {notes}" if notes else ""))
+    return lines
 
 
 def result_tables(records: Records, question: Question) -> List[Table]:
@@ -653,7 +719,7 @@ def render_benchmarks(records: Records) -> str:
         present = [name for name in names if name in records]
         # A result a later question shows in full is named there, with its source line, not twice.
         later = {name for other in QUESTIONS[QUESTIONS.index(question) + 1:] for name, _ in other.results}
-        lines += [source_line(records[name]) for name in present if name not in later]
+        lines += source_lines([records[name] for name in present if name not in later])
         shown_later = [name for name in present if name in later]
         if shown_later:
             lines.append(f"- And {len(shown_later)} run{'s' * (len(shown_later) > 1)} shown in full, with "
@@ -678,7 +744,8 @@ def render_benchmarks(records: Records) -> str:
 
 def render_readme_table(records: Records) -> str:
     sources = ", ".join(f"`{name}`" for name in dict.fromkeys(
-        [system[0] for _, *systems in COMPARISON[:README_ROWS] for system in systems if system] + list(SMALL_VECTORS_SEEDS)))
+        [system[0] for _, *systems in COMPARISON[:README_ROWS - 1] for system in systems if system]
+        + list(SMALL_VECTORS_SEEDS) + [name for names in MSRA_ROW[1:] if names for name, _ in names]))
     lines = [
         README_MARKERS[0],
         *markdown_table(comparison(records, README_ROWS)),

@@ -174,3 +174,29 @@ def test_every_k_updates_runs_the_second_pass_on_every_kth_update_only():
     assert nlp.get_pipe("crf_ner").adversarial == fgm(1.0, every=2)
     with pytest.raises(ValueError, match="at least 1"):
         fgm(1.0, every=0)
+
+
+def test_a_large_train_corpus_is_attacked_at_large_every(capsys):
+    """large_corpus: crf_ner's initialize counts the train corpus's tokens (saved in cfg and logged
+    where the rule applies); above large_corpus the attack runs at every large_every-th update."""
+    attack = {"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0, "large_every": 2}
+    tokens = sum(len(eg.reference) for eg in make_examples(spacy.blank("zh"), TRAIN_DATA[:3]))
+    for large_corpus, expected in ((tokens - 1, [True, False, True, False]), (tokens, [True] * 4), (0, [True] * 4)):
+        nlp, examples = make_nlp(CPU_TOK2VEC, adversarial={**attack, "large_corpus": large_corpus})
+        pipe = nlp.get_pipe("crf_ner")
+        assert pipe.cfg["train_tokens"] == tokens
+        logged = capsys.readouterr().out
+        assert (f"train corpus of {tokens:,} tokens" in logged) == (expected[1] is False)
+        assert ["crf_ner_adversarial" in pipe.update(examples, sgd=SGD(0.01)) for _ in range(4)] == expected
+    # The count is saved with the pipe: a loaded pipe trained on keeps the rule.
+    nlp, examples = make_nlp(CPU_TOK2VEC, adversarial={**attack, "large_corpus": tokens - 1})
+    loaded = spacy.util.load_model_from_config(nlp.config).from_bytes(nlp.to_bytes())
+    pipe = loaded.get_pipe("crf_ner")
+    assert pipe.cfg["train_tokens"] == tokens
+    assert ["crf_ner_adversarial" in pipe.update(examples, sgd=SGD(0.01)) for _ in range(2)] == [True, False]
+    assert EmbeddingAttack("fgm", 1.0, 1, 10, 3).every_for(11) == 3
+    assert EmbeddingAttack("fgm", 1.0, 1, 10, 3).every_for(None) == 1
+    with pytest.raises(ValueError, match="large_every"):
+        fgm(1.0, large_corpus=5, large_every=0)
+    with pytest.raises(ValueError, match="large_corpus"):
+        fgm(1.0, large_corpus=-5)

@@ -173,14 +173,14 @@ def test_the_accuracy_target_reads_the_saved_weights_shifts():
 def test_the_msra_robustness_target_shows_the_rescored_models():
     """The MSRA R-F1 target adds bench_sentence_encoding's MSRA rows (whole docs -> each sentence alone)."""
     records = {name: json.loads((report.RESULTS / f"{name}.json").read_text(encoding="utf8"))
-               for name, _ in report.MSRA_DEFAULT + report.MSRA_FAST if (report.RESULTS / f"{name}.json").exists()}
+               for name, _ in report.MSRA_DEFAULT + report.MSRA_BEFORE + report.MSRA_FAST if (report.RESULTS / f"{name}.json").exists()}
     if not records:
         pytest.skip("no MSRA results in bench/results")
     before, _ = report.msra_robustness(records)
     rows = [{"dataset": "msra", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.9953}, "predict": {"r_f": 0.9975}},
             {"dataset": "resume", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.99}, "predict": {"r_f": 1.0}}]
     measured, status = report.msra_robustness({**records, "sentence_encoding": {"figures": {"rows": rows}}})
-    assert measured.startswith(before) and "default.cfg seed 2 99.53 -> 99.75" in measured and "resume" not in measured
+    assert measured.startswith(before) and "default.cfg before the rule seed 2 99.53 -> 99.75" in measured and "resume" not in measured
     assert status.endswith('with "predict": 99.75-99.75 on the 1 re-scored model')
 
 
@@ -250,3 +250,33 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert len(configs) == 2 and configs[1].name == "default.cfg"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True)) == "entropy (warm)"
     assert select.curve_name("random", argparse.Namespace(warm_start=True)) == "random"
+
+
+def test_runs_of_one_command_for_other_seeds_share_a_source_line():
+    def record(seed, commit, command=None, notes=None):
+        return {"command": command or f"python bench/bench_datasets.py --out runs/x_s{seed} --seeds {seed} --result x_seed{seed}",
+                "date": "2026-11-27T01:00:00", "machine": {"line": "2 cores"},
+                "code_version": {"commit": commit * 40, "dirty": False},
+                "notes": notes if notes is not None else f"Seeds {seed}; one thread."}
+
+    lines = report.source_lines([record(1, "a"), record(2, "b"), record(3, "c", command="python bench/other.py --seeds 3")])
+    assert len(lines) == 2
+    assert "--seeds 1" in lines[0] and "--seeds 2" in lines[0] and "`aaaaaaa`" in lines[0] and "`bbbbbbb`" in lines[0]
+    assert "Seeds 1, 2; one thread." in lines[0]
+    assert lines[1] == report.source_line(record(3, "c", command="python bench/other.py --seeds 3"))
+    # Other notes (not only the seed) keep the runs apart.
+    assert len(report.source_lines([record(1, "a"), record(2, "a", notes="Seeds 2; beside a training.")])) == 2
+
+
+def test_the_comparison_has_msras_row_from_its_seed_runs():
+    """MSRA's seeds are one result each: the comparison (and the README) shows their mean and sd."""
+    def seed_run(name, system, f1):
+        return name, {"figures": {"rows": [{"dataset": "msra", "system": system, "f1": f1, "r_f1": 99.5, "seeds": [0]}]}}
+
+    records = dict([seed_run(name, system, f1) for (name, system), f1 in zip(report.MSRA_DEFAULT, (91.0, 92.0, 93.0))]
+                   + [seed_run(*report.MSRA_SPACY[0], 80.0)])
+    columns, _, rows = report.comparison(records)
+    row = next(row for row in rows if row[0].startswith("MSRA"))
+    assert row[1] == "92.00 ± 1.00" and row[2] == "" and row[4] == "80.00" and row[5] == "+12.00"
+    readme = report.render_readme_table(records)
+    assert "| MSRA" in readme and report.MSRA_DEFAULT[2][0] in readme

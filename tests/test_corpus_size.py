@@ -61,6 +61,37 @@ def test_max_epochs_is_a_token_budget(corpora, capsys):
         max_epochs(epochs=30, tokens=0, corpus=str(large))
 
 
+def test_max_epochs_v2_gives_a_large_corpus_its_own_budget(corpora, capsys):
+    small, large = corpora
+    max_epochs = registry.misc.get("spacy-cner.max_epochs.v2")
+    settings = {"epochs": 30, "tokens": 140_000, "large_tokens": 280_000}
+    # 14,000 tokens over large_corpus 1,000: 280,000 tokens, 20 epochs (140,000 would be 10)
+    assert max_epochs(corpus=str(large), large_corpus=1_000, **settings) == 20
+    assert "at most 20 epochs" in capsys.readouterr().out
+    # Not over large_corpus (the 14,000 tokens are not more than 14,000), or the rule off: v1's 10
+    assert max_epochs(corpus=str(large), large_corpus=14_000, **settings) == 10
+    assert max_epochs(corpus=str(large), large_corpus=0, **settings) == 10
+    # A small corpus and no corpus keep the epochs
+    assert max_epochs(corpus=str(small), large_corpus=1, **settings) == 30
+    assert max_epochs(corpus=None, large_corpus=1, **settings) == 30
+    with pytest.raises(ValueError, match="large_corpus >= 0"):
+        max_epochs(corpus=str(large), large_corpus=-1, **settings)
+
+
+def test_default_config_shares_the_large_corpus_threshold_between_fgm_and_the_budget():
+    """configs/default.cfg: FGM's large_corpus is the token budget's (one number to change), and the
+    budget of a large corpus buys the time its cheaper steps save (FGM at every second update:
+    0.75 of a step's cost, so 15M / 0.75 = 20M tokens)."""
+    from spacy_cner.shipped_configs import config_path
+
+    config = spacy.util.load_config(config_path("default"), interpolate=True)
+    attack, budget = config["components"]["crf_ner"]["adversarial"], config["training"]["max_epochs"]
+    assert attack["large_corpus"] == budget["large_corpus"] == 1_000_000
+    assert attack["every"] == 1 and attack["large_every"] == 2
+    step_cost = (1 + 1 / attack["large_every"]) / (1 + 1 / attack["every"])
+    assert budget["large_tokens"] * step_cost == budget["tokens"]
+
+
 def test_patience_v2_counts_epochs_in_the_grown_batches(corpora):
     small, large = corpora
     patience = registry.misc.get("spacy-cner.patience.v2")

@@ -244,6 +244,8 @@ class CRFEntityRecognizer(TrainablePipe):
             "fitted_threshold": None,
             # "char" when the training docs' tokens were single characters (set at initialize).
             "token_unit": None,
+            # The train corpus's tokens (set at initialize): the adversarial attack's large-corpus rule reads it.
+            "train_tokens": None,
             "save_weights": validate_save_weights(save_weights),
         }
 
@@ -475,9 +477,10 @@ class CRFEntityRecognizer(TrainablePipe):
             with training_products():
                 loss = step()
                 update_index = getattr(self, "_n_updates", 0)  # a pipe pickled before the counter has none
-                if self.adversarial is not None and self.adversarial.applies(update_index):
+                attack = self.adversarial
+                if attack is not None and attack.applies(update_index, attack.every_for(self.cfg.get("train_tokens"))):
                     key = f"{self.name}_adversarial"
-                    losses[key] = losses.get(key, 0.0) + self.adversarial.attack(self.model, step)
+                    losses[key] = losses.get(key, 0.0) + attack.attack(self.model, step)
         finally:
             self._gold_cache = None
             self._n_updates = getattr(self, "_n_updates", 0) + 1
@@ -561,6 +564,8 @@ class CRFEntityRecognizer(TrainablePipe):
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.cfg["token_unit"] = token_unit(doc_sample)
+        self.cfg["train_tokens"] = sum(len(eg.reference) for eg in get_examples())
+        self._log_adversarial_every()
         # Exact bigram tables (CharBigramEmbed.v2, bigram_rows null): a row per bigram of the corpus.
         rows = size_key_tables(self.model, (eg.predicted for eg in get_examples()))
         if rows:
@@ -569,6 +574,13 @@ class CRFEntityRecognizer(TrainablePipe):
         self.model.initialize(X=doc_sample, Y=self.tag_names)
         self.cfg["label_descriptions"] = describe_labels(self.labels, label_descriptions)
         explain_labels(self.cfg["label_descriptions"])
+
+    def _log_adversarial_every(self) -> None:
+        """Say where the adversarial attack's large-corpus rule applies to the train corpus."""
+        attack, tokens = self.adversarial, self.cfg.get("train_tokens")
+        if attack is not None and attack.every_for(tokens) != attack.every:
+            msg.info(f"{self.name}: train corpus of {tokens:,} tokens (over {attack.large_corpus:,}): "
+                     f"{attack.method.upper()} at every {attack.every_for(tokens)} updates (not {attack.every})")
 
     def fit_temperature(
         self, examples: Iterable[Example], *, outcomes: Optional[Outcomes] = None

@@ -13,7 +13,7 @@ bigram embeddings of the CPU configs, spaCy's MultiHashEmbed), every exact table
 table of a lexicon adapter (frozen lexicon vectors have no gradient and stay put).
 """
 from dataclasses import dataclass
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import torch
 from spacy.util import registry
@@ -23,25 +23,38 @@ from ..layers.key_embed import touched_rows
 
 
 @registry.misc("spacy-cner.fgm.v1")
-def fgm(epsilon: float = 1.0, every: int = 1) -> "EmbeddingAttack":
+def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every: int = 1) -> "EmbeddingAttack":
     """FGM: perturb each embedding matrix by epsilon * g / ||g||_2.
+
+        [components.crf_ner.adversarial]
+        @misc = "spacy-cner.fgm.v1"
+        epsilon = 3.0
+        every = 1
+        large_corpus = 1000000
+        large_every = 2
 
     epsilon (float): The perturbation's L2 norm per matrix.
     every (int): Attack at every this many updates (1: each; 2 halves the second passes' cost).
+    large_corpus (int): A train corpus of more than this many tokens (counted by crf_ner's
+        initialize, logged and saved in its cfg) is attacked at every large_every-th update
+        instead; 0: never.
+    large_every (int): `every` on a large corpus.
     RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
     """
-    return EmbeddingAttack("fgm", epsilon, every)
+    return EmbeddingAttack("fgm", epsilon, every, large_corpus, large_every)
 
 
 @registry.misc("spacy-cner.fgsm.v1")
-def fgsm(epsilon: float = 0.01, every: int = 1) -> "EmbeddingAttack":
+def fgsm(epsilon: float = 0.01, every: int = 1, large_corpus: int = 0, large_every: int = 1) -> "EmbeddingAttack":
     """FGSM: perturb each embedding matrix by epsilon * sign(g).
 
     epsilon (float): The perturbation of every entry with a non-zero gradient.
     every (int): Attack at every this many updates (1: each).
+    large_corpus (int): As spacy-cner.fgm.v1's: above this many train tokens, large_every; 0: never.
+    large_every (int): `every` on a large corpus.
     RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
     """
-    return EmbeddingAttack("fgsm", epsilon, every)
+    return EmbeddingAttack("fgsm", epsilon, every, large_corpus, large_every)
 
 
 @dataclass(frozen=True)
@@ -52,18 +65,37 @@ class EmbeddingAttack:
     epsilon: float
     # The attack runs at updates 0, every, 2 * every, ... of a training (counted by the pipe).
     every: int = 1
+    # On a train corpus of more than large_corpus tokens (0: none is large), at every large_every-th.
+    large_corpus: int = 0
+    large_every: int = 1
 
     def __post_init__(self):
         if self.method not in ("fgm", "fgsm"):
             raise ValueError(f"Unknown adversarial method {self.method!r}: use 'fgm' or 'fgsm'.")
         if not self.epsilon > 0:
             raise ValueError(f"Adversarial epsilon must be positive, got {self.epsilon}.")
-        if not (isinstance(self.every, int) and self.every >= 1):
-            raise ValueError(f"Adversarial `every` must be a whole number of updates, at least 1, got {self.every!r}.")
+        for name in ("every", "large_every"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"Adversarial `{name}` must be a whole number of updates, at least 1, got {value!r}.")
+        if not (isinstance(self.large_corpus, int) and self.large_corpus >= 0):
+            raise ValueError(
+                f"Adversarial `large_corpus` must be a number of tokens >= 0 (0: no corpus is large), got {self.large_corpus!r}."
+            )
 
-    def applies(self, update: int) -> bool:
-        """Whether the attack runs at this update (0-based, counted by the pipe)."""
-        return update % self.every == 0
+    def every_for(self, corpus_tokens: Optional[int]) -> int:
+        """`every` for a train corpus of this many tokens: large_every above large_corpus
+        (when large_corpus is set), else every; None (not counted): every."""
+        if corpus_tokens is not None and self.large_corpus and corpus_tokens > self.large_corpus:
+            return self.large_every
+        return self.every
+
+    def applies(self, update: int, every: Optional[int] = None) -> bool:
+        """Whether the attack runs at this update (0-based, counted by the pipe).
+
+        every (Optional[int]): The pipe's every_for its train corpus; None: `every`.
+        """
+        return update % (every or self.every) == 0
 
     def perturbation(self, xp, gradient):
         """r for one matrix's gradient: FGM's scaled unit vector or FGSM's signs (xp: numpy, cupy or torch)."""

@@ -8,7 +8,9 @@ each prints what it computed. The patience (spacy-cner.patience.v1) grew with th
 1,600 steps are a dozen epochs of a 4k-sentence corpus but about one of a 42k-sentence one, where a
 held-out newswire training stopped after 5.6 epochs while a plain BiLSTM-CRF was still improving.
 On a corpus of up to `steps_per_epoch * stop` tokens (1M with the default config) the batch size
-is the config's, and on one of up to `tokens / epochs` (500k) the epochs are.
+is the config's, and on one of up to `tokens / epochs` (500k) the epochs are. Over `large_corpus`
+tokens (1M) the default's FGM attacks at every second update (spacy-cner.fgm.v1, counted by crf_ner's
+initialize) and spacy-cner.max_epochs.v2 gives the time that saves to more tokens of training.
 """
 import math
 from functools import lru_cache
@@ -127,6 +129,37 @@ def corpus_max_epochs(epochs: int, tokens: int, corpus: Optional[Union[str, Path
     _say(("epochs", n_tokens, budget), f"Train corpus of {n_tokens:,} tokens: at most {budget} epochs "
          f"({tokens:,} tokens of training)")
     return budget
+
+
+@registry.misc("spacy-cner.max_epochs.v2")
+def corpus_max_epochs_v2(
+    epochs: int, tokens: int, corpus: Optional[Union[str, Path]], large_corpus: int, large_tokens: int
+) -> int:
+    """spacy-cner.max_epochs.v1 with a second token budget for a large corpus.
+
+        [training.max_epochs]
+        @misc = "spacy-cner.max_epochs.v2"
+        epochs = 30
+        tokens = 15000000
+        corpus = ${paths.train}
+        large_corpus = ${components.crf_ner.adversarial.large_corpus}
+        large_tokens = 20000000
+
+    A corpus of more than large_corpus tokens (0: none) trains on at most large_tokens tokens.
+    configs/default.cfg shares large_corpus with its FGM's rule (spacy-cner.fgm.v1), which
+    attacks a large corpus at every second update: a step then costs 0.75 of one with an attack
+    at each, and 20M tokens take the time 15M took (a training of MSRA: about 90 minutes).
+
+    large_corpus (int): Tokens above which a corpus is large; 0: `tokens` for every corpus.
+    large_tokens (int): The budget of a large corpus.
+    RETURNS (int): max_epochs for spaCy's training loop.
+    """
+    if large_corpus < 0 or large_tokens <= 0:
+        raise ValueError(f"spacy-cner.max_epochs.v2 needs large_corpus >= 0 and large_tokens > 0, "
+                         f"got {large_corpus}, {large_tokens}.")
+    if corpus is not None and large_corpus and corpus_tokens(corpus, "spacy-cner.max_epochs.v2") > large_corpus:
+        tokens = large_tokens
+    return corpus_max_epochs(epochs, tokens, corpus)
 
 
 @registry.misc("spacy-cner.patience.v1")
