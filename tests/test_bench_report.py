@@ -280,3 +280,12 @@ def test_the_comparison_has_msras_row_from_its_seed_runs():
     assert row[1] == "92.00 ± 1.00" and row[2] == "" and row[4] == "80.00" and row[5] == "+12.00"
     readme = report.render_readme_table(records)
     assert "| MSRA" in readme and report.MSRA_DEFAULT[2][0] in readme
+
+
+def test_the_resume_training_time_target_prefers_todays_default():
+    old = {"figures": {"tables": [[{"wall time": "**9.4 min** (563.2 s)"}, {"wall time": "12.8 min (769.1 s)"}]]}}
+    assert report.resume_training({"resume_training_time": old}) == (
+        "9.4 min, 12.8 min (`spacy train` alone, default threads, seeds 0 and 1)", "not met: +6.8 min")
+    now = {"figures": {"rows": [{"dataset": "resume", "system": "default", "training_min": 5.5, "f1": 95.6}]}}
+    measured, status = report.resume_training({"resume_training_time": old, report.RESUME_TIME: now})
+    assert measured.startswith("5.5 min (default.cfg") and "before its vectors" in measured and status == "met"
