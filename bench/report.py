@@ -565,8 +565,8 @@ QUESTIONS = [
              [(name, "") for name in comparison_sources() + list(SMALL_VECTORS_SEEDS)], table=comparison),
     Question("MSRA (newswire, 42k train sentences): full trainings (runs before 2026-11-26 name today's fast.cfg `default.cfg`, and default.cfg `default_vectors.cfg` or `default.cfg + vectors`; the `adversarial.every=2,max_epochs.tokens=20000000` rows are today's default.cfg: its large-corpus rule)",
              [(name, name[-1]) for name, _ in MSRA_SPACY + MSRA_FAST + MSRA_BEFORE + MSRA_VARIANTS + MSRA_DEFAULT], "seed",
-             figure="MSRA dev F1 against the step: default.cfg (seed 2), FGM every second step with 20M tokens (seed 0), the same with a "
-                    "2-layer BiLSTM, stopped early (bench/plot_dev_curve.py, the schedule's curves in bench/HISTORY.md)"
+             figure="MSRA dev F1 against the step: default.cfg before its large-corpus rule (seed 2), FGM every second step with 20M "
+                    "tokens (the rule, seed 0), the same with a 2-layer BiLSTM, stopped early (bench/plot_dev_curve.py, the schedule's curves in bench/HISTORY.md)"
                     "|bench/msra_dev_curve_fgm2.png"),
     Question("Vectors trained on each small set's own train split (seeds 0-2)",
              [(name, "") for name in SMALL_VECTORS_SEEDS]),
