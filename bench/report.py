@@ -656,7 +656,7 @@ def source_lines(records: List[dict]) -> List[str]:
         if len(group) == 1:
             lines.append(source_line(group[0]))
             continue
-        runs = "; ".join(f"`{record['command']}` · {record['date'][:10]} · `{record['code_version']['commit'][:7]}`"
+        runs = "; ".join(f"`{record['command']}` · {record['date'][:10]} · `{(record['code_version'].get('commit') or 'unknown')[:7]}`"
                          + (" + uncommitted changes" if record["code_version"].get("dirty") else "")
                          for record in group)
         notes = group[0].get("notes")
