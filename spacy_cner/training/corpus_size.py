@@ -142,13 +142,14 @@ def corpus_max_epochs_v2(
         epochs = 30
         tokens = 15000000
         corpus = ${paths.train}
-        large_corpus = ${components.crf_ner.adversarial.large_corpus}
+        large_corpus = 1000000
         large_tokens = 20000000
 
     A corpus of more than large_corpus tokens (0: none) trains on at most large_tokens tokens.
-    configs/default.cfg shares large_corpus with its FGM's rule (spacy-cner.fgm.v1), which
-    attacks a large corpus at every second update: a step then costs 0.75 of one with an attack
-    at each, and 20M tokens take the time 15M took (a training of MSRA: about 90 minutes).
+    configs/default.cfg gives its FGM's rule (spacy-cner.fgm.v1) the same large_corpus, written
+    in both sections (an interpolation would break when a user replaces either one); FGM attacks
+    a large corpus at every second update: a step then costs 0.75 of one with an attack at each,
+    and 20M tokens take the time 15M took (a training of MSRA: 69-71 minutes on one thread).
 
     large_corpus (int): Tokens above which a corpus is large; 0: `tokens` for every corpus.
     large_tokens (int): The budget of a large corpus.
