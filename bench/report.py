@@ -600,8 +600,8 @@ QUESTIONS = [
                     "Youku|bench/select_youku.png;Resume|bench/select_resume.png"),
     Question("The lexicon: loading and matching; LEBERT's Lexicon Adapter on and off (Resume, 3 seeds); transformer "
              "configs on CPU (random BERT); the GPU runs",
-             [("lexicon", "CPU"), ("lexicon_adapter", "CPU"), ("transformer_cpu", "CPU"), ("gpu", "GPU 1"),
-              ("gpu_more", "GPU 2"), ("gpu_mixed", "GPU 3")], label="run"),
+             [("lexicon", "CPU"), ("lexicon_adapter", "CPU"), ("transformer_cpu", "CPU"), ("gpu_more", "GPU 2"),
+              ("gpu_mixed", "GPU 3"), ("gpu_pair", "GPU 4")], label="run"),
 ]
 
 
