@@ -2,7 +2,8 @@
 
 Usage: python bench/bench_select.py [--datasets resume youku msra] [--strategies random entropy ...]
        [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--strategy-stop 0]
-       [--random-sizes N ...] [--max-steps 600] [--pool 0] [--warm-start] [--jobs 2] [--out bench/runs/select]
+       [--random-sizes N ...] [--max-steps 600] [--pool 0] [--warm-start] [--explore 0] [--jobs 2]
+       [--out bench/runs/select]
        [--result NAME]
 
 Per dataset, seed and strategy: the train split (its gold entities hidden) is the unlabelled pool;
@@ -14,7 +15,9 @@ strategy then labels the --step pool sentences the round's model ranks highest
 --strategy-stop (0: --stop); random labels a random sample of each size of --random-sizes
 (default: every --step up to --stop). --pool N ranks a random sample of N pool sentences per round
 (0: all) and --dev-sentences N chooses each round's model on a random sample of N dev sentences
-(0: all): these size the runs to the machine. Every round is kept in its folder under --out
+(0: all): these size the runs to the machine. --explore F draws that share of each ranked round's
+sentences at random from the round's candidates instead of the top of the ranking (a hedge against
+a weak early model's blind spots). Every round is kept in its folder under --out
 (round.json), so a run cut off goes on where it stopped when started again with the same options.
 Writes results.json, a PNG per dataset (test F1 against labelled sentences, mean and standard
 deviation over seeds; needs matplotlib) and a Markdown table with, per strategy, the F1 at each size
@@ -56,6 +59,9 @@ def main() -> None:
     parser.add_argument("--warm-start", action="store_true",
                         help="each round of a ranking strategy trains on from the previous round's model (its "
                              "weights, lexicon and vectors) instead of from scratch; its curve is '<strategy> (warm)'")
+    parser.add_argument("--explore", type=float, default=0.0,
+                        help="the share of each ranked round's sentences drawn at random from the round's candidates "
+                             "instead of the top of the ranking; its curve is '<strategy> (explore F)'")
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
     add_result_argument(parser, "select")
     args = parser.parse_args()
@@ -75,15 +81,50 @@ def main() -> None:
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     table = render(results, args)
     print(table)
-    sizes = {"warm_start": args.warm_start, "start": args.start, "step": args.step, "stop": args.stop,
-             "strategy_stop": args.strategy_stop, "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
-             "dev_sentences": args.dev_sentences}
+    sizes = {"warm_start": args.warm_start, "explore": args.explore, "start": args.start, "step": args.step,
+             "stop": args.stop, "strategy_stop": args.strategy_stop, "random_sizes": _random_sizes(args),
+             "max_steps": args.max_steps, "pool": args.pool, "dev_sentences": args.dev_sentences}
     save_result(args.result, {"curves": results, **sizes}, table)
 
 
 def curve_name(strategy: str, args) -> str:
-    """A strategy's name in the results: warm-started ranking strategies are curves of their own."""
-    return f"{strategy} (warm)" if getattr(args, "warm_start", False) and strategy != "random" else strategy
+    """A strategy's name in the results: warm-started and exploring ranking strategies are curves of their own."""
+    if strategy == "random":
+        return strategy
+    kinds = ["warm"] if getattr(args, "warm_start", False) else []
+    kinds += [f"explore {args.explore:g}"] if getattr(args, "explore", 0.0) else []
+    return f"{strategy} ({', '.join(kinds)})" if kinds else strategy
+
+
+def _folder(strategy: str, args) -> str:
+    """The folder of a strategy's rounds, one per curve name."""
+    warm = "-warm" if getattr(args, "warm_start", False) and strategy != "random" else ""
+    explore = f"-explore{args.explore:g}" if getattr(args, "explore", 0.0) and strategy != "random" else ""
+    return strategy + warm + explore
+
+
+def pick(ranked: list, texts: list, step: int, explore: float, rng: random.Random, seed: int) -> list:
+    """A round's sentences: the top of ranked ((score, index) pairs, best first) and, for a share
+    explore of step, a random draw from the rest of ranked; near-duplicates of a chosen sentence
+    (texts[index]) are left out of both."""
+    from spacy_cner.active_learning import NearDuplicates
+
+    guard, chosen = NearDuplicates(0.7, seed=seed), []
+    top = step - round(step * explore)
+    for _, j in ranked:
+        if len(chosen) == top:
+            break
+        if guard.add(texts[j]):
+            chosen.append(j)
+    taken = set(chosen)
+    rest = [j for _, j in ranked if j not in taken]
+    rng.shuffle(rest)
+    for j in rest:
+        if len(chosen) == step:
+            break
+        if guard.add(texts[j]):
+            chosen.append(j)
+    return chosen
 
 
 def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict:
@@ -98,13 +139,13 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     """
     import spacy
 
-    from spacy_cner.active_learning import NearDuplicates, score_docs
+    from spacy_cner.active_learning import score_docs
 
     pool, order = _pool(corpus, seed)
     start = first_round(dataset, corpus, seed, args)
     curve = {str(args.start): _point(start)}
-    warm = curve_name(strategy, args) != strategy
-    work = args.out / dataset / (f"{strategy}-warm" if warm else strategy) / f"seed{seed}"
+    warm = getattr(args, "warm_start", False) and strategy != "random"
+    work = args.out / dataset / _folder(strategy, args) / f"seed{seed}"
     if strategy == "random":
         for n in _random_sizes(args):
             if n != args.start:
@@ -123,12 +164,9 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
             _, batch_scores = score_docs(ranker, [pool[j].text for j in batch], strategy, seed)
             ranked.extend(zip(batch_scores, batch))
         ranked.sort(key=lambda item: (-item[0], item[1]))
-        guard, chosen = NearDuplicates(0.7, seed=seed), []
-        for _, j in ranked:
-            if len(chosen) == args.step:
-                break
-            if guard.add(pool[j].text):
-                chosen.append(j)
+        texts = {j: pool[j].text for _, j in ranked}
+        chosen = pick(ranked, texts, args.step, getattr(args, "explore", 0.0),
+                      random.Random(seed * 1000 + len(labelled) + 1), seed)
         rank_s = time.perf_counter() - began
         labelled = labelled + chosen
         taken = set(chosen)
@@ -270,7 +308,10 @@ def render(results: dict, args) -> str:
         "\"reaches random\": the fewest labelled sentences at which the strategy's mean F1 is at least random's at "
         f"{args.stop:,}." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
         + (" A \"(warm)\" strategy's rounds train on from the previous round's model and its vectors instead "
-           "(the same steps)." if any("(warm)" in name for curves in results.values() for name in curves) else ""),
+           "(the same steps)." if any("(warm" in name for curves in results.values() for name in curves) else "")
+        + (" \"explore F\": a share F of each ranked round's sentences is drawn at random from the round's "
+           "candidates instead of the top of the ranking." if any("explore" in name for curves in results.values()
+                                                                   for name in curves) else ""),
         "",
     ]
     from report import markdown_table, select_table  # the table BENCHMARKS.md shows

@@ -250,6 +250,27 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert len(configs) == 2 and configs[1].name == "default.cfg"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True)) == "entropy (warm)"
     assert select.curve_name("random", argparse.Namespace(warm_start=True)) == "random"
+    assert select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy (warm, explore 0.2)"
+    assert select.curve_name("entropy", argparse.Namespace(warm_start=False, explore=0.2)) == "entropy (explore 0.2)"
+    assert select._folder("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy-warm-explore0.2"
+
+
+def test_bench_select_explore_picks_the_top_and_a_random_share_of_the_rest():
+    """--explore F: a round takes the top (1 - F) of the ranking and draws the rest at random from
+    the other candidates, near-duplicates left out of both."""
+    import random
+
+    select = _module("bench_select")
+    texts = {j: f"第{j}条不同的句子，编号{j * 7919}" for j in range(100)}
+    ranked = [(100.0 - j, j) for j in range(100)]  # 0 ranks best
+    assert select.pick(ranked, texts, 10, 0.0, random.Random(0), 0) == list(range(10))
+    chosen = select.pick(ranked, texts, 10, 0.2, random.Random(0), 0)
+    assert chosen[:8] == list(range(8)) and len(set(chosen)) == 10
+    assert all(j >= 8 for j in chosen[8:])
+    draws = {tuple(select.pick(ranked, texts, 10, 0.2, random.Random(r), 0)[8:]) for r in range(5)}
+    assert len(draws) > 1  # drawn, not the next two of the ranking every time
+    texts[1] = texts[0]  # a near-duplicate of the best is left out; the next in the ranking takes its place
+    assert select.pick(ranked, texts, 3, 0.0, random.Random(0), 0) == [0, 2, 3]
 
 
 def test_runs_of_one_command_for_other_seeds_share_a_source_line():
