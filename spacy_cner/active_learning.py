@@ -10,11 +10,12 @@ Strategies (STRATEGIES): see spacy_cner.pipeline.uncertainty, where crf_ner comp
 import dataclasses
 import heapq
 import json
+import random
 import shutil
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import numpy
 from spacy.language import Language
@@ -32,6 +33,7 @@ POOL_FACTOR = 4
 ENTITIES_FIELD = "spans"
 # Character n-grams compared for near-duplicates.
 SHINGLE = 3
+Item = TypeVar("Item")
 
 
 @dataclasses.dataclass
@@ -45,6 +47,7 @@ class Candidate:
     text: str
     # (start char, end char, label, probability) of the model's entities
     entities: List[Tuple[int, int, str, Optional[float]]]
+    drawn: bool = False  # drawn at random (explore), not taken from the top of the ranking
 
 
 @dataclasses.dataclass
@@ -54,6 +57,7 @@ class SelectSummary:
     texts: int = 0
     errors: int = 0
     selected: int = 0
+    drawn: int = 0  # of the selected, drawn at random (explore)
     near_duplicates: int = 0
     seconds: float = 0.0  # the whole run
     characters: int = 0  # of the texts scored by this run (a resumed run: those not scored before)
@@ -133,6 +137,30 @@ class NearDuplicates:
         return mixed.min(axis=1)
 
 
+def pick(ranked: Iterable[Item], drawn: Iterable[Item], n: int, explore: float,
+         keep: Callable[[Item], bool] = lambda item: True) -> Tuple[List[Item], List[Item]]:
+    """The top n - round(n * explore) of ranked (best first), then items of drawn (the other candidates
+    in a random order) until n in all; an item joins only if keep(item) (e.g. NearDuplicates.add)
+    and is not taken already (items are told apart by identity: drawn may hold ranked's objects).
+    Why: a share drawn at random hedges against what a weak model cannot
+    see yet (bench/bench_select.py --explore measures it).
+
+    RETURNS (Tuple[List[Item], List[Item]]): Those from the ranking, those drawn.
+    """
+    if not 0.0 <= explore < 1.0:
+        raise ValueError(f"explore is the share of the texts drawn at random, in [0, 1), got {explore}.")
+    top, taken_ids = n - round(n * explore), set()
+    chosen: Tuple[List[Item], List[Item]] = ([], [])
+    for part, items, size in ((0, ranked, top), (1, drawn, n)):
+        for item in items:
+            if len(chosen[0]) + len(chosen[1]) >= size:
+                break
+            if id(item) not in taken_ids and keep(item):
+                taken_ids.add(id(item))
+                chosen[part].append(item)
+    return chosen
+
+
 def _shingles(text: str) -> Set[str]:
     if len(text) <= SHINGLE:
         return {text}
@@ -152,6 +180,7 @@ def select(
     strategy: str = "entropy",
     output_format: str = "jsonl",
     diversity: Optional[float] = 0.7,
+    explore: float = 0.0,
     seed: int = 0,
     batch_size: int = 256,
     input_format: str = "auto",
@@ -179,7 +208,11 @@ def select(
     output_format (str): One of OUTPUT_FORMATS.
     diversity (Optional[float]): Leave out a text whose character 3-grams overlap an already
         selected text's by at least this much (Jaccard); None: keep near-duplicates.
-    seed (int): The random strategy's seed (and the near-duplicate hashes').
+    explore (float): The share of the n texts drawn at random from those not at the top of the
+        ranking (marked "explore" in the output), a hedge against what a weak model cannot see yet:
+        on Youku (3 seeds) 0.2 reached random sampling's F1 at 2,000 labels with 1,200 where the
+        ranking alone did not (bench/bench_select.py --explore; BENCHMARKS.md for the other sets).
+    seed (int): The random strategy's seed (and the near-duplicate hashes' and explore's draw).
     batch_size (int): Texts per batch through the pipeline.
     input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
     progress (bool): Show annotate's progress bar (rows, with a total and an ETA).
@@ -198,6 +231,8 @@ def select(
         raise ValueError(f"Unknown output format {output_format!r}: expected one of {', '.join(OUTPUT_FORMATS)}.")
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}.")
+    if not 0.0 <= explore < 1.0:
+        raise ValueError(f"explore is the share of the texts drawn at random, in [0, 1), got {explore}.")
     guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
     sources = find_sources(input_path, input_format)
     work = Path(f"{output}.scores")
@@ -216,6 +251,8 @@ def select(
         raise
     summary = SelectSummary(characters=scored.chars)
     pool: List[Tuple[float, int, Candidate]] = []  # a min-heap of the best POOL_FACTOR * n
+    # explore's draw: a uniform sample (reservoir sampling, seeded) of POOL_FACTOR times the texts it needs.
+    rng, reservoir, reservoir_size = random.Random(seed), [], POOL_FACTOR * round(n * explore)
     errors: List[Dict[str, Any]] = []
     for order, (where, record) in enumerate(_scored_records(work, sources, shard_size)):
         if "error" in record:
@@ -229,18 +266,26 @@ def select(
             heapq.heappush(pool, item)
         elif item[:2] > pool[0][:2]:
             heapq.heapreplace(pool, item)
+        if len(reservoir) < reservoir_size:
+            reservoir.append(candidate)
+        elif reservoir_size and (j := rng.randrange(summary.texts + 1)) < reservoir_size:
+            reservoir[j] = candidate
         summary.texts += 1
     summary.errors = len(errors)
     ranked = [item[2] for item in sorted(pool, key=lambda item: (-item[0], -item[1]))]
-    chosen: List[Candidate] = []
-    for candidate in ranked:
-        if len(chosen) == n:
-            break
+    rng.shuffle(reservoir)
+
+    def keep(candidate: Candidate) -> bool:
         if guard is not None and not guard.add(candidate.text):
             summary.near_duplicates += 1
-            continue
-        chosen.append(candidate)
-    summary.selected = len(chosen)
+            return False
+        return True
+
+    top, drawn = pick(ranked, reservoir, n, explore, keep)
+    for candidate in drawn:
+        candidate.drawn = True
+    chosen = top + drawn
+    summary.selected, summary.drawn = len(chosen), len(drawn)
     write_selection(chosen, Path(output), output_format, strategy, model)
     errors_path = Path(f"{output}.errors.jsonl")
     if errors:
@@ -302,6 +347,8 @@ def write_selection(chosen: List[Candidate], output: Path, output_format: str, s
 def _record(candidate: Candidate, output_format: str, strategy: str, model: str) -> Dict[str, Any]:
     text = candidate.text
     info = {"score": candidate.score, "strategy": strategy, "source": candidate.where}
+    if candidate.drawn:
+        info["explore"] = True  # drawn at random, not taken from the top of the ranking
     spans = [{"start": s, "end": e, "label": label, "text": text[s:e], "score": p}
              for s, e, label, p in candidate.entities]
     if output_format == "jsonl":

@@ -10,7 +10,7 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 import reference
-from spacy_cner.active_learning import STRATEGIES, NearDuplicates, score_docs, select, strategy_score
+from spacy_cner.active_learning import STRATEGIES, NearDuplicates, pick, score_docs, select, strategy_score
 from spacy_cner.corpus.convert import iter_docs
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.tags import tags_to_spans
@@ -131,6 +131,42 @@ def test_select_writes_the_top_texts_best_first_and_names_bad_rows(model_dir, tm
     assert len(out.read_text(encoding="utf8").splitlines()) == 7
 
 
+def test_pick_takes_the_top_then_the_drawn_share():
+    ranked, drawn = list("abcdefghij"), list("jihgfedcba")
+    assert pick(ranked, drawn, 5, 0.0) == (list("abcde"), [])
+    assert pick(ranked, drawn, 5, 0.4) == (list("abc"), list("ji"))
+    # What keep refuses is passed over in both parts; an item taken from the ranking is not drawn again.
+    assert pick(ranked, list("abxyz"), 4, 0.5, keep=lambda item: item != "b") == (list("ac"), list("xy"))
+    with pytest.raises(ValueError, match="explore"):
+        pick(ranked, drawn, 5, 1.0)
+
+
+def test_select_explore_draws_a_share_at_random(model_dir, tmp_path):
+    """--explore: the top of the ranking, then texts drawn at random (seeded) from the others, marked."""
+    texts = [f"{name}{verb}{place}" for name in ("张三", "李四", "王五", "赵六") for verb in ("去了", "来自", "在")
+             for place in ("上海", "北京", "广州", "深圳", "杭州")]
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf8")
+    out = tmp_path / "next.jsonl"
+    _, scores = score_docs(spacy.load(model_dir), texts, "entropy")
+    best = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (-scores[i], i))]
+    draws = []
+    for seed in (0, 1, 2):
+        summary = select(str(model_dir), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None,
+                         seed=seed)
+        records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+        assert (summary.selected, summary.drawn) == (10, 3) and len({r["text"] for r in records}) == 10
+        assert [r["text"] for r in records[:7]] == best[:7] and not any("explore" in r["select"] for r in records[:7])
+        assert all(r["select"]["explore"] is True and r["text"] not in best[:7] for r in records[7:])
+        draws.append([r["text"] for r in records[7:]])
+    again = select(str(model_dir), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None, seed=2)
+    assert [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()][7:] == draws[2]
+    assert again.drawn == 3 and len({tuple(d) for d in draws}) > 1  # seeded: the same draw again, another seed another
+    assert any(text not in best[:10] for draw in draws for text in draw)  # drawn, not the next of the ranking
+    with pytest.raises(ValueError, match="explore"):
+        select(str(model_dir), str(source), 10, out, explore=-0.1)
+
+
 @pytest.mark.parametrize("output_format", ["jsonl", "prodigy", "doccano", "labelstudio"])
 def test_each_format_reads_back_through_convert_once_annotated(model_dir, tmp_path, output_format):
     """The annotator accepts the model's entities as they are: convert gives back the same texts
@@ -163,6 +199,10 @@ def test_select_command(model_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "3 of 6 texts selected (least-confident)" in result.stdout
     assert all("spans" in json.loads(line) for line in out.read_text(encoding="utf8").splitlines())
+    explored = subprocess.run(args + ["--explore", "0.34"], capture_output=True, text=True)
+    assert explored.returncode == 0 and "3 of 6 texts selected (least-confident, 1 drawn at random)" in explored.stdout
+    assert [bool(json.loads(line)["meta"].get("explore")) for line in out.read_text("utf8").splitlines()] == [
+        False, False, True]
     bad = subprocess.run(args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "Cannot load the pipeline" in bad.stdout and "Traceback" not in bad.stderr
