@@ -127,6 +127,11 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     mixed["msra"] = {"random": curves["msra"]["random"], "expected-count": curves["msra"]["entropy"]}
     measured, status = report.labels_saved({"select": {"figures": {"curves": mixed, "stop": 2000}}})
     assert status == "not met" and "msra 1,000 (3 seeds)" in measured and measured.endswith(": none")
+    # Met by a warm-started strategy only: said, since random retrains from scratch at each size.
+    warm = {dataset: {"random": strategies["random"], "entropy (warm)": strategies["entropy"]}
+            for dataset, strategies in curves.items()}
+    measured, status = report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})
+    assert status.startswith("met, by a warm-started strategy") and measured.endswith(": entropy (warm)")
     columns, _, rows = report.select_table({"select": {"figures": {"curves": curves, "stop": 2000}}})
     assert columns[:4] == ["dataset", "strategy", "seeds", "200"] and len(rows) == 6
     assert rows[1][:3] == ["resume", "entropy", "3"] and rows[1][-1] == "1,000" and rows[0][-1] == "2,000"
