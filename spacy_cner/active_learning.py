@@ -140,24 +140,25 @@ class NearDuplicates:
 def pick(ranked: Iterable[Item], drawn: Iterable[Item], n: int, explore: float,
          keep: Callable[[Item], bool] = lambda item: True) -> Tuple[List[Item], List[Item]]:
     """The top n - round(n * explore) of ranked (best first), then items of drawn (the other candidates
-    in a random order) until n in all; an item joins only if keep(item) (e.g. NearDuplicates.add)
-    and is not taken already (items are told apart by identity: drawn may hold ranked's objects).
-    Why: a share drawn at random hedges against what a weak model cannot
-    see yet (bench/bench_select.py --explore measures it).
+    in a random order) until n in all; an item joins only if keep(item) (e.g. NearDuplicates.add),
+    asked once per item: drawn may hold ranked's objects (told apart by identity), and one taken or
+    refused there is passed over. Why: a share drawn at random hedges against what a weak model
+    cannot see yet (bench/bench_select.py --explore measures it).
 
     RETURNS (Tuple[List[Item], List[Item]]): Those from the ranking, those drawn.
     """
     if not 0.0 <= explore < 1.0:
         raise ValueError(f"explore is the share of the texts drawn at random, in [0, 1), got {explore}.")
-    top, taken_ids = n - round(n * explore), set()
+    top, asked = n - round(n * explore), set()
     chosen: Tuple[List[Item], List[Item]] = ([], [])
     for part, items, size in ((0, ranked, top), (1, drawn, n)):
         for item in items:
             if len(chosen[0]) + len(chosen[1]) >= size:
                 break
-            if id(item) not in taken_ids and keep(item):
-                taken_ids.add(id(item))
-                chosen[part].append(item)
+            if id(item) not in asked:
+                asked.add(id(item))
+                if keep(item):
+                    chosen[part].append(item)
     return chosen
 
 

@@ -137,6 +137,10 @@ def test_pick_takes_the_top_then_the_drawn_share():
     assert pick(ranked, drawn, 5, 0.4) == (list("abc"), list("ji"))
     # What keep refuses is passed over in both parts; an item taken from the ranking is not drawn again.
     assert pick(ranked, list("abxyz"), 4, 0.5, keep=lambda item: item != "b") == (list("ac"), list("xy"))
+    asked = []  # keep (a near-duplicate guard counting what it refuses) is asked once per item
+    assert pick(ranked, list("bacxy"), 4, 0.5, keep=lambda item: asked.append(item) or item != "b") == (
+        list("ac"), list("xy"))
+    assert asked == list("abcxy")
     with pytest.raises(ValueError, match="explore"):
         pick(ranked, drawn, 5, 1.0)
 
