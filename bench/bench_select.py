@@ -13,7 +13,8 @@ the labelled sentences (--max-steps steps, the model kept on dev) and scores it 
 strategy then labels the --step pool sentences the round's model ranks highest
 (`spacy_cner.active_learning.score_docs`, near-duplicates left out as `select` does), until
 --strategy-stop (0: --stop); random labels a random sample of each size of --random-sizes
-(default: every --step up to --stop). --pool N ranks a random sample of N pool sentences per round
+(default: every --step up to --stop; with --warm-start, random adds --step a round and trains on
+from the last round, its curve "random (warm)"). --pool N ranks a random sample of N pool sentences per round
 (0: all) and --dev-sentences N chooses each round's model on a random sample of N dev sentences
 (0: all): these size the runs to the machine. --explore F draws that share of each ranked round's
 sentences at random from the round's candidates instead of the top of the ranking (a hedge against
@@ -21,7 +22,8 @@ a weak early model's blind spots). Every round is kept in its folder under --out
 (round.json), so a run cut off goes on where it stopped when started again with the same options.
 Writes results.json, a PNG per dataset (test F1 against labelled sentences, mean and standard
 deviation over seeds; needs matplotlib) and a Markdown table with, per strategy, the F1 at each size
-and the fewest labels at which its mean F1 reaches random's F1 at --stop.
+and the fewest labels at which its mean F1 reaches random's F1 at --stop (the better of "random"
+and "random (warm)" where both ran).
 """
 import argparse
 import datetime
@@ -36,6 +38,7 @@ from typing import Optional
 
 from _common import ROOT, add_result_argument, evaluate, machine_line, save_result, train
 from bench_datasets import DATASETS, DEV_FROM_TEST, _write, prepare
+from report import is_random
 
 
 def main() -> None:
@@ -88,17 +91,18 @@ def main() -> None:
 
 
 def curve_name(strategy: str, args) -> str:
-    """A strategy's name in the results: warm-started and exploring ranking strategies are curves of their own."""
-    if strategy == "random":
-        return strategy
+    """A strategy's name in the results: warm-started and exploring ranking strategies are curves of their own
+    (random's warm curve is "random (warm)"; random has nothing to explore)."""
     kinds = ["warm"] if getattr(args, "warm_start", False) else []
+    if strategy == "random":
+        return f"random ({kinds[0]})" if kinds else strategy
     kinds += [f"explore {args.explore:g}"] if getattr(args, "explore", 0.0) else []
     return f"{strategy} ({', '.join(kinds)})" if kinds else strategy
 
 
 def _folder(strategy: str, args) -> str:
     """The folder of a strategy's rounds, one per curve name."""
-    warm = "-warm" if getattr(args, "warm_start", False) and strategy != "random" else ""
+    warm = "-warm" if getattr(args, "warm_start", False) else ""
     explore = f"-explore{args.explore:g}" if getattr(args, "explore", 0.0) and strategy != "random" else ""
     return strategy + warm + explore
 
@@ -134,8 +138,10 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     (`first_round`). random labels the first n sentences of the seed's shuffled pool for each n of
     --random-sizes (no ranking: a random sample of n); a ranking strategy adds --step sentences a
     round up to --strategy-stop; with --warm-start, each of its rounds trains on from the previous
-    round's model (`warm_config`). Each round is kept in its folder (round.json), so a run cut off
-    goes on where it stopped.
+    round's model (`warm_config`), and random adds the next --step sentences of the same shuffled
+    pool a round up to --stop, each round training on from the last (the warm strategies' baseline:
+    as many steps in all at each size). Each round is kept in its folder (round.json), so a run cut
+    off goes on where it stopped.
     """
     import spacy
 
@@ -144,12 +150,16 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     pool, order = _pool(corpus, seed)
     start = first_round(dataset, corpus, seed, args)
     curve = {str(args.start): _point(start)}
-    warm = getattr(args, "warm_start", False) and strategy != "random"
+    warm = getattr(args, "warm_start", False)
     work = args.out / dataset / _folder(strategy, args) / f"seed{seed}"
     if strategy == "random":
-        for n in _random_sizes(args):
+        record = start
+        sizes = range(args.start + args.step, args.stop + 1, args.step) if warm else _random_sizes(args)
+        for n in sizes:
             if n != args.start:
-                curve[str(n)] = _point(_round(work / f"n{n}", order[:n], pool, corpus, seed, args))
+                record = _round(work / f"n{n}", order[:n], pool, corpus, seed, args,
+                                warm_from=record["model"] if warm else None)
+                curve[str(n)] = _point(record)
         return curve
     labelled, record = order[: args.start], start
     unlabelled = order[args.start:]
@@ -255,7 +265,7 @@ def _load(path: Path) -> dict:
 
 def _done(results: dict, dataset: str, strategy: str, seed: int, args) -> bool:
     curve = results.get(dataset, {}).get(strategy, {}).get(str(seed))
-    last = args.stop if strategy == "random" else (args.strategy_stop or args.stop)
+    last = args.stop if is_random(strategy) else (args.strategy_stop or args.stop)
     return bool(curve) and str(last) in {str(k) for k in curve}
 
 
@@ -306,7 +316,7 @@ def render(results: dict, args) -> str:
         f"over the seeds. The first {args.start:,} sentences are a seeded random sample, the same for every "
         f"strategy; random is trained at {random_sizes} sentences, a ranking strategy adds {args.step:,} a round. "
         "\"reaches random\": the fewest labelled sentences at which the strategy's mean F1 is at least random's at "
-        f"{args.stop:,}." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
+        f"{args.stop:,} (the better of random from scratch and random (warm) where both ran)." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
         + (" A \"(warm)\" strategy's rounds train on from the previous round's model and its vectors instead "
            "(the same steps)." if any("(warm" in name for curves in results.values() for name in curves) else "")
         + (" \"explore F\": a share F of each ranked round's sentences is drawn at random from the round's "

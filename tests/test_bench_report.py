@@ -132,6 +132,20 @@ def test_the_active_learning_target_reads_bench_selects_figures():
             for dataset, strategies in curves.items()}
     measured, status = report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})
     assert status.startswith("met, by a warm-started strategy") and measured.endswith(": entropy (warm)")
+    # With a warm-started random curve (3 seeds) on every dataset, the target is the better random curve.
+    for strategies in warm.values():
+        strategies["random (warm)"] = curve(lambda n: n / 2400)  # 0.833 at 2,000: entropy (warm) caps at 0.8
+    measured, status = report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})
+    assert status == "not met" and "resume not reached (3 seeds)" in measured and measured.endswith(": none")
+    for strategies in warm.values():
+        strategies["random (warm)"] = curve(lambda n: n / 2600)  # below random from scratch: random sets it
+    measured, status = report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})
+    assert status == "met" and "resume 1,000 (3 seeds)" in measured and measured.endswith(": entropy (warm)")
+    _, _, rows = report.select_table({"select": {"figures": {"curves": warm, "stop": 2000}}})
+    assert [row[1] for row in rows[:3]] == ["random", "entropy (warm)", "random (warm)"]
+    assert [row[-1] for row in rows[:3]] == ["2,000", "1,000", "no"]
+    warm["msra"]["random (warm)"] = {"0": warm["msra"]["random (warm)"]["0"]}  # one seed: the caveat again
+    assert report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})[1].startswith("met, by a warm")
     columns, _, rows = report.select_table({"select": {"figures": {"curves": curves, "stop": 2000}}})
     assert columns[:4] == ["dataset", "strategy", "seeds", "200"] and len(rows) == 6
     assert rows[1][:3] == ["resume", "entropy", "3"] and rows[1][-1] == "1,000" and rows[0][-1] == "2,000"
@@ -259,7 +273,20 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     select._round(tmp_path / "toy/warm/n10", order[:10], pool, corpus, 0, args)  # from scratch: another round
     assert len(configs) == 2 and configs[1].name == "default.cfg"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True)) == "entropy (warm)"
-    assert select.curve_name("random", argparse.Namespace(warm_start=True)) == "random"
+    assert select.curve_name("random", argparse.Namespace(warm_start=True, explore=0.2)) == "random (warm)"
+    assert select.curve_name("random", argparse.Namespace(warm_start=False, explore=0.2)) == "random"
+    assert select._folder("random", argparse.Namespace(warm_start=True, explore=0.2)) == "random-warm"
+    # random with --warm-start: every --step up to --stop, each round on from the last, the same sentences.
+    trained.clear()
+    monkeypatch.setattr(select, "train", fake_train)
+    args.warm_start = True
+    curve = select.simulate("toy", corpus, "random", 0, args)
+    assert sorted(int(n) for n in curve) == [5, 10, 15, 20] and [n for _, n in trained] == [10, 15, 20]
+    rounds = [json.loads((tmp_path / f"toy/random-warm/seed0/n{n}/round.json").read_text()) for n in (10, 15, 20)]
+    assert rounds[0]["warm_from"] == str(tmp_path / "toy/start/seed0/model-best")
+    assert [r["warm_from"] for r in rounds[1:]] == [rounds[0]["model"], rounds[1]["model"]]
+    assert rounds[2]["labelled"][:10] == rounds[0]["labelled"] == first["labelled"] + rounds[0]["labelled"][5:]
+    assert select._done({"toy": {"random (warm)": {"0": curve}}}, "toy", "random (warm)", 0, args)
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy (warm, explore 0.2)"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=False, explore=0.2)) == "entropy (explore 0.2)"
     assert select._folder("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy-warm-explore0.2"
