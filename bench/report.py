@@ -601,8 +601,9 @@ QUESTIONS = [
              figure="MSRA dev F1 against the step: default.cfg before its large-corpus rule (seed 2), FGM every second step with 20M "
                     "tokens (the rule, seed 0), the same with a 2-layer BiLSTM, stopped early (bench/plot_dev_curve.py, the schedule's curves in bench/HISTORY.md)"
                     "|bench/msra_dev_curve_fgm2.png"),
-    Question("Vectors trained on each small set's own train split (seeds 0-2)",
-             [(name, "") for name in SMALL_VECTORS_SEEDS]),
+    # Seeds 1-2 of the vectors runs are in the first table's 3-seed means, their source lines there.
+    Question("Vectors trained on each small set's own train split against none (seed 0; seeds 1-2 in the first "
+             "table's means)", [(name, "") for name in SMALL_VECTORS]),
     Question("Inference: speed against spaCy's `ner`; load time and size of the default pipeline; int8 inference and "
              "float16 weights; softword segmentation (rjieba against jieba); matrix products per OpenBLAS kernel and row "
              "by row (the row products split among torch's threads: bench/HISTORY.md, issue 13)",
