@@ -150,6 +150,9 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     _, _, rows = report.select_table({"select": {"figures": {"curves": warm, "stop": 2000}}})
     assert [row[1] for row in rows[:3]] == ["random", "entropy (warm)", "random (warm)"]
     assert [row[-1] for row in rows[:3]] == ["2,000", "1,000", "no"]
+    # The curve that sets the target reaches it at --stop, whatever the rounding of its scaled mean.
+    odd = {"resume": {"random": {str(s): {"2000": {"f": f}} for s, f in enumerate((0.7611, 0.7913, 0.7967))}}}
+    assert report.select_table({"select": {"figures": {"curves": odd, "stop": 2000}}})[2][0][-1] == "2,000"
     warm["msra"]["random (warm)"] = {"0": warm["msra"]["random (warm)"]["0"]}  # one seed: the caveat again
     assert report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})[1].startswith("met, by a warm")
     columns, _, rows = report.select_table({"select": {"figures": {"curves": curves, "stop": 2000}}})
