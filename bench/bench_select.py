@@ -14,9 +14,9 @@ strategy then labels the --step pool sentences the round's model ranks highest
 (`spacy_cner.active_learning.score_docs`, near-duplicates left out as `select` does), until
 --strategy-stop (0: --stop); random labels a random sample of each size of --random-sizes
 (default: every --step up to --stop; with --warm-start, random adds --step a round and trains on
-from the last round, its curve "random (warm)"). --pool N ranks a random sample of N pool sentences per round
-(0: all) and --dev-sentences N chooses each round's model on a random sample of N dev sentences
-(0: all): these size the runs to the machine. --explore F draws that share of each ranked round's
+from the last round, its curve "random (warm)"). --pool N ranks a random sample of N pool
+sentences per round (0: all) and --dev-sentences N chooses each round's model on a random sample
+of N dev sentences (0: all): these size the runs to the machine. --explore F draws that share of each ranked round's
 sentences at random from the round's candidates instead of the top of the ranking (a hedge against
 a weak early model's blind spots). Every round is kept in its folder under --out
 (round.json), so a run cut off goes on where it stopped when started again with the same options.
@@ -316,7 +316,8 @@ def render(results: dict, args) -> str:
         f"over the seeds. The first {args.start:,} sentences are a seeded random sample, the same for every "
         f"strategy; random is trained at {random_sizes} sentences, a ranking strategy adds {args.step:,} a round. "
         "\"reaches random\": the fewest labelled sentences at which the strategy's mean F1 is at least random's at "
-        f"{args.stop:,} (the better of random from scratch and random (warm) where both ran)." + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
+        f"{args.stop:,} (the better of random from scratch and random (warm) where both ran)."
+        + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
         + (" A \"(warm)\" strategy's rounds train on from the previous round's model and its vectors instead "
            "(the same steps)." if any("(warm" in name for curves in results.values() for name in curves) else "")
         + (" \"explore F\": a share F of each ranked round's sentences is drawn at random from the round's "
