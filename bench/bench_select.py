@@ -109,26 +109,28 @@ def _folder(strategy: str, args) -> str:
 
 def pick(ranked: list, texts: list, step: int, explore: float, rng: random.Random, seed: int) -> list:
     """A round's sentences: the top of ranked ((score, index) pairs, best first) and, for a share
-    explore of step, a random draw from the rest of ranked; near-duplicates of a chosen sentence
-    (texts[index]) are left out of both."""
+    explore of step, a random draw from the rest of ranked (`active_learning.pick`, as `select`);
+    near-duplicates of a chosen sentence (texts[index]) are left out of both."""
     from spacy_cner.active_learning import NearDuplicates
+    from spacy_cner.active_learning import pick as pick_items
 
-    guard, chosen = NearDuplicates(0.7, seed=seed), []
-    top = step - round(step * explore)
-    for _, j in ranked:
-        if len(chosen) == top:
-            break
+    guard, taken = NearDuplicates(0.7, seed=seed), set()
+
+    def keep(j: int) -> bool:
         if guard.add(texts[j]):
-            chosen.append(j)
-    taken = set(chosen)
-    rest = [j for _, j in ranked if j not in taken]
-    rng.shuffle(rest)
-    for j in rest:
-        if len(chosen) == step:
-            break
-        if guard.add(texts[j]):
-            chosen.append(j)
-    return chosen
+            taken.add(j)
+            return True
+        return False
+
+    def rest():
+        # The candidates the top did not take, in one shuffle (as the measured rounds drew them;
+        # select samples a reservoir instead).
+        others = [j for _, j in ranked if j not in taken]
+        rng.shuffle(others)
+        yield from others
+
+    top, drawn = pick_items([j for _, j in ranked], rest(), step, explore, keep)
+    return top + drawn
 
 
 def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict:
