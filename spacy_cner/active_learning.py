@@ -211,8 +211,8 @@ def select(
         selected text's by at least this much (Jaccard); None: keep near-duplicates.
     explore (float): The share of the n texts drawn at random from those not at the top of the
         ranking (marked "explore" in the output), a hedge against what a weak model cannot see yet:
-        on Youku (3 seeds) 0.2 reached random sampling's F1 at 2,000 labels with 1,200 where the
-        ranking alone did not (bench/bench_select.py --explore; BENCHMARKS.md for the other sets).
+        on Youku (3 seeds, warm-started) 0.2 reached random sampling's F1 at 2,000 labels with 1,400
+        where the ranking alone did not by 1,200 (bench/bench_select.py --explore; BENCHMARKS.md).
     seed (int): The random strategy's seed (and the near-duplicate hashes' and explore's draw).
     batch_size (int): Texts per batch through the pipeline.
     input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
