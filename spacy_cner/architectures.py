@@ -11,7 +11,7 @@ from .robustness.entity_attention import gold_layers_out_of_reach, takes_gold, w
 from .layers._blas import use_numpy_blas
 from .layers.crf import CRF
 from .layers.transformer.model import TRANSFORMER_TOK2VEC
-from .long_docs import sentence_cuts
+from .long_docs import cuts_computed_once, sentence_cuts
 
 
 # The docs, or (docs, gold entity ids per doc) in crf_ner's update.
@@ -94,14 +94,15 @@ def forward(model: Model, X: InT, is_train: bool) -> Tuple[List[Floats2d], Calla
     tok2vec = model.get_ref("tok2vec")
     encoder = model.get_ref("encoder") if model.has_ref("encoder") else None
     output = model.layers[0].layers[-1]  # with_array(output_layer), the emitter chain's last layer
-    H, backprop_tok2vec = _with_gold_if_taken(tok2vec, docs, entity_ids, is_train)
-    mode = model.attrs.get("sentence_encoding")
-    if encoder is not None and (mode is True or (mode == "predict" and not is_train)):
-        H, backprop_encoder = _by_sentence(model, encoder, docs, H, entity_ids, is_train)
-    elif encoder is not None:
-        H, backprop_encoder = _with_gold_if_taken(encoder, H, entity_ids, is_train)
-    else:
-        backprop_encoder = None
+    with cuts_computed_once():
+        H, backprop_tok2vec = _with_gold_if_taken(tok2vec, docs, entity_ids, is_train)
+        mode = model.attrs.get("sentence_encoding")
+        if encoder is not None and (mode is True or (mode == "predict" and not is_train)):
+            H, backprop_encoder = _by_sentence(model, encoder, docs, H, entity_ids, is_train)
+        elif encoder is not None:
+            H, backprop_encoder = _with_gold_if_taken(encoder, H, entity_ids, is_train)
+        else:
+            backprop_encoder = None
     Y, backprop_output = output(H, is_train)
 
     def backprop(dY: List[Floats2d]) -> InT:

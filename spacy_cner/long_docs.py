@@ -11,8 +11,10 @@ than a window is covered by overlapping windows instead, and each position (a wo
 or a token) is read from the window where it sits farthest from an edge. Every one belongs
 to exactly one window, so every token gets a vector and nothing is cut off.
 """
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.attrs import NORM, ORTH, SPACY
@@ -27,6 +29,8 @@ WINDOW_ATTRS = [ORTH, NORM, SPACY]
 # orth id -> ends_sentence(its text), for sentence_cuts: an id is the hash of the text, the same in
 # every vocab. Looking the texts up in the StringStore cost sentence_cuts most of its time.
 _ENDS_SENTENCE: Dict[int, bool] = {}
+# id(doc) -> (doc, its cuts) inside cuts_computed_once (the doc is held, so its id is not reused).
+_CUTS_MEMO: ContextVar[Optional[Dict[int, Tuple[Doc, numpy.ndarray]]]] = ContextVar("sentence_cuts", default=None)
 
 
 def ends_sentence(text: str) -> bool:
@@ -100,8 +104,33 @@ def _overlapping(start: int, end: int, max_length: int) -> List[Window]:
     return windows
 
 
+@contextmanager
+def cuts_computed_once() -> Iterator[None]:
+    """Inside it, sentence_cuts computes each doc's cuts once: the tagger's forward reads them up to
+    three times (its sentence_encoding, CharBigramEmbed's and the n-gram vectors' sentence_bigrams).
+    A forward's docs do not change while it runs; the memo is dropped when it returns (a doc may be
+    retokenized between two calls). Why not a cache on the Doc: user_data would be serialised with it.
+    """
+    token = _CUTS_MEMO.set({})
+    try:
+        yield
+    finally:
+        _CUTS_MEMO.reset(token)
+
+
 def sentence_cuts(doc: Doc) -> numpy.ndarray:
-    """The token offsets 1...len(doc) - 1 after a token that ends a sentence (ends_sentence)."""
+    """The token offsets 1...len(doc) - 1 after a token that ends a sentence (ends_sentence);
+    read-only (inside cuts_computed_once the same array is handed out again)."""
+    memo = _CUTS_MEMO.get()
+    if memo is None:
+        return _sentence_cuts(doc)
+    found = memo.get(id(doc))
+    if found is None:
+        found = memo[id(doc)] = (doc, _sentence_cuts(doc))
+    return found[1]
+
+
+def _sentence_cuts(doc: Doc) -> numpy.ndarray:
     orths = doc.to_array(ORTH).tolist()
     strings, known = doc.vocab.strings, _ENDS_SENTENCE
     if len(known) > 1_000_000:
@@ -114,8 +143,9 @@ def sentence_cuts(doc: Doc) -> numpy.ndarray:
         if ends:
             end_ids.add(orth)
     last = len(orths) - 1
-    cuts = [i + 1 for i, orth in enumerate(orths) if orth in end_ids and i < last]
-    return numpy.asarray(cuts, dtype=numpy.intp)
+    cuts = numpy.asarray([i + 1 for i, orth in enumerate(orths) if orth in end_ids and i < last], dtype=numpy.intp)
+    cuts.flags.writeable = False
+    return cuts
 
 
 def doc_windows(doc: Doc, max_length: int) -> List[Window]:

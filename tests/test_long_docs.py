@@ -1,4 +1,5 @@
 """Windows over long docs: whole sentences where they fit, overlaps otherwise, nothing lost."""
+import numpy
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -6,8 +7,11 @@ from hypothesis import strategies as st
 import spacy
 from spacy.tokens import Doc, Span
 
+from spacy_cner import long_docs
 from spacy_cner.long_docs import Window, doc_windows, ends_sentence, sentence_cuts, split_windows, window_doc
 from spacy_cner.long_docs import window_segments
+
+from conftest import small_config_pipeline
 
 
 def test_short_doc_is_one_window():
@@ -115,3 +119,24 @@ def test_sentence_cuts_read_each_vocab_alike():
     first = Doc(spacy.blank("zh").vocab, words=list("好。好"), spaces=[False] * 3)
     second = Doc(spacy.blank("en").vocab, words=["好", "。", "好"], spaces=[False] * 3)
     assert sentence_cuts(first).tolist() == sentence_cuts(second).tolist() == [2]
+
+
+def test_cuts_computed_once_per_doc_in_the_taggers_forward(request, monkeypatch):
+    """The default tagger reads each doc's cuts three times in a forward (sentence_encoding and both
+    bigram features): computed once, the same emissions; outside a forward nothing is kept."""
+
+    nlp = small_config_pipeline("default", request)
+    model = nlp.get_pipe("crf_ner").model
+    docs = [nlp.make_doc(text) for text in ["张三去了北京。李四在上海！", "王五。", "没有句号"]]
+    before = model.predict(docs)
+    computed = []
+    compute = long_docs._sentence_cuts
+    monkeypatch.setattr(long_docs, "_sentence_cuts", lambda doc: computed.append(doc) or compute(doc))
+    after = model.predict(docs)
+    assert len(computed) == len(docs) and [id(doc) for doc in computed] == [id(doc) for doc in docs]
+    assert all(numpy.array_equal(b, a) for b, a in zip(before, after))
+    computed.clear()
+    first, second = sentence_cuts(docs[0]), sentence_cuts(docs[0])
+    assert len(computed) == 2 and first.tolist() == second.tolist() == [7]
+    with pytest.raises(ValueError):
+        first[0] = 0  # handed out again inside a forward: read-only
