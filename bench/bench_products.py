@@ -1,12 +1,19 @@
-"""The tok2vec's matrix product four ways, per OpenBLAS kernel: seconds, and whether a row comes out the same alone.
+"""The tok2vec's matrix product five ways, per OpenBLAS kernel: seconds, and whether a row comes out the same alone.
 
-Usage: python bench/bench_products.py [--rows 50000] [--coretype Haswell --coretype Sandybridge] [--result NAME]
+Usage: python bench/bench_products.py [--rows 50000] [--coretype Haswell --coretype Sandybridge]
+       [--models MODEL ...] [--result NAME]
 
 (rows x 220) @ (220 x 384), the default's Maxout, on one thread, each kernel in a process of its own
 (OPENBLAS_CORETYPE; a kernel the CPU lacks crashes its process, which the table says): blis (thinc's
-default ops), 256-row blocks (RowBlockOps, which spacy_cner used before RowwiseOps; written out here),
-RowwiseOps, and one numpy product. "Same alone": rows 5-6, 40-42, 300-306, 1001-1017 and 3-302 of the
-whole product equal the product of those rows alone, as a copy and as a view. Best of 3.
+default ops), 256-row blocks on numpy (RowBlockOps, which spacy_cner used before RowwiseOps; written out
+here), one row at a time (RowwiseOps until 2026-11-27, its fallback now), RowwiseOps (fixed blocks on
+torch where _blocks_are_invariant holds), and one numpy product. "Same alone": rows 5-6, 40-42,
+300-306, 1001-1017 and 3-302 of the whole product equal the product of those rows alone, as a copy
+and as a view. Best of 3.
+
+--models: trained pipelines (OUT/DATASET/SYSTEM/seedN/model-best of bench_datasets.py), each scored on
+OUT/DATASET/corpus/test.spacy with RowwiseOps' fixed blocks and with every product row by row (the two
+round differently): test F1 of each and the share of test docs with the same entities. One thread.
 """
 import argparse
 import datetime
@@ -23,7 +30,7 @@ CHILD = """
 import json, time
 import numpy
 from thinc.api import NumpyOps
-from spacy_cner.layers._blas import RowwiseOps
+from spacy_cner.layers._blas import RowwiseOps, _blocks_are_invariant, _rowwise_product
 
 rows = int(__import__("sys").argv[1])
 rng = numpy.random.default_rng(0)
@@ -47,7 +54,8 @@ blis, rowwise = NumpyOps(use_blis=True), RowwiseOps()
 products = {
     "blis (thinc's default)": lambda x: blis.gemm(x, W, trans2=True),
     "256-row blocks (before)": blocks,
-    "one row at a time, aligned (RowwiseOps)": lambda x: rowwise.gemm(x, W, trans2=True),
+    "one row at a time, aligned (RowwiseOps before, its fallback)": lambda x: _rowwise_product(x, W.T),
+    "fixed blocks on torch (RowwiseOps)": lambda x: rowwise.gemm(x, W, trans2=True),
     "one numpy product": lambda x: x @ W.T,
 }
 parts = [(5, 2), (40, 3), (300, 7), (1001, 17), (3, 300)]
@@ -62,7 +70,31 @@ for name, product in products.items():
     same = all(numpy.array_equal(product(part), whole[s : s + n])
                for s, n in parts for part in (X[s : s + n].copy(), X[s : s + n]))
     results[name] = {"seconds": min(times), "same": same}
+results["blocks checked invariant"] = _blocks_are_invariant(220, 384, X.dtype)
 print(json.dumps(results))
+"""
+# Scores a model's test split with RowwiseOps' fixed blocks, then with every product row by row.
+MODEL_CHILD = """
+import json, sys
+import torch
+torch.set_num_threads(1)
+import spacy
+from spacy.tokens import DocBin
+from spacy.training import Example
+from spacy_cner.layers import _blas
+
+nlp = spacy.load(sys.argv[1])
+docs = list(DocBin().from_disk(sys.argv[2]).get_docs(nlp.vocab))
+result = {"f": {}, "entities": {}}
+for mode in ("blocks", "row by row"):
+    if mode == "row by row":
+        _blas._blocks_are_invariant = lambda *shape: False
+    predicted = list(nlp.pipe([d.text for d in docs], batch_size=256))
+    result["f"][mode] = nlp.evaluate([Example(p, d) for p, d in zip(predicted, docs)])["ents_f"]
+    result["entities"][mode] = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in predicted]
+same = sum(a == b for a, b in zip(*result.pop("entities").values()))
+result["same_docs"] = same / max(1, len(docs))
+print("RESULT " + json.dumps(result))
 """
 
 
@@ -70,6 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50000)
     parser.add_argument("--coretype", action="append", default=[], help="OPENBLAS_CORETYPE values (default: Haswell, Sandybridge)")
+    parser.add_argument("--models", nargs="*", type=Path, default=[], help="trained pipelines to score both ways")
     add_result_argument(parser, "products")
     args = parser.parse_args()
     coretypes = args.coretype or ["Haswell", "Sandybridge"]
@@ -78,14 +111,16 @@ def main() -> None:
         env = {**os.environ, "OPENBLAS_CORETYPE": coretype, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         done = subprocess.run([sys.executable, "-c", CHILD, str(args.rows)], env=env, capture_output=True, text=True)
         results[coretype] = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
-    names = next((list(r) for r in results.values() if r), [])
+    names = next(([name for name in r if name != "blocks checked invariant"] for r in results.values() if r), [])
     header = " | ".join(f"{c}: seconds | same alone?" for c in coretypes)
     lines = [
         f"### Matrix products, per OpenBLAS kernel ({datetime.date.today().isoformat()})",
         "",
         f"Command: `{shlex.join(['python', 'bench/bench_products.py', *sys.argv[1:]])}`  ",
         f"Machine: {machine_line()}  ",
-        f"({args.rows:,} x 220) @ (220 x 384) on one thread, best of 3.",
+        f"({args.rows:,} x 220) @ (220 x 384) on one thread, best of 3. RowwiseOps' blocks checked invariant "
+        "(else it multiplies row by row): " + ", ".join(f"{c} {'yes' if r and r['blocks checked invariant'] else 'no'}"
+                                                       for c, r in results.items()) + ".",
         "",
         f"| product | {header} |",
         "| --- |" + " ---: | --- |" * len(coretypes),
@@ -97,9 +132,35 @@ def main() -> None:
             cells.append("crashed | -" if result is None else
                          f"{result[name]['seconds']:.3f} | {'yes' if result[name]['same'] else '**no**'}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    models = [score_model(model) for model in args.models]
+    if models:
+        lines += [
+            "",
+            "Trained pipelines, test split, one thread: RowwiseOps' fixed blocks against every product row by row.",
+            "",
+            "| model | test F1, fixed blocks | test F1, row by row | difference | test docs with the same entities |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for row in models:
+            blocks, rowwise = 100 * row["f"]["blocks"], 100 * row["f"]["row by row"]
+            lines.append(f"| {row['model']} | {blocks:.2f} | {rowwise:.2f} | {blocks - rowwise:+.2f} "
+                         f"| {100 * row['same_docs']:.2f}% |")
     table = "\n".join(lines) + "\n"
     print(table)
-    save_result(args.result, {"rows": args.rows, "kernels": results}, table)
+    save_result(args.result, {"rows": args.rows, "kernels": results, "models": models}, table)
+
+
+def score_model(model: Path) -> dict:
+    """Test F1 with fixed blocks and row by row, and the share of docs with the same entities."""
+    test = model.parents[2] / "corpus" / "test.spacy"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", MODEL_CHILD, str(model), str(test)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"Failed on {model}:\n{done.stderr[-3000:]}")
+    found = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+    name = "/".join(model.parts[-4:-1])
+    print(name, found, file=sys.stderr)
+    return {"model": name, **found}
 
 
 if __name__ == "__main__":

@@ -404,10 +404,10 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     for part in range(3):
         (tmp_path / "in" / f"{part}.txt").write_text("\n".join(texts[part * 1000:(part + 1) * 1000]) + "\n", encoding="utf8")
     killed = []
+    done = threading.Event()
 
-    def kill_one_actor():
-        deadline = time.time() + 120
-        while time.time() < deadline and not killed:
+    def kill_one_actor():  # until the job ends, however long a busy machine makes it take
+        while not done.is_set() and not killed:
             pids = _actor_pids()
             if pids and list((tmp_path / "out").glob("*.jsonl")):
                 os.kill(pids[0], signal.SIGKILL)
@@ -416,9 +416,12 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
 
     killer = threading.Thread(target=kill_one_actor)
     killer.start()
-    summary = annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray", workers=2, batch_size=8)
-    finished = time.time()
-    killer.join()
+    try:
+        summary = annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray", workers=2, batch_size=8)
+    finally:
+        finished = time.time()
+        done.set()
+        killer.join()
     assert killed and killed[0] < finished, "no actor was killed while the job ran"
     assert len(list((tmp_path / "out").glob("*.jsonl"))) == 12
     rows = read_jsonl(tmp_path / "out")

@@ -3,7 +3,7 @@ import contextlib
 import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import numpy
 import torch
@@ -13,7 +13,7 @@ from thinc.api import Model, NumpyOps
 ALIGN_BYTES = 64
 # The dtypes whose weight-gradient products run on torch.
 FLOATS = (numpy.dtype("float32"), numpy.dtype("float64"))
-# Whether RowwiseOps multiplies row by row (see training_products).
+# Whether RowwiseOps multiplies row-invariantly (in fixed blocks or row by row; see training_products).
 _ROWWISE = contextvars.ContextVar("spacy_cner_rowwise_products", default=True)
 # Fewest rows a thread of a row-by-row product gets (a task costs tens of microseconds; a row
 # of the tok2vec's Maxout about one).
@@ -22,6 +22,12 @@ ROWS_PER_THREAD = 256
 # n_process > 1) has none of the parent's threads: it makes its own, as layers._torch resets
 # torch's there.
 _POOL: Optional[Tuple[int, ThreadPoolExecutor]] = None
+# The two shapes of a fixed-block product: its rows go in blocks of BLOCK_ROWS[0], the rest in
+# blocks of BLOCK_ROWS[1], the last padded with zero rows (see _block_product).
+BLOCK_ROWS = (1024, 64)
+# (n_in, n_out, dtype, torch's threads) -> whether a row comes out of torch's fixed-block products
+# the same at any place in either block and on one thread (_blocks_are_invariant).
+_INVARIANT: Dict[Tuple[int, int, str, int], bool] = {}
 
 
 def _forget_pool() -> None:
@@ -48,17 +54,19 @@ def training_products() -> Iterator[None]:
 
 
 class RowwiseOps(NumpyOps):
-    """thinc's NumpyOps, but X @ W runs on numpy's BLAS one row at a time, each row at the same alignment.
+    """thinc's NumpyOps, but X @ W gives each row of X the same result whatever rows it comes with.
 
     Why not thinc's default: its NumpyOps multiplies with blis, which falls back to its generic
     kernels on the benchmark machine (a virtual "AMD EPYC" whose model it does not recognise:
     `BLIS_ARCH_DEBUG=1` prints "selecting sub-configuration 'generic'"): 1.4x as long as the
-    products here for the tok2vec's Maxout. Why one row at a time: a token's scores must not
-    depend on what it is batched with (the same doc alone, in a batch, in another process). A
-    product of many rows does not give that on OpenBLAS: with its Haswell kernels (the one it
-    picks on that machine) a row's result depends on its position in the block, 1e-5 apart. Here
-    every row is its own vector-matrix product of the same shape (numpy's stacked matmul, one
-    BLAS call per row), its row padded with zeros to a multiple of ALIGN_BYTES and placed on
+    products here for the tok2vec's Maxout. Why row-invariant: a token's scores must not depend on
+    what it is batched with (the same doc alone, in a batch, in another process). A product of
+    many rows does not give that on OpenBLAS: with its Haswell kernels (the one it picks on that
+    machine) a row's result depends on its position in the block, 1e-5 apart. Here the rows go
+    in blocks of two fixed shapes on torch (_block_product) where this machine gives a row the same
+    result anywhere in them and on any thread count (_blocks_are_invariant, checked once per shape);
+    elsewhere every row is its own vector-matrix product of the same shape (numpy's stacked matmul,
+    one BLAS call per row), its row padded with zeros to a multiple of ALIGN_BYTES and placed on
     that alignment, so each row meets the same arithmetic wherever it comes from (one thread:
     OpenBLAS starts no threads for a vector-matrix product of this size). Products that sum over
     the rows (trans1: weight gradients in training) run in one piece, on torch, and so does
@@ -79,7 +87,11 @@ class RowwiseOps(NumpyOps):
             left, right = torch.from_numpy(x), torch.from_numpy(y)
             product = ((left.T if trans1 else left) @ (right.T if trans2 else right)).numpy()
         else:
-            product = _rowwise_product(x, y.T if trans2 else y)
+            weights = y.T if trans2 else y
+            if x.dtype == weights.dtype and x.dtype in FLOATS and _blocks_are_invariant(*weights.shape, x.dtype):
+                product = _block_product(x, weights)
+            else:
+                product = _rowwise_product(x, weights)
         if out is None:
             return product
         out[...] = product
@@ -115,6 +127,72 @@ def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
         for task in tasks:
             task.result()
     return out[:, 0]
+
+
+def _block_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
+    """x @ y on torch in fixed blocks: the rows in blocks of BLOCK_ROWS[0], then of BLOCK_ROWS[1],
+    the last padded with zero rows, every block one product of the same shape (torch's threads).
+
+    Why blocks of two fixed shapes and not one product: on OpenBLAS a row's result depends on its
+    place in a product of many rows; torch's (MKL's on the benchmark machine) does not, but what a
+    library does with other shapes, kernels or machines is not ours to assume. Every block here is
+    one of two shapes, and _blocks_are_invariant checks those shapes on this machine, with this
+    thread count, before they are used: a row comes out the same wherever it sits in either and
+    on one thread. Twice as fast as row by row for the tok2vec's Maxout (bench/HISTORY.md).
+    """
+    (n_rows, width), n_out = x.shape, y.shape[1]
+    big, small = BLOCK_ROWS
+    n_big = n_rows // big
+    n_padded = n_big * big + -(-(n_rows - n_big * big) // small) * small
+    rows = _aligned_zeros((n_padded, width), x.dtype)
+    rows[:n_rows] = x
+    weights = _aligned_zeros((width, n_out), x.dtype)
+    weights[...] = y
+    out = _aligned_zeros((n_padded, n_out), x.dtype)
+    left, right, product = torch.from_numpy(rows), torch.from_numpy(weights), torch.from_numpy(out)
+    starts = [(start, big) for start in range(0, n_big * big, big)]
+    starts += [(start, small) for start in range(n_big * big, n_padded, small)]
+    for start, size in starts:
+        torch.mm(left[start : start + size], right, out=product[start : start + size])
+    return out[:n_rows]
+
+
+def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype) -> bool:
+    """Whether _block_product gives a row the same result at every place in both block shapes and
+    on one thread as on torch's current thread count (checked once per shape and thread count).
+
+    Random rows are placed at every offset within a SIMD-sized period of the small block and at
+    offsets across the big one (its thread partitions included); their results must be bit-equal
+    to those of the rows in a small block on one thread. Where they are not, RowwiseOps multiplies
+    row by row instead (exact on any kernel, half as fast).
+    """
+    threads = torch.get_num_threads()
+    key = (n_in, n_out, numpy.dtype(dtype).str, threads)
+    if key not in _INVARIANT:
+        _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), threads)
+    return _INVARIANT[key]
+
+
+def _check_blocks(n_in: int, n_out: int, dtype: numpy.dtype, threads: int) -> bool:
+    big, small = BLOCK_ROWS
+    rng = numpy.random.default_rng(0)
+    weights = rng.standard_normal((n_in, n_out)).astype(dtype)
+    probe = rng.standard_normal((small, n_in)).astype(dtype)
+    filler = rng.standard_normal((big, n_in)).astype(dtype)
+    try:
+        torch.set_num_threads(1)
+        reference = _block_product(probe, weights)
+    finally:
+        torch.set_num_threads(threads)
+    for shift in list(range(17)) + [24, 32, 48]:  # every place in the small block's first 16 and more
+        if not numpy.array_equal(_block_product(numpy.roll(probe, shift, axis=0), weights), numpy.roll(reference, shift, axis=0)):
+            return False
+    for offset in (0, 1, 7, 255, big // 2 - 1, big // 2 + 3, big - small):  # in the big block
+        rows = filler.copy()
+        rows[offset : offset + small] = probe
+        if not numpy.array_equal(_block_product(rows, weights)[offset : offset + small], reference):
+            return False
+    return True
 
 
 def _pool(n_threads: int) -> ThreadPoolExecutor:

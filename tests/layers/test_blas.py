@@ -98,6 +98,7 @@ def torch_threads():
 def test_rows_split_among_threads_come_out_as_on_one(n_threads, torch_threads, monkeypatch):
     """With torch on several threads, the row-by-row products split the rows among as many threads."""
     monkeypatch.setattr(_blas, "ROWS_PER_THREAD", 16)
+    monkeypatch.setattr(_blas, "_blocks_are_invariant", lambda *shape: False)
     rng = numpy.random.default_rng(n_threads)
     X = rng.standard_normal((203, 220)).astype("f")
     W = rng.standard_normal((384, 220)).astype("f")
@@ -119,6 +120,7 @@ def test_rows_split_among_threads_come_out_as_on_one(n_threads, torch_threads, m
 def test_a_forked_child_multiplies_on_threads_of_its_own(torch_threads, monkeypatch):
     """nlp.pipe(n_process=...) forks: the parent's pool threads do not exist in the child."""
     monkeypatch.setattr(_blas, "ROWS_PER_THREAD", 16)
+    monkeypatch.setattr(_blas, "_blocks_are_invariant", lambda *shape: False)
     torch_threads(2)
     X = numpy.ones((64, 8), dtype="f")
     W = numpy.ones((8, 3), dtype="f")
@@ -147,19 +149,22 @@ def test_products_over_the_rows_are_whole():
 
 @pytest.fixture
 def rowwise_calls(monkeypatch):
-    """A list that gets an item at every row-by-row product."""
+    """A list that gets an item at every row-invariant product (in fixed blocks or row by row)."""
     calls = []
-    rowwise = _blas._rowwise_product
-    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: calls.append(1) or rowwise(*a))
+    for name in ("_rowwise_product", "_block_product"):
+        product = getattr(_blas, name)
+        monkeypatch.setattr(_blas, name, lambda *a, product=product: calls.append(1) or product(*a))
     return calls
 
 
 def test_training_products_are_whole_and_only_inside_the_block(rowwise_calls):
-    """Inside training_products every product is one torch product (no row-by-row call), with
-    or without transposes; outside it, row by row again, also after an error in the block."""
+    """Inside training_products every product is one torch product (no row-invariant call), with
+    or without transposes; outside it, row-invariant again, also after an error in the block."""
     rng = numpy.random.default_rng(2)
     X, W = rng.standard_normal((37, 6)).astype("f"), rng.standard_normal((5, 6)).astype("f")
     ops, calls = RowwiseOps(), rowwise_calls
+    _blas._blocks_are_invariant(6, 5, X.dtype)  # its check multiplies in blocks too: done before counting
+    calls.clear()
     with training_products():
         numpy.testing.assert_allclose(ops.gemm(X, W, trans2=True), X @ W.T, rtol=1e-5, atol=1e-5)
         numpy.testing.assert_allclose(ops.gemm(X.T.copy(), W.T.copy(), trans1=True), X @ W.T, rtol=1e-5, atol=1e-5)
@@ -173,7 +178,7 @@ def test_training_products_are_whole_and_only_inside_the_block(rowwise_calls):
     assert calls == [1]
 
 
-def test_crf_ner_update_multiplies_in_one_piece_and_predicts_row_by_row(rowwise_calls):
+def test_crf_ner_update_multiplies_in_one_piece_and_predicts_row_invariantly(rowwise_calls):
     nlp = spacy.blank("zh")
     nlp.add_pipe("crf_ner", config={"model": TAGGER, "join_examples": 0.0})
     examples = [Example.from_dict(nlp.make_doc("我在北京"), {"entities": [(2, 4, "LOC")]})]
@@ -218,3 +223,41 @@ def test_rows_are_batch_invariant_on_each_openblas_kernel(coretype):
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True"]
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 63, 64, 65, 1023, 1024, 1025, 2200])
+def test_block_products_pad_every_row_count(n_rows):
+    """Fixed blocks of 1,024 and 64 rows, the last padded with zeros: every row count comes out whole."""
+    rng = numpy.random.default_rng(n_rows)
+    X, W = rng.standard_normal((n_rows, 30)).astype("f"), rng.standard_normal((30, 9)).astype("f")
+    product = _blas._block_product(X, W)
+    assert product.shape == (n_rows, 9)
+    numpy.testing.assert_allclose(product, X @ W, rtol=1e-4, atol=1e-4)
+
+
+def test_blocks_are_used_only_where_this_machine_keeps_rows_invariant(monkeypatch):
+    """A product whose rows depended on their place in a block fails the check: row by row then, and
+    a row still comes out the same alone and in a batch."""
+    multiply = torch.mm
+
+    def by_place(left, right, out):  # adds a rounding-sized error that depends on the row's place
+        multiply(left, right, out=out)
+        out += torch.arange(len(out), dtype=out.dtype)[:, None] * 1e-6
+        return out
+
+    monkeypatch.setattr(_blas.torch, "mm", by_place)
+    monkeypatch.setattr(_blas, "_INVARIANT", {})
+    rng = numpy.random.default_rng(4)
+    X, W = rng.standard_normal((300, 12)).astype("f"), rng.standard_normal((12, 7)).astype("f")
+    assert not _blas._blocks_are_invariant(12, 7, X.dtype)
+    called = []
+    rowwise = _blas._rowwise_product
+    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: called.append(1) or rowwise(*a))
+    whole = RowwiseOps().gemm(X, W)
+    assert called and numpy.array_equal(RowwiseOps().gemm(X[5:8], W), whole[5:8])
+    monkeypatch.setattr(_blas.torch, "mm", multiply)
+    monkeypatch.setattr(_blas, "_INVARIANT", {})
+    if _blas._blocks_are_invariant(12, 7, X.dtype):  # this machine's torch: the blocks are used
+        called.clear()
+        whole = RowwiseOps().gemm(X, W)
+        assert not called and numpy.array_equal(RowwiseOps().gemm(X[5:8], W), whole[5:8])
