@@ -5,9 +5,9 @@ Usage: python bench/bench_speed.py --runs bench/runs/datasets [--runs DIR ...] [
 
 Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default's seed-0 model
 (RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
-texts, best of --repeats, the systems alternating in this one process: ours; ours with jieba
-segmenting every text (the default as it ran before rjieba; the entities must be the same); ours
-with configs/fast.cfg (RUNS/<dataset>/fast/seed0/model-best, where there is one);
+texts, best of --repeats, the systems alternating in this one process: ours; ours with every
+matrix product row by row (as before the fixed blocks of 2026-11-27; it rounds differently, the
+table says whether the entities are the same); ours with configs/fast.cfg (RUNS/<dataset>/fast/seed0/model-best, where there is one);
 spaCy's `ner`. spaCy's model is RUNS/<dataset>/spacy/seed0/model-best, or one trained for
 --spacy-steps steps into RUNS/<dataset>/spacy_speed when there is none: its transition-based
 `ner` takes one action per token whatever its weights, so its speed does not depend on how long
@@ -61,7 +61,7 @@ def main() -> None:
 
 
 def measure(dataset: Path, args) -> dict:
-    """chars/s of ours (with rjieba, with jieba only, fast.cfg) and spaCy's `ner`, and our seconds
+    """chars/s of ours (fixed-block products, row by row, fast.cfg) and spaCy's `ner`, and our seconds
     per stage, on dataset's test."""
     import spacy
     from spacy.tokens import DocBin
@@ -74,37 +74,42 @@ def measure(dataset: Path, args) -> dict:
             spacy_model.parent.mkdir(parents=True, exist_ok=True)
             config = spacy_ner_config(dataset / "spacy_speed" / "spacy_ner.cfg")
             train(config, corpus, spacy_model.parent, 0, args.spacy_steps, one_thread=True)
-    from spacy_cner import segmenter
+    from spacy_cner.layers import _blas
 
     ours = spacy.load(dataset / "default" / "seed0" / "model-best")
     theirs = spacy.load(spacy_model)
     texts = [doc.text for doc in DocBin().from_disk(corpus / "test.spacy").get_docs(ours.vocab)]
     n_chars = sum(len(text) for text in texts)
-    # name -> (pipeline, whether rjieba may segment): "jieba only" is the default as it ran before rjieba.
-    systems = {"ours": (ours, True), "ours, jieba only": (ours, False), "spaCy ner": (theirs, True)}
+    # name -> (pipeline, whether its products go in fixed blocks where they are invariant).
+    systems = {"ours": (ours, True), "ours, row by row": (ours, False), "spaCy ner": (theirs, True)}
     fast = dataset / "fast" / "seed0" / "model-best"
     if fast.exists():
         systems["ours, fast.cfg"] = (spacy.load(fast), True)
     seconds = {name: [] for name in systems}
     entities = {}
-    for name, (nlp, fast) in systems.items():
-        segmenter._RJIEBA_MISSING = not fast
+    blocks_checked = _blas._blocks_are_invariant
+
+    def products(blocks: bool) -> None:
+        _blas._blocks_are_invariant = blocks_checked if blocks else (lambda *shape: False)
+
+    for name, (nlp, blocks) in systems.items():
+        products(blocks)
         list(nlp.pipe(texts[:256], batch_size=256))  # warm up (jieba's dictionary, lazy tables)
     for _ in range(args.repeats):
-        for name, (nlp, fast) in systems.items():
-            segmenter._RJIEBA_MISSING = not fast
+        for name, (nlp, blocks) in systems.items():
+            products(blocks)
             start = time.perf_counter()
             found = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=256)]
             seconds[name].append(time.perf_counter() - start)
             entities[name] = found
-    segmenter._RJIEBA_MISSING = False
+    products(True)
     return {
         "dataset": dataset.name,
         "runs": str(dataset.parent),
         "n_texts": len(texts),
         "n_chars": n_chars,
         "chars_per_s": {name: n_chars / min(times) for name, times in seconds.items()},
-        "rjieba_same_entities": entities["ours"] == entities["ours, jieba only"],
+        "rowwise_same_entities": entities["ours"] == entities["ours, row by row"],
         "stages": stages(ours, texts, args.repeats),
         "spacy_model": str(spacy_model),
     }
@@ -159,8 +164,8 @@ def render(rows: list, args) -> str:
         f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg; fast.cfg "
         "where the runs hold one). Stage shares are ours'.",
         "",
-        "| dataset (runs) | texts | chars | ours chars/s | ours, jieba only | fast.cfg | spaCy ner "
-        "| ours / spaCy | jieba only / spaCy | fast.cfg / spaCy | same entities (rjieba, jieba) "
+        "| dataset (runs) | texts | chars | ours chars/s | ours, row by row | fast.cfg | spaCy ner "
+        "| ours / spaCy | row by row / spaCy | fast.cfg / spaCy | same entities (blocks, row by row) "
         "| tokenizer | tok2vec | encoder | rest of predict | set_annotations |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -173,9 +178,9 @@ def render(rows: list, args) -> str:
         fast = speed.get("ours, fast.cfg")
         lines.append(
             f"| {row['dataset']} ({Path(row['runs']).name}) | {row['n_texts']:,} | {row['n_chars']:,} "
-            f"| {speed['ours']:,.0f} | {speed['ours, jieba only']:,.0f} | {f'{fast:,.0f}' if fast else 'n/a'} "
-            f"| {spacy_speed:,.0f} | {speed['ours'] / spacy_speed:.2f}x | {speed['ours, jieba only'] / spacy_speed:.2f}x "
-            f"| {f'{fast / spacy_speed:.2f}x' if fast else 'n/a'} | {'yes' if row['rjieba_same_entities'] else 'NO'} "
+            f"| {speed['ours']:,.0f} | {speed['ours, row by row']:,.0f} | {f'{fast:,.0f}' if fast else 'n/a'} "
+            f"| {spacy_speed:,.0f} | {speed['ours'] / spacy_speed:.2f}x | {speed['ours, row by row'] / spacy_speed:.2f}x "
+            f"| {f'{fast / spacy_speed:.2f}x' if fast else 'n/a'} | {'yes' if row['rowwise_same_entities'] else 'NO'} "
             f"| {shares} |"
         )
     return "\n".join(lines) + "\n"
