@@ -114,7 +114,7 @@ MSRA_VARIANTS = (("datasets_msra_nofgm12_seed0", "nofgm12"),)
 MSRA_VARIANT_NAMES = {"nofgm12": "without FGM, 25M tokens"}
 # The large-corpus rule just above its threshold: a random 25,000 of MSRA's train sentences (1.17M tokens),
 # default.cfg (the rule applies) against the same with the rule's thresholds raised out of reach.
-MSRA_MID = (("datasets_msra_mid_rule_seed0", "0, 25k sentences"),)
+MSRA_MID = (("datasets_msra_mid_rule_seed0", "0, 25k sentences"), ("datasets_msra_mid_rule_seed1", "1, 25k sentences"))
 SMALL_VECTORS = ("datasets_resume-youku_default-vectors_seed0",
                  "datasets_ecommerce-taobao-peoples_daily_default-vectors_seed0")
 SMALL_VECTORS_SEEDS = (*SMALL_VECTORS, "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed1",
