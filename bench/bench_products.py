@@ -147,8 +147,9 @@ def main() -> None:
             group = [row for row in models if row["dataset"] == dataset]
             mean = lambda mode: 100 * sum(row["f"][mode] for row in group) / len(group)  # noqa: E731
             largest = max(100 * abs(row["f"]["blocks"] - row["f"]["row by row"]) for row in group)
+            same = 100 * min(row["same_docs"] for row in group)
             lines.append(f"| {dataset} | {', '.join(row['model'] for row in group)} | {mean('blocks'):.2f} "
-                         f"| {mean('row by row'):.2f} | {largest:.2f} | {100 * min(row['same_docs'] for row in group):.2f}% |")
+                         f"| {mean('row by row'):.2f} | {largest:.2f} | {same:.2f}% |")
     table = "\n".join(lines) + "\n"
     print(table)
     save_result(args.result, {"rows": args.rows, "kernels": results, "models": models}, table)
@@ -158,7 +159,8 @@ def score_model(model: Path) -> dict:
     """Test F1 with fixed blocks and row by row, and the share of docs with the same entities."""
     test = model.parents[2] / "corpus" / "test.spacy"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", MODEL_CHILD, str(model), str(test)], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", MODEL_CHILD, str(model), str(test)], env=env, capture_output=True,
+                          text=True)
     if done.returncode != 0:
         sys.exit(f"Failed on {model}:\n{done.stderr[-3000:]}")
     found = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])

@@ -7,7 +7,8 @@ Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default'
 (RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
 texts, best of --repeats, the systems alternating in this one process: ours; ours with every
 matrix product row by row (as before the fixed blocks of 2026-11-27; it rounds differently, the
-table says whether the entities are the same); ours with configs/fast.cfg (RUNS/<dataset>/fast/seed0/model-best, where there is one);
+table says whether the entities are the same); ours with configs/fast.cfg
+(RUNS/<dataset>/fast/seed0/model-best, where there is one);
 spaCy's `ner`. spaCy's model is RUNS/<dataset>/spacy/seed0/model-best, or one trained for
 --spacy-steps steps into RUNS/<dataset>/spacy_speed when there is none: its transition-based
 `ner` takes one action per token whatever its weights, so its speed does not depend on how long

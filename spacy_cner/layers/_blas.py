@@ -187,7 +187,8 @@ def _check_blocks(n_in: int, n_out: int, dtype: numpy.dtype, threads: int) -> bo
     finally:
         torch.set_num_threads(threads)
     for shift in list(range(17)) + [24, 32, 48]:  # every place in the small block's first 16 and more
-        if not numpy.array_equal(_block_product(numpy.roll(probe, shift, axis=0), weights), numpy.roll(reference, shift, axis=0)):
+        moved = _block_product(numpy.roll(probe, shift, axis=0), weights)
+        if not numpy.array_equal(moved, numpy.roll(reference, shift, axis=0)):
             return False
     for offset in (0, 1, 7, big // 2 - 1, big // 2 + 3, big - small):  # in the big block
         rows = filler.copy()
