@@ -86,7 +86,7 @@ def test_default_config_shares_the_large_corpus_threshold_between_fgm_and_the_bu
 
     config = spacy.util.load_config(config_path("default"), interpolate=True)
     attack, budget = config["components"]["crf_ner"]["adversarial"], config["training"]["max_epochs"]
-    assert attack["large_corpus"] == budget["large_corpus"] == 1_000_000
+    assert attack["large_corpus"] == budget["large_corpus"] == 1_500_000
     assert attack["every"] == 1 and attack["large_every"] == 2
     step_cost = (1 + 1 / attack["large_every"]) / (1 + 1 / attack["every"])
     assert budget["large_tokens"] * step_cost == budget["tokens"]

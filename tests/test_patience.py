@@ -50,9 +50,9 @@ def test_configs_resolve_a_patience_for_spacys_loop(corpora, name):
     train corpus and the batcher's words per batch (1,000)."""
     small, large = corpora
     # default.cfg grows its batches to 1,400 words on the large corpus (spacy-cner.corpus_batch_size.v1)
-    # and caps its epochs at 20M tokens, the budget of a corpus over 1M tokens (spacy-cner.max_epochs.v2;
-    # 15M below): 2 epochs are 2,000 steps.
-    large_patience, large_epochs = (2000, 14) if name == "default" else (2800, 30)
+    # and caps its epochs at 15M tokens (spacy-cner.max_epochs.v2; 20M over 1.5M tokens): 3 epochs are
+    # 3,000 steps.
+    large_patience, large_epochs = (3000, 10) if name == "default" else (2800, 30)
     for corpus, expected, epochs in ((small, 1600, 30), (large, large_patience, large_epochs)):
         config = load_config(CONFIGS / f"{name}.cfg", overrides={"paths.train": str(corpus), "paths.dev": str(small)}, interpolate=True)
         training = registry.resolve(config["training"], schema=ConfigSchemaTraining)

@@ -30,7 +30,7 @@ def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every
         @misc = "spacy-cner.fgm.v1"
         epsilon = 3.0
         every = 1
-        large_corpus = 1000000
+        large_corpus = 1500000
         large_every = 2
 
     epsilon (float): The perturbation's L2 norm per matrix.

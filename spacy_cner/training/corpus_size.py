@@ -9,7 +9,7 @@ each prints what it computed. The patience (spacy-cner.patience.v1) grew with th
 held-out newswire training stopped after 5.6 epochs while a plain BiLSTM-CRF was still improving.
 On a corpus of up to `steps_per_epoch * stop` tokens (1M with the default config) the batch size
 is the config's, and on one of up to `tokens / epochs` (500k) the epochs are. Over `large_corpus`
-tokens (1M) the default's FGM attacks at every second update (spacy-cner.fgm.v1, counted by crf_ner's
+tokens (1.5M) the default's FGM attacks at every second update (spacy-cner.fgm.v1, counted by crf_ner's
 initialize) and spacy-cner.max_epochs.v2 gives the time that saves to more tokens of training.
 """
 import math
@@ -142,7 +142,7 @@ def corpus_max_epochs_v2(
         epochs = 30
         tokens = 15000000
         corpus = ${paths.train}
-        large_corpus = 1000000
+        large_corpus = 1500000
         large_tokens = 20000000
 
     A corpus of more than large_corpus tokens (0: none) trains on at most large_tokens tokens.
