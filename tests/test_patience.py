@@ -40,23 +40,30 @@ def test_patience_is_steps_or_epochs_of_the_corpus(tmp_path):
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory):
     folder = tmp_path_factory.mktemp("corpora")
-    # 1.4M tokens in the large one: 2 passes of 1,000-word batches are 2,800 steps
-    return write_corpus(folder / "small.spacy", 10), write_corpus(folder / "large.spacy", 2_000, "张三在北京工作" * 100)
+    # 1.4M tokens in the large one: 2 passes of 1,000-word batches are 2,800 steps; 1.61M in the
+    # huge one, over default.cfg's large_corpus (1.5M tokens)
+    return (
+        write_corpus(folder / "small.spacy", 10),
+        write_corpus(folder / "large.spacy", 2_000, "张三在北京工作" * 100),
+        write_corpus(folder / "huge.spacy", 2_300, "张三在北京工作" * 100),
+    )
 
 
 @pytest.mark.parametrize("name", ["default", "char_bigram", "lexicon", "tener"])
 def test_configs_resolve_a_patience_for_spacys_loop(corpora, name):
     """spaCy's loop takes [training] patience as an int: the block resolves to one from the
     train corpus and the batcher's words per batch (1,000)."""
-    small, large = corpora
+    small, large, huge = corpora
     # default.cfg grows its batches to 1,400 words on the large corpus (spacy-cner.corpus_batch_size.v1)
-    # and caps its epochs at 15M tokens (spacy-cner.max_epochs.v2; 20M over 1.5M tokens): 3 epochs are
-    # 3,000 steps.
+    # and caps its epochs at 15M tokens (spacy-cner.max_epochs.v2): 3 epochs are 3,000 steps. The huge
+    # corpus is over its large_corpus: 1,610-word batches and 20M tokens, 12 epochs.
     large_patience, large_epochs = (3000, 10) if name == "default" else (2800, 30)
-    for corpus, expected, epochs in ((small, 1600, 30), (large, large_patience, large_epochs)):
+    huge_patience, huge_epochs = (3000, 12) if name == "default" else (3220, 30)
+    for corpus, expected, epochs in ((small, 1600, 30), (large, large_patience, large_epochs), (huge, huge_patience, huge_epochs)):
         config = load_config(CONFIGS / f"{name}.cfg", overrides={"paths.train": str(corpus), "paths.dev": str(small)}, interpolate=True)
         training = registry.resolve(config["training"], schema=ConfigSchemaTraining)
         assert training["patience"] == expected
         assert training["max_epochs"] == epochs
         sizes = list(itertools.islice(training["batcher"].keywords["size"], 3000))
-        assert max(sizes) == (1400 if name == "default" and corpus == large else 1000)
+        grown = {large: 1400, huge: 1610}.get(corpus, 1000) if name == "default" else 1000
+        assert max(sizes) == grown
