@@ -181,29 +181,40 @@ def ngram_keys(
 
 
 def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Ints2d], Callable]:
+    """The keys of all docs computed at once over their concatenation (per doc they cost more in
+    Python than in arithmetic), then split: each doc's keys are those it gets alone."""
     xp = model.ops.xp
-    keys = []
-    for doc in docs:
-        token_keys = xp.asarray(doc.to_array(NORM), dtype="uint64")
-        padded = xp.concatenate([xp.asarray([BOUNDARY], dtype="uint64"), token_keys, xp.asarray([BOUNDARY], dtype="uint64")])
-        left, right = padded[:-2].copy(), padded[2:].copy()
-        if model.attrs.get("sentence_bigrams"):
-            ends = sentence_cuts(doc) - 1  # the sentence-ending tokens but the doc's last
-            if len(ends):
-                ends = xp.asarray(ends)
-                right[ends] = BOUNDARY
-                left[ends + 1] = BOUNDARY
-        # Keys of the bigrams (left, token) and (token, right); uint64 arithmetic wraps.
-        mix = xp.uint64(BIGRAM_MIX)
-        columns = [token_keys, token_keys * mix + right]
-        if model.attrs["prev_bigram"]:
-            columns.append(left * mix + token_keys)
-        doc_keys = xp.stack(columns, axis=1) if len(doc) else xp.zeros((0, len(columns)), dtype="uint64")
-        if is_train and model.attrs["bigram_dropout"] > 0:
-            dropped = numpy.random.random_sample(doc_keys[:, 1:].shape) < model.attrs["bigram_dropout"]
-            doc_keys[:, 1:][xp.asarray(dropped)] = UNKNOWN_BIGRAM
-        keys.append(doc_keys)
-    return keys, lambda d_keys: []
+    lengths = [len(doc) for doc in docs]
+    n_columns = 3 if model.attrs["prev_bigram"] else 2
+    if not sum(lengths):
+        return [xp.zeros((0, n_columns), dtype="uint64") for _ in docs], lambda d_keys: []
+    token_keys = xp.concatenate([xp.asarray(doc.to_array(NORM), dtype="uint64").reshape(-1) for doc in docs])
+    # The last token of each doc, and of each sentence when sentence_bigrams: no right neighbour;
+    # the token after it has no left one.
+    doc_ends = numpy.cumsum(lengths) - 1
+    ends = [doc_ends[numpy.asarray(lengths) > 0]]
+    if model.attrs.get("sentence_bigrams"):
+        offsets = doc_ends + 1 - numpy.asarray(lengths)
+        ends += [sentence_cuts(doc) - 1 + offset for doc, offset in zip(docs, offsets) if len(doc)]
+    ends = xp.asarray(numpy.concatenate(ends).astype("int64"))
+    right = xp.empty_like(token_keys)
+    right[:-1] = token_keys[1:]
+    right[ends] = BOUNDARY
+    left = xp.empty_like(token_keys)
+    left[1:] = token_keys[:-1]
+    left[0] = BOUNDARY
+    left[ends[ends + 1 < len(token_keys)] + 1] = BOUNDARY
+    # Keys of the bigrams (left, token) and (token, right); uint64 arithmetic wraps.
+    mix = xp.uint64(BIGRAM_MIX)
+    columns = [token_keys, token_keys * mix + right]
+    if model.attrs["prev_bigram"]:
+        columns.append(left * mix + token_keys)
+    keys = xp.stack(columns, axis=1)
+    if is_train and model.attrs["bigram_dropout"] > 0:
+        # One draw for the batch: the same numbers, in the same order, as one draw per doc.
+        dropped = numpy.random.random_sample(keys[:, 1:].shape) < model.attrs["bigram_dropout"]
+        keys[:, 1:][xp.asarray(dropped)] = UNKNOWN_BIGRAM
+    return xp.split(keys, numpy.cumsum(lengths)[:-1].tolist()), lambda d_keys: []
 
 
 def size_key_tables(model: Model, docs: Iterable[Doc], batch_size: int = 1000) -> Dict[str, int]:

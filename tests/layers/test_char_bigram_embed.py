@@ -115,3 +115,25 @@ def test_sentence_bigrams_give_each_sentence_its_features_alone(nlp):
     model.initialize()
     (vectors,) = model.predict([joined])
     numpy.testing.assert_allclose(vectors[5:], model.predict([second])[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("prev_bigram,sentence_bigrams", [(True, True), (True, False), (False, True)])
+def test_a_batch_gives_each_doc_its_keys_alone(nlp, prev_bigram, sentence_bigrams):
+    """The keys are computed over the whole batch at once: each doc's are those it gets alone (empty
+    docs, one-token docs and sentence ends included), and bigram dropout hides the same bigrams as
+    one draw per doc in turn."""
+    texts = ["", "张三来了。李四走了", "京", "", "我在北京工作。", "。上海！", "北京大学光华管理学院的教授"]
+    docs = [nlp.make_doc(text) for text in texts]
+    model = ngram_keys(prev_bigram, bigram_dropout=0.5, sentence_bigrams=sentence_bigrams)
+    for is_train in (False, True):
+        numpy.random.seed(3)
+        batch, _ = model(docs, is_train)
+        numpy.random.seed(3)
+        alone = [model([doc], is_train)[0][0] for doc in docs]
+        assert [keys.shape for keys in batch] == [(len(doc), 3 if prev_bigram else 2) for doc in docs]
+        for doc_keys, doc_alone in zip(batch, alone):
+            numpy.testing.assert_array_equal(doc_keys, doc_alone)
+    numpy.random.seed(3)
+    (hidden,), _ = model([docs[-1]], True)
+    assert (hidden[:, 1:] != model.predict([docs[-1]])[0][:, 1:]).any()  # dropout did hide bigrams
+    assert model.predict([nlp.make_doc(""), nlp.make_doc("")])[0].shape == (0, 3 if prev_bigram else 2)
