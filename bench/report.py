@@ -638,10 +638,10 @@ QUESTIONS = [
               ("speed_default_threads", "default (torch 2)"), ("speed_then", "one"),
               ("load", "one"), ("weights16", "one"), ("segmenter_rjieba", "one"), ("products", "one")],
              "threads"),
-    # bench_kernels' dropout and CRF kernels (2026-11-25) retired to bench/HISTORY.md, "Training steps 22% faster".
-    Question("Resume: a training step of the default, a whole `spacy train`",
-             [("train_step_resume_threads0", "default"),
-              ("resume_training_time", "default"), (RESUME_TIME, "default"),
+    # bench_kernels' dropout and CRF kernels and bench_train_step's Resume steps (2026-11-25) retired to
+    # bench/HISTORY.md, "Training steps 22% faster".
+    Question("Resume: whole `spacy train` runs of the default (its steps: bench/HISTORY.md, \"Training steps 22% faster\")",
+             [("resume_training_time", "default"), (RESUME_TIME, "default"),
               ("datasets_resume_fgm2", "one")], "threads"),
     Question("MSRA's training step by batch size and before and after rjieba on jieba's blocks; bigram tables: "
              "collisions in the hashed ones, exact against hashed (MSRA, 2,500 steps)",
