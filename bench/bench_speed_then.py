@@ -77,10 +77,12 @@ def measure(dataset: str, args) -> dict:
     import spacy
     from spacy.tokens import DocBin
 
-    texts = [doc.text for doc in DocBin().from_disk(args.runs / dataset / "corpus" / "test.spacy").get_docs(spacy.blank("zh").vocab)]
+    test = DocBin().from_disk(args.runs / dataset / "corpus" / "test.spacy")
+    texts = [doc.text for doc in test.get_docs(spacy.blank("zh").vocab)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)  # each interpreter imports its own installed spacy_cner
-    sides = {"now": (sys.executable, model_of(args.runs / dataset)), "then": (str(args.then_python), model_of(args.then_runs / dataset))}
+    sides = {"now": (sys.executable, model_of(args.runs / dataset)),
+             "then": (str(args.then_python), model_of(args.then_runs / dataset))}
     results = {side: [] for side in sides}
     with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf8", delete=False) as handle:
         json.dump(texts, handle, ensure_ascii=False)
@@ -94,8 +96,9 @@ def measure(dataset: str, args) -> dict:
         os.unlink(handle.name)
     chars = sum(len(text) for text in texts)
     speed = {side: chars / min(r["seconds"] for r in runs) for side, runs in results.items()}
+    entities = {side: runs[0]["entities"] for side, runs in results.items()}
     return {"dataset": dataset, "texts": len(texts), "chars": chars, "chars_per_s": speed,
-            "ratio": speed["now"] / speed["then"], "entities": {side: runs[0]["entities"] for side, runs in results.items()}}
+            "ratio": speed["now"] / speed["then"], "entities": entities}
 
 
 def render(rows, then_label: str) -> str:
