@@ -131,19 +131,19 @@ def sentence_cuts(doc: Doc) -> numpy.ndarray:
 
 
 def _sentence_cuts(doc: Doc) -> numpy.ndarray:
-    orths = doc.to_array(ORTH).tolist()
+    orths = doc.to_array(ORTH).reshape(-1)
     strings, known = doc.vocab.strings, _ENDS_SENTENCE
     if len(known) > 1_000_000:
         known.clear()
-    end_ids = set()
-    for orth in set(orths):
+    end_ids = []
+    for orth in numpy.unique(orths).tolist():
         ends = known.get(orth)
         if ends is None:
             ends = known[orth] = ends_sentence(strings[orth])
         if ends:
-            end_ids.add(orth)
-    last = len(orths) - 1
-    cuts = numpy.asarray([i + 1 for i, orth in enumerate(orths) if orth in end_ids and i < last], dtype=numpy.intp)
+            end_ids.append(orth)
+    # The tokens that end a sentence, but the doc's last: a cut goes after each.
+    cuts = (numpy.flatnonzero(numpy.isin(orths[:-1], end_ids)) + 1).astype(numpy.intp)
     cuts.flags.writeable = False
     return cuts
 
