@@ -644,9 +644,9 @@ QUESTIONS = [
              [("resume_training_time", "default"), (RESUME_TIME, "default"),
               ("datasets_resume_fgm2", "one")], "threads"),
     Question("MSRA's training step by batch size and before and after rjieba on jieba's blocks; bigram tables: "
-             "collisions in the hashed ones, exact against hashed (MSRA, 2,500 steps)",
+             "collisions in the hashed ones, exact against hashed (MSRA, 2,500 steps; the five small sets, full trainings)",
              [("train_step_msra_threads1", ""), ("train_step_msra_segmenter", ""), ("bigram_collisions", ""),
-              ("msra_bigram_tables_steps2500", "")]),
+              ("msra_bigram_tables_steps2500", ""), ("datasets_small_exact_tables_seed0", "")]),
     Question("Entity probabilities: calibration, the cost of the default decoding, the threshold fitted on dev "
              "against the best path",
              [("confidence_resume", "Resume"), ("confidence_youku", "Youku"), ("threshold_datasets", "full sets, 3 seeds"),
