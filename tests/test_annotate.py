@@ -407,9 +407,11 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     done = threading.Event()
 
     def kill_one_actor():  # until the job ends, however long a busy machine makes it take
+        # As soon as an actor runs: the shards are written near the end of the job (measured: the
+        # first at 11.4 s of 11.7), too late to wait for one.
         while not done.is_set() and not killed:
             pids = _actor_pids()
-            if pids and list((tmp_path / "out").glob("*.jsonl")):
+            if pids:
                 os.kill(pids[0], signal.SIGKILL)
                 killed.append(time.time())
             time.sleep(0.05)
