@@ -216,8 +216,9 @@ def msra_speed(records: Records) -> Tuple[str, str]:
             "until 2026-11-26 (small sets, alternating in one process, before the batched vector lookup and "
             "rjieba on jieba's blocks)")
     # The two configs side by side with the code of 2026-11-26 (bench/HISTORY.md, "default.cfg against fast.cfg").
-    text += "; with them, side by side: ecommerce 0.87x, resume 0.87x fast.cfg's chars/s (one thread, bench/HISTORY.md)"
-    ratios = [0.87]
+    side_by_side = 0.87
+    text += (f"; with them, side by side: ecommerce {side_by_side:.2f}x, resume {side_by_side:.2f}x fast.cfg's chars/s "
+             "(one thread, bench/HISTORY.md)")
     then = records.get("speed_then")
     if then:  # today's default and code against the default and code of the day the issue was filed
         rows = then["figures"]["rows"]
@@ -226,8 +227,8 @@ def msra_speed(records: Records) -> Tuple[str, str]:
         low = min(row["ratio"] for row in rows)
         if low >= 1.0:
             return text, (f"met against the default of the day ({low:.2f}x or more, {len(rows)} datasets); "
-                          f"default.cfg at {min(ratios):.2f}x fast.cfg side by side (the vectors' cost)")
-    return text, "not met by default.cfg; met by fast.cfg" if min(ratios) < 1.0 else "met"
+                          f"default.cfg at {side_by_side:.2f}x fast.cfg side by side (the vectors' cost)")
+    return text, "not met by default.cfg; met by fast.cfg"
 
 
 def msra_training(records: Records) -> Tuple[str, str]:

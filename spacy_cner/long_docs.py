@@ -130,6 +130,17 @@ def sentence_cuts(doc: Doc) -> numpy.ndarray:
     return found[1]
 
 
+def stacked_ends(docs: Sequence[Doc], sentences: bool) -> numpy.ndarray:
+    """Offsets, in the docs' stacked tokens, of the tokens with no right neighbour: each non-empty
+    doc's last token and, with sentences, each token that ends a sentence (sentence_cuts)."""
+    lengths = numpy.asarray([len(doc) for doc in docs], dtype="int64")
+    starts = numpy.cumsum(lengths) - lengths
+    ends = [(starts + lengths - 1)[lengths > 0]]
+    if sentences:
+        ends += [start + sentence_cuts(doc) - 1 for doc, start in zip(docs, starts.tolist()) if len(doc) > 1]
+    return numpy.concatenate(ends).astype("int64")
+
+
 def _sentence_cuts(doc: Doc) -> numpy.ndarray:
     orths = doc.to_array(ORTH).reshape(-1)
     strings, known = doc.vocab.strings, _ENDS_SENTENCE

@@ -9,7 +9,7 @@ from spacy.util import registry
 from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
-from ..long_docs import sentence_cuts
+from ..long_docs import stacked_ends
 from ._blas import use_numpy_blas
 from .key_embed import KeyEmbed, set_keys
 from .ngram_vectors import ngram_vectors
@@ -191,12 +191,7 @@ def _ngram_keys_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[
     token_keys = xp.concatenate([xp.asarray(doc.to_array(NORM), dtype="uint64").reshape(-1) for doc in docs])
     # The last token of each doc, and of each sentence when sentence_bigrams: no right neighbour;
     # the token after it has no left one.
-    doc_ends = numpy.cumsum(lengths) - 1
-    ends = [doc_ends[numpy.asarray(lengths) > 0]]
-    if model.attrs.get("sentence_bigrams"):
-        offsets = doc_ends + 1 - numpy.asarray(lengths)
-        ends += [sentence_cuts(doc) - 1 + offset for doc, offset in zip(docs, offsets) if len(doc)]
-    ends = xp.asarray(numpy.concatenate(ends).astype("int64"))
+    ends = xp.asarray(stacked_ends(docs, bool(model.attrs.get("sentence_bigrams"))))
     right = xp.empty_like(token_keys)
     right[:-1] = token_keys[1:]
     right[ends] = BOUNDARY

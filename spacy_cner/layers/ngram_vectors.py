@@ -10,7 +10,7 @@ from spacy.vectors import Vectors
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from ..long_docs import sentence_cuts
+from ..long_docs import sentence_cuts, stacked_ends
 
 # Odd multiplier that mixes a bigram's left character's key into its key (wraps in uint64).
 _PAIR_MIX = numpy.uint64(0x9E37_79B9_7F4A_7C15)
@@ -155,10 +155,7 @@ class _VectorIndex:
         rows[:, 0] = self.find(orths)
         if n > 1:
             rows[:-1, 1] = self._bigram_rows(docs, starts, lasts, orths, token_lengths)
-        no_next = [lasts]  # a doc's last token: no bigram
-        if sentence_bigrams:
-            no_next += [start + sentence_cuts(doc) - 1 for doc, start in zip(docs, starts) if len(doc) > 1]
-        rows[numpy.concatenate(no_next), 1] = -1
+        rows[stacked_ends(docs, sentence_bigrams), 1] = -1  # a doc's (or sentence's) last token: no bigram
         if prev_bigram:
             rows[1:, 2] = rows[:-1, 1]  # a doc's first token reads its previous doc's last: -1
         return rows
