@@ -3,7 +3,7 @@
 Usage: python bench/bench_select.py [--datasets resume youku msra] [--strategies random entropy ...]
        [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--strategy-stop 0]
        [--random-sizes N ...] [--max-steps 600] [--pool 0] [--warm-start] [--explore 0] [--jobs 2]
-       [--out bench/runs/select]
+       [--final-sizes N ...] [--final-steps 0] [--out bench/runs/select]
        [--result NAME]
 
 Per dataset, seed and strategy: the train split (its gold entities hidden) is the unlabelled pool;
@@ -24,6 +24,15 @@ Writes results.json, a PNG per dataset (test F1 against labelled sentences, mean
 deviation over seeds; needs matplotlib) and a Markdown table with, per strategy, the F1 at each size
 and the fewest labels at which its mean F1 reaches random's F1 at --stop (the better of "random"
 and "random (warm)" where both ran).
+
+--final-sizes N ... answers the question the rounds leave open (their models are trained for a fixed
+number of steps, and a warm-started curve's for more at each size than a from-scratch one's): what F1
+a team gets from the labelled sentences when it trains the default on them properly. For each seed,
+random's first N sentences (N of --final-sizes and --stop) and each ranking strategy's labelled sentences
+at each N it reached are trained from scratch with configs/default.cfg's own stopping rule (or
+--final-steps steps) and scored on test (kept in the curve's folder, finalN/final.json). The result
+then holds these finals only (figures "finals"), with a table of their F1 and the fewest labels at which
+a strategy's mean reaches random's at --stop.
 """
 import argparse
 import datetime
@@ -65,6 +74,12 @@ def main() -> None:
     parser.add_argument("--explore", type=float, default=0.0,
                         help="the share of each ranked round's sentences drawn at random from the round's candidates "
                              "instead of the top of the ranking; its curve is '<strategy> (explore F)'")
+    parser.add_argument("--final-sizes", nargs="+", type=int, default=[],
+                        help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
+                             "scratch to configs/default.cfg's own stopping rule, scored on test; the result holds "
+                             "these finals only")
+    parser.add_argument("--final-steps", type=int, default=0,
+                        help="steps of each final training (0: the config's own stopping rule)")
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
     add_result_argument(parser, "select")
     args = parser.parse_args()
@@ -82,6 +97,16 @@ def main() -> None:
                 results.setdefault(dataset, {}).setdefault(curve_name(strategy, args), {})[str(seed)] = curve
                 (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
+    if args.final_sizes:
+        finals = {dataset: train_finals(dataset, args.out / dataset / "corpus", args) for dataset in args.datasets}
+        (args.out / "finals.json").write_text(json.dumps(finals, indent=1), encoding="utf8")
+        table = render_finals(finals, args)
+        print(table)
+        save_result(args.result, {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
+                                  "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
+                                  "dev_sentences": args.dev_sentences, "explore": args.explore,
+                                  "warm_start": args.warm_start}, table)
+        return
     table = render(results, args)
     print(table)
     sizes = {"warm_start": args.warm_start, "explore": args.explore, "start": args.start, "step": args.step,
@@ -224,22 +249,97 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
         same_start = record.get("warm_from") == warm_from
         if record["labelled"] == labelled and record["max_steps"] == args.max_steps and same_dev and same_start:
             return record
+    config = ROOT / "configs" / "default.cfg" if warm_from is None else warm_config(Path(warm_from), work / "warm.cfg")
+    trained = _train_and_score(work, labelled, pool, corpus, seed, args.max_steps, config)
+    record = {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences,
+              "f": trained["f"], "train_s": trained["train_s"],
+              "rank_s": rank_s, "model": trained["model"], "warm_from": warm_from}
+    record_path.write_text(json.dumps(record), encoding="utf8")
+    return record
+
+
+def train_finals(dataset: str, corpus: Path, args) -> dict:
+    """{curve: {seed: {labelled sentences: {"f", "train_s"}}}}: each seed's random first N sentences
+    (N of --final-sizes and --stop) and each ranking strategy's labelled sentences at each N its rounds
+    reached, trained from scratch (`_final`), --jobs at a time."""
+    jobs = []
+    for seed in args.seeds:
+        pool, order = _pool(corpus, seed)
+        for n in sorted(set(args.final_sizes) | {args.stop}):
+            jobs.append(("random", seed, n, order[:n], args.out / dataset / "random" / f"seed{seed}" / f"final{n}"))
+        for strategy in args.strategies:
+            if is_random(strategy):
+                continue
+            work = args.out / dataset / _folder(strategy, args) / f"seed{seed}"
+            for n in args.final_sizes:
+                round_path = work / f"n{n}" / "round.json"
+                if not round_path.exists():
+                    print(f"{dataset} {curve_name(strategy, args)} seed {seed}: no round at {n} labelled sentences "
+                          f"({round_path}): no final there", file=sys.stderr)
+                    continue
+                labelled = json.loads(round_path.read_text(encoding="utf8"))["labelled"]
+                jobs.append((curve_name(strategy, args), seed, n, labelled, work / f"final{n}"))
+    pool_docs = {seed: _pool(corpus, seed)[0] for seed in args.seeds}
+    finals: dict = {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as executor:
+        records = executor.map(lambda job: _final(job[4], job[3], pool_docs[job[1]], corpus, job[1], args), jobs)
+        for (curve, seed, n, _, _), record in zip(jobs, records):
+            finals.setdefault(curve, {}).setdefault(str(seed), {})[str(n)] = {"f": record["f"],
+                                                                           "train_s": record["train_s"]}
+    return finals
+
+
+def _final(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args) -> dict:
+    """configs/default.cfg trained from scratch on the labelled sentences to its own stopping rule (or
+    --final-steps steps), scored on test; kept in work/final.json and read back when the same sentences
+    were trained with the same steps before."""
+    record_path = work / "final.json"
+    if record_path.exists():
+        record = json.loads(record_path.read_text(encoding="utf8"))
+        if record["labelled"] == labelled and record["final_steps"] == args.final_steps:
+            return record
+    record = _train_and_score(work, labelled, pool, corpus, seed, args.final_steps, ROOT / "configs" / "default.cfg")
+    record = {"labelled": labelled, "final_steps": args.final_steps, **record}
+    record_path.write_text(json.dumps(record), encoding="utf8")
+    return record
+
+
+def _train_and_score(work: Path, labelled: list, pool: list, corpus: Path, seed: int, max_steps: int,
+                     config: Path) -> dict:
+    """Train config on the labelled pool sentences in work (dev and test: the corpus's), score
+    model-best on test; {"f", "train_s", "model"}."""
     work.mkdir(parents=True, exist_ok=True)
     round_corpus = work / "corpus"
     round_corpus.mkdir(exist_ok=True)
     _write([pool[i] for i in labelled], round_corpus / "train.spacy")
     for split in ("dev", "test"):
         (round_corpus / f"{split}.spacy").write_bytes((corpus / f"{split}.spacy").read_bytes())
-    config = ROOT / "configs" / "default.cfg" if warm_from is None else warm_config(Path(warm_from), work / "warm.cfg")
-    trained = train(config, round_corpus, work, seed, args.max_steps, True)
+    trained = train(config, round_corpus, work, seed, max_steps, True)
     model = work / "model-best"
     scores = evaluate({"model": model}, [], round_corpus, 0, one_thread=True)["model"]
     shutil.rmtree(work / "model-last", ignore_errors=True)
-    record = {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences,
-              "f": scores["f"], "train_s": trained["seconds"],
-              "rank_s": rank_s, "model": str(model), "warm_from": warm_from}
-    record_path.write_text(json.dumps(record), encoding="utf8")
-    return record
+    return {"f": scores["f"], "train_s": trained["seconds"], "model": str(model)}
+
+
+def render_finals(finals: dict, args) -> str:
+    steps = f"{args.final_steps:,} steps" if args.final_steps else "its own stopping rule"
+    lines = [
+        f"### Active learning, simulated: the labelled sentences trained properly ({datetime.date.today().isoformat()})",
+        "",
+        f"Command: `python bench/bench_select.py {' '.join(sys.argv[1:])}`  ",
+        f"Machine: {machine_line()}  ",
+        f"The sentences each curve had labelled at each size (random: the seed's first N of the shuffled train split; "
+        f"a ranking strategy: what its rounds chose, {args.max_steps} steps a round) trained from scratch with "
+        f"configs/default.cfg to {steps} (one thread, the model kept on dev, its vectors trained on the labelled "
+        "sentences), scored on the whole test split; test F1, mean ± sd over the seeds. \"reaches random\": the "
+        f"fewest labelled sentences at which the strategy's mean F1 is at least random's at {args.stop:,}.",
+        "",
+    ]
+    from report import markdown_table, select_table
+
+    lines += markdown_table(select_table({"select_final": {"figures": {"finals": finals, "stop": args.stop}}},
+                                         key="finals"))
+    return "\n".join(lines) + "\n"
 
 
 def warm_config(source: Path, path: Path) -> Path:

@@ -416,7 +416,23 @@ def training_accuracy(records: Records) -> Tuple[str, str]:
 # ---- issue 37 (active learning) ----
 
 def labels_saved(records: Records) -> Tuple[str, str]:
-    runs = select_curves(records)
+    """Issue 37's first target, from the rounds' models and, where bench_select ran them (--final-sizes),
+    from the labelled sentences trained to default.cfg's stopping rule: those decide once they cover three
+    datasets (the rounds train for a fixed number of steps, a warm-started curve for more at each size)."""
+    text, status = _labels_saved(records, "curves")
+    finals = select_curves(records, "finals")
+    if not finals:
+        return text, status
+    final_text, final_status = _labels_saved(records, "finals")
+    text = (f"each round's model: {text}. The labelled sentences trained from scratch to default.cfg's stopping "
+            f"rule: {final_text}")
+    if len(finals) >= 3:
+        return text, final_status
+    return text, f"{status} (trained to the stopping rule: {len(finals)} of 3 datasets)"
+
+
+def _labels_saved(records: Records, key: str) -> Tuple[str, str]:
+    runs = select_curves(records, key)
     if not runs:
         return "bench/bench_select.py has not run yet (no bench/results/select*.json)", "not measured"
     reached, texts = {}, []
@@ -451,11 +467,12 @@ def labels_saved(records: Records) -> Tuple[str, str]:
               if set(found) == set(reached) and all(n is not None and k >= 3 for n, _, k in found.values())}
     closest = min(shares, key=lambda strategy: (shares[strategy], strategy), default=None)
     status = "met" if met else "not met"
-    if met and not warm_random and all("warm" in strategy for strategy in everywhere):
+    if key == "curves" and met and not warm_random and all("warm" in strategy for strategy in everywhere):
         # Its rounds train on from the last (more steps in all) while random retrains from scratch at each size.
         status = "met, by a warm-started strategy against random retrained from scratch (no warm random curve yet)"
+    randoms = "(the better of random from scratch and random (warm))" if key == "curves" else "(random's sentences)"
     return (f"fewest labels at which a strategy's mean reaches random's F1 at {'/'.join(f'{s:,}' for s in stops)} "
-            "(the better of random from scratch and random (warm)): " + ", ".join(texts)
+            f"{randoms}: " + ", ".join(texts)
             + "; one strategy within 60% of the labels on every dataset (3 seeds): "
             + (", ".join(everywhere) if everywhere else "none")
             + (f" (closest: {closest}, on every dataset with at most {shares[closest]:.0%} of random's labels)"
@@ -477,11 +494,13 @@ def ranking_speed(records: Records) -> Tuple[str, str]:
     return text, "met" if met else ("not met" if min(single) < 0.5 else f"met at {n_docs:,} texts (target 100k)")
 
 
-def select_curves(records: Records) -> List[Tuple[str, int, Dict[str, Dict[str, dict]]]]:
-    """(dataset, --stop, strategy -> seed -> {labelled sentences: {"f": test F1, ...}}) of every select* result."""
+def select_curves(records: Records, key: str = "curves") -> List[Tuple[str, int, Dict[str, Dict[str, dict]]]]:
+    """(dataset, --stop, strategy -> seed -> {labelled sentences: {"f": test F1, ...}}) of every select* result:
+    key "curves", the rounds' models; "finals", the labelled sentences trained from scratch to the config's
+    own stopping rule (bench_select --final-sizes)."""
     return [(dataset, record["figures"]["stop"], curves)
             for name, record in sorted(records.items()) if name.startswith("select")
-            for dataset, curves in record["figures"]["curves"].items()]
+            for dataset, curves in record["figures"].get(key, {}).items()]
 
 
 def is_random(curve: str) -> bool:
@@ -499,10 +518,11 @@ def random_target(curves: Dict[str, Dict[str, dict]], stop: int) -> Tuple[Option
     return max(means, default=(None, 0))
 
 
-def select_table(records: Records) -> Table:
+def select_table(records: Records, key: str = "curves") -> Table:
     """Test F1 (mean ± sd over seeds) of each strategy at each number of labelled sentences, per dataset,
-    and the fewest labels at which its mean reaches random's at --stop (the better random curve)."""
-    runs = select_curves(records)
+    and the fewest labels at which its mean reaches random's at --stop (the better random curve); key as
+    select_curves'."""
+    runs = select_curves(records, key)
     sizes = sorted({int(n) for _, _, curves in runs for seeds in curves.values() for c in seeds.values() for n in c})
     rows = []
     for dataset, stop, curves in runs:

@@ -166,6 +166,25 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     assert report.labels_saved(split)[1] == "met"
     curves["msra"]["entropy"] = curve(lambda n: n / 2600)
     assert report.labels_saved({"select": {"figures": {"curves": curves, "stop": 2000}}})[1] == "not met"
+    # Finals (the labelled sentences trained to the stopping rule) decide once they cover three datasets.
+    def final(f, sizes):
+        return {str(seed): {str(n): {"f": f(n)} for n in sizes} for seed in range(3)}
+
+    finals = {dataset: {"random": final(lambda n: n / 2500, (1200, 2000)),
+                        "entropy (warm)": final(lambda n: n / 1400, (800, 1200))} for dataset in ("resume", "youku")}
+    both = {"select": {"figures": {"curves": mixed, "stop": 2000}},
+            "select_final": {"figures": {"finals": finals, "stop": 2000}}}
+    measured, status = report.labels_saved(both)
+    assert status == "not met (trained to the stopping rule: 2 of 3 datasets)"
+    assert "trained from scratch to default.cfg's stopping rule: fewest labels" in measured
+    assert "resume 1,200 (3 seeds; random's 80.00)" in measured.split("stopping rule:")[1]
+    finals["msra"] = {"random": final(lambda n: n / 2500, (2000,)), "entropy (warm)": final(lambda n: n / 1400, (1200,))}
+    measured, status = report.labels_saved(both)
+    assert status == "met" and measured.endswith("(3 seeds): entropy (warm)")  # no warm caveat: finals train alike
+    finals["msra"]["entropy (warm)"] = final(lambda n: n / 1600, (1200,))  # 75.0 < 80.0
+    assert report.labels_saved(both)[1] == "not met"
+    _, _, rows = report.select_table(both, key="finals")
+    assert [row[:2] + row[-1:] for row in rows[:2]] == [["resume", "random", "2,000"], ["resume", "entropy (warm)", "1,200"]]
     for seeds in curves["resume"].values():  # fewer than 3 seeds: not met, and said
         seeds.pop("2")
     measured, status = report.labels_saved(split)
@@ -308,6 +327,56 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy (warm, explore 0.2)"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=False, explore=0.2)) == "entropy (explore 0.2)"
     assert select._folder("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy-warm-explore0.2"
+
+
+def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(tmp_path, monkeypatch):
+    """--final-sizes: random's first N sentences (N of --final-sizes and --stop) and each strategy's
+    labelled sentences at the sizes its rounds reached are trained once more from default.cfg, with
+    --final-steps; kept and read back; a size a strategy's rounds did not reach is skipped, and said."""
+    import argparse
+
+    import spacy
+    from spacy.tokens import DocBin
+
+    select = _module("bench_select")
+    nlp = spacy.blank("zh")
+    corpus = tmp_path / "toy" / "corpus"
+    corpus.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        DocBin(docs=[nlp(f"{split}句子{i}") for i in range(30)]).to_disk(corpus / f"{split}.spacy")
+    trained = []
+
+    def fake_train(config, round_corpus, work, seed, max_steps, one_thread):
+        docs = list(DocBin().from_disk(round_corpus / "train.spacy").get_docs(nlp.vocab))
+        trained.append((work.relative_to(tmp_path).as_posix(), [doc.text for doc in docs], max_steps, config.name))
+        return {"seconds": 2.0}
+
+    monkeypatch.setattr(select, "train", fake_train)
+    monkeypatch.setattr(select, "evaluate", lambda models, *a, **k: {"model": {"f": 0.25 + 0.01 * len(trained)}})
+    args = argparse.Namespace(out=tmp_path, seeds=[0], strategies=["random", "entropy"], warm_start=True,
+                              explore=0.2, stop=20, final_sizes=[10, 15], final_steps=0, max_steps=7, jobs=1)
+    pool, order = select._pool(corpus, 0)
+    chosen = [order[i] for i in (3, 1, 4, 0, 5, 9, 2, 6, 8, 7)]
+    rounds = tmp_path / "toy" / "entropy-warm-explore0.2" / "seed0" / "n10"
+    rounds.mkdir(parents=True)
+    (rounds / "round.json").write_text(json.dumps({"labelled": chosen}))
+    finals = select.train_finals("toy", corpus, args)
+    assert sorted(finals) == ["entropy (warm, explore 0.2)", "random"]
+    assert sorted(finals["random"]["0"], key=int) == ["10", "15", "20"]
+    assert list(finals["entropy (warm, explore 0.2)"]["0"]) == ["10"]  # no round at 15: no final there
+    runs = {work: (texts, steps, config) for work, texts, steps, config in trained}
+    assert runs["toy/random/seed0/final20"] == ([pool[i].text for i in order[:20]], 0, "default.cfg")
+    assert runs["toy/entropy-warm-explore0.2/seed0/final10"] == ([pool[i].text for i in chosen], 0, "default.cfg")
+    assert finals["random"]["0"]["20"]["train_s"] == 2.0
+    select.train_finals("toy", corpus, args)  # kept: nothing trained again
+    assert len(trained) == 4
+    args.final_steps = 50  # other steps: trained afresh, with them
+    select.train_finals("toy", corpus, args)
+    assert len(trained) == 8 and {steps for _, _, steps, _ in trained[4:]} == {50}
+    # The finals' table: the fewest labels at which a strategy's mean reaches random's at --stop.
+    finals["entropy (warm, explore 0.2)"]["0"]["10"]["f"] = finals["random"]["0"]["20"]["f"]
+    table = select.render_finals({"toy": finals}, args)
+    assert "| toy | entropy (warm, explore 0.2) | 1 |" in table and table.rstrip().endswith("| 10 |")
 
 
 def test_bench_select_explore_picks_the_top_and_a_random_share_of_the_rest():
