@@ -3,7 +3,7 @@
 Usage: python bench/bench_select.py [--datasets resume youku msra] [--strategies random entropy ...]
        [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--strategy-stop 0]
        [--random-sizes N ...] [--max-steps 600] [--pool 0] [--warm-start] [--explore 0] [--jobs 2]
-       [--final-sizes N ...] [--final-steps 0] [--out bench/runs/select]
+       [--final-sizes N ...] [--random-final-sizes N ...] [--final-steps 0] [--out bench/runs/select]
        [--result NAME]
 
 Per dataset, seed and strategy: the train split (its gold entities hidden) is the unlabelled pool;
@@ -28,8 +28,8 @@ and "random (warm)" where both ran).
 --final-sizes N ... answers the question the rounds leave open (their models are trained for a fixed
 number of steps, and a warm-started curve's for more at each size than a from-scratch one's): what F1
 a team gets from the labelled sentences when it trains the default on them properly. For each seed,
-random's first N sentences (N of --final-sizes and --stop) and each ranking strategy's labelled sentences
-at each N it reached are trained from scratch with configs/default.cfg's own stopping rule (or
+random's first --stop sentences (and first N for N of --random-final-sizes) and each ranking strategy's
+labelled sentences at each N of --final-sizes its rounds reached are trained from scratch with configs/default.cfg's own stopping rule (or
 --final-steps steps) and scored on test (kept in the curve's folder, finalN/final.json). The result
 then holds these finals only (figures "finals"), with a table of their F1 and the fewest labels at which
 a strategy's mean reaches random's at --stop.
@@ -78,6 +78,8 @@ def main() -> None:
                         help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
                              "scratch to configs/default.cfg's own stopping rule, scored on test; the result holds "
                              "these finals only")
+    parser.add_argument("--random-final-sizes", nargs="+", type=int, default=[],
+                        help="random's finals at these sizes too (always at --stop)")
     parser.add_argument("--final-steps", type=int, default=0,
                         help="steps of each final training (0: the config's own stopping rule)")
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
@@ -260,12 +262,12 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
 
 def train_finals(dataset: str, corpus: Path, args) -> dict:
     """{curve: {seed: {labelled sentences: {"f", "train_s"}}}}: each seed's random first N sentences
-    (N of --final-sizes and --stop) and each ranking strategy's labelled sentences at each N its rounds
+    (N: --stop and --random-final-sizes) and each ranking strategy's labelled sentences at each N its rounds
     reached, trained from scratch (`_final`), --jobs at a time."""
     jobs = []
     for seed in args.seeds:
         pool, order = _pool(corpus, seed)
-        for n in sorted(set(args.final_sizes) | {args.stop}):
+        for n in sorted(set(args.random_final_sizes) | {args.stop}):
             jobs.append(("random", seed, n, order[:n], args.out / dataset / "random" / f"seed{seed}" / f"final{n}"))
         for strategy in args.strategies:
             if is_random(strategy):

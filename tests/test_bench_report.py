@@ -330,7 +330,7 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
 
 
 def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(tmp_path, monkeypatch):
-    """--final-sizes: random's first N sentences (N of --final-sizes and --stop) and each strategy's
+    """--final-sizes: random's first N sentences (N: --stop and --random-final-sizes) and each strategy's
     labelled sentences at the sizes its rounds reached are trained once more from default.cfg, with
     --final-steps; kept and read back; a size a strategy's rounds did not reach is skipped, and said."""
     import argparse
@@ -354,7 +354,7 @@ def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(t
     monkeypatch.setattr(select, "train", fake_train)
     monkeypatch.setattr(select, "evaluate", lambda models, *a, **k: {"model": {"f": 0.25 + 0.01 * len(trained)}})
     args = argparse.Namespace(out=tmp_path, seeds=[0], strategies=["random", "entropy"], warm_start=True,
-                              explore=0.2, stop=20, final_sizes=[10, 15], final_steps=0, max_steps=7, jobs=1)
+                              explore=0.2, stop=20, final_sizes=[10, 15], random_final_sizes=[15], final_steps=0, max_steps=7, jobs=1)
     pool, order = select._pool(corpus, 0)
     chosen = [order[i] for i in (3, 1, 4, 0, 5, 9, 2, 6, 8, 7)]
     rounds = tmp_path / "toy" / "entropy-warm-explore0.2" / "seed0" / "n10"
@@ -362,17 +362,17 @@ def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(t
     (rounds / "round.json").write_text(json.dumps({"labelled": chosen}))
     finals = select.train_finals("toy", corpus, args)
     assert sorted(finals) == ["entropy (warm, explore 0.2)", "random"]
-    assert sorted(finals["random"]["0"], key=int) == ["10", "15", "20"]
+    assert sorted(finals["random"]["0"], key=int) == ["15", "20"]
     assert list(finals["entropy (warm, explore 0.2)"]["0"]) == ["10"]  # no round at 15: no final there
     runs = {work: (texts, steps, config) for work, texts, steps, config in trained}
     assert runs["toy/random/seed0/final20"] == ([pool[i].text for i in order[:20]], 0, "default.cfg")
     assert runs["toy/entropy-warm-explore0.2/seed0/final10"] == ([pool[i].text for i in chosen], 0, "default.cfg")
     assert finals["random"]["0"]["20"]["train_s"] == 2.0
     select.train_finals("toy", corpus, args)  # kept: nothing trained again
-    assert len(trained) == 4
+    assert len(trained) == 3
     args.final_steps = 50  # other steps: trained afresh, with them
     select.train_finals("toy", corpus, args)
-    assert len(trained) == 8 and {steps for _, _, steps, _ in trained[4:]} == {50}
+    assert len(trained) == 6 and {steps for _, _, steps, _ in trained[3:]} == {50}
     # The finals' table: the fewest labels at which a strategy's mean reaches random's at --stop.
     finals["entropy (warm, explore 0.2)"]["0"]["10"]["f"] = finals["random"]["0"]["20"]["f"]
     table = select.render_finals({"toy": finals}, args)
