@@ -254,7 +254,7 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
     config = ROOT / "configs" / "default.cfg" if warm_from is None else warm_config(Path(warm_from), work / "warm.cfg")
     trained = _train_and_score(work, labelled, pool, corpus, seed, args.max_steps, config)
     record = {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences,
-              "f": trained["f"], "train_s": trained["train_s"],
+              "f": trained["f"], "dev_f": trained["dev_f"], "train_s": trained["train_s"],
               "rank_s": rank_s, "model": trained["model"], "warm_from": warm_from}
     record_path.write_text(json.dumps(record), encoding="utf8")
     return record
@@ -286,8 +286,8 @@ def train_finals(dataset: str, corpus: Path, args) -> dict:
     with ThreadPoolExecutor(max_workers=args.jobs) as executor:
         records = executor.map(lambda job: _final(job[4], job[3], pool_docs[job[1]], corpus, job[1], args), jobs)
         for (curve, seed, n, _, _), record in zip(jobs, records):
-            finals.setdefault(curve, {}).setdefault(str(seed), {})[str(n)] = {"f": record["f"],
-                                                                           "train_s": record["train_s"]}
+            finals.setdefault(curve, {}).setdefault(str(seed), {})[str(n)] = {
+                "f": record["f"], "dev_f": record.get("dev_f"), "train_s": record["train_s"]}
     return finals
 
 
@@ -320,7 +320,10 @@ def _train_and_score(work: Path, labelled: list, pool: list, corpus: Path, seed:
     model = work / "model-best"
     scores = evaluate({"model": model}, [], round_corpus, 0, one_thread=True)["model"]
     shutil.rmtree(work / "model-last", ignore_errors=True)
-    return {"f": scores["f"], "train_s": trained["seconds"], "model": str(model)}
+    # The dev F1 spaCy kept model-best for (on the round's dev sample): what a variant is chosen on.
+    meta = json.loads((model / "meta.json").read_text(encoding="utf8")) if (model / "meta.json").exists() else {}
+    return {"f": scores["f"], "dev_f": meta.get("performance", {}).get("ents_f"), "train_s": trained["seconds"],
+            "model": str(model)}
 
 
 def render_finals(finals: dict, args) -> str:
@@ -360,7 +363,7 @@ def warm_config(source: Path, path: Path) -> Path:
 
 
 def _point(record: dict) -> dict:
-    return {"f": record["f"], "train_s": record["train_s"], "rank_s": record["rank_s"]}
+    return {"f": record["f"], "dev_f": record.get("dev_f"), "train_s": record["train_s"], "rank_s": record["rank_s"]}
 
 
 def _load(path: Path) -> dict:
