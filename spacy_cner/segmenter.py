@@ -1,29 +1,40 @@
 """jieba's word segmentation, on rjieba (jieba's Rust port) where the two give the same words.
 
 SoftLexicon's softword feature is each character's position in jieba's segmentation; jieba's
-Python segmenter took 16% of the default pipeline's inference (Resume test). rjieba segments
-the same text about 14 times faster and gives exactly jieba's words (HMM on), except in runs of
-letters and digits joined by one of + # & . _ % - ("2013.11.18", "kfr-35gw": rjieba keeps them
-whole, jieba splits them) and in runs of rare Han characters outside jieba's Han block ("㐀㐀": rjieba
-makes one word, jieba two). jieba segments each of its blocks (a run of its Han characters, letters,
-digits and those joiners, or a run of anything else) on its own, so a block holding one of those
-characters goes to jieba and the others to rjieba: on every file of ../shared/data (85,431
-sentences) and on random text the words are then jieba's (tests/test_segmenter.py). Without rjieba
-(a requirement, but one a platform may lack), and when jieba's dictionary was changed in this
-process (jieba.load_userdict, jieba.add_word, jieba.set_dictionary: rjieba would not see it), every
-text goes to jieba.
+Python segmenter took 16% of the default pipeline's inference (Resume test), and loading its
+dictionary takes about a second. rjieba segments the same text about 14 times faster and gives
+exactly jieba's words (HMM on), but in two places:
+- runs of letters and digits joined by one of + # & . _ % - ("2013.11.18", "kfr-35gw"): rjieba
+  keeps such a run whole, jieba's HMM step splits it with its pattern for non-Han text
+  (jieba.finalseg.re_skip: "2013.11", ".", "18"). Such a word of rjieba's (no Han character in it,
+  not one of the dictionary's words that hold a joiner, DICTIONARY_JOINED) is split here by that
+  same pattern;
+- runs of rare Han characters outside jieba's Han block ("㐀㐀": rjieba makes one word, jieba two).
+  jieba segments each of its blocks (a run of its Han characters, letters, digits and those joiners,
+  or a run of anything else) on its own, so a block holding one of those characters goes to jieba.
+On every file of ../shared/data (85,432 sentences) and on random text the words are then jieba's
+(tests/test_segmenter.py), and jieba's dictionary is loaded only for text with a rare Han character.
+Without rjieba (a requirement, but one a platform may lack), and when jieba's dictionary was changed
+in this process (jieba.load_userdict, jieba.add_word, jieba.set_dictionary: rjieba would not see it),
+every text goes to jieba.
 """
 import logging
 import re
 from pathlib import Path
 from typing import List, Optional
 
-# The characters that rjieba groups differently from jieba, so that a text holding one is segmented by
-# jieba itself: the joiners of jieba's Han-and-alphanumeric blocks (jieba.re_han_default), and the Han
-# characters outside jieba's U+4E00-U+9FD5 that rjieba's Han blocks hold (CJK Extension A, U+9FD6-U+9FFF,
-# the compatibility ideographs, Extensions B-F and their supplement): jieba splits a run of those into
-# single characters, rjieba segments it as words.
-JIEBA_ONLY = re.compile("[+#&._%\\-\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
+# The Han characters outside jieba's U+4E00-U+9FD5 that rjieba's Han blocks hold (CJK Extension A,
+# U+9FD6-U+9FFF, the compatibility ideographs, Extensions B-F and their supplement): jieba splits a run of
+# those into single characters, rjieba segments it as words, so a block holding one goes to jieba.
+JIEBA_ONLY = re.compile("[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
+# The joiners of jieba's Han-and-alphanumeric blocks (jieba.re_han_default), its Han block, its HMM
+# step's pattern for the text between Han runs (jieba.finalseg.re_skip), and the words of jieba's
+# dictionary that hold a joiner (tests/test_segmenter.py reads them from its dict.txt): rjieba keeps a
+# run like "kfr-35gw" whole where jieba splits it by JIEBA_SKIP.
+JOINER = re.compile("[+#&._%\\-]")
+JIEBA_HAN = re.compile("[\u4E00-\u9FD5]")
+JIEBA_SKIP = re.compile("([a-zA-Z0-9]+(?:\\.\\d+)?%?)")
+DICTIONARY_JOINED = frozenset({"AT&T", "C#", "c#", "C++", "c++"})
 
 _RJIEBA: Optional[object] = None
 _RJIEBA_MISSING = False
@@ -42,12 +53,27 @@ def jieba_words(text: str) -> List[str]:
     if fast is None:
         return list(load_jieba().cut(text))
     if not JIEBA_ONLY.search(text):
-        return fast.cut(text)
+        return _rjieba_words(fast, text)
     words: List[str] = []
     for block in JIEBA_BLOCK.split(text):
         if block:
-            words.extend(load_jieba().cut(block) if JIEBA_ONLY.search(block) else fast.cut(block))
+            words.extend(load_jieba().cut(block) if JIEBA_ONLY.search(block) else _rjieba_words(fast, block))
     return words
+
+
+def _rjieba_words(fast, text: str) -> List[str]:
+    """rjieba's words of text, each run rjieba keeps whole that jieba's HMM step splits (letters and
+    digits with a joiner between, no Han character, not a dictionary word) split as jieba does."""
+    words = fast.cut(text)
+    if not JOINER.search(text):
+        return words
+    split: List[str] = []
+    for word in words:
+        if len(word) > 1 and JOINER.search(word) and not JIEBA_HAN.search(word) and word not in DICTIONARY_JOINED:
+            split.extend(part for part in JIEBA_SKIP.split(word) if part)
+        else:
+            split.append(word)
+    return split
 
 
 def load_jieba():

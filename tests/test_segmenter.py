@@ -45,21 +45,73 @@ def test_rjieba_is_used_where_it_agrees_and_jieba_elsewhere(monkeypatch):
     rjieba = needs_rjieba()
     assert segmenter._rjieba() is rjieba
     calls = []
-    monkeypatch.setattr(rjieba, "cut", lambda text: calls.append(text) or list(jieba.cut(text)), raising=False)
-    segmenter.jieba_words("北京欢迎你")
-    segmenter.jieba_words("kfr-35gw空调")  # rjieba would keep "kfr-35gw" whole
-    assert calls == ["北京欢迎你"]
+    cut = rjieba.cut
+    monkeypatch.setattr(rjieba, "cut", lambda text: calls.append(text) or cut(text), raising=False)
+    assert segmenter.jieba_words("北京欢迎你") == list(jieba.cut("北京欢迎你"))
+    # rjieba keeps "kfr-35gw" whole; split as jieba's HMM step splits it.
+    assert segmenter.jieba_words("kfr-35gw空调") == list(jieba.cut("kfr-35gw空调")) == ["kfr", "-", "35gw", "空调"]
+    assert segmenter.jieba_words("的㐀㐀是") == list(jieba.cut("的㐀㐀是"))  # rare Han: jieba's block by block
+    assert calls == ["北京欢迎你", "kfr-35gw空调", "的", "是"]
 
 
 def test_only_the_blocks_rjieba_would_segment_differently_go_to_jieba(monkeypatch):
-    """jieba segments each of its blocks on its own: a text with one "2013.11.18" keeps rjieba for the rest."""
+    """jieba segments each of its blocks on its own: a text with one run of rare Han characters keeps
+    rjieba for the rest."""
     rjieba = needs_rjieba()
     assert segmenter.JIEBA_BLOCK.pattern == jieba.re_han_default.pattern
     calls = []
-    monkeypatch.setattr(rjieba, "cut", lambda text: calls.append(text) or list(jieba.cut(text)), raising=False)
+    cut = rjieba.cut
+    monkeypatch.setattr(rjieba, "cut", lambda text: calls.append(text) or cut(text), raising=False)
     text = "张三在北京市工作。2013.11.18 到 上海㐀㐀，kfr-35gw空调"
     assert segmenter.jieba_words(text) == list(jieba.cut(text))
-    assert calls == ["张三在北京市工作", "。", " ", "到", " ", "上海"]  # "㐀㐀，" and the rest: jieba
+    assert calls == ["张三在北京市工作", "。", "2013.11.18", " ", "到", " ", "上海", "kfr-35gw空调"]  # "㐀㐀，": jieba
+
+
+def test_rjiebas_joined_runs_are_split_by_jiebas_own_patterns():
+    """The patterns and words the split of rjieba's joined runs copies from jieba are jieba's."""
+    import re
+    from pathlib import Path
+
+    from jieba import finalseg
+
+    assert segmenter.JIEBA_SKIP.pattern == finalseg.re_skip.pattern
+    assert "(" + segmenter.JIEBA_HAN.pattern + "+)" == finalseg.re_han.pattern
+    import string
+
+    # The joiners: the ASCII punctuation that jieba's blocks hold.
+    assert [c for c in string.punctuation if segmenter.JOINER.fullmatch(c)] == [
+        c for c in string.punctuation if jieba.re_han_default.fullmatch(c)]
+    text = (Path(jieba.__file__).parent / "dict.txt").read_text(encoding="utf8")
+    joined = set(re.findall(r"^([^ \n]*[+#&._%\-][^ \n]*) ", text, re.M))
+    assert segmenter.DICTIONARY_JOINED == joined
+
+
+JOINED_ALPHABET = list("abcCTAXYZ0123456789+#&._%-") + list("的人北京") + [" ", "\n", "，"]
+JOINED_ALPHABET += ["C++", "c#", "AT&T", "3G", "T恤", "1.5%", "Q币", "A.D."]
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.lists(st.sampled_from(JOINED_ALPHABET), max_size=25).map("".join))
+def test_words_are_jiebas_on_text_of_joined_letters_and_digits(text):
+    needs_rjieba()
+    assert segmenter.jieba_words(text) == list(jieba.cut(text))
+
+
+def test_jiebas_dictionary_is_not_loaded_for_joined_letters_and_digits():
+    """Only a run of rare Han characters needs jieba itself (its dictionary takes about a second to load)."""
+    needs_rjieba()
+    code = (
+        "import sys\n"
+        "from spacy_cner import segmenter\n"
+        "assert segmenter.jieba_words('kfr-35gw空调2013.11.18，C++和AT&T') == "
+        "['kfr', '-', '35gw', '空调', '2013.11', '.', '18', '，', 'C++', '和', 'AT&T']\n"
+        "jieba = sys.modules.get('jieba')\n"
+        "assert jieba is None or not jieba.dt.initialized\n"
+        "segmenter.jieba_words('的㐀㐀是')\n"
+        "assert sys.modules['jieba'].dt.initialized\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_without_rjieba_the_features_are_the_same(monkeypatch):
