@@ -94,7 +94,7 @@ def forward(model: Model, X: InT, is_train: bool) -> Tuple[List[Floats2d], Calla
     tok2vec = model.get_ref("tok2vec")
     encoder = model.get_ref("encoder") if model.has_ref("encoder") else None
     output = model.layers[0].layers[-1]  # with_array(output_layer), the emitter chain's last layer
-    with cuts_computed_once():
+    with cuts_computed_once(docs):
         H, backprop_tok2vec = _with_gold_if_taken(tok2vec, docs, entity_ids, is_train)
         mode = model.attrs.get("sentence_encoding")
         if encoder is not None and (mode is True or (mode == "predict" and not is_train)):

@@ -105,14 +105,18 @@ def _overlapping(start: int, end: int, max_length: int) -> List[Window]:
 
 
 @contextmanager
-def cuts_computed_once() -> Iterator[None]:
-    """Inside it, sentence_cuts computes each doc's cuts once: the tagger's forward reads them up to
-    three times (its sentence_encoding, CharBigramEmbed's and the n-gram vectors' sentence_bigrams).
+def cuts_computed_once(docs: Sequence[Doc] = ()) -> Iterator[None]:
+    """Inside it, sentence_cuts computes each doc's cuts once, and the cuts of docs (the forward's
+    batch) are computed at once on entry, as stacked_ends reads them: the tagger's forward reads them up
+    to three times (its sentence_encoding, CharBigramEmbed's and the n-gram vectors' sentence_bigrams).
     A forward's docs do not change while it runs; the memo is dropped when it returns (a doc may be
     retokenized between two calls). Why not a cache on the Doc: user_data would be serialised with it.
     """
-    token = _CUTS_MEMO.set({})
+    memo: Dict = {}
+    token = _CUTS_MEMO.set(memo)
     try:
+        if docs:
+            _memo_stacked(memo, docs)
         yield
     finally:
         _CUTS_MEMO.reset(token)
@@ -123,40 +127,70 @@ def sentence_cuts(doc: Doc) -> numpy.ndarray:
     read-only (inside cuts_computed_once the same array is handed out again)."""
     memo = _CUTS_MEMO.get()
     if memo is None:
-        return _sentence_cuts(doc)
+        return _per_doc_cuts([doc], *_stacked_cuts([doc]))[0]
     found = memo.get(id(doc))
     if found is None:
-        found = memo[id(doc)] = (doc, _sentence_cuts(doc))
+        _memo_stacked(memo, [doc])
+        found = memo[id(doc)]
     return found[1]
 
 
 def stacked_ends(docs: Sequence[Doc], sentences: bool) -> numpy.ndarray:
     """Offsets, in the docs' stacked tokens, of the tokens with no right neighbour: each non-empty
-    doc's last token and, with sentences, each token that ends a sentence (sentence_cuts)."""
+    doc's last token and, with sentences, each token that ends a sentence (sentence_cuts), in order."""
     lengths = numpy.asarray([len(doc) for doc in docs], dtype="int64")
     starts = numpy.cumsum(lengths) - lengths
-    ends = [(starts + lengths - 1)[lengths > 0]]
-    if sentences:
-        ends += [start + sentence_cuts(doc) - 1 for doc, start in zip(docs, starts.tolist()) if len(doc) > 1]
-    return numpy.concatenate(ends).astype("int64")
+    lasts = (starts + lengths - 1)[lengths > 0]
+    if not sentences:
+        return lasts
+    memo = _CUTS_MEMO.get()
+    found = None if memo is None else memo.get(tuple(map(id, docs)))
+    cut_before = (found[1] if found is not None else _stacked_cuts(docs)[1]) - 1
+    return numpy.concatenate([lasts, cut_before]).astype("int64")
 
 
-def _sentence_cuts(doc: Doc) -> numpy.ndarray:
-    orths = doc.to_array(ORTH).reshape(-1)
-    strings, known = doc.vocab.strings, _ENDS_SENTENCE
+def _memo_stacked(memo: Dict, docs: Sequence[Doc]) -> None:
+    """The cuts of docs computed at once, kept for stacked_ends (by the docs' ids) and per doc."""
+    starts, cuts = _stacked_cuts(docs)
+    memo[tuple(map(id, docs))] = (list(docs), cuts)
+    for doc, doc_cuts in zip(docs, _per_doc_cuts(docs, starts, cuts)):
+        memo[id(doc)] = (doc, doc_cuts)
+
+
+def _stacked_cuts(docs: Sequence[Doc]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """(starts, cuts): each doc's first offset in the docs' stacked tokens, and the stacked offsets
+    after a token that ends a sentence, but each doc's last, in order. Computed over all docs at once:
+    per doc, numpy's calls cost more than their arithmetic (2-4% of the tagger's time)."""
+    lengths = numpy.asarray([len(doc) for doc in docs], dtype="int64")
+    starts = numpy.cumsum(lengths) - lengths
+    if not lengths.sum():
+        return starts, numpy.zeros((0,), dtype="int64")
+    orths = numpy.concatenate([doc.to_array(ORTH).reshape(-1) for doc in docs if len(doc)])
+    known = _ENDS_SENTENCE
     if len(known) > 1_000_000:
         known.clear()
-    end_ids = []
-    for orth in numpy.unique(orths).tolist():
-        ends = known.get(orth)
-        if ends is None:
-            ends = known[orth] = ends_sentence(strings[orth])
-        if ends:
-            end_ids.append(orth)
-    # The tokens that end a sentence, but the doc's last: a cut goes after each.
-    cuts = (numpy.flatnonzero(numpy.isin(orths[:-1], end_ids)) + 1).astype(numpy.intp)
-    cuts.flags.writeable = False
-    return cuts
+    distinct = numpy.unique(orths).tolist()
+    unknown = [orth for orth in distinct if orth not in known]
+    if unknown:  # looked up in a vocab that holds the string (the docs may come from more than one)
+        stores = list({id(doc.vocab): doc.vocab.strings for doc in docs}.values())
+        for orth in unknown:
+            store = next((strings for strings in stores if orth in strings), stores[0])
+            known[orth] = ends_sentence(store[orth])
+    end_ids = [orth for orth in distinct if known[orth]]
+    is_end = numpy.isin(orths, end_ids)
+    is_end[(starts + lengths - 1)[lengths > 0]] = False  # a doc's last token: no cut after it
+    return starts, numpy.flatnonzero(is_end).astype("int64") + 1
+
+
+def _per_doc_cuts(docs: Sequence[Doc], starts: numpy.ndarray, cuts: numpy.ndarray) -> List[numpy.ndarray]:
+    """The stacked cuts of _stacked_cuts as each doc's own offsets (read-only intp arrays)."""
+    owner = numpy.searchsorted(starts, cuts - 1, side="right") - 1
+    local = (cuts - starts[owner]).astype(numpy.intp)
+    counts = numpy.bincount(owner, minlength=len(docs))
+    pieces = numpy.split(local, numpy.cumsum(counts)[:-1].tolist())
+    for piece in pieces:
+        piece.flags.writeable = False
+    return pieces
 
 
 def doc_windows(doc: Doc, max_length: int) -> List[Window]:

@@ -114,6 +114,31 @@ def test_sentence_cuts_are_the_offsets_after_sentence_ends(words):
     assert cuts.dtype.kind == "i"
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["今", "天", "。", "！", "?", "\n", "a\nb", "很好", "；"]), max_size=8),
+                max_size=6))
+def test_cuts_of_a_batch_are_each_docs_own(batch):
+    """stacked_ends and the cuts computed for a whole batch at once equal each doc's alone (empty docs
+    and docs of one sentence among them)."""
+    vocab = spacy.blank("zh").vocab
+    docs = [Doc(vocab, words=words, spaces=[False] * len(words)) for words in batch]
+    alone = [[i + 1 for i, word in enumerate(words) if ends_sentence(word) and i + 1 < len(words)] for words in batch]
+    offset, expected = 0, []
+    for words, cuts in zip(batch, alone):
+        expected += [offset + len(words) - 1] if words else []
+        offset += len(words)
+    offset, inside = 0, []
+    for words, cuts in zip(batch, alone):
+        inside += [offset + cut - 1 for cut in cuts]
+        offset += len(words)
+    assert long_docs.stacked_ends(docs, False).tolist() == expected
+    assert long_docs.stacked_ends(docs, True).tolist() == expected + inside
+    with long_docs.cuts_computed_once(docs):
+        assert [sentence_cuts(doc).tolist() for doc in docs] == alone
+        assert long_docs.stacked_ends(docs, True).tolist() == expected + inside
+    assert [sentence_cuts(doc).tolist() for doc in docs] == alone
+
+
 def test_sentence_cuts_read_each_vocab_alike():
     """The cache is keyed by orth id, the hash of the text: any vocab gives the same cuts."""
     first = Doc(spacy.blank("zh").vocab, words=list("好。好"), spaces=[False] * 3)
@@ -123,20 +148,23 @@ def test_sentence_cuts_read_each_vocab_alike():
 
 def test_cuts_computed_once_per_doc_in_the_taggers_forward(request, monkeypatch):
     """The default tagger reads each doc's cuts three times in a forward (sentence_encoding and both
-    bigram features): computed once, the same emissions; outside a forward nothing is kept."""
+    bigram features): computed once for the whole batch, the same emissions; outside a forward
+    nothing is kept."""
 
     nlp = small_config_pipeline("default", request)
     model = nlp.get_pipe("crf_ner").model
     docs = [nlp.make_doc(text) for text in ["张三去了北京。李四在上海！", "王五。", "没有句号"]]
     before = model.predict(docs)
     computed = []
-    compute = long_docs._sentence_cuts
-    monkeypatch.setattr(long_docs, "_sentence_cuts", lambda doc: computed.append(doc) or compute(doc))
+    compute = long_docs._stacked_cuts
+    monkeypatch.setattr(long_docs, "_stacked_cuts", lambda batch: computed.append(list(batch)) or compute(batch))
     after = model.predict(docs)
-    assert len(computed) == len(docs) and [id(doc) for doc in computed] == [id(doc) for doc in docs]
+    assert len(computed) == 1 and [id(doc) for doc in computed[0]] == [id(doc) for doc in docs]
     assert all(numpy.array_equal(b, a) for b, a in zip(before, after))
     computed.clear()
     first, second = sentence_cuts(docs[0]), sentence_cuts(docs[0])
     assert len(computed) == 2 and first.tolist() == second.tolist() == [7]
-    with pytest.raises(ValueError):
-        first[0] = 0  # handed out again inside a forward: read-only
+    with long_docs.cuts_computed_once(docs):
+        assert sentence_cuts(docs[0]).tolist() == [7]
+        with pytest.raises(ValueError):
+            sentence_cuts(docs[0])[0] = 0  # handed out again inside a forward: read-only
