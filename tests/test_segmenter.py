@@ -26,6 +26,12 @@ def needs_rjieba():
     return pytest.importorskip("rjieba", reason="rjieba is optional a requirement of spacy-cner that the fallback to jieba does without")
 
 
+def run_python(code: str) -> None:
+    """Run code in a fresh interpreter (jieba's state is per process); fail with its stderr."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(ALPHABET), max_size=40))
 def test_words_are_jiebas_on_random_text(text):
@@ -110,8 +116,7 @@ def test_jiebas_dictionary_is_not_loaded_for_joined_letters_and_digits():
         "segmenter.jieba_words('的㐀㐀是')\n"
         "assert sys.modules['jieba'].dt.initialized\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    run_python(code)
 
 
 def test_without_rjieba_the_features_are_the_same(monkeypatch):
@@ -138,8 +143,7 @@ def test_a_changed_jieba_dictionary_turns_rjieba_off():
         "assert segmenter.jieba_words('北京欢迎你北京') == list(jieba.cut('北京欢迎你北京'))\n"
         "assert '欢迎你北' in segmenter.jieba_words('北京欢迎你北京')\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    run_python(code)
 
 
 def test_the_pristine_total_is_recorded_when_spacy_cner_loads_jieba():
@@ -154,8 +158,7 @@ def test_the_pristine_total_is_recorded_when_spacy_cner_loads_jieba():
         "segmenter._PRISTINE_TOTAL = None\n"
         "assert segmenter._pristine_total(jieba) == recorded\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    run_python(code)
     small = (
         "import jieba, pathlib, tempfile\n"
         "from spacy_cner import segmenter\n"
@@ -165,8 +168,7 @@ def test_the_pristine_total_is_recorded_when_spacy_cner_loads_jieba():
         "segmenter.load_jieba()\n"
         "assert segmenter._PRISTINE_TOTAL is None and segmenter._jieba_changed()\n"
     )
-    result = subprocess.run([sys.executable, "-c", small], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    run_python(small)
 
 
 def corpus_texts(path):
