@@ -30,8 +30,8 @@ number of steps, and a warm-started curve's for more at each size than a from-sc
 a team gets from the labelled sentences when it trains the default on them properly. For each seed,
 random's first --stop sentences (and first N for N of --random-final-sizes) and each ranking strategy's
 labelled sentences at each N of --final-sizes its rounds reached are trained from scratch with configs/default.cfg's own stopping rule (or
---final-steps steps) and scored on test (kept in the curve's folder, finalN/final.json). The result
-then holds these finals only (figures "finals"), with a table of their F1 and the fewest labels at which
+--final-steps steps) and scored on test (kept in the curve's folder, finalN/final.json): run the rounds
+first, with the same options; with --final-sizes no round is trained. The result then holds these finals only (figures "finals"), with a table of their F1 and the fewest labels at which
 a strategy's mean reaches random's at --stop.
 """
 import argparse
@@ -86,6 +86,21 @@ def main() -> None:
     add_result_argument(parser, "select")
     args = parser.parse_args()
     results = _load(args.out / "results.json")
+    if args.final_sizes:
+        # The rounds ran before (their round.json files hold what each strategy labelled): the finals only.
+        for dataset in args.datasets:
+            files, convert_args = DATASETS[dataset]
+            prepare(args.data / dataset, args.out / dataset / "corpus", files, convert_args,
+                    sample={"dev": args.dev_sentences}, dev_from_test=DEV_FROM_TEST.get(dataset, 0))
+        finals = {dataset: train_finals(dataset, args.out / dataset / "corpus", args) for dataset in args.datasets}
+        (args.out / "finals.json").write_text(json.dumps(finals, indent=1), encoding="utf8")
+        table = render_finals(finals, args)
+        print(table)
+        save_result(args.result, {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
+                                  "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
+                                  "dev_sentences": args.dev_sentences, "explore": args.explore,
+                                  "warm_start": args.warm_start}, table)
+        return
     for dataset in args.datasets:
         files, convert_args = DATASETS[dataset]
         corpus = args.out / dataset / "corpus"
@@ -99,16 +114,6 @@ def main() -> None:
                 results.setdefault(dataset, {}).setdefault(curve_name(strategy, args), {})[str(seed)] = curve
                 (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
-    if args.final_sizes:
-        finals = {dataset: train_finals(dataset, args.out / dataset / "corpus", args) for dataset in args.datasets}
-        (args.out / "finals.json").write_text(json.dumps(finals, indent=1), encoding="utf8")
-        table = render_finals(finals, args)
-        print(table)
-        save_result(args.result, {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
-                                  "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
-                                  "dev_sentences": args.dev_sentences, "explore": args.explore,
-                                  "warm_start": args.warm_start}, table)
-        return
     table = render(results, args)
     print(table)
     sizes = {"warm_start": args.warm_start, "explore": args.explore, "start": args.start, "step": args.step,
