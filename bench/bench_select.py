@@ -348,7 +348,7 @@ def render_finals(finals: dict, args) -> str:
     from report import markdown_table, select_table
 
     lines += markdown_table(select_table({"select_final": {"figures": {"finals": finals, "stop": args.stop}}},
-                                         key="finals"))
+                                         ("finals",)))
     return "\n".join(lines) + "\n"
 
 

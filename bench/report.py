@@ -520,14 +520,19 @@ def random_target(curves: Dict[str, Dict[str, dict]], stop: int) -> Tuple[Option
     return max(means, default=(None, 0))
 
 
-def select_table(records: Records, key: str = "curves") -> Table:
+# How a finals curve is named in the table beside the rounds' curves.
+FINALS = ", trained from scratch to the stopping rule"
+
+
+def select_table(records: Records, keys: Tuple[str, ...] = ("curves",)) -> Table:
     """Test F1 (mean ± sd over seeds) of each strategy at each number of labelled sentences, per dataset,
-    and the fewest labels at which its mean reaches random's at --stop (the better random curve); key as
-    select_curves'."""
-    runs = select_curves(records, key)
-    sizes = sorted({int(n) for _, _, curves in runs for seeds in curves.values() for c in seeds.values() for n in c})
+    and the fewest labels at which its mean reaches random's at --stop (the better random curve); keys as
+    select_curves' key, their rows one after the other (a finals curve named with FINALS), each compared
+    with the random curves of its own key."""
+    runs = [(key, *run) for key in keys for run in select_curves(records, key)]
+    sizes = sorted({int(n) for *_, curves in runs for seeds in curves.values() for c in seeds.values() for n in c})
     rows = []
-    for dataset, stop, curves in runs:
+    for key, dataset, stop, curves in runs:
         target, _ = random_target(curves, stop)
         for strategy, seeds in curves.items():
             cells, reached = [], None
@@ -541,7 +546,8 @@ def select_table(records: Records, key: str = "curves") -> Table:
                 cells.append(f"{mean * 100:.2f} ± {sd:.2f}" if len(values) > 1 else f"{mean * 100:.2f}")
                 if reached is None and target is not None and mean >= target:
                     reached = n
-            rows.append([dataset, strategy, str(len(seeds)), *cells, f"{reached:,}" if reached else "no"])
+            name = strategy + FINALS if key == "finals" and len(keys) > 1 else strategy
+            rows.append([dataset, name, str(len(seeds)), *cells, f"{reached:,}" if reached else "no"])
     columns = ["dataset", "strategy", "seeds", *(f"{n:,}" for n in sizes), "reaches random's F1 at the last size"]
     return columns, ["left", "left", "right", *("right" for _ in sizes), "right"], rows
 
@@ -685,8 +691,10 @@ QUESTIONS = [
              [("robustness", ""), ("long_docs", ""), ("sentence_encoding", "")]),
     Question("`annotate`: local `nlp.pipe` and Ray Data; `select` beside it",
              [("annotate", "annotate, 2026-11-24"), ("annotate_select", "select beside annotate")], "run"),
-    Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py)",
-             [("select_msra", ""), ("select_youku_resume", "")], table=lambda records: select_table(records),
+    Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py; the rounds' models, then "
+             "the labelled sentences trained from scratch to default.cfg's stopping rule, --final-sizes)",
+             [("select_msra", ""), ("select_youku_resume", ""), ("select_final", "")],
+             table=lambda records: select_table(records, ("curves", "finals")),
              figure="MSRA: test F1 against labelled sentences|bench/select_msra.png;"
                     "Youku|bench/select_youku.png;Resume|bench/select_resume.png"),
     Question("The lexicon: loading and matching; LEBERT's Lexicon Adapter on and off (Resume, 3 seeds); transformer "

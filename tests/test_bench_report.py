@@ -183,8 +183,11 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     assert status == "met" and measured.endswith("(3 seeds): entropy (warm)")  # no warm caveat: finals train alike
     finals["msra"]["entropy (warm)"] = final(lambda n: n / 1600, (1200,))  # 75.0 < 80.0
     assert report.labels_saved(both)[1] == "not met"
-    _, _, rows = report.select_table(both, key="finals")
+    _, _, rows = report.select_table(both, ("finals",))
     assert [row[:2] + row[-1:] for row in rows[:2]] == [["resume", "random", "2,000"], ["resume", "entropy (warm)", "1,200"]]
+    columns, _, rows = report.select_table(both, ("curves", "finals"))  # the rounds' rows, then the finals'
+    assert len(rows) == 6 + 6 and rows[6][1] == "random" + report.FINALS and rows[7][-1] == "1,200"
+    assert columns[3:-1] == [f"{n:,}" for n in range(200, 2001, 200)]
     for seeds in curves["resume"].values():  # fewer than 3 seeds: not met, and said
         seeds.pop("2")
     measured, status = report.labels_saved(split)
