@@ -28,11 +28,13 @@ and "random (warm)" where both ran).
 --final-sizes N ... answers the question the rounds leave open (their models are trained for a fixed
 number of steps, and a warm-started curve's for more at each size than a from-scratch one's): what F1
 a team gets from the labelled sentences when it trains the default on them properly. For each seed,
-random's first --stop sentences (and first N for N of --random-final-sizes) and each ranking strategy's
-labelled sentences at each N of --final-sizes its rounds reached are trained from scratch with configs/default.cfg's own stopping rule (or
---final-steps steps) and scored on test (kept in the curve's folder, finalN/final.json): run the rounds
-first, with the same options; with --final-sizes no round is trained. The result then holds these finals only (figures "finals"), with a table of their F1 and the fewest labels at which
-a strategy's mean reaches random's at --stop.
+random's first --stop sentences (and first N for N of --random-final-sizes) and each ranking
+strategy's labelled sentences at each N of --final-sizes its rounds reached are trained from scratch
+with configs/default.cfg's own stopping rule (or --final-steps steps) and scored on test (kept in the
+curve's folder, finalN/final.json, with model-best's dev F1). Run the rounds first, with the same
+options: with --final-sizes no round is trained. The result then holds these finals only (figures
+"finals"), with a table of their F1 and the fewest labels at which a strategy's mean reaches random's
+at --stop.
 """
 import argparse
 import datetime
@@ -266,12 +268,13 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
 
 
 def train_finals(dataset: str, corpus: Path, args) -> dict:
-    """{curve: {seed: {labelled sentences: {"f", "train_s"}}}}: each seed's random first N sentences
-    (N: --stop and --random-final-sizes) and each ranking strategy's labelled sentences at each N its rounds
-    reached, trained from scratch (`_final`), --jobs at a time."""
+    """{curve: {seed: {labelled sentences: {"f", "dev_f", "train_s"}}}}: each seed's random first N
+    sentences (N: --stop and --random-final-sizes) and each ranking strategy's labelled sentences at each
+    N its rounds reached, trained from scratch (`_final`), --jobs at a time."""
     jobs = []
+    pools = {seed: _pool(corpus, seed) for seed in args.seeds}
     for seed in args.seeds:
-        pool, order = _pool(corpus, seed)
+        order = pools[seed][1]
         for n in sorted(set(args.random_final_sizes) | {args.stop}):
             jobs.append(("random", seed, n, order[:n], args.out / dataset / "random" / f"seed{seed}" / f"final{n}"))
         for strategy in args.strategies:
@@ -286,10 +289,9 @@ def train_finals(dataset: str, corpus: Path, args) -> dict:
                     continue
                 labelled = json.loads(round_path.read_text(encoding="utf8"))["labelled"]
                 jobs.append((curve_name(strategy, args), seed, n, labelled, work / f"final{n}"))
-    pool_docs = {seed: _pool(corpus, seed)[0] for seed in args.seeds}
     finals: dict = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as executor:
-        records = executor.map(lambda job: _final(job[4], job[3], pool_docs[job[1]], corpus, job[1], args), jobs)
+        records = executor.map(lambda job: _final(job[4], job[3], pools[job[1]][0], corpus, job[1], args), jobs)
         for (curve, seed, n, _, _), record in zip(jobs, records):
             finals.setdefault(curve, {}).setdefault(str(seed), {})[str(n)] = {
                 "f": record["f"], "dev_f": record.get("dev_f"), "train_s": record["train_s"]}
@@ -314,7 +316,7 @@ def _final(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
 def _train_and_score(work: Path, labelled: list, pool: list, corpus: Path, seed: int, max_steps: int,
                      config: Path) -> dict:
     """Train config on the labelled pool sentences in work (dev and test: the corpus's), score
-    model-best on test; {"f", "train_s", "model"}."""
+    model-best on test; {"f", "dev_f", "train_s", "model"}."""
     work.mkdir(parents=True, exist_ok=True)
     round_corpus = work / "corpus"
     round_corpus.mkdir(exist_ok=True)
