@@ -664,7 +664,8 @@ QUESTIONS = [
     Question("Vectors trained on each small set's own train split against none (seed 0; seeds 1-2 in the first "
              "table's means)", [(name, "") for name in SMALL_VECTORS]),
     Question("Inference: speed against spaCy's `ner` and against this morning's code (eceb351); load time "
-             "and size of the default pipeline; float16 and int8-table weights; matrix products per OpenBLAS kernel and row by row (the row products split among torch's threads: "
+             "and size of the default pipeline; float16 and int8-table weights; matrix products per OpenBLAS kernel "
+             "and row by row (the row products split among torch's threads: "
              "bench/HISTORY.md, issue 13)",
              [("speed_one_thread", "one"),
               ("speed_default_threads", "default (torch 2)"), ("speed_exact_changes", "one"),
