@@ -76,14 +76,13 @@ def test_only_the_blocks_rjieba_would_segment_differently_go_to_jieba(monkeypatc
 def test_rjiebas_joined_runs_are_split_by_jiebas_own_patterns():
     """The patterns and words the split of rjieba's joined runs copies from jieba are jieba's."""
     import re
+    import string
     from pathlib import Path
 
     from jieba import finalseg
 
     assert segmenter.JIEBA_SKIP.pattern == finalseg.re_skip.pattern
     assert "(" + segmenter.JIEBA_HAN.pattern + "+)" == finalseg.re_han.pattern
-    import string
-
     # The joiners: the ASCII punctuation that jieba's blocks hold.
     assert [c for c in string.punctuation if segmenter.JOINER.fullmatch(c)] == [
         c for c in string.punctuation if jieba.re_han_default.fullmatch(c)]
