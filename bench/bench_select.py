@@ -87,14 +87,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
     add_result_argument(parser, "select")
     args = parser.parse_args()
-    results = _load(args.out / "results.json")
     if args.final_sizes:
         # The rounds ran before (their round.json files hold what each strategy labelled): the finals only.
-        for dataset in args.datasets:
-            files, convert_args = DATASETS[dataset]
-            prepare(args.data / dataset, args.out / dataset / "corpus", files, convert_args,
-                    sample={"dev": args.dev_sentences}, dev_from_test=DEV_FROM_TEST.get(dataset, 0))
-        finals = {dataset: train_finals(dataset, args.out / dataset / "corpus", args) for dataset in args.datasets}
+        finals = {dataset: train_finals(dataset, _prepared(dataset, args), args) for dataset in args.datasets}
         (args.out / "finals.json").write_text(json.dumps(finals, indent=1), encoding="utf8")
         table = render_finals(finals, args)
         print(table)
@@ -103,11 +98,9 @@ def main() -> None:
                                   "dev_sentences": args.dev_sentences, "explore": args.explore,
                                   "warm_start": args.warm_start}, table)
         return
+    results = _load(args.out / "results.json")
     for dataset in args.datasets:
-        files, convert_args = DATASETS[dataset]
-        corpus = args.out / dataset / "corpus"
-        prepare(args.data / dataset, corpus, files, convert_args, sample={"dev": args.dev_sentences},
-                dev_from_test=DEV_FROM_TEST.get(dataset, 0))
+        corpus = _prepared(dataset, args)
         runs = [(strategy, seed) for seed in args.seeds for strategy in args.strategies
                 if not _done(results, dataset, curve_name(strategy, args), seed, args)]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -122,6 +115,15 @@ def main() -> None:
              "stop": args.stop, "strategy_stop": args.strategy_stop, "random_sizes": _random_sizes(args),
              "max_steps": args.max_steps, "pool": args.pool, "dev_sentences": args.dev_sentences}
     save_result(args.result, {"curves": results, **sizes}, table)
+
+
+def _prepared(dataset: str, args) -> Path:
+    """The dataset's corpus folder under --out (train, dev sampled to --dev-sentences, test), made if new."""
+    files, convert_args = DATASETS[dataset]
+    corpus = args.out / dataset / "corpus"
+    prepare(args.data / dataset, corpus, files, convert_args, sample={"dev": args.dev_sentences},
+            dev_from_test=DEV_FROM_TEST.get(dataset, 0))
+    return corpus
 
 
 def curve_name(strategy: str, args) -> str:
