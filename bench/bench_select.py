@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_select.py [--datasets resume youku msra] [--strategies random entropy ...]
        [--seeds 0 1 2] [--start 200] [--step 200] [--stop 2000] [--strategy-stop 0]
-       [--random-sizes N ...] [--max-steps 600] [--pool 0] [--warm-start] [--explore 0] [--jobs 2]
+       [--random-sizes N ...] [--max-steps 600] [--pool 0] [--warm-start] [--explore 0] [--power B] [--jobs 2]
        [--final-sizes N ...] [--random-final-sizes N ...] [--final-steps 0] [--out bench/runs/select]
        [--result NAME]
 
@@ -18,7 +18,8 @@ from the last round, its curve "random (warm)"). --pool N ranks a random sample 
 sentences per round (0: all) and --dev-sentences N chooses each round's model on a random sample
 of N dev sentences (0: all): these size the runs to the machine. --explore F draws that share of each ranked round's
 sentences at random from the round's candidates instead of the top of the ranking (a hedge against
-a weak early model's blind spots). Every round is kept in its folder under --out
+a weak early model's blind spots); --power B draws all of them instead, each with a probability proportional
+to its score to the power B (`active_learning.power_key`, as `select --power`). Every round is kept in its folder under --out
 (round.json), so a run cut off goes on where it stopped when started again with the same options.
 Writes results.json, a PNG per dataset (test F1 against labelled sentences, mean and standard
 deviation over seeds; needs matplotlib) and a Markdown table with, per strategy, the F1 at each size
@@ -76,6 +77,9 @@ def main() -> None:
     parser.add_argument("--explore", type=float, default=0.0,
                         help="the share of each ranked round's sentences drawn at random from the round's candidates "
                              "instead of the top of the ranking; its curve is '<strategy> (explore F)'")
+    parser.add_argument("--power", type=float, default=None,
+                        help="draw each ranked round's sentences from its candidates with probabilities proportional to "
+                             "their scores to this power instead of taking the top; its curve is '<strategy> (power B)'")
     parser.add_argument("--final-sizes", nargs="+", type=int, default=[],
                         help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
                              "scratch to configs/default.cfg's own stopping rule, scored on test; the result holds "
@@ -87,6 +91,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
     add_result_argument(parser, "select")
     args = parser.parse_args()
+    if args.power is not None and (args.explore or args.power <= 0):
+        parser.error("--power is a positive exponent and draws every sentence of a round: not with --explore")
     if args.final_sizes:
         # The rounds ran before (their round.json files hold what each strategy labelled): the finals only.
         finals = {dataset: train_finals(dataset, _prepared(dataset, args), args) for dataset in args.datasets}
@@ -96,7 +102,7 @@ def main() -> None:
         save_result(args.result, {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
                                   "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
                                   "dev_sentences": args.dev_sentences, "explore": args.explore,
-                                  "warm_start": args.warm_start}, table)
+                                  "power": args.power, "warm_start": args.warm_start}, table)
         return
     results = _load(args.out / "results.json")
     for dataset in args.datasets:
@@ -111,9 +117,9 @@ def main() -> None:
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     table = render(results, args)
     print(table)
-    sizes = {"warm_start": args.warm_start, "explore": args.explore, "start": args.start, "step": args.step,
-             "stop": args.stop, "strategy_stop": args.strategy_stop, "random_sizes": _random_sizes(args),
-             "max_steps": args.max_steps, "pool": args.pool, "dev_sentences": args.dev_sentences}
+    sizes = {"warm_start": args.warm_start, "explore": args.explore, "power": args.power, "start": args.start,
+             "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
+             "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool, "dev_sentences": args.dev_sentences}
     save_result(args.result, {"curves": results, **sizes}, table)
 
 
@@ -133,6 +139,7 @@ def curve_name(strategy: str, args) -> str:
     if strategy == "random":
         return f"random ({kinds[0]})" if kinds else strategy
     kinds += [f"explore {args.explore:g}"] if getattr(args, "explore", 0.0) else []
+    kinds += [f"power {args.power:g}"] if getattr(args, "power", None) is not None else []
     return f"{strategy} ({', '.join(kinds)})" if kinds else strategy
 
 
@@ -140,7 +147,8 @@ def _folder(strategy: str, args) -> str:
     """The folder of a strategy's rounds, one per curve name."""
     warm = "-warm" if getattr(args, "warm_start", False) else ""
     explore = f"-explore{args.explore:g}" if getattr(args, "explore", 0.0) and strategy != "random" else ""
-    return strategy + warm + explore
+    power = f"-power{args.power:g}" if getattr(args, "power", None) is not None and strategy != "random" else ""
+    return strategy + warm + explore + power
 
 
 def pick(ranked: list, texts: list, step: int, explore: float, rng: random.Random, seed: int) -> list:
@@ -183,7 +191,7 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     """
     import spacy
 
-    from spacy_cner.active_learning import score_docs
+    from spacy_cner.active_learning import power_key, score_docs
 
     pool, order = _pool(corpus, seed)
     start = first_round(dataset, corpus, seed, args)
@@ -211,6 +219,9 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
             batch = candidates[i : i + 256]
             _, batch_scores = score_docs(ranker, [pool[j].text for j in batch], strategy, seed)
             ranked.extend(zip(batch_scores, batch))
+        if getattr(args, "power", None) is not None:  # the draw: each candidate's key in the candidates' order
+            draw = random.Random(seed * 1000 + len(labelled) + 2)
+            ranked = [(power_key(score, args.power, draw), j) for score, j in ranked]
         ranked.sort(key=lambda item: (-item[0], item[1]))
         texts = {j: pool[j].text for _, j in ranked}
         chosen = pick(ranked, texts, args.step, getattr(args, "explore", 0.0),
@@ -438,7 +449,10 @@ def render(results: dict, args) -> str:
            "(the same steps)." if any("(warm" in name for curves in results.values() for name in curves) else "")
         + (" \"explore F\": a share F of each ranked round's sentences is drawn at random from the round's "
            "candidates instead of the top of the ranking." if any("explore" in name for curves in results.values()
-                                                                   for name in curves) else ""),
+                                                                   for name in curves) else "")
+        + (" \"power B\": each ranked round's sentences are drawn from its candidates with probabilities "
+           "proportional to their scores to the power B instead of taken from the top." if any(
+               "power" in name for curves in results.values() for name in curves) else ""),
         "",
     ]
     from report import markdown_table, select_table  # the table BENCHMARKS.md shows

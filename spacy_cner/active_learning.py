@@ -10,6 +10,7 @@ Strategies (STRATEGIES): see spacy_cner.pipeline.uncertainty, where crf_ner comp
 import dataclasses
 import heapq
 import json
+import math
 import random
 import shutil
 import time
@@ -162,6 +163,21 @@ def pick(ranked: Iterable[Item], drawn: Iterable[Item], n: int, explore: float,
     return chosen
 
 
+def power_key(score: float, power: float, rng: random.Random) -> float:
+    """A text's key for stochastic power acquisition (Kirsch et al. 2023): the n texts of the largest
+    keys are a draw without replacement, each with a probability proportional to score ** power
+    (power * log(score) plus Gumbel noise: the Gumbel-top-k trick, Kool et al. 2019). A score of 0 is
+    never drawn before a positive one. Why a draw and not the n best: the best n of one model's
+    ranking are often alike in what the model misses (one batch, many texts of one blind spot); the
+    draw keeps the high scores likely and spreads the rest. Larger powers come closer to the top n.
+
+    rng (random.Random): Draws one uniform number per key (seeded: the same draw again).
+    """
+    uniform = rng.random()  # in [0, 1); 0 would make the noise infinite
+    noise = -math.log(-math.log(uniform)) if uniform > 0.0 else -math.inf
+    return power * math.log(score) + noise if score > 0.0 else -math.inf
+
+
 def _shingles(text: str) -> Set[str]:
     if len(text) <= SHINGLE:
         return {text}
@@ -182,6 +198,7 @@ def select(
     output_format: str = "jsonl",
     diversity: Optional[float] = 0.7,
     explore: float = 0.0,
+    power: Optional[float] = None,
     seed: int = 0,
     batch_size: int = 256,
     input_format: str = "auto",
@@ -213,7 +230,10 @@ def select(
         ranking (marked "explore" in the output), a hedge against what a weak model cannot see yet:
         on Youku (3 seeds, warm-started) 0.2 reached random sampling's F1 at 2,000 labels with 1,400
         where the ranking alone did not by 1,200 (bench/bench_select.py --explore; BENCHMARKS.md).
-    seed (int): The random strategy's seed (and the near-duplicate hashes' and explore's draw).
+    power (Optional[float]): Draw the n texts at random, each with a probability proportional to
+        its score to this power (`power_key`; 1 is the paper's), instead of taking the n best
+        (bench/bench_select.py --power measures it). Not with explore, nor with the random strategy.
+    seed (int): The random strategy's seed (and the near-duplicate hashes', explore's and power's draw).
     batch_size (int): Texts per batch through the pipeline.
     input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
     progress (bool): Show annotate's progress bar (rows, with a total and an ETA).
@@ -234,6 +254,12 @@ def select(
         raise ValueError(f"n must be at least 1, got {n}.")
     if not 0.0 <= explore < 1.0:
         raise ValueError(f"explore is the share of the texts drawn at random, in [0, 1), got {explore}.")
+    if power is not None:
+        if not power > 0.0:
+            raise ValueError(f"power is the exponent of the scores in the draw, above 0, got {power}.")
+        if explore or strategy == "random":
+            raise ValueError(f"power draws every text at random already: use it without "
+                             f"{'explore' if explore else 'the random strategy'}.")
     guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
     sources = find_sources(input_path, input_format)
     work = Path(f"{output}.scores")
@@ -262,7 +288,8 @@ def select(
         value = record.pop(ENTITIES_FIELD)
         entities = [(e["start"], e["end"], e["label"], e.get("score")) for e in value["entities"]]
         candidate = Candidate(value["uncertainty"], order, where, record, record["text"], entities)
-        item = (candidate.score, -order, candidate)
+        key = candidate.score if power is None else power_key(candidate.score, power, rng)
+        item = (key, -order, candidate)
         if len(pool) < POOL_FACTOR * n:
             heapq.heappush(pool, item)
         elif item[:2] > pool[0][:2]:
@@ -287,7 +314,7 @@ def select(
         candidate.drawn = True
     chosen = top + drawn
     summary.selected, summary.drawn = len(chosen), len(drawn)
-    write_selection(chosen, Path(output), output_format, strategy, model)
+    write_selection(chosen, Path(output), output_format, strategy, model, power)
     errors_path = Path(f"{output}.errors.jsonl")
     if errors:
         errors_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf8")
@@ -329,25 +356,30 @@ def _scored_records(work: Path, sources: List[Source], shard_size: int) -> Itera
             shard += 1
 
 
-def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str) -> None:
-    """Write the chosen texts, best first, with the model's entities pre-filled.
+def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str,
+                    power: Optional[float] = None) -> None:
+    """Write the chosen texts, best first (with power: in the draw's order), with the model's entities
+    pre-filled.
 
     jsonl: the row's fields, "spans" ({start, end, label, text, score}: as Prodigy's) and "select"
-    ({score, strategy, source}); prodigy: "text", "spans", "meta"; doccano: "text", "label" ([[start,
+    ({score, strategy, source, and power where the texts were drawn}); prodigy: "text", "spans", "meta"; doccano: "text", "label" ([[start,
     end, label], ...]) and "select"; labelstudio: a JSON array of tasks whose "predictions" hold the
     entities (offsets in UTF-16 code units, as Label Studio counts them) with their scores.
     """
     output.parent.mkdir(parents=True, exist_ok=True)
-    records = [_record(c, output_format, strategy, model) for c in chosen]
+    records = [_record(c, output_format, strategy, model, power) for c in chosen]
     if output_format == "labelstudio":
         output.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf8")
     else:
         output.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf8")
 
 
-def _record(candidate: Candidate, output_format: str, strategy: str, model: str) -> Dict[str, Any]:
+def _record(candidate: Candidate, output_format: str, strategy: str, model: str,
+            power: Optional[float]) -> Dict[str, Any]:
     text = candidate.text
     info = {"score": candidate.score, "strategy": strategy, "source": candidate.where}
+    if power is not None:
+        info["power"] = power  # drawn with a probability proportional to score ** power
     if candidate.drawn:
         info["explore"] = True  # drawn at random, not taken from the top of the ranking
     spans = [{"start": s, "end": e, "label": label, "text": text[s:e], "score": p}

@@ -1,5 +1,7 @@
 """`python -m spacy_cner select`: texts ranked by crf_ner's exact marginals, written for annotation tools."""
+import collections
 import json
+import random
 import subprocess
 import sys
 
@@ -10,7 +12,8 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 import reference
-from spacy_cner.active_learning import STRATEGIES, NearDuplicates, pick, score_docs, select, strategy_score
+from spacy_cner.active_learning import (STRATEGIES, NearDuplicates, pick, power_key, score_docs, select,
+                                        strategy_score)
 from spacy_cner.corpus.convert import iter_docs
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.tags import tags_to_spans
@@ -171,6 +174,59 @@ def test_select_explore_draws_a_share_at_random(model_dir, tmp_path):
         select(str(model_dir), str(source), 10, out, explore=-0.1)
 
 
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_power_keys_draw_without_replacement_in_proportion_to_score_to_the_power(power):
+    """The top key is text i with probability s_i^power / sum; the top two are a draw without
+    replacement (the second in proportion among the rest); a score of 0 comes after every positive one."""
+    scores = [1.0, 2.0, 3.0, 4.0, 0.0]
+    weights = numpy.asarray(scores) ** power
+    p = weights / weights.sum()
+    rng, trials = random.Random(0), 40_000
+    firsts, pairs = collections.Counter(), collections.Counter()
+    for _ in range(trials):
+        keys = [power_key(score, power, rng) for score in scores]
+        order = sorted(range(len(scores)), key=lambda i: -keys[i])
+        firsts[order[0]] += 1
+        pairs[frozenset(order[:2])] += 1
+        assert order[-1] == 4
+    # Binomial standard deviations are at most 0.0025 here: 0.015 is six of them.
+    assert [firsts[i] / trials for i in range(4)] == pytest.approx(p[:4], abs=0.015)
+    pair = p[2] * p[3] / (1 - p[2]) + p[3] * p[2] / (1 - p[3])
+    assert pairs[frozenset({2, 3})] / trials == pytest.approx(pair, abs=0.015)
+    # A large power is the top of the ranking.
+    assert max(range(4), key=lambda i: power_key(scores[i], 1e6, rng)) == 3
+
+
+def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path):
+    """--power: the n texts drawn by power_key (seeded), their own scores written; a huge power is the top n."""
+    texts = [f"{name}{verb}{place}" for name in ("张三", "李四", "王五", "赵六") for verb in ("去了", "来自", "在")
+             for place in ("上海", "北京", "广州", "深圳", "杭州")]
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf8")
+    out = tmp_path / "next.jsonl"
+    _, scores = score_docs(spacy.load(model_dir), texts, "entropy")
+    score_of = dict(zip(texts, scores))
+    draws = []
+    for seed in (0, 1, 2, 0):
+        summary = select(str(model_dir), str(source), 10, out, strategy="entropy", power=1.0, diversity=None,
+                         seed=seed)
+        records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+        assert (summary.selected, summary.drawn) == (10, 0) and len({r["text"] for r in records}) == 10
+        assert all(r["select"]["power"] == 1.0 and r["select"]["score"] == pytest.approx(score_of[r["text"]])
+                   for r in records)
+        draws.append([r["text"] for r in records])
+    best = sorted(scores, reverse=True)[:10]
+    assert draws[3] == draws[0] and len({tuple(d) for d in draws}) == 3  # seeded: the same draw again
+    assert any(sorted((score_of[t] for t in draw), reverse=True) != best for draw in draws)  # not the top
+    select(str(model_dir), str(source), 10, out, strategy="entropy", power=1e9, diversity=None)
+    chosen = [score_of[json.loads(line)["text"]] for line in out.read_text(encoding="utf8").splitlines()]
+    assert sorted(chosen, reverse=True) == pytest.approx(best, rel=1e-6)
+    for bad, message in (({"power": 0.0}, "above 0"), ({"power": 1.0, "explore": 0.2}, "without explore"),
+                         ({"power": 1.0, "strategy": "random"}, "without the random strategy")):
+        with pytest.raises(ValueError, match=message):
+            select(str(model_dir), str(source), 10, out, **{"strategy": "entropy", **bad})
+
+
 @pytest.mark.parametrize("output_format", ["jsonl", "prodigy", "doccano", "labelstudio"])
 def test_each_format_reads_back_through_convert_once_annotated(model_dir, tmp_path, output_format):
     """The annotator accepts the model's entities as they are: convert gives back the same texts
@@ -207,6 +263,10 @@ def test_select_command(model_dir, tmp_path):
     assert explored.returncode == 0 and "3 of 6 texts selected (least-confident, 1 drawn at random)" in explored.stdout
     assert [bool(json.loads(line)["meta"].get("explore")) for line in out.read_text("utf8").splitlines()] == [
         False, False, True]
+    drawn = subprocess.run(args + ["--power", "1"], capture_output=True, text=True)
+    assert drawn.returncode == 0 and "proportional to score ** 1)" in drawn.stdout
+    both = subprocess.run(args + ["--power", "1", "--explore", "0.34"], capture_output=True, text=True)
+    assert both.returncode == 1 and "without explore" in both.stdout and "Traceback" not in both.stderr
     bad = subprocess.run(args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "Cannot load the pipeline" in bad.stdout and "Traceback" not in bad.stderr

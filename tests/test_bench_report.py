@@ -329,6 +329,9 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy (warm, explore 0.2)"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=False, explore=0.2)) == "entropy (explore 0.2)"
     assert select._folder("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy-warm-explore0.2"
+    assert select.curve_name("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy (warm, power 1)"
+    assert select._folder("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy-warm-power1"
+    assert select._folder("random", argparse.Namespace(warm_start=True, power=1.0)) == "random-warm"
 
 
 def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(tmp_path, monkeypatch):

@@ -60,7 +60,8 @@ def select_command(
     output_format: SelectFormat = typer.Option(SelectFormat("jsonl"), "--format", "-f", help="For the annotation tool: " + ", ".join(SELECT_FORMATS) + "."),
     diversity: float = typer.Option(0.7, "--diversity", help="Leave out texts whose character 3-grams overlap a selected one's this much (Jaccard); 0 keeps near-duplicates."),
     explore: float = typer.Option(0.0, "--explore", help="The share of the N texts drawn at random from those not at the top of the ranking (marked 'explore'); what it saves: BENCHMARKS.md (bench/bench_select.py --explore)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random strategy, of the near-duplicate hashes and of --explore's draw."),
+    power: Optional[float] = typer.Option(None, "--power", help="Draw the N texts at random, each with a probability proportional to its score to this power (1: stochastic power acquisition, Kirsch et al. 2023), instead of taking the N best; not with --explore."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random strategy, of the near-duplicate hashes and of --explore's and --power's draw."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
     input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
     shard_size: int = typer.Option(10_000, "--shard-size", help="Rows scored per shard of OUTPUT.scores/, the unit a restart skips."),
@@ -79,7 +80,7 @@ def select_command(
     try:
         summary = select(
             model, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
-            diversity=diversity or None, explore=explore, seed=seed, batch_size=batch_size, input_format=input_format,
+            diversity=diversity or None, explore=explore, power=power, seed=seed, batch_size=batch_size, input_format=input_format,
             progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
             workers=workers,
         )
@@ -87,7 +88,8 @@ def select_command(
         msg.fail(str(err), exits=1)
     msg.good(
         f"{summary.selected} of {summary.texts} texts selected ({strategy.value}"
-        + (f", {summary.drawn} drawn at random" if summary.drawn else "") + f") in {summary.seconds:.1f} s "
+        + (f", {summary.drawn} drawn at random" if summary.drawn else "")
+        + (f", drawn with probabilities proportional to score ** {power:g}" if power is not None else "") + f") in {summary.seconds:.1f} s "
         f"({summary.chars_per_second:,.0f} chars/s): {output}"
         + (f"; {summary.near_duplicates} near-duplicates left out" if summary.near_duplicates else "")
     )
