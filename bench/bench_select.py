@@ -112,6 +112,8 @@ def main() -> None:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             list(pool.map(lambda seed: first_round(dataset, corpus, seed, args), args.seeds))
             for (strategy, seed), curve in zip(runs, pool.map(lambda r: simulate(dataset, corpus, *r, args), runs)):
+                # Read again before writing: a run of another dataset into the same --out may have written since.
+                results = _load(args.out / "results.json")
                 results.setdefault(dataset, {}).setdefault(curve_name(strategy, args), {})[str(seed)] = curve
                 (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
@@ -210,6 +212,14 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     labelled, record = order[: args.start], start
     unlabelled = order[args.start:]
     while len(labelled) < min(args.strategy_stop or args.stop, len(pool)):
+        kept = _kept_next(work, labelled, args, warm_from=record["model"] if warm else None)
+        if kept is not None:  # this round's ranking chose these before: the same model, the same ranking
+            record = kept
+            labelled = kept["labelled"]
+            taken = set(labelled)
+            unlabelled = [j for j in unlabelled if j not in taken]
+            curve[str(len(labelled))] = _point(record)
+            continue
         candidates = unlabelled if not args.pool else random.Random(seed * 1000 + len(labelled)).sample(
             unlabelled, min(args.pool, len(unlabelled)))
         began = time.perf_counter()
@@ -234,6 +244,19 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
                         warm_from=record["model"] if warm else None)
         curve[str(len(labelled))] = _point(record)
     return curve
+
+
+def _kept_next(work: Path, labelled: list, args, warm_from: Optional[str]) -> Optional[dict]:
+    """The kept round that follows labelled (its round.json at labelled + --step sentences, starting
+    with labelled, with the same settings), or None: a run started again reads its rounds back without
+    ranking the pool again."""
+    record_path = work / f"n{len(labelled) + args.step}" / "round.json"
+    if not record_path.exists():
+        return None
+    record = json.loads(record_path.read_text(encoding="utf8"))
+    same = (record["labelled"][: len(labelled)] == labelled and record["max_steps"] == args.max_steps
+            and record.get("dev_sentences", 1000) == args.dev_sentences and record.get("warm_from") == warm_from)
+    return record if same else None
 
 
 def first_round(dataset: str, corpus: Path, seed: int, args) -> dict:

@@ -332,6 +332,22 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy (warm, power 1)"
     assert select._folder("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy-warm-power1"
     assert select._folder("random", argparse.Namespace(warm_start=True, power=1.0)) == "random-warm"
+    # A ranking strategy's kept rounds are read back without ranking the pool again (no model is loaded).
+    args.warm_start, trained[:] = False, []
+    monkeypatch.setattr(spacy, "load", lambda *a, **k: pytest.fail("ranked again"))
+    labelled = list(first["labelled"])
+    for n in (10, 15, 20):
+        labelled += [j for j in order if j not in labelled][:5]
+        (tmp_path / f"toy/entropy/seed0/n{n}").mkdir(parents=True)
+        (tmp_path / f"toy/entropy/seed0/n{n}/round.json").write_text(json.dumps(
+            {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences, "f": n / 100,
+             "dev_f": None, "train_s": 1.0, "rank_s": 2.0, "model": f"m{n}", "warm_from": None}))
+    curve = select.simulate("toy", corpus, "entropy", 0, args)
+    assert {n: point["f"] for n, point in curve.items()} == {"5": 0.5, "10": 0.1, "15": 0.15, "20": 0.2}
+    assert trained == []
+    args.max_steps = 9  # other settings: the kept round does not follow, the pool is ranked again
+    with pytest.raises(pytest.fail.Exception, match="ranked again"):
+        select.simulate("toy", corpus, "entropy", 0, args)
 
 
 def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(tmp_path, monkeypatch):
