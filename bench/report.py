@@ -497,10 +497,20 @@ def ranking_speed(records: Records) -> Tuple[str, str]:
 def select_curves(records: Records, key: str = "curves") -> List[Tuple[str, int, Dict[str, Dict[str, dict]]]]:
     """(dataset, --stop, strategy -> seed -> {labelled sentences: {"f": test F1, ...}}) of every select* result:
     key "curves", the rounds' models; "finals", the labelled sentences trained from scratch to the config's
-    own stopping rule (bench_select --final-sizes)."""
-    return [(dataset, record["figures"]["stop"], curves)
-            for name, record in sorted(records.items()) if name.startswith("select")
-            for dataset, curves in record["figures"].get(key, {}).items()]
+    own stopping rule (bench_select --final-sizes). A dataset in several results (e.g. the finals of two
+    variants of a strategy) is one entry, its curves merged (a curve in two: the later result's, by name);
+    their --stop must agree."""
+    merged: Dict[str, Tuple[int, Dict[str, Dict[str, dict]]]] = {}
+    for name, record in sorted(records.items()):
+        if not name.startswith("select"):
+            continue
+        stop = record["figures"]["stop"]
+        for dataset, curves in record["figures"].get(key, {}).items():
+            if dataset in merged and merged[dataset][0] != stop:
+                raise ValueError(f"{name}: {dataset}'s {key} stop at {stop:,}, another select result's at "
+                                 f"{merged[dataset][0]:,}: not one table")
+            merged.setdefault(dataset, (stop, {}))[1].update(curves)
+    return [(dataset, stop, curves) for dataset, (stop, curves) in merged.items()]
 
 
 def is_random(curve: str) -> bool:

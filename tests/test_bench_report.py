@@ -187,6 +187,19 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     assert [row[:2] + row[-1:] for row in rows[:2]] == [["resume", "random", "2,000"], ["resume", "entropy (warm)", "1,200"]]
     columns, _, rows = report.select_table(both, ("curves", "finals"))  # the rounds' rows, then the finals'
     assert len(rows) == 6 + 6 and rows[6][1] == "random" + report.FINALS and rows[7][-1] == "1,200"
+    # The finals of another variant, in a result of their own: one entry per dataset, the curves merged.
+    power = {dataset: {"random": finals[dataset]["random"], "entropy (warm, power 1)": final(lambda n: n / 1300, (1200,))}
+             for dataset in ("resume", "youku", "msra")}
+    three = {**both, "select_power_final": {"figures": {"finals": power, "stop": 2000}}}
+    assert [(d, sorted(c)) for d, _, c in report.select_curves(three, "finals")] == [
+        (d, ["entropy (warm)", "entropy (warm, power 1)", "random"]) for d in ("resume", "youku", "msra")]
+    measured, status = report.labels_saved(three)
+    assert status == "met" and measured.endswith("(3 seeds): entropy (warm, power 1)")
+    assert measured.count("resume 1,200") == 1
+    power["youku"]["random"] = final(lambda n: n / 2500, (1000,))  # stops elsewhere: not one table
+    three["select_power_final"]["figures"]["stop"] = 1000
+    with pytest.raises(ValueError, match="not one table"):
+        report.select_curves(three, "finals")
     assert columns[3:-1] == [f"{n:,}" for n in range(200, 2001, 200)]
     for seeds in curves["resume"].values():  # fewer than 3 seeds: not met, and said
         seeds.pop("2")
