@@ -148,14 +148,21 @@ def test_pick_takes_the_top_then_the_drawn_share():
         pick(ranked, drawn, 5, 1.0)
 
 
-def test_select_explore_draws_a_share_at_random(model_dir, tmp_path):
-    """--explore: the top of the ranking, then texts drawn at random (seeded) from the others, marked."""
+@pytest.fixture
+def pool(model_dir, tmp_path):
+    """60 texts in a file, and their entropy scores."""
     texts = [f"{name}{verb}{place}" for name in ("张三", "李四", "王五", "赵六") for verb in ("去了", "来自", "在")
              for place in ("上海", "北京", "广州", "深圳", "杭州")]
     source = tmp_path / "pool.txt"
     source.write_text("\n".join(texts) + "\n", encoding="utf8")
-    out = tmp_path / "next.jsonl"
     _, scores = score_docs(spacy.load(model_dir), texts, "entropy")
+    return texts, source, scores
+
+
+def test_select_explore_draws_a_share_at_random(model_dir, tmp_path, pool):
+    """--explore: the top of the ranking, then texts drawn at random (seeded) from the others, marked."""
+    texts, source, scores = pool
+    out = tmp_path / "next.jsonl"
     best = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (-scores[i], i))]
     draws = []
     for seed in (0, 1, 2):
@@ -197,14 +204,10 @@ def test_power_keys_draw_without_replacement_in_proportion_to_score_to_the_power
     assert max(range(4), key=lambda i: power_key(scores[i], 1e6, rng)) == 3
 
 
-def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path):
+def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path, pool):
     """--power: the n texts drawn by power_key (seeded), their own scores written; a huge power is the top n."""
-    texts = [f"{name}{verb}{place}" for name in ("张三", "李四", "王五", "赵六") for verb in ("去了", "来自", "在")
-             for place in ("上海", "北京", "广州", "深圳", "杭州")]
-    source = tmp_path / "pool.txt"
-    source.write_text("\n".join(texts) + "\n", encoding="utf8")
+    texts, source, scores = pool
     out = tmp_path / "next.jsonl"
-    _, scores = score_docs(spacy.load(model_dir), texts, "entropy")
     score_of = dict(zip(texts, scores))
     draws = []
     for seed in (0, 1, 2, 0):
