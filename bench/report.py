@@ -701,7 +701,7 @@ QUESTIONS = [
              [("annotate", "annotate, 2026-11-24"), ("annotate_select", "select beside annotate")], "run"),
     Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py; the rounds' models, then "
              "the labelled sentences trained from scratch to default.cfg's stopping rule, --final-sizes)",
-             [("select_msra", ""), ("select_youku_resume", ""), ("select_final", "")],
+             [("select_msra", ""), ("select_youku_resume", ""), ("select_final", ""), ("select_power_final", "")],
              table=lambda records: select_table(records, ("curves", "finals")),
              figure="MSRA: test F1 against labelled sentences|bench/select_msra.png;"
                     "Youku|bench/select_youku.png;Resume|bench/select_resume.png"),
