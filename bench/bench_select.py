@@ -16,11 +16,12 @@ strategy then labels the --step pool sentences the round's model ranks highest
 (default: every --step up to --stop; with --warm-start, random adds --step a round and trains on
 from the last round, its curve "random (warm)"). --pool N ranks a random sample of N pool
 sentences per round (0: all) and --dev-sentences N chooses each round's model on a random sample
-of N dev sentences (0: all): these size the runs to the machine. --explore F draws that share of each ranked round's
-sentences at random from the round's candidates instead of the top of the ranking (a hedge against
-a weak early model's blind spots); --power B draws all of them instead, each with a probability proportional
-to its score to the power B (`active_learning.power_key`, as `select --power`). Every round is kept in its folder under --out
-(round.json), so a run cut off goes on where it stopped when started again with the same options.
+of N dev sentences (0: all): these size the runs to the machine. --explore F draws that share of each
+ranked round's sentences at random from the round's candidates instead of the top of the ranking (a
+hedge against a weak early model's blind spots); --power B draws all of them instead, each with a
+probability proportional to its score to the power B (`active_learning.power_key`, as `select --power`).
+Every round is kept in its folder under --out (round.json), so a run cut off goes on where it stopped
+when started again with the same options (a ranking strategy's kept rounds without ranking again).
 Writes results.json, a PNG per dataset (test F1 against labelled sentences, mean and standard
 deviation over seeds; needs matplotlib) and a Markdown table with, per strategy, the F1 at each size
 and the fewest labels at which its mean F1 reaches random's F1 at --stop (the better of "random"
@@ -121,7 +122,8 @@ def main() -> None:
     print(table)
     sizes = {"warm_start": args.warm_start, "explore": args.explore, "power": args.power, "start": args.start,
              "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
-             "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool, "dev_sentences": args.dev_sentences}
+             "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
+             "dev_sentences": args.dev_sentences}
     save_result(args.result, {"curves": results, **sizes}, table)
 
 

@@ -362,9 +362,10 @@ def write_selection(chosen: List[Candidate], output: Path, output_format: str, s
     pre-filled.
 
     jsonl: the row's fields, "spans" ({start, end, label, text, score}: as Prodigy's) and "select"
-    ({score, strategy, source, and power where the texts were drawn}); prodigy: "text", "spans", "meta"; doccano: "text", "label" ([[start,
-    end, label], ...]) and "select"; labelstudio: a JSON array of tasks whose "predictions" hold the
-    entities (offsets in UTF-16 code units, as Label Studio counts them) with their scores.
+    ({score, strategy, source, and power where the texts were drawn}); prodigy: "text", "spans", "meta";
+    doccano: "text", "label" ([[start, end, label], ...]) and "select"; labelstudio: a JSON array of tasks
+    whose "predictions" hold the entities (offsets in UTF-16 code units, as Label Studio counts them) with
+    their scores.
     """
     output.parent.mkdir(parents=True, exist_ok=True)
     records = [_record(c, output_format, strategy, model, power) for c in chosen]

@@ -80,8 +80,8 @@ def select_command(
     try:
         summary = select(
             model, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
-            diversity=diversity or None, explore=explore, power=power, seed=seed, batch_size=batch_size, input_format=input_format,
-            progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
+            diversity=diversity or None, explore=explore, power=power, seed=seed, batch_size=batch_size,
+            input_format=input_format, progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
             workers=workers,
         )
     except (ValueError, ImportError) as err:
@@ -89,7 +89,8 @@ def select_command(
     msg.good(
         f"{summary.selected} of {summary.texts} texts selected ({strategy.value}"
         + (f", {summary.drawn} drawn at random" if summary.drawn else "")
-        + (f", drawn with probabilities proportional to score ** {power:g}" if power is not None else "") + f") in {summary.seconds:.1f} s "
+        + (f", drawn with probabilities proportional to score ** {power:g}" if power is not None else "")
+        + f") in {summary.seconds:.1f} s "
         f"({summary.chars_per_second:,.0f} chars/s): {output}"
         + (f"; {summary.near_duplicates} near-duplicates left out" if summary.near_duplicates else "")
     )
