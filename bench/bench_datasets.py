@@ -33,6 +33,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -222,10 +223,11 @@ def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: 
 
 def _write(docs: list, path: Path) -> None:
     """Write a .spacy file in one step (a temporary file renamed): another benchmark training on the
-    same corpus reads it at every epoch."""
+    same corpus reads it at every epoch, and another benchmark may be writing it too (each writer its
+    own temporary file)."""
     from spacy.tokens import DocBin
 
-    temporary = path.with_name(path.name + ".tmp")
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     DocBin(docs=docs).to_disk(temporary)
     os.replace(temporary, path)
 

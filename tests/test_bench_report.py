@@ -271,6 +271,23 @@ def test_the_training_accuracy_target_reads_a_tried_training_change():
     assert "Resume 95.40 (3 seeds) against default.cfg's 95.80 (-0.40)" in measured
 
 
+def test_corpus_files_written_by_several_benchmarks_at_once(tmp_path):
+    """bench_datasets._write from several threads onto one path: each writer renames its own temporary
+    file (two bench_select runs of one dataset prepare its corpus at the same moment)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import spacy
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("zh")
+    datasets = _module("bench_datasets")
+    path = tmp_path / "test.spacy"
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda i: datasets._write([nlp(f"句子{i}{j}") for j in range(200)], path), range(16)))
+    assert len(list(DocBin().from_disk(path).get_docs(nlp.vocab))) == 200
+    assert [p.name for p in tmp_path.iterdir()] == ["test.spacy"]
+
+
 def test_bench_select_rounds(tmp_path, monkeypatch):
     """bench_select shares a seed's first round, trains random at --random-sizes and goes on from the
     rounds it kept. No training here: its train and evaluate are fakes that count calls."""
