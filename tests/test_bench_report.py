@@ -188,7 +188,8 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     columns, _, rows = report.select_table(both, ("curves", "finals"))  # the rounds' rows, then the finals'
     assert len(rows) == 6 + 6 and rows[6][1] == "random" + report.FINALS and rows[7][-1] == "1,200"
     # The finals of another variant, in a result of their own: one entry per dataset, the curves merged.
-    power = {dataset: {"random": finals[dataset]["random"], "entropy (warm, power 1)": final(lambda n: n / 1300, (1200,))}
+    power = {dataset: {"random": finals[dataset]["random"],
+                       "entropy (warm, power 1)": final(lambda n: n / 1300, (1200,))}
              for dataset in ("resume", "youku", "msra")}
     three = {**both, "select_power_final": {"figures": {"finals": power, "stop": 2000}}}
     assert [(d, sorted(c)) for d, _, c in report.select_curves(three, "finals")] == [
