@@ -79,8 +79,9 @@ def main() -> None:
                         help="the share of each ranked round's sentences drawn at random from the round's candidates "
                              "instead of the top of the ranking; its curve is '<strategy> (explore F)'")
     parser.add_argument("--power", type=float, default=None,
-                        help="draw each ranked round's sentences from its candidates with probabilities proportional to "
-                             "their scores to this power instead of taking the top; its curve is '<strategy> (power B)'")
+                        help="draw each ranked round's sentences from its candidates with probabilities "
+                             "proportional to their scores to this power instead of taking the top; its curve is "
+                             "'<strategy> (power B)'")
     parser.add_argument("--final-sizes", nargs="+", type=int, default=[],
                         help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
                              "scratch to configs/default.cfg's own stopping rule, scored on test; the result holds "
@@ -128,7 +129,8 @@ def main() -> None:
 
 
 def _prepared(dataset: str, args) -> Path:
-    """The dataset's corpus folder under --out (train, dev sampled to --dev-sentences, test), made if new."""
+    """The dataset's corpus folder under --out (train, dev sampled to --dev-sentences, test): converted
+    once, its splits written again by each run (`bench_datasets.prepare`)."""
     files, convert_args = DATASETS[dataset]
     corpus = args.out / dataset / "corpus"
     prepare(args.data / dataset, corpus, files, convert_args, sample={"dev": args.dev_sentences},
@@ -256,9 +258,14 @@ def _kept_next(work: Path, labelled: list, args, warm_from: Optional[str]) -> Op
     if not record_path.exists():
         return None
     record = json.loads(record_path.read_text(encoding="utf8"))
-    same = (record["labelled"][: len(labelled)] == labelled and record["max_steps"] == args.max_steps
-            and record.get("dev_sentences", 1000) == args.dev_sentences and record.get("warm_from") == warm_from)
-    return record if same else None
+    return record if record["labelled"][: len(labelled)] == labelled and _same_round(record, args, warm_from) else None
+
+
+def _same_round(record: dict, args, warm_from: Optional[str]) -> bool:
+    """Whether a kept round was trained with this run's settings (its steps, dev sample and start)."""
+    # Rounds kept before dev_sentences was recorded were all run with --dev-sentences 1000.
+    return (record["max_steps"] == args.max_steps and record.get("dev_sentences", 1000) == args.dev_sentences
+            and record.get("warm_from") == warm_from)
 
 
 def first_round(dataset: str, corpus: Path, seed: int, args) -> dict:
@@ -291,10 +298,7 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
     record_path = work / "round.json"
     if record_path.exists():
         record = json.loads(record_path.read_text(encoding="utf8"))
-        # Rounds kept before dev_sentences was recorded were all run with --dev-sentences 1000.
-        same_dev = record.get("dev_sentences", 1000) == args.dev_sentences
-        same_start = record.get("warm_from") == warm_from
-        if record["labelled"] == labelled and record["max_steps"] == args.max_steps and same_dev and same_start:
+        if record["labelled"] == labelled and _same_round(record, args, warm_from):
             return record
     config = ROOT / "configs" / "default.cfg" if warm_from is None else warm_config(Path(warm_from), work / "warm.cfg")
     trained = _train_and_score(work, labelled, pool, corpus, seed, args.max_steps, config)
