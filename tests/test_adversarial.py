@@ -200,3 +200,48 @@ def test_a_large_train_corpus_is_attacked_at_large_every(capsys):
         fgm(1.0, large_corpus=5, large_every=0)
     with pytest.raises(ValueError, match="large_corpus"):
         fgm(1.0, large_corpus=-5)
+
+
+def test_a_share_of_the_batch_is_attacked_and_stands_for_the_whole_batch(monkeypatch):
+    """share = 0.5: the second pass runs on half the batch's examples (drawn at random), its loss and
+    gradients (the CRF's transitions too) scaled by 2. On a batch of one example four times (no
+    dropout) any half scaled by 2 gives the whole batch's second pass exactly."""
+    from spacy_cner.pipeline import crf_ner as crf_ner_module
+
+    taken = []
+    take = crf_ner_module._take
+    monkeypatch.setattr(crf_ner_module, "_take", lambda X, indices: taken.append(indices) or take(X, indices))
+    results = {}
+    for share in (1.0, 0.5, None):
+        attack = {"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0} if share else None
+        nlp, _ = make_nlp(CPU_TOK2VEC, adversarial={**attack, "share": share} if attack else None)
+        examples = make_examples(nlp, TRAIN_DATA[:1] * 4)
+        pipe = nlp.get_pipe("crf_ner")
+        losses = pipe.update(examples)
+        grads = [pipe.model.get_ref("output_layer").get_grad("W").copy()]
+        grads += [node.get_grad(name).copy() for node in pipe.model.walk() for name in node.grad_names
+                  if node.name != "output_layer"]
+        results[share] = (losses, grads)
+    assert [len(indices) for indices in taken] == [2]  # share 1 attacks the whole batch without taking
+    assert results[0.5][0]["crf_ner_adversarial"] == pytest.approx(results[1.0][0]["crf_ner_adversarial"], rel=1e-5)
+    assert results[0.5][0]["crf_ner"] == results[1.0][0]["crf_ner"]
+    for half, whole, clean in zip(results[0.5][1], results[1.0][1], results[None][1]):
+        numpy.testing.assert_allclose(half, whole, rtol=1e-4, atol=1e-6)
+    assert not all(numpy.allclose(whole, clean) for whole, clean in zip(results[1.0][1], results[None][1]))
+
+
+def test_attacked_draws_the_share_of_a_batch():
+    import random
+
+    random.seed(0)
+    draws = [fgm(1.0, share=0.25).attacked(10) for _ in range(200)]
+    assert all(len(d) == 2 and d == sorted(set(d)) and 0 <= min(d) and max(d) < 10 for d in draws)
+    assert len({tuple(d) for d in draws}) > 20  # drawn afresh each update
+    assert len(fgm(1.0, share=0.1).attacked(3)) == 1  # at least one example
+    assert fgm(1.0, share=0.25).attacked(1) is None  # one example: the whole batch
+    assert fgm(1.0).attacked(10) is None  # share 1: the whole batch, as before
+    random.seed(0)
+    assert [fgm(1.0, share=0.25).attacked(10) for _ in range(200)] == draws  # seeded by the training's seed
+    for bad in (0.0, 1.5, -0.5):
+        with pytest.raises(ValueError, match="share"):
+            fgm(1.0, share=bad)

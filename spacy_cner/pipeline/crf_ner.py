@@ -467,9 +467,15 @@ class CRFEntityRecognizer(TrainablePipe):
         self._gold_cache = ([], [])
         # Products in one piece (layers._blas.training_products): a step compares nothing across batches.
 
-        def step() -> float:
-            emissions, backprop = self.model.begin_update(X)
-            loss, d_emissions = self.get_loss(examples, emissions)
+        def step(indices: Optional[List[int]] = None) -> float:
+            # indices: the examples of the pass (None: all), its loss and gradients scaled to the batch's.
+            egs = examples if indices is None else [examples[i] for i in indices]
+            x = X if indices is None else _take(X, indices)
+            emissions, backprop = self.model.begin_update(x)
+            if indices is None:
+                loss, d_emissions = self.get_loss(egs, emissions)
+            else:
+                loss, d_emissions = self.get_loss(egs, emissions, scale=len(examples) / len(indices))
             backprop(d_emissions)
             return loss
 
@@ -480,7 +486,8 @@ class CRFEntityRecognizer(TrainablePipe):
                 attack = self.adversarial
                 if attack is not None and attack.applies(update_index, attack.every_for(self.cfg.get("train_tokens"))):
                     key = f"{self.name}_adversarial"
-                    losses[key] = losses.get(key, 0.0) + attack.attack(self.model, step)
+                    attacked = attack.attacked(len(examples))
+                    losses[key] = losses.get(key, 0.0) + attack.attack(self.model, lambda: step(attacked))
         finally:
             self._gold_cache = None
             self._n_updates = getattr(self, "_n_updates", 0) + 1
@@ -499,7 +506,8 @@ class CRFEntityRecognizer(TrainablePipe):
         self.cfg["fitted_threshold"] = None
         apply_gradients(self.model, sgd, self.cfg.get("tok2vec_learn_rate_scale", 1.0))
 
-    def get_loss(self, examples: Iterable[Example], scores: List[Floats2d]) -> Tuple[float, List[Floats2d]]:
+    def get_loss(self, examples: Iterable[Example], scores: List[Floats2d], *,
+                 scale: float = 1.0) -> Tuple[float, List[Floats2d]]:
         """The CRF negative log-likelihood of the gold tags and its gradient.
 
         Tokens whose gold tag is missing are marginalised over. The CRF's own
@@ -507,23 +515,26 @@ class CRFEntityRecognizer(TrainablePipe):
 
         examples (Iterable[Example]): The gold examples, none empty.
         scores (List[Floats2d]): The emission scores from the model.
+        scale (float): The loss, d_scores and the transition gradients times this (an adversarial
+            pass over a share of the batch standing for the whole batch).
         RETURNS (Tuple[float, List[Floats2d]]): The loss and d_scores.
         """
         examples = list(examples)
         validate_examples(examples, "CRFEntityRecognizer.get_loss")
-        # Within an update, the adversarial pass scores the same examples again: reuse their
-        # constraints (the cache holds the examples, so their ids stay theirs).
+        # Within an update, the adversarial pass scores the same examples (or some of them) again:
+        # reuse their constraints (the cache holds the examples, so their ids stay theirs).
         cache = self._gold_cache
-        if cache is not None and len(cache[0]) == len(examples) and all(a is b for a, b in zip(cache[0], examples)):
-            allowed = cache[1]
-        else:
-            allowed = [self.model.ops.asarray2f(gold_constraints(aligned_ner(eg), self.tag_set)) for eg in examples]
+        known = {id(eg): allowed for eg, allowed in zip(*cache)} if cache is not None else {}
+        allowed = [known.get(id(eg)) for eg in examples]
+        if any(a is None for a in allowed):
+            allowed = [self.model.ops.asarray2f(gold_constraints(aligned_ner(eg), self.tag_set)) if a is None else a
+                       for eg, a in zip(examples, allowed)]
             if cache is not None:
-                self._gold_cache = (examples, allowed)
+                self._gold_cache = (cache[0] + examples, cache[1] + allowed)
         crf = self.model.get_ref("crf")
         log_likelihood, backprop = crf.begin_update((scores, allowed))
-        d_scores, _ = backprop(-self.model.ops.xp.ones_like(log_likelihood))
-        return float(-log_likelihood.sum()), d_scores
+        d_scores, _ = backprop(-scale * self.model.ops.xp.ones_like(log_likelihood))
+        return float(-log_likelihood.sum()) * scale, d_scores
 
     def initialize(
         self,
@@ -687,3 +698,10 @@ class CRFEntityRecognizer(TrainablePipe):
         check_tag_names(self.model, self.cfg, self.tag_names, cfg_source, self.name)
         check_calibration(self.cfg, cfg_source, self.name)
         explain_labels(self.label_descriptions)
+
+
+def _take(X: Any, indices: List[int]) -> Any:
+    """The examples at indices of the model's input: docs, or (docs, gold entity ids)."""
+    if isinstance(X, tuple):
+        return tuple([part[i] for i in indices] for part in X)
+    return [X[i] for i in indices]

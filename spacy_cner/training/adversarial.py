@@ -12,6 +12,7 @@ bigram embeddings of the CPU configs, spaCy's MultiHashEmbed), every exact table
 (spacy-cner.KeyEmbed.v1: the rows the batch touched, its gradient's only non-zero ones) and the trained word
 table of a lexicon adapter (frozen lexicon vectors have no gradient and stay put).
 """
+import random
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
@@ -23,7 +24,8 @@ from ..layers.key_embed import touched_rows
 
 
 @registry.misc("spacy-cner.fgm.v1")
-def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every: int = 1) -> "EmbeddingAttack":
+def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every: int = 1,
+        share: float = 1.0) -> "EmbeddingAttack":
     """FGM: perturb each embedding matrix by epsilon * g / ||g||_2.
 
         [components.crf_ner.adversarial]
@@ -32,6 +34,7 @@ def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every
         every = 1
         large_corpus = 1500000
         large_every = 2
+        share = 1.0
 
     epsilon (float): The perturbation's L2 norm per matrix.
     every (int): Attack at every this many updates (1: each; 2 halves the second passes' cost).
@@ -39,22 +42,27 @@ def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every
         initialize, logged and saved in its cfg) is attacked at every large_every-th update
         instead; 0: never.
     large_every (int): `every` on a large corpus.
+    share (float): The share of the batch's examples the second pass runs on (drawn at random each
+        update, its gradient scaled by 1 / the share it took, so that it stands for the whole batch's);
+        the perturbation comes from the whole batch's clean gradient. 1: the whole batch.
     RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
     """
-    return EmbeddingAttack("fgm", epsilon, every, large_corpus, large_every)
+    return EmbeddingAttack("fgm", epsilon, every, large_corpus, large_every, share)
 
 
 @registry.misc("spacy-cner.fgsm.v1")
-def fgsm(epsilon: float = 0.01, every: int = 1, large_corpus: int = 0, large_every: int = 1) -> "EmbeddingAttack":
+def fgsm(epsilon: float = 0.01, every: int = 1, large_corpus: int = 0, large_every: int = 1,
+         share: float = 1.0) -> "EmbeddingAttack":
     """FGSM: perturb each embedding matrix by epsilon * sign(g).
 
     epsilon (float): The perturbation of every entry with a non-zero gradient.
     every (int): Attack at every this many updates (1: each).
     large_corpus (int): As spacy-cner.fgm.v1's: above this many train tokens, large_every; 0: never.
     large_every (int): `every` on a large corpus.
+    share (float): As spacy-cner.fgm.v1's: the share of the batch the second pass runs on.
     RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
     """
-    return EmbeddingAttack("fgsm", epsilon, every, large_corpus, large_every)
+    return EmbeddingAttack("fgsm", epsilon, every, large_corpus, large_every, share)
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,8 @@ class EmbeddingAttack:
     # On a train corpus of more than large_corpus tokens (0: none is large), at every large_every-th.
     large_corpus: int = 0
     large_every: int = 1
+    # The share of a batch's examples the second pass runs on (1: all of them).
+    share: float = 1.0
 
     def __post_init__(self):
         if self.method not in ("fgm", "fgsm"):
@@ -78,6 +88,8 @@ class EmbeddingAttack:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"Adversarial `{name}` must be a whole number of updates, at least 1, got {value!r}.")
+        if not 0.0 < self.share <= 1.0:
+            raise ValueError(f"Adversarial `share` is the share of a batch attacked, in (0, 1], got {self.share!r}.")
         if not (isinstance(self.large_corpus, int) and self.large_corpus >= 0):
             raise ValueError(
                 f"Adversarial `large_corpus` must be a number of tokens >= 0 (0: no corpus is large), got {self.large_corpus!r}."
@@ -96,6 +108,12 @@ class EmbeddingAttack:
         every (Optional[int]): The pipe's every_for its train corpus; None: `every`.
         """
         return update % (every or self.every) == 0
+
+    def attacked(self, n: int) -> Optional[List[int]]:
+        """The indices of a batch of n examples the second pass runs on, in order: a random
+        max(1, round(n * share)) of them (Python's `random`, seeded by spaCy's training); None: all."""
+        k = max(1, round(n * self.share))
+        return None if k >= n else sorted(random.sample(range(n), k))
 
     def perturbation(self, xp, gradient):
         """r for one matrix's gradient: FGM's scaled unit vector or FGSM's signs (xp: numpy, cupy or torch)."""
