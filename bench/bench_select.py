@@ -82,6 +82,10 @@ def main() -> None:
                         help="draw each ranked round's sentences from its candidates with probabilities "
                              "proportional to their scores to this power instead of taking the top; its curve is "
                              "'<strategy> (power B)'")
+    parser.add_argument("--density", type=float, default=None,
+                        help="rank each round's candidates by score * typicality ** D (information density among "
+                             "the round's candidates, `active_learning.Typicality`, as `select --density`); its "
+                             "curve is '<strategy> (density D)'")
     parser.add_argument("--final-sizes", nargs="+", type=int, default=[],
                         help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
                              "scratch to configs/default.cfg's own stopping rule, scored on test; the result holds "
@@ -104,7 +108,8 @@ def main() -> None:
         save_result(args.result, {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
                                   "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
                                   "dev_sentences": args.dev_sentences, "explore": args.explore,
-                                  "power": args.power, "warm_start": args.warm_start}, table)
+                                  "power": args.power, "density": args.density, "warm_start": args.warm_start},
+                    table)
         return
     results = _load(args.out / "results.json")
     for dataset in args.datasets:
@@ -121,7 +126,8 @@ def main() -> None:
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     table = render(results, args)
     print(table)
-    sizes = {"warm_start": args.warm_start, "explore": args.explore, "power": args.power, "start": args.start,
+    sizes = {"warm_start": args.warm_start, "explore": args.explore, "power": args.power, "density": args.density,
+             "start": args.start,
              "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
              "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
              "dev_sentences": args.dev_sentences}
@@ -146,6 +152,7 @@ def curve_name(strategy: str, args) -> str:
         return f"random ({kinds[0]})" if kinds else strategy
     kinds += [f"explore {args.explore:g}"] if getattr(args, "explore", 0.0) else []
     kinds += [f"power {args.power:g}"] if getattr(args, "power", None) is not None else []
+    kinds += [f"density {args.density:g}"] if getattr(args, "density", None) is not None else []
     return f"{strategy} ({', '.join(kinds)})" if kinds else strategy
 
 
@@ -154,7 +161,9 @@ def _folder(strategy: str, args) -> str:
     warm = "-warm" if getattr(args, "warm_start", False) else ""
     explore = f"-explore{args.explore:g}" if getattr(args, "explore", 0.0) and strategy != "random" else ""
     power = f"-power{args.power:g}" if getattr(args, "power", None) is not None and strategy != "random" else ""
-    return strategy + warm + explore + power
+    density = (f"-density{args.density:g}" if getattr(args, "density", None) is not None and strategy != "random"
+               else "")
+    return strategy + warm + explore + power + density
 
 
 def pick(ranked: list, texts: list, step: int, explore: float, rng: random.Random, seed: int) -> list:
@@ -197,7 +206,7 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     """
     import spacy
 
-    from spacy_cner.active_learning import power_key, score_docs
+    from spacy_cner.active_learning import Typicality, power_key, score_docs
 
     pool, order = _pool(corpus, seed)
     start = first_round(dataset, corpus, seed, args)
@@ -233,6 +242,9 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
             batch = candidates[i : i + 256]
             _, batch_scores = score_docs(ranker, [pool[j].text for j in batch], strategy, seed)
             ranked.extend(zip(batch_scores, batch))
+        if getattr(args, "density", None) is not None:  # typicality among the round's candidates
+            typicality = Typicality(lambda: (pool[j].text for j in candidates))
+            ranked = [(score * typicality(pool[j].text) ** args.density, j) for score, j in ranked]
         if getattr(args, "power", None) is not None:  # the draw: each candidate's key in the candidates' order
             draw = random.Random(seed * 1000 + len(labelled) + 2)
             ranked = [(power_key(score, args.power, draw), j) for score, j in ranked]

@@ -49,6 +49,8 @@ class Candidate:
     # (start char, end char, label, probability) of the model's entities
     entities: List[Tuple[int, int, str, Optional[float]]]
     drawn: bool = False  # drawn at random (explore), not taken from the top of the ranking
+    # With density: its Typicality in the input (ranked by score * typicality ** density).
+    typicality: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -178,6 +180,57 @@ def power_key(score: float, power: float, rng: random.Random) -> float:
     return power * math.log(score) + noise if score > 0.0 else -math.inf
 
 
+class Typicality:
+    """How typical of the pool a text is: the mean cosine similarity of its character uni- and
+    bigram TF-IDF vector to every pool text's (information density, Settles and Craven 2008), in
+    [0, 1]. Why: the most uncertain texts are often atypical (long, rare, noisy), so a ranking by
+    uncertainty alone can label the pool's fringe and miss what most texts look like; score *
+    typicality ** beta ranks by both (what it does to a learning curve: bench/bench_select.py --density).
+
+    The mean similarity to all N pool texts is the dot product of the text's unit vector with the
+    pool's mean unit vector, so two passes over the pool (document frequencies, then that mean)
+    compute it exactly, with memory for the n-grams only. The vectors come from the text alone,
+    not from the model: the same on every engine. scikit-learn's TfidfVectorizer would hold the
+    whole pool's matrix in memory; this streams.
+
+    texts (Callable[[], Iterable[str]]): Gives the pool's texts, once per pass (twice).
+    """
+
+    def __init__(self, texts: Callable[[], Iterable[str]]):
+        frequencies: Dict[str, int] = {}
+        size = 0
+        for text in texts():
+            size += 1
+            for gram in set(_grams(text)):
+                frequencies[gram] = frequencies.get(gram, 0) + 1
+        # Smoothed inverse document frequencies (as scikit-learn's smooth_idf): never 0.
+        self._idf = {gram: math.log((1 + size) / (1 + count)) + 1.0 for gram, count in frequencies.items()}
+        mean: Dict[str, float] = {}
+        for text in texts():
+            for gram, weight in self._unit(text).items():
+                mean[gram] = mean.get(gram, 0.0) + weight / size
+        self._mean = mean
+
+    def __call__(self, text: str) -> float:
+        """The text's mean cosine similarity to the pool's texts (a text not in the pool: its
+        n-grams unseen there count 0)."""
+        similarity = sum(weight * self._mean.get(gram, 0.0) for gram, weight in self._unit(text).items())
+        return max(0.0, min(1.0, similarity))  # rounding can step outside [0, 1]
+
+    def _unit(self, text: str) -> Dict[str, float]:
+        counts: Dict[str, float] = {}
+        for gram in _grams(text):
+            counts[gram] = counts.get(gram, 0.0) + self._idf.get(gram, 0.0)
+        norm = math.sqrt(sum(weight * weight for weight in counts.values()))
+        return {gram: weight / norm for gram, weight in counts.items()} if norm else {}
+
+
+def _grams(text: str) -> List[str]:
+    """A text's characters and character bigrams, whitespace left out (Typicality's features)."""
+    chars = [c for c in text if not c.isspace()]
+    return chars + [a + b for a, b in zip(chars, chars[1:])]
+
+
 def _shingles(text: str) -> Set[str]:
     if len(text) <= SHINGLE:
         return {text}
@@ -199,6 +252,7 @@ def select(
     diversity: Optional[float] = 0.7,
     explore: float = 0.0,
     power: Optional[float] = None,
+    density: Optional[float] = None,
     seed: int = 0,
     batch_size: int = 256,
     input_format: str = "auto",
@@ -233,6 +287,10 @@ def select(
     power (Optional[float]): Draw the n texts at random, each with a probability proportional to
         its score to this power (`power_key`; 1 is the paper's), instead of taking the n best
         (bench/bench_select.py --power measures it). Not with explore, nor with the random strategy.
+    density (Optional[float]): Rank by score * typicality ** density (information density,
+        `Typicality`: how alike the text is to the input's texts, from their characters and bigrams),
+        so that typical texts go first among the uncertain ones (1 is the paper's; bench/bench_select.py
+        --density measures it). Not with the random strategy.
     seed (int): The random strategy's seed (and the near-duplicate hashes', explore's and power's draw).
     batch_size (int): Texts per batch through the pipeline.
     input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
@@ -260,6 +318,9 @@ def select(
         if explore or strategy == "random":
             raise ValueError(f"power draws every text at random already: use it without "
                              f"{'explore' if explore else 'the random strategy'}.")
+    if density is not None and not (density > 0.0 and strategy != "random"):
+        raise ValueError(f"density is the exponent of the texts' typicality in the ranking, above 0, with a "
+                         f"ranking strategy, got {density} with {strategy!r}.")
     guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
     sources = find_sources(input_path, input_format)
     work = Path(f"{output}.scores")
@@ -281,6 +342,10 @@ def select(
     # explore's draw: a uniform sample (reservoir sampling, seeded) of POOL_FACTOR times the texts it needs.
     rng, reservoir, reservoir_size = random.Random(seed), [], POOL_FACTOR * round(n * explore)
     errors: List[Dict[str, Any]] = []
+    typicality = None
+    if density is not None:  # two passes over the texts scored (no model) before the ranking's
+        typicality = Typicality(lambda: (record["text"] for _, record in _scored_records(work, sources, shard_size)
+                                         if "error" not in record))
     for order, (where, record) in enumerate(_scored_records(work, sources, shard_size)):
         if "error" in record:
             errors.append(record)
@@ -288,7 +353,11 @@ def select(
         value = record.pop(ENTITIES_FIELD)
         entities = [(e["start"], e["end"], e["label"], e.get("score")) for e in value["entities"]]
         candidate = Candidate(value["uncertainty"], order, where, record, record["text"], entities)
-        key = candidate.score if power is None else power_key(candidate.score, power, rng)
+        key = candidate.score
+        if typicality is not None:
+            candidate.typicality = typicality(candidate.text)
+            key *= candidate.typicality ** density
+        key = key if power is None else power_key(key, power, rng)
         item = (key, -order, candidate)
         if len(pool) < POOL_FACTOR * n:
             heapq.heappush(pool, item)
@@ -314,7 +383,7 @@ def select(
         candidate.drawn = True
     chosen = top + drawn
     summary.selected, summary.drawn = len(chosen), len(drawn)
-    write_selection(chosen, Path(output), output_format, strategy, model, power)
+    write_selection(chosen, Path(output), output_format, strategy, model, power, density)
     errors_path = Path(f"{output}.errors.jsonl")
     if errors:
         errors_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf8")
@@ -357,18 +426,19 @@ def _scored_records(work: Path, sources: List[Source], shard_size: int) -> Itera
 
 
 def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str,
-                    power: Optional[float] = None) -> None:
+                    power: Optional[float] = None, density: Optional[float] = None) -> None:
     """Write the chosen texts, best first (with power: in the draw's order), with the model's entities
     pre-filled.
 
     jsonl: the row's fields, "spans" ({start, end, label, text, score}: as Prodigy's) and "select"
-    ({score, strategy, source, and power where the texts were drawn}); prodigy: "text", "spans", "meta";
+    ({score, strategy, source, power where the texts were drawn, density and typicality where they
+    ranked}); prodigy: "text", "spans", "meta";
     doccano: "text", "label" ([[start, end, label], ...]) and "select"; labelstudio: a JSON array of tasks
     whose "predictions" hold the entities (offsets in UTF-16 code units, as Label Studio counts them) with
     their scores.
     """
     output.parent.mkdir(parents=True, exist_ok=True)
-    records = [_record(c, output_format, strategy, model, power) for c in chosen]
+    records = [_record(c, output_format, strategy, model, power, density) for c in chosen]
     if output_format == "labelstudio":
         output.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf8")
     else:
@@ -376,11 +446,13 @@ def write_selection(chosen: List[Candidate], output: Path, output_format: str, s
 
 
 def _record(candidate: Candidate, output_format: str, strategy: str, model: str,
-            power: Optional[float]) -> Dict[str, Any]:
+            power: Optional[float], density: Optional[float] = None) -> Dict[str, Any]:
     text = candidate.text
     info = {"score": candidate.score, "strategy": strategy, "source": candidate.where}
     if power is not None:
         info["power"] = power  # drawn with a probability proportional to score ** power
+    if density is not None:  # ranked by score * typicality ** density
+        info["density"], info["typicality"] = density, candidate.typicality
     if candidate.drawn:
         info["explore"] = True  # drawn at random, not taken from the top of the ranking
     spans = [{"start": s, "end": e, "label": label, "text": text[s:e], "score": p}

@@ -12,7 +12,7 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 import reference
-from spacy_cner.active_learning import (STRATEGIES, NearDuplicates, pick, power_key, score_docs, select,
+from spacy_cner.active_learning import (STRATEGIES, NearDuplicates, Typicality, pick, power_key, score_docs, select,
                                         strategy_score)
 from spacy_cner.corpus.convert import iter_docs
 from spacy_cner.layers._torch import torch_module
@@ -230,6 +230,47 @@ def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path, pool):
             select(str(model_dir), str(source), 10, out, **{"strategy": "entropy", **bad})
 
 
+def test_typicality_is_the_mean_cosine_similarity_to_the_pool():
+    """Typicality equals the brute-force mean over the pool of the cosine similarity of character uni-
+    and bigram TF-IDF vectors (smoothed idf, as scikit-learn's), whitespace left out; a text repeated
+    in the pool is more typical than an odd one."""
+    texts = ["张三去了上海", "张三去了北京", "张三 去了上海", "李四去了广州", "今天天气很好", "张三去了上海"]
+    typicality = Typicality(lambda: iter(texts))
+    grams = [[*t.replace(" ", "")] + [a + b for a, b in zip(t.replace(" ", ""), t.replace(" ", "")[1:])]
+             for t in texts]
+    vocabulary = sorted({g for gs in grams for g in gs})
+    df = numpy.array([sum(g in gs for gs in grams) for g in vocabulary])
+    idf = numpy.log((1 + len(texts)) / (1 + df)) + 1
+    vectors = numpy.array([[gs.count(g) for g in vocabulary] for gs in grams]) * idf
+    vectors /= numpy.linalg.norm(vectors, axis=1, keepdims=True)
+    expected = (vectors @ vectors.T).mean(axis=1)
+    assert [typicality(t) for t in texts] == pytest.approx(expected, rel=1e-9)
+    assert typicality("张三去了上海") > typicality("李四去了广州") > typicality("今天天气很好") > 0
+    assert typicality("") == 0.0 and typicality("😀") == 0.0  # nothing in common with the pool
+
+
+def test_select_density_ranks_by_score_times_typicality(model_dir, tmp_path, pool):
+    """--density B: the n texts of the largest score * typicality ** B, each written with its own
+    score, the density and its typicality; refused with the random strategy or B <= 0."""
+    texts, source, scores = pool
+    out = tmp_path / "next.jsonl"
+    typicality = Typicality(lambda: iter(texts))
+    for density in (1.0, 3.0):
+        select(str(model_dir), str(source), 10, out, strategy="entropy", density=density, diversity=None)
+        records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+        keys = [scores[i] * typicality(texts[i]) ** density for i in range(len(texts))]
+        best = sorted(range(len(texts)), key=lambda i: (-keys[i], i))[:10]
+        assert [r["text"] for r in records] == [texts[i] for i in best]
+        assert [(r["select"]["score"], r["select"]["typicality"]) for r in records] == pytest.approx(
+            [(scores[i], typicality(texts[i])) for i in best])
+        assert all(r["select"]["density"] == density for r in records)
+    plain = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:10]
+    assert [r["text"] for r in records] != [texts[i] for i in plain]  # the weight moved the ranking
+    for bad in ({"density": 0.0}, {"density": 1.0, "strategy": "random"}):
+        with pytest.raises(ValueError, match="density"):
+            select(str(model_dir), str(source), 10, out, **{"strategy": "entropy", **bad})
+
+
 @pytest.mark.parametrize("output_format", ["jsonl", "prodigy", "doccano", "labelstudio"])
 def test_each_format_reads_back_through_convert_once_annotated(model_dir, tmp_path, output_format):
     """The annotator accepts the model's entities as they are: convert gives back the same texts
@@ -268,6 +309,8 @@ def test_select_command(model_dir, tmp_path):
         False, False, True]
     drawn = subprocess.run(args + ["--power", "1"], capture_output=True, text=True)
     assert drawn.returncode == 0 and "proportional to score ** 1)" in drawn.stdout
+    dense = subprocess.run(args + ["--density", "1"], capture_output=True, text=True)
+    assert dense.returncode == 0 and "ranked by score * typicality ** 1)" in " ".join(dense.stdout.split())
     both = subprocess.run(args + ["--power", "1", "--explore", "0.34"], capture_output=True, text=True)
     assert both.returncode == 1 and "without explore" in both.stdout and "Traceback" not in both.stderr
     bad = subprocess.run(args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)],

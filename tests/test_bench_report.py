@@ -363,6 +363,10 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy (warm, power 1)"
     assert select._folder("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy-warm-power1"
     assert select._folder("random", argparse.Namespace(warm_start=True, power=1.0)) == "random-warm"
+    dense = argparse.Namespace(warm_start=True, explore=0.2, density=1.0)
+    assert select.curve_name("entropy", dense) == "entropy (warm, explore 0.2, density 1)"
+    assert select._folder("entropy", dense) == "entropy-warm-explore0.2-density1"
+    assert select._folder("random", dense) == "random-warm"
     # A ranking strategy's kept rounds are read back without ranking the pool again (no model is loaded).
     args.warm_start, trained[:] = False, []
     monkeypatch.setattr(spacy, "load", lambda *a, **k: pytest.fail("ranked again"))

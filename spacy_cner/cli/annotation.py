@@ -61,6 +61,7 @@ def select_command(
     diversity: float = typer.Option(0.7, "--diversity", help="Leave out texts whose character 3-grams overlap a selected one's this much (Jaccard); 0 keeps near-duplicates."),
     explore: float = typer.Option(0.0, "--explore", help="The share of the N texts drawn at random from those not at the top of the ranking (marked 'explore'); what it saves: BENCHMARKS.md (bench/bench_select.py --explore)."),
     power: Optional[float] = typer.Option(None, "--power", help="Draw the N texts at random, each with a probability proportional to its score to this power (1: stochastic power acquisition, Kirsch et al. 2023), instead of taking the N best; not with --explore."),
+    density: Optional[float] = typer.Option(None, "--density", help="Rank by score * typicality ** this (information density: how alike a text is to the input's texts, by their characters and bigrams; 1: Settles and Craven 2008), so that typical texts go first among the uncertain ones."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random strategy, of the near-duplicate hashes and of --explore's and --power's draw."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
     input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
@@ -80,7 +81,8 @@ def select_command(
     try:
         summary = select(
             model, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
-            diversity=diversity or None, explore=explore, power=power, seed=seed, batch_size=batch_size,
+            diversity=diversity or None, explore=explore, power=power, density=density, seed=seed,
+            batch_size=batch_size,
             input_format=input_format, progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
             workers=workers,
         )
@@ -90,6 +92,7 @@ def select_command(
         f"{summary.selected} of {summary.texts} texts selected ({strategy.value}"
         + (f", {summary.drawn} drawn at random" if summary.drawn else "")
         + (f", drawn with probabilities proportional to score ** {power:g}" if power is not None else "")
+        + (f", ranked by score * typicality ** {density:g}" if density is not None else "")
         + f") in {summary.seconds:.1f} s "
         f"({summary.chars_per_second:,.0f} chars/s): {output}"
         + (f"; {summary.near_duplicates} near-duplicates left out" if summary.near_duplicates else "")
