@@ -197,6 +197,14 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     measured, status = report.labels_saved(three)
     assert status == "met" and measured.endswith("(3 seeds): entropy (warm, power 1)")
     assert measured.count("resume 1,200") == 1
+    # Finals of more seeds (report.MORE_SEEDS) are set beside the target's, their seeds added, not in its table.
+    more = {"youku": {"random": {"3": {"2000": {"f": 0.70}}},
+                      "entropy (warm, power 1)": {"3": {"1200": {"f": 0.85}}, "4": {"1200": {"f": 0.87}}}}}
+    measured, status = report.labels_saved({**three, report.MORE_SEEDS: {"figures": {"finals": more, "stop": 2000}}})
+    assert (measured, status) == (report.labels_saved(three)[0] + (
+        f". With more seeds ({report.MORE_SEEDS}): youku, entropy (warm, power 1), 5 seeds: "
+        f"{(3 * 1200 / 1300 + 1.72) / 5 * 100:.2f} at 1,200 against random's {(3 * 0.8 + 0.7) / 4 * 100:.2f} at 2,000 "
+        "(4 seeds)"), "met")
     power["youku"]["random"] = final(lambda n: n / 2500, (1000,))  # stops elsewhere: not one table
     three["select_power_final"]["figures"]["stop"] = 1000
     with pytest.raises(ValueError, match="not one table"):
@@ -265,11 +273,18 @@ def test_the_training_accuracy_target_reads_a_tried_training_change():
     """A training change tried on Resume (bench_datasets' fgm2 run) is set against default.cfg's 3 seeds there."""
     records = {}
     for name, f in zip(report.SMALL_VECTORS_SEEDS, (95.7, 95.8, 95.9)):
-        records[name] = {"figures": {"rows": [{"dataset": "resume", "system": "vectors", "f1": f}]}}
+        records[name] = {"figures": {"rows": [{"dataset": "resume", "system": "vectors", "f1": f, "dev_f1": f - 1}]}}
     assert report.training_accuracy(records) == ("no change to training yet", "n/a")
-    records["datasets_resume_fgm2"] = {"figures": {"rows": [{"dataset": "resume", "system": "fgm2", "f1": 95.4}]}}
+    records["datasets_resume_fgm2"] = {"figures": {"rows": [{"dataset": "resume", "system": "fgm2", "f1": 95.4,
+                                                             "dev_f1": 94.3}]}}
     measured, _ = report.training_accuracy(records)
-    assert "Resume 95.40 (3 seeds) against default.cfg's 95.80 (-0.40)" in measured
+    assert "Resume 95.40 (3 seeds) against default.cfg's 95.80 (-0.40, dev 94.30 against 94.80)" in measured
+    assert "share" not in measured
+    records[report.FGM_SHARE] = {"figures": {"rows": [{"dataset": "resume", "system": "quarter", "f1": 95.9,
+                                                       "dev_f1": 95.0}]}}
+    measured, _ = report.training_accuracy(records)
+    assert "a quarter of each batch (adversarial.share), Resume 95.90 (+0.10, dev 95.00)" in measured
+    assert "a half" not in measured
 
 
 def test_corpus_files_written_by_several_benchmarks_at_once(tmp_path):
