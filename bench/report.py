@@ -722,9 +722,9 @@ QUESTIONS = [
     Question("Resume: whole `spacy train` runs of the default (its steps: bench/HISTORY.md, \"Training steps 22% faster\")",
              [("resume_training_time", "default"), (RESUME_TIME, "default"),
               ("datasets_resume_fgm2", "one"), (FGM_SHARE, "one")], "threads"),
-    Question("MSRA's training step by batch size (before and after rjieba on jieba's blocks: bench/HISTORY.md); "
-             "bigram tables: collisions in the hashed ones, exact against hashed (MSRA, 2,500 steps; the five small sets, full trainings)",
-             [("train_step_msra_threads1", ""), ("bigram_collisions", ""),
+    Question("MSRA's training step by batch size, before and after rjieba on jieba's blocks: bench/HISTORY.md. "
+             "Bigram tables: collisions in the hashed ones, exact against hashed (MSRA, 2,500 steps; the five small sets, full trainings)",
+             [("bigram_collisions", ""),
               ("msra_bigram_tables_steps2500", ""), ("datasets_small_exact_tables_seed0", "")]),
     Question("Entity probabilities: calibration, the cost of the default decoding, the threshold fitted on dev "
              "against the best path",
@@ -738,7 +738,7 @@ QUESTIONS = [
     Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py; the rounds' models, then "
              "the labelled sentences trained from scratch to default.cfg's stopping rule, --final-sizes)",
              [("select_msra", ""), ("select_youku_resume", ""), ("select_final", ""), ("select_power_final", ""),
-              ("select_explore04_final", ""), (MORE_SEEDS, "")],
+              ("select_explore04_final", ""), ("select_density03_final", ""), (MORE_SEEDS, "")],
              table=lambda records: select_table(records, ("curves", "finals")),
              figure="MSRA: test F1 against labelled sentences|bench/select_msra.png;"
                     "Youku|bench/select_youku.png;Resume|bench/select_resume.png"),
