@@ -211,8 +211,8 @@ class CRFEntityRecognizer(TrainablePipe):
         self.name = name
         self.scorer = scorer
         self.adversarial = adversarial
-        # (examples, their gold constraints) while an update runs (see get_loss), else None.
-        self._gold_cache: Optional[Tuple[List[Example], List[Floats2d]]] = None
+        # id(example) -> (the example, its gold constraints) while an update runs (see get_loss), else None.
+        self._gold_cache: Optional[Dict[int, Tuple[Example, Floats2d]]] = None
         # Updates so far (adversarial.every counts them); not saved.
         self._n_updates = 0
         validate_settings(tok2vec_learn_rate_scale=tok2vec_learn_rate_scale, long_doc_window=long_doc_window,
@@ -464,7 +464,7 @@ class CRFEntityRecognizer(TrainablePipe):
         docs = [eg.predicted for eg in examples]
         # Layers with an entity-label enhancement read the gold entities beside the docs.
         X = (docs, [example_entity_ids(eg) for eg in examples]) if uses_gold_entities(self.model, self.name) else docs
-        self._gold_cache = ([], [])
+        self._gold_cache = {}
         # Products in one piece (layers._blas.training_products): a step compares nothing across batches.
 
         def step(indices: Optional[List[int]] = None) -> float:
@@ -523,14 +523,12 @@ class CRFEntityRecognizer(TrainablePipe):
         validate_examples(examples, "CRFEntityRecognizer.get_loss")
         # Within an update, the adversarial pass scores the same examples (or some of them) again:
         # reuse their constraints (the cache holds the examples, so their ids stay theirs).
-        cache = self._gold_cache
-        known = {id(eg): allowed for eg, allowed in zip(*cache)} if cache is not None else {}
-        allowed = [known.get(id(eg)) for eg in examples]
-        if any(a is None for a in allowed):
-            allowed = [self.model.ops.asarray2f(gold_constraints(aligned_ner(eg), self.tag_set)) if a is None else a
-                       for eg, a in zip(examples, allowed)]
-            if cache is not None:
-                self._gold_cache = (cache[0] + examples, cache[1] + allowed)
+        cache = self._gold_cache if self._gold_cache is not None else {}
+        allowed = []
+        for eg in examples:
+            if id(eg) not in cache:
+                cache[id(eg)] = (eg, self.model.ops.asarray2f(gold_constraints(aligned_ner(eg), self.tag_set)))
+            allowed.append(cache[id(eg)][1])
         crf = self.model.get_ref("crf")
         log_likelihood, backprop = crf.begin_update((scores, allowed))
         d_scores, _ = backprop(-scale * self.model.ops.xp.ones_like(log_likelihood))
