@@ -262,6 +262,9 @@ def select(
     engine: str = "local",
     address: Optional[str] = None,
     workers: int = 1,
+    text_field: str = "text",
+    gpu_id: int = -1,
+    gpus_per_worker: float = 0.0,
 ) -> SelectSummary:
     """Rank the texts of input_path and write the top n, with the model's entities, to output.
 
@@ -300,9 +303,13 @@ def select(
     engine (str): "local" or "ray", as annotate's.
     address (Optional[str]): Ray: the cluster address.
     workers (int): Ray: actors, each loading the pipeline once.
-    RETURNS (SelectSummary): What was read and written.
+    text_field (str): The field (JSONL) or column (Parquet, CSV, TSV) holding the text, as annotate's.
+    gpu_id (int): Local engine: the GPU to score on (-1: CPU), as annotate's.
+    gpus_per_worker (float): Ray: GPUs per actor (0: CPU), as annotate's.
+    RETURNS (SelectSummary): What was read and written; fewer than n selected only when the input
+        holds fewer texts once bad rows and near-duplicates are left out.
     """
-    from .annotate import STATE_DIR, annotate, find_sources
+    from .annotate import STATE_DIR, annotate, input_sources
 
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
@@ -321,72 +328,57 @@ def select(
     if density is not None and not (density > 0.0 and strategy != "random"):
         raise ValueError(f"density is the exponent of the texts' typicality in the ranking, above 0, with a "
                          f"ranking strategy, got {density} with {strategy!r}.")
-    guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
-    sources = find_sources(input_path, input_format)
-    work = Path(f"{output}.scores")
+    work, errors_path = Path(f"{output}.scores"), Path(f"{output}.errors.jsonl")
+    # OUT, OUT.errors.jsonl and OUT.scores/ may sit in the input folder: never read as input (and the
+    # same sources as annotate's, for the resume check).
+    sources = input_sources(input_path, input_format, work, exclude=(Path(output), errors_path))
     settings = work / STATE_DIR / "settings.json"
-    if settings.exists() and not _same_scoring(settings, model, strategy, seed, shard_size, input_format, sources):
+    if settings.exists() and not _same_scoring(settings, model, strategy, seed, shard_size, input_format, sources,
+                                               text_field):
         shutil.rmtree(work)
     start = time.perf_counter()
     try:
         scored = annotate(model, input_path, work, input_format=input_format, shard_size=shard_size,
                           batch_size=batch_size, n_process=n_process, entities_field=ENTITIES_FIELD, engine=engine,
                           address=address, workers=workers, progress=progress, uncertainty=strategy,
-                          uncertainty_seed=seed)
+                          uncertainty_seed=seed, text_field=text_field, gpu_id=gpu_id,
+                          gpus_per_worker=gpus_per_worker, exclude=(Path(output), errors_path))
     except BaseException:
         if not any(work.glob("*.jsonl")):  # nothing scored to resume from (e.g. the model did not load)
             shutil.rmtree(work, ignore_errors=True)
         raise
     summary = SelectSummary(characters=scored.chars)
-    pool: List[Tuple[float, int, Candidate]] = []  # a min-heap of the best POOL_FACTOR * n
-    # explore's draw: a uniform sample (reservoir sampling, seeded) of POOL_FACTOR times the texts it needs.
-    rng, reservoir, reservoir_size = random.Random(seed), [], POOL_FACTOR * round(n * explore)
-    errors: List[Dict[str, Any]] = []
     typicality = None
     if density is not None:  # two passes over the texts scored (no model) before the ranking's
-        typicality = Typicality(lambda: (record["text"] for _, record in _scored_records(work, sources, shard_size)
+        typicality = Typicality(lambda: (record[text_field] for _, record in _scored_records(work, sources, shard_size)
                                          if "error" not in record))
-    for order, (where, record) in enumerate(_scored_records(work, sources, shard_size)):
-        if "error" in record:
-            errors.append(record)
-            continue
-        value = record.pop(ENTITIES_FIELD)
-        entities = [(e["start"], e["end"], e["label"], e.get("score")) for e in value["entities"]]
-        candidate = Candidate(value["uncertainty"], order, where, record, record["text"], entities)
-        key = candidate.score
-        if typicality is not None:
-            candidate.typicality = typicality(candidate.text)
-            key *= candidate.typicality ** density
-        key = key if power is None else power_key(key, power, rng)
-        item = (key, -order, candidate)
-        if len(pool) < POOL_FACTOR * n:
-            heapq.heappush(pool, item)
-        elif item[:2] > pool[0][:2]:
-            heapq.heapreplace(pool, item)
-        if len(reservoir) < reservoir_size:
-            reservoir.append(candidate)
-        elif reservoir_size and (j := rng.randrange(summary.texts + 1)) < reservoir_size:
-            reservoir[j] = candidate
-        summary.texts += 1
-    summary.errors = len(errors)
-    ranked = [item[2] for item in sorted(pool, key=lambda item: (-item[0], -item[1]))]
-    rng.shuffle(reservoir)
+    factor = POOL_FACTOR
+    while True:
+        ranking = _rank(_scored_records(work, sources, shard_size), factor * n, factor * round(n * explore),
+                        text_field, typicality, density, power, seed)
+        guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
+        summary.near_duplicates = 0
 
-    def keep(candidate: Candidate) -> bool:
-        if guard is not None and not guard.add(candidate.text):
-            summary.near_duplicates += 1
-            return False
-        return True
+        def keep(candidate: Candidate) -> bool:
+            if guard is not None and not guard.add(candidate.text):
+                summary.near_duplicates += 1
+                return False
+            return True
 
-    top, drawn = pick(ranked, reservoir, n, explore, keep)
+        top, drawn = pick(ranking.ranked, ranking.reservoir, n, explore, keep)
+        # Near-duplicates can leave fewer than n of the texts kept: keep more of them and pick again.
+        if len(top) + len(drawn) >= n or ranking.complete:
+            break
+        factor *= POOL_FACTOR
+    summary.texts, summary.errors = ranking.texts, len(ranking.errors)
     for candidate in drawn:
         candidate.drawn = True
     chosen = top + drawn
     summary.selected, summary.drawn = len(chosen), len(drawn)
     write_selection(chosen, Path(output), output_format, strategy, model, power, density)
-    errors_path = Path(f"{output}.errors.jsonl")
-    if errors:
-        errors_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf8")
+    if ranking.errors:
+        errors_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in ranking.errors),
+                               encoding="utf8")
     elif errors_path.exists():
         errors_path.unlink()
     shutil.rmtree(work)
@@ -396,15 +388,62 @@ def select(
     return summary
 
 
+@dataclasses.dataclass
+class Ranking:
+    """One pass of select over the scored records."""
+
+    ranked: List[Candidate]  # the best pool_size, best first
+    reservoir: List[Candidate]  # explore's draw: a uniform sample of reservoir_size, shuffled
+    errors: List[Dict[str, Any]]  # the bad rows' records
+    texts: int  # the good rows
+    complete: bool  # ranked and reservoir hold every good row: a larger pass would add nothing
+
+
+def _rank(records: Iterable[Tuple[str, Dict[str, Any]]], pool_size: int, reservoir_size: int,
+          text_field: str, typicality: Optional[Typicality], density: Optional[float], power: Optional[float],
+          seed: int) -> Ranking:
+    """The best pool_size candidates of records by score (times typicality ** density; power's key with
+    power) in a min-heap, and a seeded uniform sample of reservoir_size (reservoir sampling): what select
+    picks from, in memory bounded by the pool, not the input."""
+    pool: List[Tuple[float, int, Candidate]] = []
+    rng, reservoir, errors, texts = random.Random(seed), [], [], 0
+    for order, (where, record) in enumerate(records):
+        if "error" in record:
+            errors.append(record)
+            continue
+        value = record.pop(ENTITIES_FIELD)
+        entities = [(e["start"], e["end"], e["label"], e.get("score")) for e in value["entities"]]
+        candidate = Candidate(value["uncertainty"], order, where, record, record[text_field], entities)
+        key = candidate.score
+        if typicality is not None:
+            candidate.typicality = typicality(candidate.text)
+            key *= candidate.typicality ** density
+        key = key if power is None else power_key(key, power, rng)
+        item = (key, -order, candidate)
+        if len(pool) < pool_size:
+            heapq.heappush(pool, item)
+        elif item[:2] > pool[0][:2]:
+            heapq.heapreplace(pool, item)
+        if len(reservoir) < reservoir_size:
+            reservoir.append(candidate)
+        elif reservoir_size and (j := rng.randrange(texts + 1)) < reservoir_size:
+            reservoir[j] = candidate
+        texts += 1
+    ranked = [item[2] for item in sorted(pool, key=lambda item: (-item[0], -item[1]))]
+    rng.shuffle(reservoir)
+    complete = len(ranked) == texts and (reservoir_size == 0 or len(reservoir) == texts)
+    return Ranking(ranked, reservoir, errors, texts, complete)
+
+
 def _same_scoring(settings: Path, model: str, strategy: str, seed: int, shard_size: int, input_format: str,
-                  sources: List[Source]) -> bool:
+                  sources: List[Source], text_field: str = "text") -> bool:
     """Whether OUTPUT.scores/ was scored as this run would score it (else it starts afresh)."""
     from .annotate import model_fingerprint
     from .annotate.resume import read_state
 
     previous = read_state(settings)
     now = {"model_fingerprint": model_fingerprint(model), "uncertainty": strategy, "uncertainty_seed": seed,
-           "shard_size": shard_size, "input_format": input_format,
+           "shard_size": shard_size, "input_format": input_format, "text_field": text_field,
            "input": [str(source.path.resolve()) for source in sources]}
     return all(previous.get(key) == value for key, value in now.items())
 

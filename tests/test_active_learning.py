@@ -271,26 +271,144 @@ def test_select_density_ranks_by_score_times_typicality(model_dir, tmp_path, poo
             select(str(model_dir), str(source), 10, out, **{"strategy": "entropy", **bad})
 
 
+def annotated_export(record, output_format, index):
+    """What the tool exports once the annotator accepts the model's entities as they are, in its
+    documented shape: Prodigy's ner_manual answer (tokens, token_start/token_end, answer, hashes),
+    doccano's JSONL export (id, "entities" with start_offset/end_offset; our other fields kept as
+    doccano keeps imported metadata), Label Studio's task with "annotations" (the predictions
+    submitted); jsonl: the record as it is."""
+    if output_format == "prodigy":
+        text = record["text"]
+        tokens = [{"text": c, "start": i, "end": i + 1, "id": i, "ws": False} for i, c in enumerate(text)]
+        spans = [{**span, "token_start": span["start"], "token_end": span["end"] - 1} for span in record["spans"]]
+        return {**record, "tokens": tokens, "spans": spans, "_input_hash": index, "_task_hash": -index,
+                "_view_id": "ner_manual", "answer": "accept"}
+    if output_format == "doccano":
+        entities = [{"id": 100 * index + k, "label": label, "start_offset": s, "end_offset": e}
+                    for k, (s, e, label) in enumerate(record["label"])]
+        kept = {key: value for key, value in record.items() if key != "label"}
+        return {"id": index + 1, **kept, "entities": entities, "relations": [], "Comments": []}
+    if output_format == "labelstudio":
+        return {**record, "id": index + 1, "annotations": [{"id": index + 1, "result": record["predictions"][0]["result"],
+                                                            "was_cancelled": False}]}
+    return record
+
+
 @pytest.mark.parametrize("output_format", ["jsonl", "prodigy", "doccano", "labelstudio"])
 def test_each_format_reads_back_through_convert_once_annotated(model_dir, tmp_path, output_format):
-    """The annotator accepts the model's entities as they are: convert gives back the same texts
-    and entities (Label Studio's offsets count UTF-16 units: a text with an emoji checks them)."""
+    """The annotator accepts the model's entities as they are and exports them from the tool:
+    convert gives back the same texts and entities (Label Studio's offsets count UTF-16 units: a text
+    with an emoji checks them); each entity carries the model's probability of it (ent._.score)."""
     source = tmp_path / "pool.txt"
     texts = TEXTS + ["😀张三去了上海"]
     source.write_text("\n".join(texts) + "\n", encoding="utf8")
     out = tmp_path / ("next.json" if output_format == "labelstudio" else "next.jsonl")
     select(str(model_dir), str(source), len(texts), out, strategy="entropy", output_format=output_format)
     nlp = spacy.load(model_dir)
-    expected = {doc.text: [(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)}
+    docs = list(nlp.pipe(texts))
+    expected = {doc.text: [(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs}
+    probability = {(doc.text, e.start_char, e.end_char, e.label_): e._.score for doc in docs for e in doc.ents}
     assert any(expected.values())
     if output_format == "labelstudio":
-        tasks = json.loads(out.read_text(encoding="utf8"))
-        for task in tasks:  # the annotator submits the pre-filled predictions
+        records = json.loads(out.read_text(encoding="utf8"))
+        for task in records:
             assert task["predictions"][0]["score"] == task["meta"]["score"]
-            task["annotations"] = [{"result": task["predictions"][0]["result"]}]
-        out.write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf8")
+            text = task["data"]["text"]
+            for item in task["predictions"][0]["result"]:
+                start = len(text.encode("utf-16-le")[: 2 * item["value"]["start"]].decode("utf-16-le"))
+                key = (text, start, start + len(item["value"]["text"]), item["value"]["labels"][0])
+                assert item["score"] == pytest.approx(probability[key], abs=1e-6)
+    else:
+        records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+        for record in records:
+            if output_format in ("prodigy", "jsonl"):
+                for span in record["spans"]:
+                    key = (record["text"], span["start"], span["end"], span["label"])
+                    assert span["score"] == pytest.approx(probability[key], abs=1e-6)
+    exported = [annotated_export(record, output_format, i) for i, record in enumerate(records)]
+    if output_format == "labelstudio":
+        out.write_text(json.dumps(exported, ensure_ascii=False), encoding="utf8")
+    else:
+        out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in exported), encoding="utf8")
     read = {doc.text: [(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in iter_docs(out)}
     assert read == expected
+
+
+def test_select_fills_the_batch_when_near_duplicates_crowd_the_top(model_dir, tmp_path):
+    """Copies of the best text fill the ranked pool (POOL_FACTOR * n): select keeps more of the
+    ranking until n texts that are no near-duplicates are found, with or without explore."""
+    source = tmp_path / "pool.txt"
+    _, scores = score_docs(spacy.load(model_dir), TEXTS, "entropy")
+    best = TEXTS[int(numpy.argmax(scores))]
+    source.write_text("\n".join([best] * 40 + TEXTS) + "\n", encoding="utf8")
+    for explore in (0.0, 0.4):
+        out = tmp_path / f"next{explore}.jsonl"
+        summary = select(str(model_dir), str(source), 5, out, strategy="entropy", explore=explore)
+        chosen = [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()]
+        assert summary.selected == len(chosen) == 5 and len(set(chosen)) == 5 and chosen[0] == best
+        assert summary.near_duplicates >= 39 and summary.texts == 46
+    summary = select(str(model_dir), str(source), 10, tmp_path / "all.jsonl", strategy="entropy")
+    assert summary.selected == len(TEXTS)  # all the input holds, once the copies are left out
+
+
+def test_select_output_inside_the_input_folder_is_never_read_as_input(model_dir, tmp_path, monkeypatch):
+    """OUT, OUT.errors.jsonl and OUT.scores/ inside the input folder are not input: a killed run resumes
+    from its shards (nothing scored again) and a rerun reads the same texts."""
+    import spacy_cner.active_learning as active_learning
+
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    (pool / "a.txt").write_text("\n".join(TEXTS[:3]) + "\n", encoding="utf8")
+    (pool / "b.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS[3:])
+                                  + "not json\n", encoding="utf8")
+    out = pool / "next.jsonl"
+    first = select(str(model_dir), str(pool), 4, out, strategy="entropy")
+    assert (first.texts, first.errors, first.selected) == (6, 1, 4) and (pool / "next.jsonl.errors.jsonl").exists()
+    written = out.read_text(encoding="utf8")
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(active_learning, "write_selection", killed)
+    with pytest.raises(KeyboardInterrupt):
+        select(str(model_dir), str(pool), 4, out, strategy="entropy")
+    assert any((pool / "next.jsonl.scores").glob("*.jsonl"))
+    monkeypatch.undo()
+    again = select(str(model_dir), str(pool), 4, out, strategy="entropy")
+    assert again.characters == 0  # resumed: every shard was scored before
+    assert (again.texts, again.errors) == (6, 1) and out.read_text(encoding="utf8") == written
+
+
+def test_select_reads_the_text_column_it_is_given(model_dir, tmp_path):
+    source = tmp_path / "pool.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "content": t}, ensure_ascii=False) + "\n"
+                              for i, t in enumerate(TEXTS)), encoding="utf8")
+    out = tmp_path / "next.jsonl"
+    summary = select(str(model_dir), str(source), 3, out, strategy="entropy", text_field="content")
+    assert (summary.texts, summary.errors, summary.selected) == (6, 0, 3)
+    records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+    assert all(TEXTS[r["id"]] == r["content"] and "text" not in r for r in records)
+    plain = select(str(model_dir), str(source), 3, tmp_path / "plain.jsonl", strategy="entropy")
+    assert (plain.texts, plain.errors) == (0, 6)  # no "text" field: each row an error, none dropped
+
+
+def test_select_shows_annotate_progress_bar_with_a_total(model_dir, tmp_path, monkeypatch):
+    import tqdm
+
+    bars = []
+
+    class Recorder(tqdm.tqdm):
+        def close(self):
+            if not getattr(self, "recorded", False):
+                self.recorded = True
+                bars.append((self.total, self.n))
+            super().close()
+
+    monkeypatch.setattr(tqdm, "tqdm", Recorder)
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    select(str(model_dir), str(source), 2, tmp_path / "next.jsonl", strategy="entropy", progress=True, shard_size=2)
+    assert bars == [(6, 6)]
 
 
 def test_select_command(model_dir, tmp_path):
@@ -313,6 +431,8 @@ def test_select_command(model_dir, tmp_path):
     assert dense.returncode == 0 and "ranked by score * typicality ** 1)" in " ".join(dense.stdout.split())
     both = subprocess.run(args + ["--power", "1", "--explore", "0.34"], capture_output=True, text=True)
     assert both.returncode == 1 and "without explore" in both.stdout and "Traceback" not in both.stderr
+    short = subprocess.run(args[:7] + ["10"] + args[8:], capture_output=True, text=True)
+    assert short.returncode == 0 and "Only 6 of the 10 texts asked for" in " ".join(short.stdout.split())
     bad = subprocess.run(args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "Cannot load the pipeline" in bad.stdout and "Traceback" not in bad.stderr

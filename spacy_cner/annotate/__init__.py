@@ -20,7 +20,7 @@ Where each part lives:
 """
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 from .inputs import (
     INPUT_FORMATS,
@@ -29,6 +29,7 @@ from .inputs import (
     Source,
     count_rows,
     find_sources,
+    input_sources,
     iter_lines,
     parse_fields,
     parse_line,
@@ -44,7 +45,7 @@ from .resume import STATE_DIR, check_settings, model_fingerprint
 
 __all__ = [
     "annotate", "AnnotateJob", "Summary", "ENGINES", "INPUT_FORMATS", "OUTPUT_FORMATS", "TABLE_FORMATS", "STATE_DIR",
-    "Source", "Row", "find_sources", "iter_lines", "parse_line", "parse_fields", "read_rows", "count_rows",
+    "Source", "Row", "find_sources", "input_sources", "iter_lines", "parse_line", "parse_fields", "read_rows", "count_rows",
     "doc_record", "error_record", "scores_key", "ShardWriter", "model_fingerprint", "workers_die_with_parent",
     "msgpack_hooks_looked_up_once", "RayAnnotator",
 ]
@@ -70,6 +71,7 @@ def annotate(
     progress: bool = False,
     uncertainty: Optional[str] = None,
     uncertainty_seed: int = 0,
+    exclude: Sequence[Path] = (),
 ) -> Summary:
     """Annotate every row of the input with the pipeline and write it to output_dir, skipping done shards.
 
@@ -88,6 +90,7 @@ def annotate(
     uncertainty (Optional[str]): Also score each doc with this active-learning strategy (`select`
         ranks by it): the entities field then holds {"entities": [...], "uncertainty": score}.
     uncertainty_seed (int): The random strategy's seed.
+    exclude (Sequence[Path]): Files under input_path never read as input (select's output files).
     RETURNS (Summary): The counts and speed of this run.
     """
     if output_format not in OUTPUT_FORMATS:
@@ -104,11 +107,7 @@ def annotate(
         hint = "add --engine ray" if engine == "local" else "use --workers and --gpus-per-worker"
         raise ValueError(f"{names} {'is' if names.count(',') == 0 else 'are'} not used by the {engine} engine: {hint}.")
     # The output folder may sit inside the input folder: its shards are never input.
-    output_root = Path(output_dir).resolve()
-    sources = [source for source in find_sources(input_path, input_format)
-               if output_root not in source.path.resolve().parents]
-    if not sources:
-        raise ValueError(f"No input files at {input_path!r} outside the output folder {output_dir}.")
+    sources = input_sources(input_path, input_format, Path(output_dir), exclude)
     _require_pyarrow(sources, output_format)
     if text_field != "text":
         texts = [str(source.path) for source in sources if source.format not in TABLE_FORMATS]

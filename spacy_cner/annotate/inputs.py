@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 from ..corpus.problems import iter_lines
 
@@ -77,6 +77,19 @@ def find_sources(input_path: str, input_format: str = "auto") -> List[Source]:
             raise ValueError(f"{names[source.name]} and {source.path} would write the same output shards "
                              f"({source.name}.*): rename one, or annotate them separately.")
         names[source.name] = source.path
+    return sources
+
+
+def input_sources(input_path: str, input_format: str, output_dir: Path, exclude: Iterable[Path] = ()) -> List[Source]:
+    """find_sources without what a run writes itself: the files under output_dir (its shards, when the
+    output folder sits inside the input folder) and the files in exclude (select's output and errors
+    file). Raises when nothing is left."""
+    output_root = Path(output_dir).resolve()
+    excluded = {Path(path).resolve() for path in exclude}
+    sources = [source for source in find_sources(input_path, input_format)
+               if output_root not in source.path.resolve().parents and source.path.resolve() not in excluded]
+    if not sources:
+        raise ValueError(f"No input files at {input_path!r} outside the output folder {output_dir}.")
     return sources
 
 

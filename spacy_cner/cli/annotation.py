@@ -53,7 +53,7 @@ def annotate_command(
 @app.command("select")
 def select_command(
     model: str = typer.Argument(..., help="Pipeline name or path, with a crf_ner component."),
-    input_path: str = typer.Argument(..., metavar="INPUT", help="Unlabelled texts, as `annotate` reads them: a .txt (one per line), .jsonl (a 'text' field) or .parquet file, a folder of them, or a glob."),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="Unlabelled texts, as `annotate` reads them: a .txt (one per line), .jsonl (a 'text' field), .parquet, .csv or .tsv file (a 'text' column; --text-column names another), a folder of them, or a glob."),
     n: int = typer.Option(..., "-n", "--n", help="How many texts to select."),
     output: Path = typer.Option(..., "-o", "--output", help="Output file (.json for Label Studio, else .jsonl)."),
     strategy: SelectStrategy = typer.Option(SelectStrategy("entropy"), "--strategy", "-s", help="How texts are ranked: " + ", ".join(STRATEGIES) + "."),
@@ -70,6 +70,9 @@ def select_command(
     engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data), as annotate's."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."),
     workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
+    text_column: str = typer.Option("text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to score on; -1 for CPU."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Select the texts most worth annotating next (active learning on crf_ner's marginals), with the
@@ -84,7 +87,7 @@ def select_command(
             diversity=diversity or None, explore=explore, power=power, density=density, seed=seed,
             batch_size=batch_size,
             input_format=input_format, progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
-            workers=workers,
+            workers=workers, text_field=text_column, gpu_id=gpu_id, gpus_per_worker=gpus_per_worker,
         )
     except (ValueError, ImportError) as err:
         msg.fail(str(err), exits=1)
@@ -99,6 +102,10 @@ def select_command(
     )
     if summary.errors:
         msg.warn(f"{summary.errors} rows could not be read: they are in {output}.errors.jsonl, each naming its file and line.")
+    if summary.selected < n:
+        msg.warn(f"Only {summary.selected} of the {n} texts asked for: the input holds no more once "
+                 + ("bad rows and " if summary.errors else "") + "near-duplicates are left out"
+                 + (" (--diversity 0 keeps near-duplicates)." if summary.near_duplicates else "."))
 
 
 @app.command("train-vectors")
