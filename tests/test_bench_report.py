@@ -468,6 +468,107 @@ def test_bench_select_explore_picks_the_top_and_a_random_share_of_the_rest():
     assert select.pick(ranked, texts, 3, 0.0, random.Random(0), 0) == [0, 2, 3]
 
 
+def test_bench_select_ranks_a_round_with_the_previous_rounds_model(tmp_path, monkeypatch):
+    """A ranking strategy's round loads the previous round's model, scores the unlabelled pool with
+    select's scores (score_docs) and labels the best --step (with --explore F, the best (1 - F) and a
+    draw from the rest). Training is a fake that hands back one tiny trained crf_ner."""
+    import argparse
+    import random
+
+    import spacy
+    from spacy.tokens import DocBin
+    from spacy.training import Example
+    from thinc.api import Adam, fix_random_seed
+
+    from spacy_cner.active_learning import score_docs
+
+    select = _module("bench_select")
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"model": {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200,
+                                                           "bigram_rows": 200}, "encoder": {"width": 16}}})
+    train = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")])]
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in train]
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.01)
+    for _ in range(20):
+        nlp.update(examples, sgd=optimizer, drop=0.0)
+    model = tmp_path / "model"
+    nlp.to_disk(model)
+    rng = random.Random(0)
+    chars = "张三李四王五赵六上海北京广州深圳去了在工作来自今天很好的和是一个公司大学教授市场"
+    texts = ["".join(rng.choice(chars) for _ in range(rng.randint(6, 14))) for _ in range(30)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "dev", "test"):
+        DocBin(docs=[nlp.make_doc(t) for t in texts]).to_disk(corpus / f"{split}.spacy")
+    def fake_train_and_score(work, *args, **kwargs):
+        work.mkdir(parents=True, exist_ok=True)
+        return {"f": 0.5, "dev_f": 0.5, "train_s": 1.0, "model": str(model)}
+
+    monkeypatch.setattr(select, "_train_and_score", fake_train_and_score)
+    pool, order = select._pool(corpus, 0)
+    _, scores = score_docs(spacy.load(model), [pool[j].text for j in order[5:]], "entropy", 0)
+    best = [j for _, j in sorted(zip(scores, order[5:]), key=lambda item: (-item[0], item[1]))]
+    assert set(best[:5]) != set(order[5:10])  # the ranking is not the pool's order
+    for explore in (0.0, 0.4):
+        args = argparse.Namespace(out=tmp_path / f"runs{explore}", start=5, step=5, stop=10, strategy_stop=10,
+                                  random_sizes=None, max_steps=7, pool=0, dev_sentences=0, explore=explore)
+        curve = select.simulate("toy", corpus, "entropy", 0, args)
+        assert sorted(int(n) for n in curve) == [5, 10]
+        labelled = json.loads((args.out / "toy" / select._folder("entropy", args) / "seed0" / "n10" / "round.json")
+                              .read_text())["labelled"]
+        assert labelled[:5] == order[:5]
+        if explore == 0.0:
+            assert labelled[5:] == best[:5]
+        else:
+            assert labelled[5:8] == best[:3] and set(labelled[8:]) <= set(best[3:])
+
+
+def test_bench_select_plot_draws_each_curves_mean_and_sd_band(tmp_path, monkeypatch):
+    """plot: one line per strategy at its mean over seeds, a band of ± the sample sd, saved to the path
+    (matplotlib replaced by a recorder: the bench extra is not a test dependency)."""
+    import types
+
+    select = _module("bench_select")
+    calls = []
+
+    class Axes:
+        def plot(self, x, y, **kwargs):
+            calls.append(("plot", list(x), [round(v, 6) for v in y], kwargs.get("label")))
+
+        def fill_between(self, x, low, high, **kwargs):
+            calls.append(("band", list(x), [round(v, 6) for v in low], [round(v, 6) for v in high]))
+
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    class Figure:
+        def tight_layout(self):
+            pass
+
+        def savefig(self, path, **kwargs):
+            calls.append(("save", path))
+
+    pyplot = types.ModuleType("matplotlib.pyplot")
+    pyplot.subplots = lambda **kwargs: (Figure(), Axes())
+    matplotlib = types.ModuleType("matplotlib")
+    matplotlib.use = lambda backend: None
+    matplotlib.pyplot = pyplot
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+    curves = {"random": {"0": {"200": {"f": 0.5}, "400": {"f": 0.6}}, "1": {"200": {"f": 0.7}, "400": {"f": 0.6}}},
+              "entropy": {"0": {"200": {"f": 0.5}, "400": {"f": 0.8}}}}
+    select.plot(curves, "toy", tmp_path / "toy.png")
+    assert calls == [
+        ("plot", [200, 400], [60.0, 60.0], "random"),
+        ("band", [200, 400], [round(60 - 14.142136, 6), 60.0], [round(60 + 14.142136, 6), 60.0]),
+        ("plot", [200, 400], [50.0, 80.0], "entropy"),
+        ("band", [200, 400], [50.0, 80.0], [50.0, 80.0]),
+        ("save", tmp_path / "toy.png"),
+    ]
+
+
 def test_runs_of_one_command_for_other_seeds_share_a_source_line():
     def record(seed, commit, command=None, notes=None):
         return {"command": command or f"python bench/bench_datasets.py --out runs/x_s{seed} --seeds {seed} --result x_seed{seed}",
