@@ -1,14 +1,16 @@
-"""int8 for the default's BiLSTM: torch's dynamic quantization against fp32, time and batch independence.
+"""int8 and bfloat16 for the default's two large products against fp32: time and batch independence.
 
 Usage: python bench/bench_int8.py [--repeats 20] [--result NAME]
 
 The default's encoder is two unidirectional torch LSTMs of 128 units over 128-wide inputs
-(BiLSTMEncoder width 256). On one thread, this times one direction's LSTM over a padded batch
-(64 docs of 50 tokens, as nlp.pipe batches Resume's sentences) in fp32 and after
-torch.ao.quantization.quantize_dynamic(..., {LSTM}, qint8), best of --repeats, alternating; and
-checks whether the first doc's outputs are the same alone and in the batch (dynamic
-quantization scales each input tensor by its own range, so a doc's result can depend on its batch)
-and how far int8 is from fp32.
+(BiLSTMEncoder width 256); its tok2vec mixes about 370 features into 3 x 128 (Maxout). On one
+thread, this times one direction's LSTM over a padded batch (64 docs of 50 tokens, as nlp.pipe
+batches Resume's sentences) and the Maxout's product over a block of 512 rows, in fp32, after
+torch.ao.quantization.quantize_dynamic(..., qint8), and in bfloat16 (weights and inputs; CPUs with
+AMX or AVX512-BF16 run it natively, others emulate it), best of --repeats, alternating; and checks
+whether the first row's outputs are the same alone and in the batch (dynamic quantization scales
+each input tensor by its own range, so a doc's result can depend on its batch) and how far each is
+from fp32.
 """
 import os
 
@@ -16,6 +18,7 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_name] = "1"
 
 import argparse  # noqa: E402
+import copy  # noqa: E402
 import datetime  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -34,44 +37,70 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    fp32 = torch.nn.LSTM(128, 128, batch_first=True).eval()
+    lstm = torch.nn.LSTM(128, 128, batch_first=True).eval()
+    # The tok2vec's Maxout: 370 features -> 3 pieces of 128 (RowwiseOps' block of 512 rows).
+    linear = torch.nn.Linear(370, 384).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization is deprecated in torch 2.13
-        int8 = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(fp32), {torch.nn.LSTM}, dtype=torch.qint8)[0]
-    batch = torch.randn(64, 50, 128)
-    seconds = {"fp32": [], "int8": []}
+        modules = {
+            "lstm": {"fp32": lstm, "bf16": copy.deepcopy(lstm).to(torch.bfloat16),
+                     "int8": torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lstm), {torch.nn.LSTM},
+                                                                    dtype=torch.qint8)[0]},
+            "linear": {"fp32": linear, "bf16": copy.deepcopy(linear).to(torch.bfloat16),
+                       "int8": torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear},
+                                                                      dtype=torch.qint8)[0]},
+        }
+    inputs = {"lstm": torch.randn(64, 50, 128), "linear": torch.randn(512, 370)}
+
+    def run(layer: str, name: str, x: torch.Tensor) -> torch.Tensor:
+        out = modules[layer][name](x.to(torch.bfloat16) if name == "bf16" else x)
+        return (out[0] if layer == "lstm" else out).float()
+
+    seconds = {(layer, name): [] for layer in modules for name in modules[layer]}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for module in (fp32, int8):
-            module(batch)
+        for layer, name in seconds:
+            run(layer, name, inputs[layer])
         for _ in range(args.repeats):
-            for name, module in (("fp32", fp32), ("int8", int8)):
+            for layer, name in seconds:
                 start = time.perf_counter()
-                module(batch)
-                seconds[name].append(time.perf_counter() - start)
-        alone = {name: float((module(batch)[0][:1] - module(batch[:1])[0]).abs().max())
-                 for name, module in (("fp32", fp32), ("int8", int8))}
-        gap = float((int8(batch)[0] - fp32(batch)[0]).abs().max())
-    best = {name: min(times) * 1000 for name, times in seconds.items()}
+                run(layer, name, inputs[layer])
+                seconds[layer, name].append(time.perf_counter() - start)
+        alone = {key: float((run(*key, inputs[key[0]])[:1] - run(*key, inputs[key[0]][:1])).abs().max())
+                 for key in seconds}
+        gap = {key: float((run(*key, inputs[key[0]]) - run(key[0], "fp32", inputs[key[0]])).abs().max())
+               for key in seconds}
+    best = {key: min(times) * 1000 for key, times in seconds.items()}
+    # torch.cpu's private probes (torch 2.13): None where this torch lacks them.
+    probe = {name: getattr(torch.cpu, f"_is_{name}_supported", None) for name in ("amx_tile", "avx512_bf16", "vnni")}
+    cpu = {"capability": torch.backends.cpu.get_cpu_capability(),
+           **{name: (bool(check()) if check is not None else None) for name, check in probe.items()}}
+    said = {True: "yes", False: "no", None: "unknown"}
+    shapes = {"lstm": "one direction of the default's BiLSTM (LSTM 128 -> 128), 64 docs x 50 tokens",
+              "linear": "the tok2vec's Maxout product (370 -> 384), a block of 512 rows"}
     lines = [
-        f"### int8 BiLSTM, torch dynamic quantization ({datetime.date.today().isoformat()})",
+        f"### int8 and bfloat16 against fp32 for the default's products ({datetime.date.today().isoformat()})",
         "",
         f"Command: `python bench/bench_int8.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}, torch {torch.__version__}  ",
-        "One direction of the default's BiLSTM (LSTM 128 -> 128) over 64 docs x 50 tokens, one thread, "
-        f"best of {args.repeats}, alternating.",
+        f"Machine: {machine_line()}, torch {torch.__version__}, CPU capability {cpu['capability']}, "
+        f"AMX {said[cpu['amx_tile']]}, AVX512-BF16 {said[cpu['avx512_bf16']]}, VNNI {said[cpu['vnni']]}  ",
+        f"One thread, best of {args.repeats}, alternating. int8: torch.ao.quantization.quantize_dynamic; bf16: "
+        "weights and inputs in bfloat16.",
         "",
-        "| | ms per batch | first doc alone against in the batch: largest difference |",
-        "| --- | ---: | ---: |",
-        f"| fp32 | {best['fp32']:.1f} | {alone['fp32']:.1e} |",
-        f"| int8 (quantize_dynamic) | {best['int8']:.1f} | {alone['int8']:.1e} |",
-        "",
-        f"int8 / fp32 time: {best['int8'] / best['fp32']:.2f}; largest output difference int8 - fp32: {gap:.3f}.",
+        "| product | precision | ms | time / fp32 | first row alone against in the batch: largest difference "
+        "| largest difference from fp32 |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
+    for layer, name in seconds:
+        lines.append(f"| {shapes[layer]} | {name} | {best[layer, name]:.2f} | "
+                     f"{best[layer, name] / best[layer, 'fp32']:.2f} | {alone[layer, name]:.1e} | {gap[layer, name]:.1e} |")
     table = "\n".join(lines) + "\n"
     print(table)
-    figures = {"ms_per_batch": best, "first_doc_alone_vs_batch": alone, "int8_fp32_largest_difference": gap,
-               "int8_over_fp32_time": best["int8"] / best["fp32"], "torch": torch.__version__}
+    figures = {"ms": {f"{layer} {name}": value for (layer, name), value in best.items()},
+               "over_fp32_time": {f"{layer} {name}": best[layer, name] / best[layer, "fp32"] for layer, name in best},
+               "first_row_alone_vs_batch": {f"{layer} {name}": value for (layer, name), value in alone.items()},
+               "largest_difference_from_fp32": {f"{layer} {name}": value for (layer, name), value in gap.items()},
+               "cpu": cpu, "torch": torch.__version__}
     save_result(args.result, figures, table)
 
 

@@ -2,12 +2,15 @@
 import contextlib
 import contextvars
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, Iterator, Optional, Tuple
 
 import numpy
 import torch
 from thinc.api import Model, NumpyOps
+
+from ._precision import bfloat16_products
 
 # Bytes every row of a product starts on a multiple of (a cache line; wider than any SIMD load).
 ALIGN_BYTES = 64
@@ -27,9 +30,9 @@ _POOL: Optional[Tuple[int, ThreadPoolExecutor]] = None
 # 512 rows multiply as fast as 1,024 here (12,000 x 370 @ 370 x 384: 55 ms) and halve the check
 # (_check_blocks: 0.06 s for the default's two shapes on one thread, at the first doc).
 BLOCK_ROWS = (512, 64)
-# (n_in, n_out, dtype, torch's threads) -> whether a row comes out of torch's fixed-block products
-# the same at any place in either block and on one thread (_blocks_are_invariant).
-_INVARIANT: Dict[Tuple[int, int, str, int], bool] = {}
+# (n_in, n_out, dtype, torch's threads[, "bfloat16"]) -> whether a row comes out of torch's fixed-block
+# products the same at any place in either block and on one thread (_blocks_are_invariant, _bfloat16_blocks).
+_INVARIANT: Dict[Tuple, bool] = {}
 
 
 def _forget_pool() -> None:
@@ -90,7 +93,10 @@ class RowwiseOps(NumpyOps):
             product = ((left.T if trans1 else left) @ (right.T if trans2 else right)).numpy()
         else:
             weights = y.T if trans2 else y
-            if x.dtype == weights.dtype and x.dtype in FLOATS and _blocks_are_invariant(*weights.shape, x.dtype):
+            blocks = x.dtype == weights.dtype and x.dtype in FLOATS
+            if blocks and bfloat16_products() and _bfloat16_blocks(*weights.shape, x.dtype):
+                product = _block_product(x, weights, bfloat16=True)
+            elif blocks and _blocks_are_invariant(*weights.shape, x.dtype):
                 product = _block_product(x, weights)
             else:
                 product = _rowwise_product(x, weights)
@@ -131,9 +137,10 @@ def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
     return out[:, 0]
 
 
-def _block_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
+def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -> numpy.ndarray:
     """x @ y on torch in fixed blocks: the rows in blocks of BLOCK_ROWS[0], then of BLOCK_ROWS[1],
-    the last padded with zero rows, every block one product of the same shape (torch's threads).
+    the last padded with zero rows, every block one product of the same shape (torch's threads);
+    bfloat16: of x and y rounded to bfloat16 (layers._precision), the result back in x's dtype.
 
     Why blocks of two fixed shapes and not one product: on OpenBLAS a row's result depends on its
     place in a product of many rows; torch's (MKL's on the benchmark machine) does not, but what a
@@ -150,13 +157,32 @@ def _block_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
     rows[:n_rows] = x
     weights = _aligned_zeros((width, n_out), x.dtype)
     weights[...] = y
-    out = _aligned_zeros((n_padded, n_out), x.dtype)
-    left, right, product = torch.from_numpy(rows), torch.from_numpy(weights), torch.from_numpy(out)
+    left, right = torch.from_numpy(rows), torch.from_numpy(weights)
+    if bfloat16:
+        left, right = left.to(torch.bfloat16), right.to(torch.bfloat16)
+        product = torch.zeros((n_padded, n_out), dtype=torch.bfloat16)
+    else:
+        out = _aligned_zeros((n_padded, n_out), x.dtype)
+        product = torch.from_numpy(out)
     starts = [(start, big) for start in range(0, n_big * big, big)]
     starts += [(start, small) for start in range(n_big * big, n_padded, small)]
     for start, size in starts:
         torch.mm(left[start : start + size], right, out=product[start : start + size])
+    if bfloat16:
+        return product[:n_rows].to(torch.float32).numpy().astype(x.dtype, copy=False)
     return out[:n_rows]
+
+
+def _bfloat16_blocks(n_in: int, n_out: int, dtype: numpy.dtype) -> bool:
+    """Whether _block_product in bfloat16 is row-invariant here (as _blocks_are_invariant checks it);
+    where it is not, the product runs in float32, said once per shape."""
+    key = (n_in, n_out, numpy.dtype(dtype).str, torch.get_num_threads(), "bfloat16")
+    if key not in _INVARIANT:
+        _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), key[3], bfloat16=True)
+        if not _INVARIANT[key]:
+            warnings.warn(f"bfloat16 products of {n_in} -> {n_out} do not give a row the same result wherever it "
+                          "is batched on this machine: they run in float32 (precision 'bfloat16' saves less here).")
+    return _INVARIANT[key]
 
 
 def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype) -> bool:
@@ -175,7 +201,7 @@ def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype) -> bool:
     return _INVARIANT[key]
 
 
-def _check_blocks(n_in: int, n_out: int, dtype: numpy.dtype, threads: int) -> bool:
+def _check_blocks(n_in: int, n_out: int, dtype: numpy.dtype, threads: int, bfloat16: bool = False) -> bool:
     big, small = BLOCK_ROWS
     rng = numpy.random.default_rng(0)
     weights = rng.standard_normal((n_in, n_out)).astype(dtype)
@@ -183,17 +209,17 @@ def _check_blocks(n_in: int, n_out: int, dtype: numpy.dtype, threads: int) -> bo
     filler = rng.standard_normal((big, n_in)).astype(dtype)
     try:
         torch.set_num_threads(1)
-        reference = _block_product(probe, weights)
+        reference = _block_product(probe, weights, bfloat16)
     finally:
         torch.set_num_threads(threads)
     for shift in list(range(17)) + [24, 32, 48]:  # every place in the small block's first 16 and more
-        moved = _block_product(numpy.roll(probe, shift, axis=0), weights)
+        moved = _block_product(numpy.roll(probe, shift, axis=0), weights, bfloat16)
         if not numpy.array_equal(moved, numpy.roll(reference, shift, axis=0)):
             return False
     for offset in (0, 1, 7, big // 2 - 1, big // 2 + 3, big - small):  # in the big block
         rows = filler.copy()
         rows[offset : offset + small] = probe
-        if not numpy.array_equal(_block_product(rows, weights)[offset : offset + small], reference):
+        if not numpy.array_equal(_block_product(rows, weights, bfloat16)[offset : offset + small], reference):
             return False
     return True
 

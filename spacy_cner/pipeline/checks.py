@@ -9,6 +9,7 @@ from spacy.training import Example
 from thinc.api import Model
 
 from ..robustness.entity_attention import gold_layers_out_of_reach, takes_gold
+from ..layers._precision import validate_precision, warn_if_emulated
 from ..layers._torch import torch_module
 
 # The least probability a span is scored at (candidate_threshold, ents_threshold): the spans at least
@@ -37,6 +38,22 @@ def check_vectors(nlp: Language, name: str) -> None:
         "tok2vec that reads them (spacy.MultiHashEmbed.v2 with include_static_vectors = true), "
         "or set paths.vectors = null."
     )
+
+
+def check_precision(model: Model, precision: str, name: str) -> str:
+    """The pipe's precision setting, validated: "bfloat16" raises for a model with a transformer (its
+    products are not the ones layers._precision rounds; on a GPU, set the transformer's
+    mixed_precision instead) and warns on a CPU that has no native bfloat16 products."""
+    validate_precision(precision)
+    if precision != "float32":
+        if any(node.maybe_get_ref("transformer") is not None for node in model.walk()):
+            raise ValueError(
+                f"'{name}': precision {precision!r} is for the CPU models (the BiLSTM and TENER encoders and "
+                "the tok2vec's products), not for a transformer tok2vec. Keep precision 'float32'; on a GPU, "
+                "set the transformer's mixed_precision = true instead."
+            )
+        warn_if_emulated(precision, name)
+    return precision
 
 
 def uses_gold_entities(model: Model, name: str) -> bool:

@@ -1,5 +1,6 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
 import itertools
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -10,7 +11,7 @@ from spacy.pipeline.ner import ner_score
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, Optimizer, set_dropout_rate
+from thinc.api import Config, Model, NumpyOps, Optimizer, set_dropout_rate
 from thinc.types import Floats2d
 from wasabi import msg
 
@@ -18,6 +19,7 @@ from ..training.adversarial import EmbeddingAttack
 from ..training.augment import MentionPool, join_pairs
 from ..robustness.entity_attention import example_entity_ids
 from ..layers._blas import training_products
+from ..layers._precision import inference_precision
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import tok2vec_mix_weights
 from ..labels import explain_labels
@@ -32,6 +34,7 @@ from .calibration import Outcomes, make_calibrator, make_temperature_fitter  # n
 from .checks import (
     check_calibration,
     check_labels,
+    check_precision,
     check_tag_names,
     check_vectors,
     uses_gold_entities,
@@ -90,6 +93,7 @@ DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
         "ents_threshold": "fitted",
         "alignment_mode": "expand",
         "save_weights": "float32",
+        "precision": "float32",
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -109,6 +113,7 @@ def make_crf_ner(
     ents_threshold: Union[float, str, None],
     alignment_mode: str,
     save_weights: str,
+    precision: str,
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -156,6 +161,11 @@ def make_crf_ner(
         embedding tables (HashEmbed, KeyEmbed) in int8 with a scale per row, loaded back in float32.
         Kept in the pipe's cfg: set it on a trained pipe (ner.save_weights = "float16") before
         nlp.to_disk or `spacy package`; a transformer's weights are saved in float16 too.
+    precision (str): The products at prediction on the CPU: "float32", or "bfloat16" (the BiLSTM's or
+        TENER's and the tok2vec's products on bfloat16 copies, accumulated in float32; layers/_precision.py):
+        faster on CPUs with AMX or AVX512-BF16, slower elsewhere (it warns), not exact (bench/bench_speed.py
+        measures chars/s, F1 and agreement against float32). Training is unchanged. Kept in the pipe's cfg
+        like save_weights; not for a transformer tok2vec (it raises).
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,
@@ -173,6 +183,7 @@ def make_crf_ner(
         ents_threshold=ents_threshold,
         alignment_mode=alignment_mode,
         save_weights=save_weights,
+        precision=precision,
     )
     pipe.pipeline_link = PipelineLink(nlp)
     return pipe
@@ -205,6 +216,7 @@ class CRFEntityRecognizer(TrainablePipe):
         ents_threshold: Union[float, str, None] = "fitted",
         alignment_mode: str = "expand",
         save_weights: str = "float32",
+        precision: str = "float32",
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -247,7 +259,9 @@ class CRFEntityRecognizer(TrainablePipe):
             # The train corpus's tokens (set at initialize): the adversarial attack's large-corpus rule reads it.
             "train_tokens": None,
             "save_weights": validate_save_weights(save_weights),
+            "precision": check_precision(model, precision, name),
         }
+        self._warned_precision_device = False
 
     @property
     def save_weights(self) -> str:
@@ -257,6 +271,15 @@ class CRFEntityRecognizer(TrainablePipe):
     @save_weights.setter
     def save_weights(self, value: str) -> None:
         self.cfg["save_weights"] = validate_save_weights(value)
+
+    @property
+    def precision(self) -> str:
+        """The products' precision at prediction on the CPU ("float32" or "bfloat16"; see the factory)."""
+        return self.cfg.get("precision", "float32")
+
+    @precision.setter
+    def precision(self, value: str) -> None:
+        self.cfg["precision"] = check_precision(self.model, value, self.name)
 
     @property
     def labels(self) -> Tuple[str, ...]:
@@ -393,8 +416,15 @@ class CRFEntityRecognizer(TrainablePipe):
         return tagging, found if marginals else None
 
     def _decode(self, docs: List[Doc], best_path: bool = True) -> Decoded:
-        """The docs' segments decoded (decoding.decode) with the pipe's tags and window."""
-        return decode(self.model, docs, self.tag_set, self.long_doc_window, best_path=best_path)
+        """The docs' segments decoded (decoding.decode) with the pipe's tags and window, their
+        emissions in the pipe's precision."""
+        precision = self.precision
+        if precision != "float32" and not isinstance(self.model.ops, NumpyOps) and not self._warned_precision_device:
+            self._warned_precision_device = True
+            warnings.warn(f"{self.name}: precision {precision!r} applies on the CPU; on this device the model "
+                          "predicts in float32.")
+        with inference_precision(precision):
+            return decode(self.model, docs, self.tag_set, self.long_doc_window, best_path=best_path)
 
     def _span_scores(self, n_docs: int, decoded: Decoded, threshold: float, temperature: float) -> List[SpanScores]:
         """The scored spans of the decoded docs (decoding.span_scores)."""

@@ -1,0 +1,164 @@
+"""crf_ner's precision setting: its products at prediction on the CPU in float32 or bfloat16."""
+import numpy
+import pytest
+import spacy
+import torch
+from spacy.training import Example
+from thinc.api import Adam, fix_random_seed
+
+from spacy_cner.layers import _blas, _precision
+from spacy_cner.layers._precision import inference_precision
+
+TRAIN = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")]),
+         ("王五来自广州", [(0, 2, "PER"), (4, 6, "LOC")])]
+TEXTS = ["张三去了上海", "李四在北京工作", "王五来自广州", "张三在北京", "李四去了广州工作，王五来自上海"]
+SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200}, "encoder": {"width": 16}}
+
+
+@pytest.fixture(scope="module")
+def trained():
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"model": SMALL})
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN]
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.01)
+    for _ in range(40):
+        nlp.update(examples, sgd=optimizer, drop=0.0)
+    return nlp
+
+
+def entities(nlp, texts):
+    return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+
+
+def emissions(pipe, docs, precision):
+    pipe.precision = precision
+    return pipe._decode(docs, best_path=False).emissions
+
+
+def test_precision_is_validated_and_float32_by_default(trained):
+    pipe = trained.get_pipe("crf_ner")
+    assert pipe.precision == "float32" and trained.config["components"]["crf_ner"]["precision"] == "float32"
+    with pytest.raises(ValueError, match="precision must be one of 'float32', 'bfloat16', got 'int8'"):
+        pipe.precision = "int8"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        spacy.blank("zh").add_pipe("crf_ner", config={"model": SMALL, "precision": "float16"})
+
+
+def test_bfloat16_rounds_the_products_and_keeps_the_entities(trained):
+    """bfloat16 emissions are near float32's, not equal (the products were rounded), and give the same
+    entities; float32 comes back exactly once set again."""
+    pipe = trained.get_pipe("crf_ner")
+    docs = [trained.make_doc(text) for text in TEXTS]
+    exact = emissions(pipe, docs, "float32")
+    try:
+        rounded = emissions(pipe, docs, "bfloat16")
+        found = entities(trained, TEXTS)
+    finally:
+        pipe.precision = "float32"
+    assert all(r.dtype == numpy.float32 for r in rounded)
+    assert any(not numpy.array_equal(r, e) for r, e in zip(rounded, exact))
+    for r, e in zip(rounded, exact):
+        numpy.testing.assert_allclose(r, e, atol=0.05 * float(numpy.abs(e).max()))
+    assert found == entities(trained, TEXTS) and any(found)
+    assert all(numpy.array_equal(a, b) for a, b in zip(emissions(pipe, docs, "float32"), exact))
+
+
+def test_bfloat16_predicts_a_doc_alike_alone_and_in_a_batch(trained):
+    pipe = trained.get_pipe("crf_ner")
+    docs = [trained.make_doc(text) for text in TEXTS]
+    try:
+        batched = emissions(pipe, docs, "bfloat16")
+        alone = [emissions(pipe, [doc], "bfloat16")[0] for doc in docs]
+        found = [entities(trained, [text])[0] for text in TEXTS]
+        assert found == entities(trained, TEXTS)
+    finally:
+        pipe.precision = "float32"
+    for a, b in zip(alone, batched):
+        numpy.testing.assert_allclose(a, b, atol=1e-2 * float(numpy.abs(b).max()))
+
+
+def test_bfloat16_block_products_are_rounded_products_in_fixed_blocks():
+    rng = numpy.random.default_rng(0)
+    X, W = rng.standard_normal((600, 40)).astype("f"), rng.standard_normal((40, 24)).astype("f")
+    product = _blas._block_product(X, W, bfloat16=True)
+    rounded = (torch.from_numpy(X).bfloat16().float() @ torch.from_numpy(W).bfloat16().float()).numpy()
+    assert product.dtype == numpy.float32 and product.shape == (600, 24)
+    numpy.testing.assert_allclose(product, rounded, rtol=2e-2, atol=2e-2)
+    assert not numpy.array_equal(product, X @ W)
+    ops = _blas.RowwiseOps()
+    exact = ops.gemm(X, W)
+    with inference_precision("bfloat16"):
+        if _blas._bfloat16_blocks(40, 24, X.dtype):  # this machine keeps a row's bfloat16 result in any block
+            assert numpy.array_equal(ops.gemm(X[7:9], W), ops.gemm(X, W)[7:9])
+            assert numpy.array_equal(ops.gemm(X, W), product)
+        else:  # float32's products instead
+            assert numpy.array_equal(ops.gemm(X, W), exact)
+    with _blas.training_products(), inference_precision("bfloat16"):  # training multiplies as it did
+        numpy.testing.assert_allclose(ops.gemm(X, W), X @ W, rtol=1e-5, atol=1e-4)
+
+
+def test_bfloat16_blocks_that_are_not_row_invariant_run_in_float32_and_say_so(monkeypatch):
+    multiply = torch.mm
+
+    def by_place(left, right, out):  # an error that depends on the row's place in the block
+        multiply(left, right, out=out)
+        out += torch.arange(len(out), dtype=out.dtype)[:, None] * 1e-2
+        return out
+
+    monkeypatch.setattr(_blas.torch, "mm", by_place)
+    monkeypatch.setattr(_blas, "_INVARIANT", {})
+    rng = numpy.random.default_rng(1)
+    X, W = rng.standard_normal((100, 12)).astype("f"), rng.standard_normal((12, 7)).astype("f")
+    with pytest.warns(UserWarning, match="bfloat16 products of 12 -> 7 .* run in float32"):
+        assert not _blas._bfloat16_blocks(12, 7, X.dtype)
+    monkeypatch.setattr(_blas.torch, "mm", multiply)
+    with inference_precision("bfloat16"):
+        product = _blas.RowwiseOps().gemm(X, W)
+    assert numpy.array_equal(product, _blas.RowwiseOps().gemm(X, W))  # float32's, as without the setting
+
+
+def test_precision_is_saved_with_the_pipe_and_training_is_unchanged(trained, tmp_path):
+    pipe = trained.get_pipe("crf_ner")
+    pipe.precision = "bfloat16"
+    try:
+        expected = entities(trained, TEXTS)
+        trained.to_disk(tmp_path / "model")
+    finally:
+        pipe.precision = "float32"
+    loaded = spacy.load(tmp_path / "model")
+    assert loaded.get_pipe("crf_ner").precision == "bfloat16" and entities(loaded, TEXTS) == expected
+    # Training reads no precision: the same update, weight for weight, under either setting.
+    updated = {}
+    for precision in ("float32", "bfloat16"):
+        nlp = spacy.load(tmp_path / "model")
+        nlp.get_pipe("crf_ner").precision = precision
+        fix_random_seed(1)
+        examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in TRAIN]
+        losses = nlp.update(examples, sgd=Adam(0.01))
+        updated[precision] = (losses["crf_ner"], nlp.get_pipe("crf_ner").model.get_ref("tok2vec").to_bytes())
+    assert updated["float32"] == updated["bfloat16"]
+
+
+def test_bfloat16_warns_on_a_cpu_without_native_bfloat16(monkeypatch, trained):
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    assert _precision.native_bfloat16() is False
+    pipe = trained.get_pipe("crf_ner")
+    with pytest.warns(UserWarning, match="runs emulated on this CPU .* slower than float32"):
+        pipe.precision = "bfloat16"
+    pipe.precision = "float32"
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert _precision.native_bfloat16() is True
+
+
+def test_bfloat16_is_refused_for_a_transformer_tok2vec(tiny_bert):
+    nlp = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1",
+             "tok2vec": {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(tiny_bert)}}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    with pytest.raises(ValueError, match="not for a transformer tok2vec"):
+        nlp.get_pipe("crf_ner").precision = "bfloat16"
+    with pytest.raises(ValueError, match="not for a transformer tok2vec"):
+        spacy.blank("zh").add_pipe("crf_ner", config={"model": model, "precision": "bfloat16"})
