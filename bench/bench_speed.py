@@ -5,14 +5,15 @@ Usage: python bench/bench_speed.py --runs bench/runs/datasets [--runs DIR ...] [
 
 Each RUNS/<dataset> of a bench_datasets.py output with a corpus and our default's seed-0 model
 (RUNS/<dataset>/default/seed0/model-best) is measured: nlp.pipe(batch_size=256) over its test
-texts, best of --repeats, the systems alternating in this one process: ours; ours with every
-matrix product row by row (as before the fixed blocks of 2026-11-27; it rounds differently, the
-table says whether the entities are the same); ours with configs/fast.cfg
-(RUNS/<dataset>/fast/seed0/model-best, where there is one);
+texts, best of --repeats, the systems alternating in this one process: ours (float32); ours with
+crf_ner's precision "bfloat16" (not exact: the table gives its test F1 and the share of test docs
+with the same entities as float32; the row-by-row products this column replaced are in
+bench/HISTORY.md); ours with configs/fast.cfg (RUNS/<dataset>/fast/seed0/model-best, where there is one);
 spaCy's `ner`. spaCy's model is RUNS/<dataset>/spacy/seed0/model-best, or one trained for
 --spacy-steps steps into RUNS/<dataset>/spacy_speed when there is none: its transition-based
 `ner` takes one action per token whatever its weights, so its speed does not depend on how long
-it trained (its accuracy does: this script reports none). Then our time split into stages: the
+it trained (its accuracy does: the F1 column gives that of the model measured, a 200-step one's
+where it was trained here, not spaCy's accuracy). Then our time split into stages: the
 tokenizer, the tok2vec, the encoder, the rest of the pipe's predict (output layer, emission
 batching, the CRF's forward-backward and entity probabilities) and set_annotations.
 
@@ -62,10 +63,12 @@ def main() -> None:
 
 
 def measure(dataset: Path, args) -> dict:
-    """chars/s of ours (fixed-block products, row by row, fast.cfg) and spaCy's `ner`, and our seconds
-    per stage, on dataset's test."""
+    """chars/s and test F1 of ours (float32, and precision "bfloat16"), fast.cfg and spaCy's `ner`, whether
+    bfloat16 tags each doc as float32 does, and our seconds per stage, on dataset's test."""
     import spacy
+    from spacy.scorer import Scorer
     from spacy.tokens import DocBin
+    from spacy.training import Example
 
     corpus = dataset / "corpus"
     spacy_model = dataset / "spacy" / "seed0" / "model-best"
@@ -75,42 +78,44 @@ def measure(dataset: Path, args) -> dict:
             spacy_model.parent.mkdir(parents=True, exist_ok=True)
             config = spacy_ner_config(dataset / "spacy_speed" / "spacy_ner.cfg")
             train(config, corpus, spacy_model.parent, 0, args.spacy_steps, one_thread=True)
-    from spacy_cner.layers import _blas
-
     ours = spacy.load(dataset / "default" / "seed0" / "model-best")
     theirs = spacy.load(spacy_model)
-    texts = [doc.text for doc in DocBin().from_disk(corpus / "test.spacy").get_docs(ours.vocab)]
+    gold = list(DocBin().from_disk(corpus / "test.spacy").get_docs(ours.vocab))
+    texts = [doc.text for doc in gold]
     n_chars = sum(len(text) for text in texts)
-    # name -> (pipeline, whether its products go in fixed blocks where they are invariant).
-    systems = {"ours": (ours, True), "ours, row by row": (ours, False), "spaCy ner": (theirs, True)}
+    # name -> (pipeline, crf_ner's precision for it).
+    systems = {"ours": (ours, "float32"), "ours, bfloat16": (ours, "bfloat16"), "spaCy ner": (theirs, None)}
     fast = dataset / "fast" / "seed0" / "model-best"
     if fast.exists():
-        systems["ours, fast.cfg"] = (spacy.load(fast), True)
+        systems["ours, fast.cfg"] = (spacy.load(fast), "float32")
     seconds = {name: [] for name in systems}
-    entities = {}
-    blocks_checked = _blas._blocks_are_invariant
+    predicted = {}
 
-    def products(blocks: bool) -> None:
-        _blas._blocks_are_invariant = blocks_checked if blocks else (lambda *shape: False)
+    def run(name: str) -> list:
+        nlp, precision = systems[name]
+        if precision is not None:
+            nlp.get_pipe("crf_ner").precision = precision
+        return list(nlp.pipe(texts, batch_size=256))
 
-    for name, (nlp, blocks) in systems.items():
-        products(blocks)
-        list(nlp.pipe(texts[:256], batch_size=256))  # warm up (jieba's dictionary, lazy tables)
+    for name in systems:
+        run(name)  # warm up (jieba's dictionary, lazy tables, the product checks)
     for _ in range(args.repeats):
-        for name, (nlp, blocks) in systems.items():
-            products(blocks)
+        for name in systems:
             start = time.perf_counter()
-            found = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=256)]
+            predicted[name] = run(name)
             seconds[name].append(time.perf_counter() - start)
-            entities[name] = found
-    products(True)
+    ours.get_pipe("crf_ner").precision = "float32"
+    entities = {name: [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs]
+                for name, docs in predicted.items()}
     return {
         "dataset": dataset.name,
         "runs": str(dataset.parent),
         "n_texts": len(texts),
         "n_chars": n_chars,
         "chars_per_s": {name: n_chars / min(times) for name, times in seconds.items()},
-        "rowwise_same_entities": entities["ours"] == entities["ours, row by row"],
+        "f": {name: Scorer.score_spans([Example(doc, ref) for doc, ref in zip(docs, gold)], "ents")["ents_f"]
+              for name, docs in predicted.items()},
+        "bfloat16_same_docs": sum(a == b for a, b in zip(entities["ours"], entities["ours, bfloat16"])) / len(texts),
         "stages": stages(ours, texts, args.repeats),
         "spacy_model": str(spacy_model),
     }
@@ -152,7 +157,7 @@ def torch_threads() -> int:
 
 
 def render(rows: list, args) -> str:
-    """The Markdown section: speeds, ratios and our stage shares per dataset."""
+    """The Markdown section: speeds, ratios, test F1, bfloat16's agreement and our stage shares per dataset."""
     lines = [
         f"### Inference speed against spaCy's `ner` ({datetime.date.today().isoformat()})",
         "",
@@ -162,27 +167,31 @@ def render(rows: list, args) -> str:
         ("One thread (OMP, MKL and OpenBLAS threads 1, torch 1)" if ONE_THREAD else
          f"The libraries' default threads (torch {torch_threads()})")
         + "; nlp.pipe(batch_size=256) over the test texts, "
-        f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg; fast.cfg "
-        "where the runs hold one). Stage shares are ours'.",
+        f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg, in float32 and "
+        "with precision \"bfloat16\"; fast.cfg where the runs hold one). Test F1 of each; \"same docs\": the test "
+        "docs bfloat16 gives the same entities as float32. Stage shares are ours' (float32).",
         "",
-        "| dataset (runs) | texts | chars | ours chars/s | ours, row by row | fast.cfg | spaCy ner "
-        "| ours / spaCy | row by row / spaCy | fast.cfg / spaCy | same entities (blocks, row by row) "
+        "| dataset (runs) | texts | chars | ours chars/s | ours, bfloat16 | fast.cfg | spaCy ner "
+        "| ours / spaCy | bfloat16 / spaCy | fast.cfg / spaCy | F1 ours / bfloat16 / spaCy | bfloat16: same docs "
         "| tokenizer | tok2vec | encoder | rest of predict | set_annotations |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
     ]
     for row in rows:
-        speed, stage = row["chars_per_s"], row["stages"]
+        speed, stage, f = row["chars_per_s"], row["stages"], row["f"]
         total = sum(stage.values())
         shares = " | ".join(f"{stage[k] / total:.0%}" for k in
                             ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations"))
         spacy_speed = speed["spaCy ner"]
         fast = speed.get("ours, fast.cfg")
+        bf16 = speed["ours, bfloat16"]
         lines.append(
             f"| {row['dataset']} ({Path(row['runs']).name}) | {row['n_texts']:,} | {row['n_chars']:,} "
-            f"| {speed['ours']:,.0f} | {speed['ours, row by row']:,.0f} | {f'{fast:,.0f}' if fast else 'n/a'} "
-            f"| {spacy_speed:,.0f} | {speed['ours'] / spacy_speed:.2f}x | {speed['ours, row by row'] / spacy_speed:.2f}x "
-            f"| {f'{fast / spacy_speed:.2f}x' if fast else 'n/a'} | {'yes' if row['rowwise_same_entities'] else 'NO'} "
-            f"| {shares} |"
+            f"| {speed['ours']:,.0f} | {bf16:,.0f} | {f'{fast:,.0f}' if fast else 'n/a'} "
+            f"| {spacy_speed:,.0f} | {speed['ours'] / spacy_speed:.2f}x | {bf16 / spacy_speed:.2f}x "
+            f"| {f'{fast / spacy_speed:.2f}x' if fast else 'n/a'} "
+            f"| {100 * f['ours']:.2f} / {100 * f['ours, bfloat16']:.2f} / {100 * f['spaCy ner']:.2f} "
+            f"| {100 * row['bfloat16_same_docs']:.2f}% | {shares} |"
         )
     return "\n".join(lines) + "\n"
 
