@@ -4,8 +4,9 @@ crf_ner's `precision` setting puts its predictions inside `inference_precision`:
 the torch modules (the BiLSTM, TENER) run under torch's CPU autocast to bfloat16 (their LSTM and
 linear products in bfloat16, the rest in float32; their outputs back in float32), and RowwiseOps'
 fixed-block products (the tok2vec's Maxout, the output layer) multiply bfloat16 copies of their
-inputs and weights, accumulating in float32. Everything else (embeddings, the CRF's decoding and
-probabilities, in float64) is unchanged, and so is training: only predictions read the setting.
+inputs and weights (summed in float32 by the kernels, each result rounded to bfloat16, read back in
+float32). Everything else (embeddings, the CRF's decoding and probabilities, in float64) is unchanged,
+and so is training: only predictions read the setting.
 
 Why bfloat16 and not int8: on CPUs with AMX or AVX512-BF16 (e.g. Intel Xeon since Sapphire Rapids)
 torch runs bfloat16 products natively: on the benchmark machine's Xeon (AMX), 2.9x as fast as float32

@@ -162,7 +162,7 @@ def make_crf_ner(
         Kept in the pipe's cfg: set it on a trained pipe (ner.save_weights = "float16") before
         nlp.to_disk or `spacy package`; a transformer's weights are saved in float16 too.
     precision (str): The products at prediction on the CPU: "float32", or "bfloat16" (the BiLSTM's or
-        TENER's and the tok2vec's products on bfloat16 copies, accumulated in float32; layers/_precision.py):
+        TENER's and the tok2vec's products on bfloat16 copies, each result rounded to bfloat16; layers/_precision.py):
         faster on CPUs with AMX or AVX512-BF16, slower elsewhere (it warns), not exact (bench/bench_speed.py
         measures chars/s, F1 and agreement against float32). Training is unchanged. Kept in the pipe's cfg
         like save_weights; not for a transformer tok2vec (it raises).
