@@ -162,3 +162,19 @@ def test_bfloat16_is_refused_for_a_transformer_tok2vec(tiny_bert):
         nlp.get_pipe("crf_ner").precision = "bfloat16"
     with pytest.raises(ValueError, match="not for a transformer tok2vec"):
         spacy.blank("zh").add_pipe("crf_ner", config={"model": model, "precision": "bfloat16"})
+
+
+@pytest.mark.parametrize("config", ["default", "fast", "char_bigram", "lexicon", "tener"])
+def test_every_cpu_config_predicts_in_bfloat16_near_float32(config, request):
+    """Each shipped CPU config's tagger (BiLSTM, TENER, lexicon adapter, static vectors) runs in bfloat16,
+    its emission scores within bfloat16's rounding of float32's."""
+    from conftest import TRAIN_DATA, small_config_pipeline
+
+    nlp = small_config_pipeline(config, request)
+    pipe = nlp.get_pipe("crf_ner")
+    docs = [nlp.make_doc(text) for text, _ in TRAIN_DATA]
+    exact = emissions(pipe, docs, "float32")
+    rounded = emissions(pipe, docs, "bfloat16")
+    assert any(not numpy.array_equal(r, e) for r, e in zip(rounded, exact))
+    for r, e in zip(rounded, exact):
+        numpy.testing.assert_allclose(r, e, atol=0.05 * max(1.0, float(numpy.abs(e).max())))
