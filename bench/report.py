@@ -741,13 +741,14 @@ QUESTIONS = [
     # Seeds 1-2 of the vectors runs are in the first table's 3-seed means, their source lines there.
     Question("Vectors trained on each small set's own train split against none (seed 0; seeds 1-2 in the first "
              "table's means)", [(name, "") for name in SMALL_VECTORS]),
-    Question("Inference: speed against spaCy's `ner` and against this morning's code (eceb351); load time "
+    Question("Inference: speed against spaCy's `ner` (float32 and precision \"bfloat16\"); load time "
              "and size of the default pipeline; float16 and int8-table weights; matrix products per OpenBLAS kernel "
-             "and row by row (the row products split among torch's threads: "
-             "bench/HISTORY.md, issue 13)",
+             "and row by row (the row products split among torch's threads: bench/HISTORY.md, issue 13); int8 and "
+             "bfloat16 products; bfloat16 on trained pipelines",
              [("speed_one_thread", "one"),
-              ("speed_default_threads", "default (torch 2)"), ("speed_exact_changes", "one"),
-              ("load", "one"), ("weights16", "one"), ("products", "one")],
+              ("speed_default_threads", "default (torch 2)"),
+              ("load", "one"), ("weights16", "one"), ("products", "one"), ("int8", "one"),
+              ("precision_models", "one")],
              "threads"),
     # bench_kernels' dropout and CRF kernels and bench_train_step's Resume steps (2026-11-25) retired to
     # bench/HISTORY.md, "Training steps 22% faster".
