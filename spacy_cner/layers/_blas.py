@@ -153,15 +153,17 @@ def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -
     big, small = BLOCK_ROWS
     n_big = n_rows // big
     n_padded = n_big * big + -(-(n_rows - n_big * big) // small) * small
-    rows = _aligned_zeros((n_padded, width), x.dtype)
-    rows[:n_rows] = x
-    weights = _aligned_zeros((width, n_out), x.dtype)
-    weights[...] = y
-    left, right = torch.from_numpy(rows), torch.from_numpy(weights)
-    if bfloat16:
-        left, right = left.to(torch.bfloat16), right.to(torch.bfloat16)
+    if bfloat16:  # rounded straight into the padded bfloat16 blocks (torch's own allocations are aligned)
+        left = torch.zeros((n_padded, width), dtype=torch.bfloat16)
+        left[:n_rows] = torch.from_numpy(numpy.ascontiguousarray(x))
+        right = torch.from_numpy(numpy.ascontiguousarray(y)).to(torch.bfloat16)
         product = torch.zeros((n_padded, n_out), dtype=torch.bfloat16)
     else:
+        rows = _aligned_zeros((n_padded, width), x.dtype)
+        rows[:n_rows] = x
+        weights = _aligned_zeros((width, n_out), x.dtype)
+        weights[...] = y
+        left, right = torch.from_numpy(rows), torch.from_numpy(weights)
         out = _aligned_zeros((n_padded, n_out), x.dtype)
         product = torch.from_numpy(out)
     starts = [(start, big) for start in range(0, n_big * big, big)]
