@@ -12,7 +12,8 @@ from spacy_cner.layers._precision import inference_precision
 TRAIN = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")]),
          ("王五来自广州", [(0, 2, "PER"), (4, 6, "LOC")])]
 TEXTS = ["张三去了上海", "李四在北京工作", "王五来自广州", "张三在北京", "李四去了广州工作，王五来自上海"]
-SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200}, "encoder": {"width": 16}}
+SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200},
+         "encoder": {"width": 16}}
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +149,14 @@ def test_bfloat16_warns_on_a_cpu_without_native_bfloat16(monkeypatch, trained):
     pipe = trained.get_pipe("crf_ner")
     with pytest.warns(UserWarning, match="runs emulated on this CPU .* slower than float32"):
         pipe.precision = "bfloat16"
+    saved = pipe.to_bytes()
     pipe.precision = "float32"
+    try:
+        with pytest.warns(UserWarning, match="runs emulated on this CPU"):  # a pipe saved with it, loaded here
+            pipe.from_bytes(saved)
+        assert pipe.precision == "bfloat16"
+    finally:
+        pipe.precision = "float32"
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
     assert _precision.native_bfloat16() is True
 

@@ -12,8 +12,9 @@ Why bfloat16 and not int8: on CPUs with AMX or AVX512-BF16 (e.g. Intel Xeon sinc
 torch runs bfloat16 products natively: on the benchmark machine's Xeon (AMX), 2.8x as fast as float32
 for one direction of the default's BiLSTM and 2.1x for the tok2vec's Maxout product, on one thread,
 while its dynamic int8 LSTM ran slower than float32 (1.08x the time) and made a doc's outputs depend
-on its batch (bench/bench_int8.py); end to end, 1.12-1.28x float32's chars/s (bench/bench_speed.py). Without such instructions bfloat16 is emulated and slower than
-float32: crf_ner warns when it is set there.
+on its batch (bench/bench_int8.py); end to end, 1.12-1.28x float32's chars/s (bench/bench_speed.py).
+Without such instructions bfloat16 is emulated and slower than float32: crf_ner warns when it is set,
+or a pipeline saved with it is loaded, there.
 """
 import contextlib
 import contextvars

@@ -419,7 +419,8 @@ class CRFEntityRecognizer(TrainablePipe):
         """The docs' segments decoded (decoding.decode) with the pipe's tags and window, their
         emissions in the pipe's precision."""
         precision = self.precision
-        if precision != "float32" and not isinstance(self.model.ops, NumpyOps) and not self._warned_precision_device:
+        on_cpu = isinstance(self.model.ops, NumpyOps)
+        if precision != "float32" and not on_cpu and not getattr(self, "_warned_precision_device", False):
             self._warned_precision_device = True
             warnings.warn(f"{self.name}: precision {precision!r} applies on the CPU; on this device the model "
                           "predicts in float32.")
@@ -722,9 +723,11 @@ class CRFEntityRecognizer(TrainablePipe):
         return self
 
     def _check_loaded(self, cfg_source: str) -> None:
-        """The loaded cfg fits the model's tags, and its calibration values are possible."""
+        """The loaded cfg fits the model's tags, its calibration values are possible and its precision
+        can run here (check_precision: a bfloat16 pipeline loaded on a CPU without native bfloat16 warns)."""
         check_tag_names(self.model, self.cfg, self.tag_names, cfg_source, self.name)
         check_calibration(self.cfg, cfg_source, self.name)
+        check_precision(self.model, self.precision, self.name)
         explain_labels(self.label_descriptions)
 
 
