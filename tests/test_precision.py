@@ -91,7 +91,8 @@ def test_bfloat16_block_products_are_rounded_products_in_fixed_blocks():
     ops = _blas.RowwiseOps()
     exact = ops.gemm(X, W)
     with inference_precision("bfloat16"):
-        if _blas._bfloat16_blocks(40, 24, X.dtype):  # this machine keeps a row's bfloat16 result in any block
+        # This machine keeps a row's bfloat16 result in any block, or it multiplies in float32.
+        if _blas._blocks_are_invariant(40, 24, X.dtype, bfloat16=True):
             assert numpy.array_equal(ops.gemm(X[7:9], W), ops.gemm(X, W)[7:9])
             assert numpy.array_equal(ops.gemm(X, W), product)
         else:  # float32's products instead
@@ -113,7 +114,7 @@ def test_bfloat16_blocks_that_are_not_row_invariant_run_in_float32_and_say_so(mo
     rng = numpy.random.default_rng(1)
     X, W = rng.standard_normal((100, 12)).astype("f"), rng.standard_normal((12, 7)).astype("f")
     with pytest.warns(UserWarning, match="bfloat16 products of 12 -> 7 .* run in float32"):
-        assert not _blas._bfloat16_blocks(12, 7, X.dtype)
+        assert not _blas._blocks_are_invariant(12, 7, X.dtype, bfloat16=True)
     monkeypatch.setattr(_blas.torch, "mm", multiply)
     with inference_precision("bfloat16"):
         product = _blas.RowwiseOps().gemm(X, W)

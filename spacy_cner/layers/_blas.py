@@ -30,9 +30,9 @@ _POOL: Optional[Tuple[int, ThreadPoolExecutor]] = None
 # 512 rows multiply as fast as 1,024 here (12,000 x 370 @ 370 x 384: 55 ms) and halve the check
 # (_check_blocks: 0.06 s for the default's two shapes on one thread, at the first doc).
 BLOCK_ROWS = (512, 64)
-# (n_in, n_out, dtype, torch's threads[, "bfloat16"]) -> whether a row comes out of torch's fixed-block
-# products the same at any place in either block and on one thread (_blocks_are_invariant, _bfloat16_blocks).
-_INVARIANT: Dict[Tuple, bool] = {}
+# (n_in, n_out, dtype, torch's threads, bfloat16) -> whether a row comes out of torch's fixed-block products
+# the same at any place in either block and on one thread (_blocks_are_invariant).
+_INVARIANT: Dict[Tuple[int, int, str, int, bool], bool] = {}
 
 
 def _forget_pool() -> None:
@@ -94,7 +94,7 @@ class RowwiseOps(NumpyOps):
         else:
             weights = y.T if trans2 else y
             blocks = x.dtype == weights.dtype and x.dtype in FLOATS
-            if blocks and bfloat16_products() and _bfloat16_blocks(*weights.shape, x.dtype):
+            if blocks and bfloat16_products() and _blocks_are_invariant(*weights.shape, x.dtype, bfloat16=True):
                 product = _block_product(x, weights, bfloat16=True)
             elif blocks and _blocks_are_invariant(*weights.shape, x.dtype):
                 product = _block_product(x, weights)
@@ -175,31 +175,24 @@ def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -
     return out[:n_rows]
 
 
-def _bfloat16_blocks(n_in: int, n_out: int, dtype: numpy.dtype) -> bool:
-    """Whether _block_product in bfloat16 is row-invariant here (as _blocks_are_invariant checks it);
-    where it is not, the product runs in float32, said once per shape."""
-    key = (n_in, n_out, numpy.dtype(dtype).str, torch.get_num_threads(), "bfloat16")
-    if key not in _INVARIANT:
-        _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), key[3], bfloat16=True)
-        if not _INVARIANT[key]:
-            warnings.warn(f"bfloat16 products of {n_in} -> {n_out} do not give a row the same result wherever it "
-                          "is batched on this machine: they run in float32 (precision 'bfloat16' saves less here).")
-    return _INVARIANT[key]
-
-
-def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype) -> bool:
-    """Whether _block_product gives a row the same result at every place in both block shapes and
-    on one thread as on torch's current thread count (checked once per shape and thread count).
+def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype, bfloat16: bool = False) -> bool:
+    """Whether _block_product (in bfloat16: of bfloat16 copies) gives a row the same result at every
+    place in both block shapes and on one thread as on torch's current thread count (checked once per
+    shape, precision and thread count).
 
     Random rows are placed at every offset within a SIMD-sized period of the small block and at
     offsets across the big one (its thread partitions included); their results must be bit-equal
     to those of the rows in a small block on one thread. Where they are not, RowwiseOps multiplies
-    row by row instead (exact on any kernel, half as fast).
+    row by row instead (exact on any kernel, half as fast); in bfloat16, in float32 instead, said
+    once per shape.
     """
     threads = torch.get_num_threads()
-    key = (n_in, n_out, numpy.dtype(dtype).str, threads)
+    key = (n_in, n_out, numpy.dtype(dtype).str, threads, bfloat16)
     if key not in _INVARIANT:
-        _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), threads)
+        _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), threads, bfloat16)
+        if bfloat16 and not _INVARIANT[key]:
+            warnings.warn(f"bfloat16 products of {n_in} -> {n_out} do not give a row the same result wherever it "
+                          "is batched on this machine: they run in float32 (precision 'bfloat16' saves less here).")
     return _INVARIANT[key]
 
 

@@ -19,7 +19,7 @@ or a pipeline saved with it is loaded, there.
 import contextlib
 import contextvars
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import torch
 
@@ -75,10 +75,6 @@ def autocast_module(device: torch.device):
     return torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=enabled)
 
 
-def to_float32(value: Any) -> Any:
-    """value with every bfloat16 tensor in it (a tensor, or a tuple or list of them) in float32."""
-    if isinstance(value, torch.Tensor):
-        return value.float() if value.dtype == torch.bfloat16 else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(to_float32(item) for item in value)
-    return value
+def to_float32(value: torch.Tensor) -> torch.Tensor:
+    """A module's output in float32 (the BiLSTM's, TENER's and the lexicon adapter's: one tensor each)."""
+    return value.float() if value.dtype == torch.bfloat16 else value

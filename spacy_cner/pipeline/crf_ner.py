@@ -261,7 +261,6 @@ class CRFEntityRecognizer(TrainablePipe):
             "save_weights": validate_save_weights(save_weights),
             "precision": check_precision(model, precision, name),
         }
-        self._warned_precision_device = False
 
     @property
     def save_weights(self) -> str:
@@ -419,9 +418,7 @@ class CRFEntityRecognizer(TrainablePipe):
         """The docs' segments decoded (decoding.decode) with the pipe's tags and window, their
         emissions in the pipe's precision."""
         precision = self.precision
-        on_cpu = isinstance(self.model.ops, NumpyOps)
-        if precision != "float32" and not on_cpu and not getattr(self, "_warned_precision_device", False):
-            self._warned_precision_device = True
+        if precision != "float32" and not isinstance(self.model.ops, NumpyOps):  # warnings shows it once
             warnings.warn(f"{self.name}: precision {precision!r} applies on the CPU; on this device the model "
                           "predicts in float32.")
         with inference_precision(precision):
