@@ -1,16 +1,21 @@
 """A trained pipeline's model card: what its labels mean, how well each is found, what it was trained on
 and how fast it runs, written into its meta.json as the "notes" that `spacy package` puts in the
 package's README (spacy.cli.package.generate_readme), with "sources" for the training data."""
+import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 import spacy
 import srsly
 from spacy.tokens import DocBin
 
 from .labels import label_descriptions
+
+# Written first into an --output copy: the files the copy holds, so that a later run replaces only
+# a folder this command wrote (and a copy cut short can be written again).
+COPY_MARKER = ".spacy_cner_model_card.json"
 
 
 def write_model_card(
@@ -31,8 +36,10 @@ def write_model_card(
     descriptions (Optional[Mapping[str, str]]): label -> meaning, over the known ones.
     speed_corpus (Optional[Union[str, Path]]): A .spacy file whose texts the pipeline tags once, in one
         process, for the card's characters a second (spaCy's training puts no speed in meta).
-    output (Optional[Union[str, Path]]): Write the card into a copy of the pipeline there (replaced if
-        it exists), leaving model_path as it is (a project's training output); None: in place.
+    output (Optional[Union[str, Path]]): Write the card into a copy of the pipeline there, leaving
+        model_path as it is (a project's training output); None: in place. An existing folder must be
+        empty or an earlier copy of this command's (whose files are then replaced); it must not be
+        model_path, nor lie inside it or hold it.
     RETURNS (Dict[str, Any]): The new meta.
     """
     model_path = Path(model_path)
@@ -40,11 +47,7 @@ def write_model_card(
     if not meta_path.exists():
         raise ValueError(f"{model_path} has no meta.json: expected a pipeline saved by spaCy (nlp.to_disk, spacy train).")
     if output is not None:
-        if Path(output).resolve() == model_path.resolve() or model_path.resolve() in Path(output).resolve().parents:
-            raise ValueError(f"output {output} is the pipeline's folder or inside it: name a folder outside {model_path}.")
-        if Path(output).exists():
-            shutil.rmtree(output)
-        model_path = Path(shutil.copytree(model_path, output))
+        model_path = _copy_pipeline(model_path, Path(output))
         meta_path = model_path / "meta.json"
     nlp = spacy.load(model_path)
     meta = srsly.read_json(meta_path)
@@ -70,6 +73,40 @@ def write_model_card(
     meta["notes"] = "\n\n".join(sections)
     srsly.write_json(meta_path, meta)
     return meta
+
+
+def _copy_pipeline(model_path: Path, output: Path) -> Path:
+    """Copy the pipeline to output, which must be new, empty or this command's earlier copy: nothing
+    else is deleted or overwritten. The marker, written before the files, lists them."""
+    source, target = model_path.resolve(), output.resolve()
+    if target == source or source in target.parents or target in source.parents:
+        where = "is" if target == source else "lies inside" if source in target.parents else "holds"
+        raise ValueError(f"output {output} {where} the pipeline's folder {model_path}: name a folder beside it.")
+    for parent in [target, *target.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"output {output}: {parent} is a file, not a folder: name a folder for the copy.")
+    files = _files(source)
+    if target.exists():
+        present = _files(target)
+        marker = target / COPY_MARKER
+        ours = set(srsly.read_json(marker).get("files", [])) if marker.is_file() else set()
+        foreign = sorted(present - ours - {COPY_MARKER})
+        if foreign:
+            raise ValueError(f"output {output} holds files this command did not write ({', '.join(foreign[:3])}"
+                             f"{', ...' if len(foreign) > 3 else ''}): name a new or empty folder.")
+        for name in sorted(present & ours):  # this command's earlier copy: its files only
+            (target / name).unlink()
+    target.mkdir(parents=True, exist_ok=True)
+    srsly.write_json(target / COPY_MARKER, {"source": str(source), "files": sorted(files - {COPY_MARKER})})
+    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(COPY_MARKER))
+    return output
+
+
+def _files(folder: Path) -> Set[str]:
+    """Every file and link below folder, as paths relative to it (links not followed)."""
+    return {(Path(root) / name).relative_to(folder).as_posix()
+            for root, folders, names in os.walk(folder)
+            for name in [*names, *(f for f in folders if (Path(root) / f).is_symlink())]}
 
 
 def _label_table(name: str, labels: List[str], descriptions: Mapping[str, str], performance: Mapping[str, Any],

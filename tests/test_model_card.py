@@ -125,5 +125,37 @@ def test_model_card_says_how_doc_ents_are_decoded_and_leaves_the_training_output
     assert (path / "meta.json").read_bytes() == before  # the training output is left as it was
     assert srsly.read_json(tmp_path / "card" / "meta.json")["notes"] == meta["notes"]
     assert spacy.load(tmp_path / "card").get_pipe("crf_ner").labels == spacy.load(path).get_pipe("crf_ner").labels
-    with pytest.raises(ValueError, match="inside it"):
+    with pytest.raises(ValueError, match="lies inside the pipeline.s folder"):
         write_model_card(path, output=path / "card")
+
+
+def test_model_card_output_never_deletes_what_it_did_not_write(tmp_path, monkeypatch):
+    """--output names a new folder, an empty one or this command's earlier copy (replaced); the model's
+    parent, '.', the model itself, a file or a folder of other files are refused, each in one line, and
+    left as they were."""
+    path = _trained(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    monkeypatch.chdir(tmp_path)
+    for output in (str(tmp_path), ".", str(path), str(path / "meta.json")):
+        result = CliRunner().invoke(app, ["model-card", str(path), "--output", output])
+        said = " ".join(result.output.split())  # one message, wrapped to the terminal's width
+        assert result.exit_code == 1 and said.count("✘") == 1 and "Traceback" not in said, result.output
+        assert "the pipeline's folder" in said or "is a file" in said
+    others = tmp_path / "others"
+    others.mkdir()
+    (others / "notes.txt").write_text("mine", encoding="utf8")
+    result = CliRunner().invoke(app, ["model-card", str(path), "--output", str(others)])
+    assert result.exit_code == 1 and "holds files this command did not write (notes.txt)" in " ".join(result.output.split())
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == {**before, others / "notes.txt": b"mine"}
+    card = tmp_path / "card"
+    card.mkdir()  # empty: fine
+    write_model_card(path, output=card)
+    (card / "meta.json").write_text("{}", encoding="utf8")
+    (card / "crf_ner" / "cfg").unlink()  # a copy cut short: written again
+    meta = write_model_card(path, output=card)  # its own earlier copy: replaced
+    assert srsly.read_json(card / "meta.json") == meta and (card / "crf_ner" / "cfg").exists()
+    assert spacy.load(card).get_pipe("crf_ner").labels == spacy.load(path).get_pipe("crf_ner").labels
+    (card / "extra.txt").write_text("mine", encoding="utf8")
+    with pytest.raises(ValueError, match="did not write"):
+        write_model_card(path, output=card)
+    assert (card / "extra.txt").read_text(encoding="utf8") == "mine"

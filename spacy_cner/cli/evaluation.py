@@ -123,7 +123,5 @@ def model_card_command(
         write_model_card(model, source_name=source_name, source_url=source_url, source_license=source_license,
                          descriptions=given, speed_corpus=speed_corpus, output=output)
     except (ValueError, OSError) as err:
-        msg.fail("Writing the model card failed")
-        print(err)
-        raise typer.Exit(code=1)
+        msg.fail(f"Writing the model card failed: {err}", exits=1)
     msg.good(f"Wrote the model card to {(output or model) / 'meta.json'}")
