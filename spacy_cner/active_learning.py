@@ -330,6 +330,7 @@ def select(
         raise ValueError(f"density is the exponent of the texts' typicality in the ranking, above 0, with a "
                          f"ranking strategy, got {density} with {strategy!r}.")
     work, errors_path = Path(f"{output}.scores"), Path(f"{output}.errors.jsonl")
+    _check_outputs(input_path, input_format, Path(output), errors_path)
     # OUT, OUT.errors.jsonl and OUT.scores/ may sit in the input folder: never read as input (and the
     # same sources as annotate's, for the resume check).
     sources = input_sources(input_path, input_format, work, exclude=(Path(output), errors_path))
@@ -345,7 +346,8 @@ def select(
                           uncertainty_seed=seed, text_field=text_field, gpu_id=gpu_id,
                           gpus_per_worker=gpus_per_worker, exclude=(Path(output), errors_path))
     except BaseException:
-        if not any(work.glob("*.jsonl")):  # nothing scored to resume from (e.g. the model did not load)
+        # Nothing scored to resume from (e.g. the model did not load): the folder goes, if annotate made it.
+        if (work / STATE_DIR).is_dir() and not any(work.glob("*.jsonl")):
             shutil.rmtree(work, ignore_errors=True)
         raise
     summary = SelectSummary(characters=scored.chars)
@@ -387,6 +389,54 @@ def select(
     summary.seconds = time.perf_counter() - start
     summary.scoring_seconds = scored.seconds - scored.load_seconds
     return summary
+
+
+def _check_outputs(input_path: str, input_format: str, output: Path, errors_path: Path) -> None:
+    """Refuse an output that is a folder or lies below a file, and an output or errors file that is one of
+    the input files, unless select wrote it (a run writing into the input folder, started again)."""
+    from .annotate import find_sources
+
+    for name, path, ours in (("output", output, _is_selection), ("errors file", errors_path, _is_errors_file)):
+        target = path.resolve()
+        if target.is_dir():
+            raise ValueError(f"{name} {path} is a folder: name a file (.jsonl, or .json for Label Studio).")
+        for folder in target.parents:
+            if folder.exists() and not folder.is_dir():
+                raise ValueError(f"{name} {path}: {folder} is a file, not a folder: name another output file.")
+        if target.is_file() and not ours(target):
+            for source in find_sources(input_path, input_format):
+                if source.path.resolve() == target:
+                    raise ValueError(f"{name} {path} is one of the input files: selecting would overwrite it; "
+                                     "name another output file.")
+
+
+def _first_record(path: Path) -> Any:
+    """The first JSON value of a file (a JSON array's first element), None when it holds none; a line
+    that is not JSON comes back as its bytes."""
+    with path.open("rb") as file:
+        line = file.readline().strip()
+    if not line:
+        return None
+    try:
+        value = json.loads(path.read_bytes() if line == b"[" else line)  # "[": Label Studio's JSON array
+    except (ValueError, UnicodeDecodeError):
+        return line
+    return (value[0] if value else None) if isinstance(value, list) else value
+
+
+def _is_selection(path: Path) -> bool:
+    """Whether a file holds select's output (its first record carries select's "select" or "meta"), or nothing."""
+    record = _first_record(path)
+    if record is None:
+        return True
+    info = record.get("select", record.get("meta")) if isinstance(record, dict) else None
+    return isinstance(info, dict) and "strategy" in info and "source" in info
+
+
+def _is_errors_file(path: Path) -> bool:
+    """Whether a file holds select's bad rows (records with an "error"), or nothing."""
+    record = _first_record(path)
+    return record is None or (isinstance(record, dict) and "error" in record)
 
 
 @dataclasses.dataclass

@@ -379,6 +379,36 @@ def test_select_output_inside_the_input_folder_is_never_read_as_input(model_dir,
     assert (again.texts, again.errors) == (6, 1) and out.read_text(encoding="utf8") == written
 
 
+def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(model_dir, tmp_path):
+    """-o naming an input file (or OUT.errors.jsonl being one) is refused, as are -o a folder and -o below a
+    file; OUT.scores/ holding other files is refused and left as it was. Select's own earlier output in
+    the input folder is still replaced (as the test above shows)."""
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    (pool / "a.txt").write_text("\n".join(TEXTS[:3]) + "\n", encoding="utf8")
+    (pool / "b.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS[3:]),
+                                  encoding="utf8")
+    (pool / "c.errors.jsonl").write_text(json.dumps({"text": TEXTS[0]}, ensure_ascii=False) + "\n", encoding="utf8")
+    before = {p: p.read_bytes() for p in pool.iterdir()}
+    for out, said in ((pool / "a.txt", "output .*a.txt is one of the input files"),
+                      (pool / "b.jsonl", "output .*b.jsonl is one of the input files"),
+                      (pool / "c", "errors file .*c.errors.jsonl is one of the input files"),
+                      (pool, "is a folder"), (pool / "a.txt" / "next.jsonl", "a.txt is a file, not a folder")):
+        with pytest.raises(ValueError, match=said):
+            select(str(model_dir), str(pool), 2, out, strategy="entropy")
+    single = subprocess.run([sys.executable, "-m", "spacy_cner", "select", str(model_dir), str(pool / "a.txt"), "-n", "2",
+                             "-o", str(pool / "a.txt"), "-q"], capture_output=True, text=True)
+    assert single.returncode == 1 and "is one of the input files" in " ".join(single.stdout.split())
+    assert "Traceback" not in single.stderr
+    assert {p: p.read_bytes() for p in pool.iterdir()} == before
+    scores = tmp_path / "next.jsonl.scores"
+    scores.mkdir()
+    (scores / "notes.md").write_text("mine", encoding="utf8")
+    with pytest.raises(ValueError, match="holds files annotate did not write"):
+        select(str(model_dir), str(pool), 2, tmp_path / "next.jsonl", strategy="entropy")
+    assert [p.name for p in scores.iterdir()] == ["notes.md"]
+
+
 def test_select_reads_the_text_column_it_is_given(model_dir, tmp_path):
     source = tmp_path / "pool.jsonl"
     source.write_text("".join(json.dumps({"id": i, "content": t}, ensure_ascii=False) + "\n"

@@ -317,6 +317,30 @@ def test_annotate_command(model, tmp_path):
         annotate(str(model), str(tmp_path / "in.txt"), tmp_path / "out4", engine="ray", n_process=2, gpu_id=0)
 
 
+def test_annotate_never_writes_into_an_input_file_or_a_folder_it_did_not_make(model, tmp_path):
+    """The output named as an input file, below a file, or a folder of other files: refused in one line,
+    nothing written; its own earlier folder and an empty one are fine."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("我在北京\n", encoding="utf8")
+    (data / "b.txt").write_text("北京很大\n", encoding="utf8")
+    others = tmp_path / "others"
+    others.mkdir()
+    (others / "a.00000.jsonl").write_text("mine\n", encoding="utf8")
+    for output, said in ((data / "a.txt", "a.txt is a file, not a folder"),
+                         (data / "a.txt" / "out", "a.txt is a file, not a folder"),
+                         (others, "holds files annotate did not write")):
+        result = runner.invoke(app, ["annotate", str(model), str(data), str(output), "-q"])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 1 and said in text and text.count("✘") == 1, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert (data / "a.txt").read_text(encoding="utf8") == "我在北京\n" and sorted(p.name for p in data.iterdir()) == ["a.txt", "b.txt"]
+    assert [p.name for p in others.iterdir()] == ["a.00000.jsonl"]
+    (tmp_path / "empty").mkdir()
+    assert annotate(str(model), str(data), tmp_path / "empty").docs == 2
+    assert annotate(str(model), str(data), tmp_path / "empty").shards_skipped == 2
+
+
 ray = pytest.importorskip("ray", reason="the Ray engine tests need Ray Data: pip install 'spacy-cner[ray]' (CI installs it)")
 
 

@@ -845,3 +845,14 @@ def test_fuzz_random_files_keep_texts_and_entities(tmp_path_factory, data):
     ]
     # Each character is a token (character offsets equal token offsets)
     assert all(len(doc) == len(doc.text) for doc in docs)
+
+
+def test_cli_convert_refuses_to_write_over_its_input(tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_cner.cli import app
+
+    path = write(tmp_path, BMES, name="train.spacy")
+    result = CliRunner().invoke(app, ["convert", str(path), str(path), "-f", "chars"])
+    assert result.exit_code == 1 and "is the input file" in " ".join(result.output.split())
+    assert path.read_text(encoding="utf8") == BMES

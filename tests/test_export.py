@@ -131,3 +131,12 @@ def test_doccano_ids_come_back_through_convert_and_export(tmp_path):
     assert result.exit_code == 0, result.output
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text("utf8").splitlines()]
     assert written == records
+
+
+def test_cli_export_refuses_to_write_over_its_input(tmp_path):
+    docs, _ = convert_file(write(tmp_path, BMES))
+    DocBin(docs=docs).to_disk(tmp_path / "corpus.spacy")
+    before = (tmp_path / "corpus.spacy").read_bytes()
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "corpus.spacy"), str(tmp_path / "corpus.spacy")])
+    assert result.exit_code == 1 and "is the input file" in " ".join(result.output.split())
+    assert (tmp_path / "corpus.spacy").read_bytes() == before

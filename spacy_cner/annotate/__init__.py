@@ -41,7 +41,7 @@ from .msgpack_hooks import msgpack_hooks_looked_up_once
 from .outputs import ShardWriter
 from .ray_engine import RayAnnotator, annotate_ray
 from .records import doc_record, error_record, scores_key
-from .resume import STATE_DIR, check_settings, model_fingerprint
+from .resume import STATE_DIR, check_output_folder, check_settings, model_fingerprint
 
 __all__ = [
     "annotate", "AnnotateJob", "Summary", "ENGINES", "INPUT_FORMATS", "OUTPUT_FORMATS", "TABLE_FORMATS", "STATE_DIR",
@@ -106,6 +106,7 @@ def annotate(
         names = ", ".join(name for name, given in unused.items() if given)
         hint = "add --engine ray" if engine == "local" else "use --workers and --gpus-per-worker"
         raise ValueError(f"{names} {'is' if names.count(',') == 0 else 'are'} not used by the {engine} engine: {hint}.")
+    check_output_folder(Path(output_dir))
     # The output folder may sit inside the input folder: its shards are never input.
     sources = input_sources(input_path, input_format, Path(output_dir), exclude)
     _require_pyarrow(sources, output_format)

@@ -15,6 +15,19 @@ from .job import OUTPUT_FORMATS
 STATE_DIR = ".annotate"
 
 
+def check_output_folder(output_dir: Path) -> None:
+    """Refuse an output folder annotate cannot make (a file, or below one: an input file named as the
+    output, say) or did not write (files there and no STATE_DIR): its shards could overwrite them."""
+    target = Path(output_dir).resolve()
+    for folder in [target, *target.parents]:
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"output {output_dir}: {folder} is a file, not a folder: annotate writes a folder "
+                             "of shards; name a new folder.")
+    if target.is_dir() and not (target / STATE_DIR).is_dir() and any(target.iterdir()):
+        raise ValueError(f"output {output_dir} holds files annotate did not write (no {STATE_DIR}/ in it): "
+                         "name a new or empty folder, so that nothing there is overwritten.")
+
+
 def check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
     """Refuse to resume into an output folder written with other settings: its shards would not match.
     Settings with no shard written yet (a run that failed at its start) bind nothing: replaced."""

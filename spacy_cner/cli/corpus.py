@@ -53,6 +53,8 @@ def convert_command(
     """Convert a character-level NER file into a spaCy DocBin (.spacy), one Doc per sentence."""
     if output_path.is_dir():
         output_path = output_path / f"{output_name(input_path)}.spacy"
+    if output_path.resolve() == input_path.resolve():
+        msg.fail(f"The output {output_path} is the input file: name another, so that the input is kept.", exits=1)
     stats = ConversionStats(path=str(input_path))
     # user_data: the records' ids, which `export --format doccano` writes back.
     doc_bin = DocBin(attrs=["ORTH", "ENT_IOB", "ENT_TYPE"], store_user_data=True)
@@ -138,6 +140,8 @@ def export_command(
 
     from ..corpus.export import export_docs
 
+    if output_path.resolve() == input_path.resolve():
+        msg.fail(f"The output {output_path} is the input file: name another, so that the input is kept.", exits=1)
     docs = DocBin().from_disk(input_path).get_docs(Vocab())
     output_path.parent.mkdir(parents=True, exist_ok=True)
     try:
