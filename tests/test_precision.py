@@ -1,4 +1,9 @@
 """crf_ner's precision setting: its products at prediction on the CPU in float32 or bfloat16."""
+import os
+import subprocess
+import sys
+import warnings
+
 import numpy
 import pytest
 import spacy
@@ -14,6 +19,12 @@ TRAIN = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("李四在北�
 TEXTS = ["张三去了上海", "李四在北京工作", "王五来自广州", "张三在北京", "李四去了广州工作，王五来自上海"]
 SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200},
          "encoder": {"width": 16}}
+# The tests of bfloat16's own products; the fallback's tests below run on every CPU.
+needs_bfloat16 = pytest.mark.skipif(
+    not _precision.bfloat16_runs(),
+    reason="this CPU cannot run torch's bfloat16 LSTM (no AVX512): crf_ner predicts in float32 here "
+    "(test_bfloat16_where_the_cpu_cannot_run_it_predicts_in_float32)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +58,7 @@ def test_precision_is_validated_and_float32_by_default(trained):
         spacy.blank("zh").add_pipe("crf_ner", config={"model": SMALL, "precision": "float16"})
 
 
+@needs_bfloat16
 def test_bfloat16_rounds_the_products_and_keeps_the_entities(trained):
     """bfloat16 emissions are near float32's, not equal (the products were rounded), and give the same
     entities; float32 comes back exactly once set again."""
@@ -66,6 +78,7 @@ def test_bfloat16_rounds_the_products_and_keeps_the_entities(trained):
     assert all(numpy.array_equal(a, b) for a, b in zip(emissions(pipe, docs, "float32"), exact))
 
 
+@needs_bfloat16
 def test_bfloat16_predicts_a_doc_alike_alone_and_in_a_batch(trained):
     pipe = trained.get_pipe("crf_ner")
     docs = [trained.make_doc(text) for text in TEXTS]
@@ -80,6 +93,7 @@ def test_bfloat16_predicts_a_doc_alike_alone_and_in_a_batch(trained):
         numpy.testing.assert_allclose(a, b, atol=1e-2 * float(numpy.abs(b).max()))
 
 
+@needs_bfloat16
 def test_bfloat16_block_products_are_rounded_products_in_fixed_blocks():
     rng = numpy.random.default_rng(0)
     X, W = rng.standard_normal((600, 40)).astype("f"), rng.standard_normal((40, 24)).astype("f")
@@ -144,6 +158,7 @@ def test_precision_is_saved_with_the_pipe_and_training_is_unchanged(trained, tmp
 
 
 def test_bfloat16_warns_on_a_cpu_without_native_bfloat16(monkeypatch, trained):
+    monkeypatch.setattr(_precision, "bfloat16_runs", lambda: True)  # emulated, as with AVX512 but no BF16
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     assert _precision.native_bfloat16() is False
@@ -173,6 +188,7 @@ def test_bfloat16_is_refused_for_a_transformer_tok2vec(tiny_bert):
         spacy.blank("zh").add_pipe("crf_ner", config={"model": model, "precision": "bfloat16"})
 
 
+@needs_bfloat16
 @pytest.mark.parametrize("config", ["default", "fast", "char_bigram", "lexicon", "tener"])
 def test_every_cpu_config_predicts_in_bfloat16_near_float32(config, request):
     """Each shipped CPU config's tagger (BiLSTM, TENER, lexicon adapter, static vectors) runs in bfloat16,
@@ -187,3 +203,54 @@ def test_every_cpu_config_predicts_in_bfloat16_near_float32(config, request):
     assert any(not numpy.array_equal(r, e) for r, e in zip(rounded, exact))
     for r, e in zip(rounded, exact):
         numpy.testing.assert_allclose(r, e, atol=0.05 * max(1.0, float(numpy.abs(e).max())))
+
+
+def test_bfloat16_where_the_cpu_cannot_run_it_predicts_in_float32(monkeypatch, trained, tmp_path):
+    """Where torch cannot run a bfloat16 LSTM (an AVX2-only CPU; forced here, so that it is tested on any
+    CPU): setting bfloat16 warns in one line, predictions are float32's exactly, and a pipeline saved with
+    bfloat16 loads, warns and predicts as float32, its setting kept."""
+    monkeypatch.setattr(_precision, "bfloat16_runs", lambda: False)
+    pipe = trained.get_pipe("crf_ner")
+    docs = [trained.make_doc(text) for text in TEXTS]
+    exact, found = emissions(pipe, docs, "float32"), entities(trained, TEXTS)
+    try:
+        with pytest.warns(UserWarning, match=r"crf_ner: precision 'bfloat16' cannot run on this CPU .*"
+                                             "predictions run in float32 here") as caught:
+            pipe.precision = "bfloat16"
+        assert len(caught) == 1 and "\n" not in str(caught[0].message)
+        assert all(numpy.array_equal(a, b) for a, b in zip(pipe._decode(docs, best_path=False).emissions, exact))
+        assert entities(trained, TEXTS) == found
+        trained.to_disk(tmp_path / "model")
+    finally:
+        pipe.precision = "float32"
+    with pytest.warns(UserWarning, match="cannot run on this CPU"):
+        loaded = spacy.load(tmp_path / "model")
+    assert loaded.get_pipe("crf_ner").precision == "bfloat16" and entities(loaded, TEXTS) == found
+
+
+def test_bfloat16_runs_is_a_probe_of_this_cpu_not_a_guess(trained, tmp_path):
+    """The probe runs torch's bfloat16 LSTM: with oneDNN held to AVX2 (as on an AVX2-only CPU) it fails,
+    and a pipeline saved with bfloat16 still loads and predicts, in float32."""
+    pipe = trained.get_pipe("crf_ner")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe.precision = "bfloat16"
+        try:
+            trained.to_disk(tmp_path / "model")
+        finally:
+            pipe.precision = "float32"
+    code = ("import json, spacy, warnings\n"
+            "from spacy_cner.layers._precision import bfloat16_runs\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always')\n"
+            f"    nlp = spacy.load({str(tmp_path / 'model')!r})\n"
+            f"    ents = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in {TEXTS!r}]\n"
+            "print(json.dumps([bfloat16_runs(), [str(w.message) for w in caught], ents]))\n")
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    runs, said, found = __import__("json").loads(result.stdout.splitlines()[-1])
+    if runs:
+        pytest.skip("oneDNN here ignores ONEDNN_MAX_CPU_ISA (not an x86 build)")
+    assert any("cannot run on this CPU" in message for message in said)
+    assert [[tuple(e) for e in doc] for doc in found] == entities(trained, TEXTS)

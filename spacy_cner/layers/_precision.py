@@ -14,10 +14,14 @@ for one direction of the default's BiLSTM and 2.1x for the tok2vec's Maxout prod
 while its dynamic int8 LSTM ran slower than float32 (1.08x the time) and made a doc's outputs depend
 on its batch (bench/bench_int8.py); end to end, 1.12-1.28x float32's chars/s (bench/bench_speed.py).
 Without such instructions bfloat16 is emulated and slower than float32: crf_ner warns when it is set,
-or a pipeline saved with it is loaded, there.
+or a pipeline saved with it is loaded, there. Without AVX512 (an AVX2-only CPU, e.g. AMD EPYC before
+Zen 4) torch cannot run a bfloat16 LSTM at all (oneDNN: "could not create a primitive descriptor for the
+LSTM forward propagation primitive"): there the setting is kept but predictions run in float32, with a
+warning (`bfloat16_runs` tries it once per process).
 """
 import contextlib
 import contextvars
+import functools
 import warnings
 from typing import Iterator, Optional
 
@@ -36,8 +40,12 @@ def validate_precision(value: str) -> str:
 
 @contextlib.contextmanager
 def inference_precision(precision: str) -> Iterator[None]:
-    """Within this block, predictions on the CPU multiply in this precision (see the module)."""
-    token = _PRECISION.set(validate_precision(precision))
+    """Within this block, predictions on the CPU multiply in this precision (see the module); bfloat16
+    where this CPU cannot run it (bfloat16_runs) is float32."""
+    precision = validate_precision(precision)
+    if precision == "bfloat16" and not bfloat16_runs():
+        precision = "float32"
+    token = _PRECISION.set(precision)
     try:
         yield
     finally:
@@ -58,9 +66,33 @@ def native_bfloat16() -> Optional[bool]:
     return any(bool(probe()) for probe in probes if probe is not None)
 
 
-def warn_if_emulated(precision: str, name: str) -> None:
-    """Warn, when precision is bfloat16 and this CPU has no native bfloat16 products, that it is slower."""
-    if precision == "bfloat16" and native_bfloat16() is False:
+@functools.lru_cache(maxsize=None)
+def bfloat16_runs() -> bool:
+    """Whether torch runs the encoders' products in bfloat16 on this CPU: a tiny bidirectional LSTM under
+    CPU autocast, tried once per process. oneDNN has no bfloat16 LSTM without AVX512 (it raises at every
+    shape), whatever the CPU's flags say: only running it tells (ONEDNN_MAX_CPU_ISA=AVX2 shows it on
+    any x86 CPU)."""
+    lstm = torch.nn.LSTM(4, 4, batch_first=True, bidirectional=True)
+    try:
+        with torch.no_grad(), torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            lstm(torch.zeros(1, 3, 4))
+    except (RuntimeError, NotImplementedError):
+        return False
+    return True
+
+
+def warn_where_slower(precision: str, name: str) -> None:
+    """Warn, when precision is bfloat16, on a CPU that cannot run it (predictions in float32 there) or
+    has no native bfloat16 products (slower than float32)."""
+    if precision != "bfloat16":
+        return
+    if not bfloat16_runs():
+        warnings.warn(
+            f"{name}: precision 'bfloat16' cannot run on this CPU (torch has no bfloat16 LSTM without AVX512): "
+            f"predictions run in float32 here (the setting is kept for CPUs with AMX or AVX512-BF16).",
+            stacklevel=3,
+        )
+    elif native_bfloat16() is False:
         warnings.warn(
             f"{name}: precision 'bfloat16' runs emulated on this CPU (no AMX or AVX512-BF16), slower than "
             f"float32. Set nlp.get_pipe({name!r}).precision = 'float32' here.",

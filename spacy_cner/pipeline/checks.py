@@ -9,7 +9,7 @@ from spacy.training import Example
 from thinc.api import Model
 
 from ..robustness.entity_attention import gold_layers_out_of_reach, takes_gold
-from ..layers._precision import validate_precision, warn_if_emulated
+from ..layers._precision import validate_precision, warn_where_slower
 from ..layers._torch import torch_module
 
 # The least probability a span is scored at (candidate_threshold, ents_threshold): the spans at least
@@ -43,7 +43,8 @@ def check_vectors(nlp: Language, name: str) -> None:
 def check_precision(model: Model, precision: str, name: str) -> str:
     """The pipe's precision setting, validated: "bfloat16" raises for a model with a transformer (its
     products are not the ones layers._precision rounds; on a GPU, set the transformer's
-    mixed_precision instead) and warns on a CPU that has no native bfloat16 products."""
+    mixed_precision instead) and warns on a CPU that has no native bfloat16 products, or cannot run
+    them (it predicts in float32 there)."""
     validate_precision(precision)
     if precision != "float32":
         if any(node.maybe_get_ref("transformer") is not None for node in model.walk()):
@@ -52,7 +53,7 @@ def check_precision(model: Model, precision: str, name: str) -> str:
                 "the tok2vec's products), not for a transformer tok2vec. Keep precision 'float32'; on a GPU, "
                 "set the transformer's mixed_precision = true instead."
             )
-        warn_if_emulated(precision, name)
+        warn_where_slower(precision, name)
     return precision
 
 

@@ -163,7 +163,8 @@ def make_crf_ner(
         nlp.to_disk or `spacy package`; a transformer's weights are saved in float16 too.
     precision (str): The products at prediction on the CPU: "float32", or "bfloat16" (the BiLSTM's or
         TENER's and the tok2vec's products on bfloat16 copies, each result rounded to bfloat16; layers/_precision.py):
-        faster on CPUs with AMX or AVX512-BF16, slower elsewhere (it warns), not exact (bench/bench_speed.py
+        faster on CPUs with AMX or AVX512-BF16, slower elsewhere (it warns), float32 where torch cannot run it
+        (no AVX512: it warns), not exact (bench/bench_speed.py
         measures chars/s, F1 and agreement against float32). Training is unchanged. Kept in the pipe's cfg
         like save_weights; not for a transformer tok2vec (it raises).
     """
