@@ -170,7 +170,9 @@ def reads_own_vectors(config: Path, extra: tuple) -> bool:
     text = config.read_text(encoding="utf8")
     static = any(o.endswith("static_vectors=true") for o in extra) or (
         "static_vectors = true" in text and not any(o.endswith("static_vectors=false") for o in extra))
-    return static and not any(o.startswith("--paths.vectors=") for o in extra)
+    # A config whose [initialize.before_init] brings pretrained vectors (spacy-cner.lac_vectors.v1) reads those.
+    brings_own = "spacy-cner.lac_vectors" in text
+    return static and not brings_own and not any(o.startswith("--paths.vectors=") for o in extra)
 
 
 def train_own_vectors(train: Path, out: Path, seed: int) -> float:

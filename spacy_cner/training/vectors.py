@@ -13,7 +13,7 @@ import time
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy
 import spacy
@@ -89,12 +89,15 @@ def stable_hash(text: str) -> int:
 
 
 def train_char_bigram_vectors(
-    texts: Sequence[str], settings: Optional[VectorSettings] = None
+    texts: Sequence[str], settings: Optional[VectorSettings] = None, fixed: Optional[Mapping[str, numpy.ndarray]] = None
 ) -> Tuple[List[str], numpy.ndarray, Dict[str, int]]:
     """Skip-gram vectors of the characters and of the bigrams of texts.
 
     texts (Sequence[str]): The texts, read twice (as characters, then as bigrams).
     settings (Optional[VectorSettings]): word2vec's settings (defaults when None).
+    fixed (Optional[Mapping[str, numpy.ndarray]]): Vectors (of settings.width) that keys of the texts
+        keep: they start there and are locked (gensim's vectors_lockf 0), so that the other keys are
+        learnt in their space (pretrained vectors completed for a corpus's own characters).
     RETURNS (Tuple[List[str], numpy.ndarray, Dict[str, int]]): The keys (characters, then bigrams),
         their vectors (n_keys, width) float32, and how many of each kind.
     """
@@ -119,7 +122,7 @@ def train_char_bigram_vectors(
             counts[kind] = 0
             continue
         try:
-            wv = Word2Vec(sentences, **gensim_settings).wv
+            wv = _word2vec(sentences, gensim_settings, fixed)
         except RuntimeError as err:  # gensim: "you must first build vocabulary before training the model"
             raise ValueError(
                 f"No {kind.split('_')[0]} occurs {settings.min_count} times in the texts: lower min_count."
@@ -128,6 +131,28 @@ def train_char_bigram_vectors(
         rows.append(numpy.asarray(wv.vectors, dtype="float32"))
         counts[kind] = len(wv.index_to_key)
     return keys, numpy.vstack(rows), counts
+
+
+def _word2vec(sentences: List[List[str]], gensim_settings: Dict, fixed: Optional[Mapping[str, numpy.ndarray]]):
+    """The trained KeyedVectors of sentences; keys in fixed start at and keep their vectors."""
+    from gensim.models import Word2Vec
+
+    if not fixed:
+        return Word2Vec(sentences, **gensim_settings).wv
+    model = Word2Vec(**gensim_settings)
+    model.build_vocab(sentences)
+    wv = model.wv
+    lockf = numpy.ones(len(wv.index_to_key), dtype="float32")
+    for index, key in enumerate(wv.index_to_key):
+        vector = fixed.get(key)
+        if vector is not None:
+            if vector.shape != (wv.vector_size,):
+                raise ValueError(f"The fixed vector of {key!r} has shape {vector.shape}, expected ({wv.vector_size},).")
+            wv.vectors[index] = vector
+            lockf[index] = 0.0
+    wv.vectors_lockf = lockf
+    model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
+    return wv
 
 
 def vectors_pipeline(keys: Sequence[str], vectors: numpy.ndarray, lang: str = "zh") -> spacy.language.Language:

@@ -1,0 +1,65 @@
+"""`pretrained fetch` and `pretrained vectors`: Baidu LAC's weights from its PyPI sdist, hash-checked."""
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ._app import app, msg
+
+pretrained_app = typer.Typer(help="Pretrained Chinese weights read from Baidu LAC's PyPI sdist (Apache-2.0).",
+                             no_args_is_help=True)
+app.add_typer(pretrained_app, name="pretrained")
+
+SDIST_HELP = "A local copy of LAC-2.1.2.tar.gz (checked by sha256); default: fetched through pip's index, cached."
+
+
+@pretrained_app.command("fetch")
+def fetch_command(sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP)) -> None:
+    """Fetch (or check) LAC's sdist and print where it is: the cache later commands and trainings read."""
+    from ..pretrained.lac import open_lac
+    from ..pretrained.vectors import download_progress
+
+    try:
+        lac = open_lac(sdist, progress=download_progress())
+    except (ValueError, RuntimeError, OSError) as err:
+        msg.fail(str(err), exits=1)
+    msg.good(f"LAC 2.1.2 (Apache-2.0): {lac.path}")
+
+
+@pretrained_app.command("vectors")
+def vectors_command(
+    output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors)."),
+    train_path: Optional[Path] = typer.Option(None, "--train", exists=True, dir_okay=False,
+                                              help="The train split (.spacy): its characters and bigrams LAC lacks are added (see --missing)."),
+    text: Optional[List[Path]] = typer.Option(None, "--text", "-t", exists=True, dir_okay=False,
+                                              help="Also unlabeled text of the domain, one per line (repeatable)."),
+    missing: str = typer.Option("trained", "--missing", help="none: LAC's keys only; trained: the corpus's other keys learnt in LAC's space; concat: self-trained vectors beside LAC's."),
+    sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP),
+    seed: int = typer.Option(0, "--seed", help="word2vec's seed (trained, concat)."),
+) -> None:
+    """Write LAC's character and bigram vectors (128-d) as a vectors pipeline, for --paths.vectors."""
+    import spacy
+
+    from ..pretrained.lac import open_lac
+    from ..pretrained.vectors import MISSING, combine, credit, download_progress, lac_table, shared_vectors
+    from ..training.vectors import VectorSettings, read_texts
+
+    if missing not in MISSING:
+        msg.fail(f"--missing must be one of {', '.join(MISSING)}, got {missing!r}.", exits=1)
+    sources = ([train_path] if train_path else []) + list(text or [])
+    if missing != "none" and not sources:
+        msg.fail(f"--missing {missing} learns the keys of a corpus: pass --train (and/or --text), or --missing none.", exits=1)
+    if output_path.exists() and (not output_path.is_dir() or any(output_path.iterdir())):
+        msg.fail(f"{output_path} exists and is not an empty folder: choose a new output folder.", exits=1)
+    try:
+        texts = [line for path in sources for line in read_texts(path)]
+        lac = open_lac(sdist, progress=download_progress())
+        keys, rows, data, counts = combine(*lac_table(lac), texts, missing, VectorSettings(seed=seed))
+    except (ValueError, RuntimeError, OSError) as err:
+        msg.fail(str(err), exits=1)
+    nlp = spacy.blank("zh")
+    nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data, f"zh_lac_{missing}.vectors")
+    credit(nlp)
+    nlp.to_disk(output_path)
+    msg.good(f"{len(keys):,} keys ({counts['lac_keys']:,} LAC's, {counts['added_keys']:,} added), {len(data):,} rows "
+             f"of width {data.shape[1]}: {output_path}")

@@ -1,0 +1,144 @@
+"""Fetch a package's source distribution from pip's own package index, hash-checked and cached.
+
+Pretrained weights reach machines that can only reach a package registry inside sdists (Baidu's
+LAC). `pip download` cannot get one without running its setup.py (LAC's imports pkg_resources and
+fails on a current setuptools), so pip's index machinery finds the file instead (the index URLs,
+extra index URLs, find-links, certificates and proxies of the user's pip configuration, nothing
+written here) and pip's session downloads it: no code of the package runs. The file is checked
+against the sha256 and size we expect before it is used, and kept in a user cache folder. A
+machine without a registry passes a local copy of the tarball (checked the same way).
+"""
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+# Environment variable naming the cache folder (default: $XDG_CACHE_HOME/spacy_cner or ~/.cache/spacy_cner).
+CACHE_ENV = "SPACY_CNER_CACHE"
+
+
+@dataclass(frozen=True)
+class Sdist:
+    """A source distribution we read weights from: its project, version, file name, sha256 and size."""
+
+    project: str
+    version: str
+    filename: str
+    sha256: str
+    size: int
+
+
+def cache_dir() -> Path:
+    """The folder fetched files are kept in ($SPACY_CNER_CACHE, else the user's cache folder)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "spacy_cner"
+
+
+def sha256_of(path: Union[str, Path]) -> str:
+    """The sha256 of a file, read in 1 MB blocks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_file(path: Union[str, Path], sdist: Sdist) -> Path:
+    """path if it is sdist's file (size and sha256), else a ValueError naming it and what differs."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (expected {sdist.filename}).")
+    size = path.stat().st_size
+    if size != sdist.size:
+        raise ValueError(f"{path}: {size:,} bytes, expected {sdist.size:,} ({sdist.filename}). Delete it and fetch again.")
+    found = sha256_of(path)
+    if found != sdist.sha256:
+        raise ValueError(f"{path}: sha256 {found}, expected {sdist.sha256} ({sdist.filename}). Delete it and fetch again.")
+    return path
+
+
+def fetch_sdist(
+    sdist: Sdist,
+    local: Optional[Union[str, Path]] = None,
+    cache: Optional[Union[str, Path]] = None,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Path:
+    """The path of sdist's checked tarball: local when given, else the cached copy, else downloaded
+    through pip's index into the cache.
+
+    sdist (Sdist): What to fetch.
+    local (Optional[Union[str, Path]]): A copy of the tarball on this machine (checked, not copied).
+    cache (Optional[Union[str, Path]]): The cache folder (default: cache_dir()).
+    progress (Optional[Callable[[int, int], None]]): Called with (bytes so far, total) while downloading.
+    RETURNS (Path): The checked file.
+    """
+    if local is not None:
+        return check_file(local, sdist)
+    folder = Path(cache) if cache is not None else cache_dir()
+    target = folder / sdist.filename
+    if target.exists():
+        return check_file(target, sdist)
+    url = find_url(sdist)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(prefix=sdist.filename + ".", suffix=".part", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            _download(url, file, sdist.size, progress)
+        check_file(partial, sdist)
+        os.replace(partial, target)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return target
+
+
+def find_url(sdist: Sdist) -> str:
+    """The URL of sdist's file on the package index pip is configured to use (pip's PackageFinder)."""
+    try:
+        from pip._internal.commands import create_command
+        from pip._vendor.packaging.specifiers import SpecifierSet
+    except ImportError as err:  # pragma: no cover - pip is in every virtualenv
+        raise RuntimeError(f"Finding {sdist.filename} needs pip; or pass a local copy of the tarball.") from err
+    command = create_command("download")
+    options, _ = command.parse_args(["--no-deps", "--no-binary", ":all:", f"{sdist.project}=={sdist.version}"])
+    with command.main_context():
+        session = command.get_default_session(options)
+        finder = command._build_package_finder(options=options, session=session)
+        result = finder.find_best_candidate(sdist.project, SpecifierSet(f"=={sdist.version}"))
+    for candidate in result.iter_applicable():
+        if candidate.link.filename.lower() == sdist.filename.lower():
+            return candidate.link.url
+    raise RuntimeError(
+        f"{sdist.filename} ({sdist.project}=={sdist.version}) is not on the package index pip uses here "
+        f"(`pip config list` shows it). Download it where it is reachable and pass the local file "
+        f"(--sdist PATH), or set {CACHE_ENV} to a folder holding it."
+    )
+
+
+def _download(url: str, file, total: int, progress: Optional[Callable[[int, int], None]]) -> None:
+    """Write url's bytes to file through pip's session (its certificates, proxies, retries)."""
+    if url.startswith("file:"):
+        from pip._internal.utils.urls import url_to_path
+
+        with open(url_to_path(url), "rb") as source:
+            shutil.copyfileobj(source, file)
+        return
+    from pip._internal.commands import create_command
+
+    command = create_command("download")
+    options, _ = command.parse_args([])
+    with command.main_context():
+        session = command.get_default_session(options)
+        response = session.get(url, stream=True, headers={"Accept-Encoding": "identity"})
+        response.raise_for_status()
+        done = 0
+        for block in response.iter_content(1 << 20):
+            file.write(block)
+            done += len(block)
+            if progress is not None:
+                progress(done, total)

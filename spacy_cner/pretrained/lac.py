@@ -1,0 +1,175 @@
+"""Baidu's LAC (lexical analysis of Chinese, Apache-2.0) read from its PyPI sdist: vocabularies and tensors.
+
+Only the files named in MEMBERS are read, straight out of the tarball (nothing is extracted and no
+code of the package runs), each checked for its shape and dtype; the tarball itself is checked by
+sha256 first (fetch.py). What is read:
+- `lac_model/conf/word.dic`: `id<TAB>token` lines, ids 0..58223 in order: single characters, then
+  words (the tagger reads words the segmenter finds that are in it as one id), `OOV` last;
+- `lac_model/conf/q2b.dic`: `from<TAB>to` lines, the replacement LAC applies to each word (or
+  character) before looking it up: full-width forms to half-width, traditional to simplified;
+- `lac_model/model/word_emb`: float32 [58224, 128], the tagger's input embedding of each id.
+"""
+import tarfile
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+
+from .fetch import Sdist, fetch_sdist
+from .paddle_tensor import read_tensor
+
+LAC_SDIST = Sdist(
+    project="lac",
+    version="2.1.2",
+    filename="LAC-2.1.2.tar.gz",
+    sha256="22fcde0d5082d2044205ea6f6a7a9cd1f0d63e7b21b2dd5c9c73f27e7c0a3ef1",
+    size=64_818_010,
+)
+# What the pipelines built from it say about where their weights come from.
+LAC_CREDIT = {
+    "name": "LAC (Lexical Analysis of Chinese) 2.1.2, Baidu",
+    "url": "https://github.com/baidu/lac",
+    "license": "Apache-2.0",
+    "files": "LAC/lac_model/model/word_emb, LAC/lac_model/conf/word.dic, LAC/lac_model/conf/q2b.dic",
+}
+ROOT = "LAC-2.1.2/LAC/"
+WORD_DIC = "lac_model/conf/word.dic"
+Q2B_DIC = "lac_model/conf/q2b.dic"
+WORD_EMB = "lac_model/model/word_emb"
+VOCAB_SIZE = 58224
+EMB_WIDTH = 128
+OOV = "OOV"
+
+
+class LacFiles:
+    """The LAC files of one checked sdist, read on demand (each file once).
+
+    sdist (Union[str, Path]): The tarball (see open_lac for fetching it).
+    """
+
+    def __init__(self, sdist: Union[str, Path]):
+        self.path = Path(sdist)
+        self._read: Dict[str, bytes] = {}
+
+    def read(self, *names: str) -> List[bytes]:
+        """The bytes of the files (paths under LAC/), in one pass over the tarball."""
+        wanted = {ROOT + name: name for name in names if name not in self._read}
+        if wanted:
+            with tarfile.open(self.path, "r:gz") as archive:
+                for member in archive:
+                    if member.name in wanted:
+                        if not member.isfile():
+                            raise ValueError(f"{self.path}: {member.name} is not a regular file.")
+                        extracted = archive.extractfile(member)
+                        assert extracted is not None
+                        self._read[wanted.pop(member.name)] = extracted.read()
+            if wanted:
+                raise ValueError(f"{self.path}: {', '.join(sorted(wanted))} missing from the archive.")
+        return [self._read[name] for name in names]
+
+    def vocabulary(self) -> List[str]:
+        """The tokens of word.dic, by id (OOV last)."""
+        (data,) = self.read(WORD_DIC)
+        return parse_word_dic(data, f"{self.path}:{WORD_DIC}", VOCAB_SIZE)
+
+    def replacements(self) -> Dict[str, str]:
+        """q2b.dic: the replacement of each form LAC normalises before lookup."""
+        (data,) = self.read(Q2B_DIC)
+        return parse_q2b(data, f"{self.path}:{Q2B_DIC}")
+
+    def tensor(self, name: str) -> numpy.ndarray:
+        """A tensor file under LAC/, checked against tensor_shapes() (float32)."""
+        (data,) = self.read(name)
+        return read_tensor(data, f"{self.path}:{name}", shape=tensor_shapes().get(name), dtype="float32")
+
+    def word_embeddings(self) -> Tuple[List[str], numpy.ndarray]:
+        """The vocabulary and word_emb's rows, both by id (OOV's row included)."""
+        self.read(WORD_DIC, WORD_EMB)
+        return self.vocabulary(), self.tensor(WORD_EMB)
+
+
+def tensor_shapes() -> Dict[str, Tuple[int, ...]]:
+    """The files read by this module and the shapes their tensors must have."""
+    return {WORD_EMB: (VOCAB_SIZE, EMB_WIDTH)}
+
+
+def open_lac(sdist: Optional[Union[str, Path]] = None, progress=None) -> LacFiles:
+    """LacFiles of the checked LAC sdist: sdist when given (a local copy), else fetched (cached).
+
+    sdist (Optional[Union[str, Path]]): A local copy of LAC-2.1.2.tar.gz.
+    progress: Called with (bytes, total) while downloading (fetch_sdist).
+    RETURNS (LacFiles): Its files.
+    """
+    return LacFiles(fetch_sdist(LAC_SDIST, local=sdist, progress=progress))
+
+
+def parse_word_dic(data: bytes, name: str, size: Optional[int] = None) -> List[str]:
+    """word.dic's tokens by id: every line `id<TAB>token` with ids 0, 1, 2 ... in order, OOV last.
+
+    A token may be a space (id 0 is one), so lines are split on their first tab, not stripped.
+    """
+    tokens: List[str] = []
+    for number, line in enumerate(_lines(data, name), 1):
+        ident, tab, token = line.partition("\t")
+        if not tab or not ident.isdigit() or int(ident) != len(tokens) or not token:
+            raise ValueError(f"{name}, line {number}: expected '{len(tokens)}<TAB>token', got {line[:40]!r}.")
+        tokens.append(token)
+    if size is not None and len(tokens) != size:
+        raise ValueError(f"{name}: {len(tokens)} entries, expected {size}.")
+    if tokens and tokens[-1] != OOV:
+        raise ValueError(f"{name}: the last entry is {tokens[-1]!r}, expected {OOV!r}.")
+    return tokens
+
+
+def parse_q2b(data: bytes, name: str) -> Dict[str, str]:
+    """q2b.dic's `from<TAB>to` lines as a dict (a repeated form keeps its first target, as LAC's
+    reader keeps its last: none repeats in 2.1.2; the test checks)."""
+    replacements: Dict[str, str] = {}
+    for number, line in enumerate(_lines(data, name), 1):
+        parts = line.split("\t")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise ValueError(f"{name}, line {number}: expected 'from<TAB>to', got {line[:40]!r}.")
+        replacements.setdefault(parts[0], parts[1])
+    return replacements
+
+
+def char_bigram_vectors(
+    vocabulary: Sequence[str], vectors: numpy.ndarray, replacements: Dict[str, str], max_length: int = 2
+) -> Tuple[List[str], numpy.ndarray, Dict[str, int]]:
+    """LAC's rows keyed as CharBigramEmbed's vectors look tokens up: single characters and, up to
+    max_length, words by their text; and each form q2b.dic replaces by one of those (a full-width or
+    traditional character, a bigram of them) as an alias of its replacement's row.
+
+    vocabulary (Sequence[str]): word.dic's tokens by id.
+    vectors (numpy.ndarray): word_emb's rows by id.
+    replacements (Dict[str, str]): q2b.dic.
+    max_length (int): The longest word kept (2: characters and bigrams; more for SoftLexicon's words).
+    RETURNS (Tuple[List[str], numpy.ndarray, Dict[str, int]]): The keys, the id (row of vectors) of
+        each (an alias has its target's), and counts by kind.
+    """
+    if len(vocabulary) != len(vectors):
+        raise ValueError(f"{len(vocabulary)} tokens for {len(vectors)} vectors.")
+    row_of: Dict[str, int] = {}
+    for row, token in enumerate(vocabulary):
+        if token != OOV and len(token) <= max_length and not token.isspace() and token not in row_of:
+            row_of[token] = row
+    kept = len(row_of)
+    for source, target in replacements.items():
+        if source not in row_of and target in row_of and len(source) <= max_length:
+            row_of[source] = row_of[target]
+    keys = list(row_of)
+    counts = {
+        "characters": sum(1 for key in keys[:kept] if len(key) == 1),
+        "bigrams": sum(1 for key in keys[:kept] if len(key) == 2),
+        "longer": sum(1 for key in keys[:kept] if len(key) > 2),
+        "aliases": len(keys) - kept,
+    }
+    return keys, numpy.asarray([row_of[key] for key in keys], dtype="int64"), counts
+
+
+def _lines(data: bytes, name: str) -> List[str]:
+    try:
+        text = data.decode("utf8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{name}: not UTF-8 ({err.reason} at byte {err.start}).") from err
+    return [line.rstrip("\r") for line in text.split("\n") if line.rstrip("\r")]

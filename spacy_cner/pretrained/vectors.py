@@ -1,0 +1,192 @@
+"""Character and bigram vectors from LAC's pretrained embeddings, for CharBigramEmbed's static_vectors.
+
+LAC's tagger embeds single characters and words (28k of them two characters long) in 128
+dimensions learnt on Baidu's news and web text; keyed by their text, they are what
+CharBigramEmbed's vectors look up for a character and for a bigram. Keys LAC lacks (characters and
+bigrams of the user's corpus) are either zeros ("none"), learnt on the train corpus in LAC's space
+("trained": word2vec with LAC's vectors fixed) or covered by self-trained vectors concatenated beside
+LAC's ("concat").
+"""
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+from spacy.language import Language
+from spacy.strings import StringStore
+from spacy.util import registry
+from spacy.vectors import Vectors
+from wasabi import msg
+
+from ..training.vectors import VectorSettings, read_texts, train_char_bigram_vectors
+from .lac import EMB_WIDTH, LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
+
+MISSING = ("none", "trained", "concat")
+
+
+def lac_table(lac: LacFiles, max_length: int = 2) -> Tuple[List[str], numpy.ndarray, numpy.ndarray]:
+    """LAC's keys up to max_length characters (q2b.dic's forms as aliases), the row of each and the rows.
+
+    RETURNS (Tuple[List[str], numpy.ndarray, numpy.ndarray]): keys, key -> row (int64), rows (float32).
+    """
+    vocabulary, embeddings = lac.word_embeddings()
+    keys, ids, _ = char_bigram_vectors(vocabulary, embeddings, lac.replacements(), max_length)
+    unique, rows = numpy.unique(ids, return_inverse=True)
+    return keys, rows.astype("int64"), numpy.ascontiguousarray(embeddings[unique], dtype="float32")
+
+
+def shared_vectors(strings: StringStore, keys: Sequence[str], rows: numpy.ndarray, data: numpy.ndarray, name: str) -> Vectors:
+    """A Vectors table where several keys may share a row (an alias and its target)."""
+    if len(keys) != len(rows):
+        raise ValueError(f"{len(keys)} keys for {len(rows)} rows.")
+    vectors = Vectors(strings=strings, data=data, name=name)
+    for key, row in zip(keys, rows):
+        vectors.add(strings.add(key), row=int(row))
+    return vectors
+
+
+def combine(
+    lac_keys: Sequence[str],
+    lac_rows: numpy.ndarray,
+    lac_data: numpy.ndarray,
+    texts: Sequence[str],
+    missing: str,
+    settings: VectorSettings,
+) -> Tuple[List[str], numpy.ndarray, numpy.ndarray, Dict[str, int]]:
+    """LAC's table completed for the corpus's keys as `missing` says (see the module docstring).
+
+    RETURNS (Tuple[List[str], numpy.ndarray, numpy.ndarray, Dict[str, int]]): keys, their rows, the rows'
+        data, and counts (LAC's keys, the keys added, the width).
+    """
+    if missing not in MISSING:
+        raise ValueError(f"missing must be one of {MISSING}, got {missing!r}.")
+    counts = {"lac_keys": len(lac_keys), "added_keys": 0}
+    if missing == "none":
+        counts["width"] = lac_data.shape[1]
+        return list(lac_keys), lac_rows, lac_data, counts
+    index = {key: int(row) for key, row in zip(lac_keys, lac_rows)}
+    if missing == "trained":
+        fixed = {key: lac_data[row] for key, row in index.items()}
+        own_keys, own, _ = train_char_bigram_vectors(texts, _with_width(settings, lac_data.shape[1]), fixed=fixed)
+        new = [(key, vector) for key, vector in zip(own_keys, own) if key not in index]
+        keys = list(lac_keys) + [key for key, _ in new]
+        rows = numpy.concatenate([lac_rows, len(lac_data) + numpy.arange(len(new), dtype="int64")])
+        data = numpy.vstack([lac_data] + [vector[None] for _, vector in new]) if new else lac_data
+        counts.update(added_keys=len(new), width=data.shape[1])
+        return keys, rows, numpy.ascontiguousarray(data, dtype="float32"), counts
+    # concat: [LAC's vector or zeros | the self-trained vector or zeros], one row per distinct pair.
+    own_keys, own, _ = train_char_bigram_vectors(texts, settings)
+    own_index = {key: i for i, key in enumerate(own_keys)}
+    keys = list(lac_keys) + [key for key in own_keys if key not in index]
+    pairs: Dict[Tuple[int, int], int] = {}
+    rows = numpy.empty(len(keys), dtype="int64")
+    for i, key in enumerate(keys):
+        pair = (index.get(key, -1), own_index.get(key, -1))
+        rows[i] = pairs.setdefault(pair, len(pairs))
+    data = numpy.zeros((len(pairs), lac_data.shape[1] + own.shape[1]), dtype="float32")
+    for (lac_row, own_row), row in pairs.items():
+        if lac_row >= 0:
+            data[row, : lac_data.shape[1]] = lac_data[lac_row]
+        if own_row >= 0:
+            data[row, lac_data.shape[1] :] = own[own_row]
+    counts.update(added_keys=len(keys) - len(lac_keys), width=data.shape[1])
+    return keys, rows, data, counts
+
+
+def _with_width(settings: VectorSettings, width: int) -> VectorSettings:
+    from dataclasses import replace
+
+    return replace(settings, width=width)
+
+
+@registry.callbacks("spacy-cner.lac_vectors.v1")
+def make_lac_vectors(
+    corpus: Optional[Union[str, Path]] = None,
+    missing: str = "trained",
+    sdist: Optional[Union[str, Path]] = None,
+    width: int = 50,
+    window: int = 5,
+    epochs: int = 10,
+    min_count: int = 2,
+    seed: Optional[int] = 0,
+) -> Callable[[Language], Language]:
+    """[initialize.before_init]: give the pipeline's vocab LAC's character and bigram vectors (fetched
+    through pip's package index the first time, hash-checked, cached), completed for the train
+    corpus's keys as `missing` says; saved with the pipeline. The pipeline's meta credits LAC.
+
+    corpus (Optional[Union[str, Path]]): The train corpus (${paths.train}), .spacy file or folder;
+        needed unless missing is "none".
+    missing (str): "none" (LAC's keys only), "trained" (the corpus's other characters and bigrams
+        learnt by word2vec with LAC's vectors fixed, 128 wide) or "concat" (self-trained vectors of
+        `width` beside LAC's, zeros where either lacks a key).
+    sdist (Optional[Union[str, Path]]): A local copy of LAC-2.1.2.tar.gz (machines without a registry).
+    width, window, epochs, min_count, seed: word2vec's settings (VectorSettings; width only for concat).
+    RETURNS (Callable[[Language], Language]): The callback.
+    """
+    if missing not in MISSING:
+        raise ValueError(f"spacy-cner.lac_vectors.v1: missing must be one of {MISSING}, got {missing!r}.")
+    settings = VectorSettings(width=width, window=window, epochs=epochs, min_count=min_count,
+                              seed=0 if seed is None else seed, workers=1)
+
+    def before_init(nlp: Language) -> Language:
+        start = time.perf_counter()
+        other = _initialize_vectors(nlp)
+        if other:
+            raise ValueError(
+                f"spacy-cner.lac_vectors.v1 gives the pipeline LAC's vectors, but [initialize] vectors is set too "
+                f"({other}), and would replace them: set paths.vectors = null, or use [initialize.before_init] "
+                "spacy-cner.self_trained_vectors.v1 to read those vectors instead."
+            )
+        texts: List[str] = []
+        if missing != "none":
+            if corpus is None:
+                raise ValueError(
+                    f"spacy-cner.lac_vectors.v1 with missing = {missing!r} learns the train corpus's keys, but "
+                    "its corpus (paths.train) is null: set --paths.train, or missing = \"none\"."
+                )
+            files = sorted(Path(corpus).rglob("*.spacy")) if Path(corpus).is_dir() else [Path(corpus)]
+            if not files or not all(path.exists() for path in files):
+                raise ValueError(f"spacy-cner.lac_vectors.v1: no .spacy train corpus at {corpus}.")
+            texts = [text for path in files for text in read_texts(path)]
+        lac = open_lac(sdist, progress=download_progress())
+        keys, rows, data, counts = combine(*lac_table(lac), texts, missing, settings)
+        nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data, f"{nlp.lang}_lac_{missing}.vectors")
+        credit(nlp)
+        msg.info(
+            f"Vectors: LAC's {counts['lac_keys']:,} characters and bigrams, {counts['added_keys']:,} keys of the train "
+            f"corpus added ({missing}), width {counts['width']} ({time.perf_counter() - start:.0f} s)"
+        )
+        return nlp
+
+    return before_init
+
+
+def _initialize_vectors(nlp: Language) -> Optional[str]:
+    """[initialize] vectors of nlp's config, its variables filled in (${paths.vectors})."""
+    try:
+        config = nlp.config.interpolate()
+    except Exception:  # a config without the sections it refers to: read it as it is
+        config = nlp.config
+    return config.get("initialize", {}).get("vectors")
+
+
+def credit(nlp: Language) -> None:
+    """Name LAC among the pipeline's sources (meta.json, the packaged model card)."""
+    sources = [source for source in nlp.meta.get("sources") or [] if source.get("name") != LAC_CREDIT["name"]]
+    nlp.meta["sources"] = sources + [dict(LAC_CREDIT)]
+
+
+def download_progress() -> Callable[[int, int], None]:
+    """A progress bar for a download (tqdm, as spaCy's own commands use), closed when it is complete."""
+    from tqdm import tqdm
+
+    bar: Dict[str, tqdm] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in bar:
+            bar["bar"] = tqdm(total=total, unit="B", unit_scale=True, desc="LAC-2.1.2.tar.gz")
+        bar["bar"].update(done - bar["bar"].n)
+        if done >= total:
+            bar["bar"].close()
+
+    return update

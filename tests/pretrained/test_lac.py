@@ -1,0 +1,324 @@
+"""LAC's weights from its sdist: the paddle tensor reader, the fetch (offline: a local index, a local copy),
+the vocabularies, the vectors and the initialize callback, on small fabricated files."""
+import hashlib
+import io
+import tarfile
+from pathlib import Path
+
+import numpy
+import pytest
+import spacy
+from spacy.tokens import DocBin
+from spacy.training import Example
+from typer.testing import CliRunner
+
+import spacy_cner.pretrained.lac as lac_module
+from spacy_cner.cli import app
+from spacy_cner.pretrained import fetch
+from spacy_cner.pretrained.fetch import Sdist, fetch_sdist
+from spacy_cner.pretrained.lac import (LacFiles, char_bigram_vectors, open_lac, parse_q2b, parse_word_dic)
+from spacy_cner.pretrained.paddle_tensor import read_tensor, write_tensor
+from spacy_cner.pretrained.vectors import combine, lac_table, make_lac_vectors
+from spacy_cner.training.vectors import VectorSettings
+
+from conftest import SHARED_DATA
+
+# A fabricated LAC vocabulary: a space first (as LAC's id 0), characters, words, OOV last.
+VOCAB = [" ", "张", "三", "北", "京", "上", "海", "万", "与", "1", "张三", "北京", "上海", "北京市", "OOV"]
+Q2B = [("萬", "万"), ("與", "与"), ("１", "1"), ("Ａ", "a")]  # Ａ -> a: its target is not in the vocabulary
+WIDTH = 4
+
+
+def fake_embeddings() -> numpy.ndarray:
+    return numpy.arange(len(VOCAB) * WIDTH, dtype="float32").reshape(len(VOCAB), WIDTH) / 10
+
+
+def write_fake_sdist(path: Path, embeddings: numpy.ndarray = None, extra: dict = None, skip: str = "") -> Path:
+    """A tarball laid out as LAC-2.1.2.tar.gz with the three files lac.py reads (and a decoy)."""
+    embeddings = fake_embeddings() if embeddings is None else embeddings
+    files = {
+        "lac_model/conf/word.dic": "".join(f"{i}\t{token}\n" for i, token in enumerate(VOCAB)).encode("utf8"),
+        "lac_model/conf/q2b.dic": "".join(f"{a}\t{b}\n" for a, b in Q2B).encode("utf8"),
+        "lac_model/model/word_emb": write_tensor(embeddings),
+        "seg_model/model/word_emb": write_tensor(numpy.zeros((2, 2), dtype="float32")),
+        **(extra or {}),
+    }
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in files.items():
+            if name == skip:
+                continue
+            info = tarfile.TarInfo("LAC-2.1.2/LAC/" + name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def spec_of(path: Path) -> Sdist:
+    data = path.read_bytes()
+    return Sdist("lac", "2.1.2", "LAC-2.1.2.tar.gz", hashlib.sha256(data).hexdigest(), len(data))
+
+
+@pytest.fixture
+def fake_lac(tmp_path, monkeypatch):
+    """A fabricated sdist that open_lac accepts: LAC_SDIST's hash and size and the vocabulary size patched."""
+    path = write_fake_sdist(tmp_path / "LAC-2.1.2.tar.gz")
+    monkeypatch.setattr(lac_module, "LAC_SDIST", spec_of(path))
+    monkeypatch.setattr(lac_module, "VOCAB_SIZE", len(VOCAB))
+    monkeypatch.setattr(lac_module, "EMB_WIDTH", WIDTH)
+    monkeypatch.setenv(fetch.CACHE_ENV, str(tmp_path / "cache"))
+    return path
+
+
+# --- the paddle tensor reader ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,shape", [("float32", (3, 5)), ("int64", (7,)), ("float64", (2, 1, 3)), ("int32", (0, 4))])
+def test_tensor_round_trip(dtype, shape):
+    array = (numpy.arange(int(numpy.prod(shape))) * 3 - 5).astype(dtype).reshape(shape)
+    read = read_tensor(write_tensor(array), "x")
+    assert read.dtype == numpy.dtype(dtype) and read.shape == shape
+    numpy.testing.assert_array_equal(read, array)
+
+
+def test_tensor_reader_reads_a_paddle_file_byte_for_byte():
+    """The header of LAC's word_emb as paddle wrote it (first 32 bytes of the real file): dims [58224, 128]
+    as varints, float32 (5), then data; and a LoD level with its offsets skipped, dims packed."""
+    header = bytes.fromhex("00000000" "0000000000000000" "00000000" "09000000" "0805" "10f0c603" "108001")
+    data = numpy.arange(58224 * 128, dtype="<f4").tobytes()
+    array = read_tensor(header + data, "word_emb", shape=(58224, 128), dtype="float32")
+    assert array[1, 0] == 128.0
+    lod = (b"\x00\x00\x00\x00" + (1).to_bytes(8, "little") + (16).to_bytes(8, "little") + bytes(16)
+           + b"\x00\x00\x00\x00" + (6).to_bytes(4, "little") + bytes.fromhex("0803120202") + b"")
+    # field 1 = 3 (int64), field 2 packed [2, 2]... one byte short of the packed length: 2 dims need 2 bytes
+    lod = lod[:-1] + bytes.fromhex("0203")[:1] + b"\x03"
+    array = read_tensor(lod + numpy.arange(6, dtype="<i8").tobytes(), "packed")
+    assert array.shape == (2, 3) and array[1, 2] == 5
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda b: b[:-3], "truncated"),
+    (lambda b: b[:10], "truncated"),
+    (lambda b: b + b"\x00", "bytes after the data"),
+    (lambda b: b"\x01" + b[1:], "version 1"),
+    (lambda b: b[:20] + b"\x08\x63" + b[22:], "data type 99"),
+])
+def test_damaged_tensor_files_are_refused_naming_the_file(damage, message):
+    good = write_tensor(numpy.ones((2, 3), dtype="float32"))
+    with pytest.raises(ValueError, match=f"emb.bin: .*{message}"):
+        read_tensor(damage(good), "emb.bin")
+
+
+def test_unexpected_shape_or_dtype_is_refused():
+    data = write_tensor(numpy.ones((2, 3), dtype="float32"))
+    with pytest.raises(ValueError, match=r"w: shape \(2, 3\), expected \(3, 2\)"):
+        read_tensor(data, "w", shape=(3, 2))
+    with pytest.raises(ValueError, match="w: dtype float32, expected float64"):
+        read_tensor(data, "w", dtype="float64")
+
+
+# --- vocabularies ----------------------------------------------------------------------------------------------
+
+def test_word_dic_keeps_a_space_token_and_checks_ids_and_oov():
+    assert parse_word_dic("0\t \n1\t张\n2\tOOV\n".encode("utf8"), "d") == [" ", "张", "OOV"]
+    with pytest.raises(ValueError, match=r"d, line 2: expected '1<TAB>token'"):
+        parse_word_dic("0\t \n2\t张\n3\tOOV\n".encode("utf8"), "d")
+    with pytest.raises(ValueError, match="the last entry is '张', expected 'OOV'"):
+        parse_word_dic("0\t \n1\t张\n".encode("utf8"), "d")
+    with pytest.raises(ValueError, match="3 entries, expected 4"):
+        parse_word_dic("0\t \n1\t张\n2\tOOV\n".encode("utf8"), "d", size=4)
+    with pytest.raises(ValueError, match="d: not UTF-8"):
+        parse_word_dic(b"0\t\xff\n", "d")
+
+
+def test_q2b_pairs_and_bad_lines():
+    assert parse_q2b("萬\t万\r\n１\t1\n".encode("utf8"), "q") == {"萬": "万", "１": "1"}
+    with pytest.raises(ValueError, match="q, line 2: expected 'from<TAB>to'"):
+        parse_q2b("萬\t万\n１1\n".encode("utf8"), "q")
+
+
+def test_char_bigram_keys_and_aliases_by_brute_force():
+    embeddings = fake_embeddings()
+    keys, ids, counts = char_bigram_vectors(VOCAB, embeddings, dict(Q2B), max_length=2)
+    expected = {token: i for i, token in enumerate(VOCAB) if token not in (" ", "OOV") and len(token) <= 2}
+    expected.update({"萬": VOCAB.index("万"), "與": VOCAB.index("与"), "１": VOCAB.index("1")})
+    assert dict(zip(keys, ids.tolist())) == expected
+    assert counts == {"characters": 9, "bigrams": 3, "longer": 0, "aliases": 3}
+    keys, _, counts = char_bigram_vectors(VOCAB, embeddings, dict(Q2B), max_length=3)
+    assert "北京市" in keys and counts["longer"] == 1
+
+
+# --- the sdist: checks, reading, fetching ----------------------------------------------------------------------
+
+def test_open_lac_reads_the_three_files_of_a_checked_sdist(fake_lac):
+    lac = open_lac(fake_lac)
+    vocabulary, embeddings = lac.word_embeddings()
+    assert vocabulary == VOCAB
+    numpy.testing.assert_array_equal(embeddings, fake_embeddings())
+    assert lac.replacements() == dict(Q2B)
+
+
+def test_a_tarball_with_another_hash_is_refused_naming_it(fake_lac, tmp_path):
+    other = write_fake_sdist(tmp_path / "other.tar.gz", embeddings=fake_embeddings() + 1)
+    with pytest.raises(ValueError, match=f"{other}: .*expected"):
+        open_lac(other)
+
+
+def test_a_member_of_unexpected_shape_or_missing_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(lac_module, "VOCAB_SIZE", len(VOCAB))
+    monkeypatch.setattr(lac_module, "EMB_WIDTH", WIDTH)
+    wrong = LacFiles(write_fake_sdist(tmp_path / "a.tar.gz", embeddings=numpy.ones((len(VOCAB), 3), "float32")))
+    with pytest.raises(ValueError, match=r"a.tar.gz:lac_model/model/word_emb: shape \(15, 3\), expected \(15, 4\)"):
+        wrong.word_embeddings()
+    missing = LacFiles(write_fake_sdist(tmp_path / "b.tar.gz", skip="lac_model/conf/q2b.dic"))
+    with pytest.raises(ValueError, match="b.tar.gz: LAC-2.1.2/LAC/lac_model/conf/q2b.dic missing"):
+        missing.replacements()
+
+
+def write_simple_index(folder: Path, sdist: Path) -> str:
+    """A PEP 503 index in folder holding sdist under the project lac, as a file:// URL."""
+    project = folder / "lac"
+    project.mkdir(parents=True)
+    target = project / sdist.name
+    target.write_bytes(sdist.read_bytes())
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    (project / "index.html").write_text(f'<a href="{sdist.name}#sha256={digest}">{sdist.name}</a>\n', encoding="utf8")
+    return folder.resolve().as_uri()
+
+
+def test_fetch_finds_the_sdist_on_pips_index_checks_and_caches_it(fake_lac, tmp_path, monkeypatch):
+    """pip's own index machinery finds the file (here a local index named by PIP_INDEX_URL), the bytes are
+    checked and kept in the cache; a second fetch reads the cache without looking the file up."""
+    index = write_simple_index(tmp_path / "simple", fake_lac)
+    monkeypatch.setenv("PIP_INDEX_URL", index)
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", index)
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    spec = lac_module.LAC_SDIST
+    assert fetch.find_url(spec).startswith("file:")
+    cache = tmp_path / "cache"
+    path = fetch_sdist(spec, cache=cache)
+    assert path == cache / spec.filename and path.read_bytes() == fake_lac.read_bytes()
+    monkeypatch.setattr(fetch, "find_url", lambda sdist: pytest.fail("looked up again"))
+    assert fetch_sdist(spec, cache=cache) == path
+    damaged = bytearray(path.read_bytes())
+    damaged[100] ^= 0xFF
+    path.write_bytes(bytes(damaged))  # a damaged cached copy
+    with pytest.raises(ValueError, match=f"{path}: sha256 .* Delete it and fetch again"):
+        fetch_sdist(spec, cache=cache)
+
+
+def test_fetch_of_a_file_the_index_lacks_says_what_to_do(tmp_path, monkeypatch):
+    (tmp_path / "simple").mkdir()
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").resolve().as_uri())
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", (tmp_path / "simple").resolve().as_uri())
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    spec = Sdist("lac", "2.1.2", "LAC-2.1.2.tar.gz", "0" * 64, 10)
+    with pytest.raises(RuntimeError, match="not on the package index pip uses here.*--sdist PATH"):
+        fetch_sdist(spec, cache=tmp_path / "cache")
+    assert not list((tmp_path / "cache").glob("*"))  # nothing half-written left
+
+
+# --- vectors ---------------------------------------------------------------------------------------------------
+
+TEXTS = ["张三去了北京", "张三在上海工作", "李四去了北京", "王五在上海工作"] * 3
+
+
+def test_combine_none_trained_and_concat(fake_lac):
+    keys, rows, data = lac_table(open_lac(fake_lac))
+    embeddings = fake_embeddings()
+    for key, row in zip(keys, rows):
+        numpy.testing.assert_array_equal(data[row], embeddings[VOCAB.index({"萬": "万", "與": "与", "１": "1"}.get(key, key))])
+    settings = VectorSettings(width=3, epochs=2, min_count=2, seed=0)
+    same = combine(keys, rows, data, TEXTS, "none", settings)
+    assert same[0] == keys and same[3] == {"lac_keys": len(keys), "added_keys": 0, "width": WIDTH}
+    # trained: LAC's rows unchanged, the corpus's other characters and bigrams added in LAC's width.
+    t_keys, t_rows, t_data, counts = combine(keys, rows, data, TEXTS, "trained", settings)
+    assert t_data.shape[1] == WIDTH and t_keys[: len(keys)] == keys
+    numpy.testing.assert_array_equal(t_data[t_rows[: len(keys)]], data[rows])
+    corpus_keys = {c for t in TEXTS for c in t} | {a + b for t in TEXTS for a, b in zip(t, t[1:])}
+    assert set(t_keys) == set(keys) | corpus_keys and counts["added_keys"] == len(corpus_keys - set(keys))
+    # concat: [LAC's | own] with zeros where either lacks the key.
+    c_keys, c_rows, c_data, counts = combine(keys, rows, data, TEXTS, "concat", settings)
+    assert counts["width"] == WIDTH + 3 and set(c_keys) == set(keys) | corpus_keys
+    row_of = dict(zip(c_keys, c_rows))
+    numpy.testing.assert_array_equal(c_data[row_of["北京"], :WIDTH], embeddings[VOCAB.index("北京")])
+    assert c_data[row_of["北京"], WIDTH:].any()  # in the corpus too
+    assert not c_data[row_of["萬"], WIDTH:].any()  # LAC's only (an alias)
+    assert not c_data[row_of["工作"], :WIDTH].any() and c_data[row_of["工作"], WIDTH:].any()  # the corpus's only
+    with pytest.raises(ValueError, match="missing must be one of"):
+        combine(keys, rows, data, TEXTS, "zeros", settings)
+
+
+def write_corpus(path: Path, texts=TEXTS) -> Path:
+    nlp = spacy.blank("zh")
+    DocBin(docs=[Example.from_dict(nlp.make_doc(t), {"entities": []}).reference for t in texts]).to_disk(path)
+    return path
+
+
+def test_before_init_gives_the_vocab_lacs_vectors_and_credits_lac(fake_lac, tmp_path):
+    train = write_corpus(tmp_path / "train.spacy")
+    nlp = spacy.blank("zh")
+    make_lac_vectors(str(train), missing="trained", sdist=str(fake_lac), width=3, epochs=2, min_count=2)(nlp)
+    vectors = nlp.vocab.vectors
+    numpy.testing.assert_array_equal(vectors[nlp.vocab.strings["北京"]], fake_embeddings()[VOCAB.index("北京")])
+    numpy.testing.assert_array_equal(vectors[nlp.vocab.strings["萬"]], vectors[nlp.vocab.strings["万"]])
+    assert vectors.find(key="工作") >= 0  # learnt on the corpus
+    assert nlp.meta["sources"][-1]["license"] == "Apache-2.0" and "LAC" in nlp.meta["sources"][-1]["name"]
+    with pytest.raises(ValueError, match="corpus \\(paths.train\\) is null"):
+        make_lac_vectors(None, missing="trained")(spacy.blank("zh"))
+    with pytest.raises(ValueError, match="missing must be one of"):
+        make_lac_vectors(str(train), missing="zero")
+
+
+def test_before_init_refuses_initialize_vectors_beside_it(fake_lac, tmp_path):
+    nlp = spacy.blank("zh", config={"initialize": {"vectors": str(tmp_path / "other")}})
+    with pytest.raises(ValueError, match="\\[initialize\\] vectors is set too"):
+        make_lac_vectors(None, missing="none")(nlp)
+
+
+def test_a_pipeline_trains_with_lac_vectors_and_saves_them(fake_lac, tmp_path):
+    """default.cfg with [initialize.before_init] LAC's vectors: trains, reads them, saves and credits them."""
+    from spacy.util import load_config
+
+    from conftest import REPO_ROOT, train_from_config, write_corpus as write_toy_corpus
+
+    config = load_config(REPO_ROOT / "configs" / "default.cfg")
+    config["initialize"]["before_init"] = {"@callbacks": "spacy-cner.lac_vectors.v1", "corpus": "${paths.train}",
+                                           "missing": "none", "sdist": str(fake_lac)}
+    config.to_disk(tmp_path / "lac.cfg")
+    overrides = {**write_toy_corpus(tmp_path), "training.max_steps": 4, "training.eval_frequency": 2,
+                 "training.max_epochs": 0}
+    train_from_config(tmp_path / "lac.cfg", tmp_path / "out", overrides)
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert nlp.vocab.vectors.shape[1] == WIDTH and nlp.vocab.vectors.find(key="北京") >= 0
+    assert any("LAC" in source["name"] for source in nlp.meta["sources"])
+    assert nlp("张三去了北京").ents is not None
+
+
+def test_cli_writes_vectors_and_refuses_a_used_folder(fake_lac, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "vectors"
+    result = runner.invoke(app, ["pretrained", "vectors", str(out), "--missing", "none", "--sdist", str(fake_lac)])
+    assert result.exit_code == 0, result.output
+    assert spacy.load(out).vocab.vectors.find(key="张三") >= 0
+    result = runner.invoke(app, ["pretrained", "vectors", str(out), "--missing", "none", "--sdist", str(fake_lac)])
+    assert result.exit_code == 1 and "is not an empty folder" in result.output
+    result = runner.invoke(app, ["pretrained", "vectors", str(tmp_path / "v2"), "--sdist", str(fake_lac)])
+    assert result.exit_code == 1 and "pass --train" in result.output
+    bad = write_fake_sdist(tmp_path / "bad.tar.gz", embeddings=fake_embeddings() * 2)
+    result = runner.invoke(app, ["pretrained", "fetch", "--sdist", str(bad)])
+    assert result.exit_code == 1 and "bad.tar.gz" in result.output
+
+
+REAL = Path(fetch.cache_dir()) / "LAC-2.1.2.tar.gz"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL.exists(), reason=f"the real LAC sdist is not in the cache ({REAL}): "
+                    "`python -m spacy_cner pretrained fetch` puts it there")
+def test_the_real_sdist():
+    lac = open_lac(REAL)
+    vocabulary, embeddings = lac.word_embeddings()
+    assert vocabulary[0] == " " and vocabulary[-1] == "OOV" and embeddings.shape == (58224, 128)
+    keys, rows, data = lac_table(lac)
+    row_of = dict(zip(keys, rows))
+    assert row_of["萬"] == row_of["万"] and "北京" in row_of and len(data) == 8222 + 28180
+    assert numpy.isfinite(data).all()
