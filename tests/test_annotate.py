@@ -344,6 +344,24 @@ def test_annotate_never_writes_into_an_input_file_or_a_folder_it_did_not_make(mo
 ray = pytest.importorskip("ray", reason="the Ray engine tests need Ray Data: pip install 'spacy-cner[ray]' (CI installs it)")
 
 
+def test_ray_address_with_no_cluster_is_one_line(model, tmp_path, monkeypatch):
+    """--address auto with no cluster running: one line naming the address, for annotate and select."""
+    def no_cluster(*args, **kwargs):  # what ray.init(address="auto") raises with no cluster running
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to "
+                              "by setting `--address` flag or `RAY_ADDRESS` environment variable.")
+
+    monkeypatch.setattr(ray, "init", no_cluster)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    (tmp_path / "in.txt").write_text("我在北京\n", encoding="utf8")
+    for command in (["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out")],
+                    ["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(tmp_path / "next.jsonl")]):
+        result = runner.invoke(app, command + ["--engine", "ray", "--address", "auto", "-q"])
+        said = " ".join(result.output.split())
+        assert result.exit_code == 1 and said.count("✘") == 1, result.output
+        assert "Cannot join the Ray cluster at --address auto (Could not find any running Ray instance." in said
+        assert "ray start --head" in said and isinstance(result.exception, SystemExit)
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     # Ray runs its workers at niceness 15: beside other busy processes (a parallel test run) they would

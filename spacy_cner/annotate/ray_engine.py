@@ -86,7 +86,12 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
     if not pending:
         return
     if not ray.is_initialized():
-        ray.init(address=job.address, ignore_reinit_error=True, log_to_driver=False)
+        try:
+            ray.init(address=job.address, ignore_reinit_error=True, log_to_driver=False)
+        except ConnectionError as err:  # --address auto with no cluster running, say
+            first = str(err).split("\n")[0]
+            raise ValueError(f"Cannot join the Ray cluster at --address {job.address} ({first}): start one "
+                             "(`ray start --head`) or leave --address out to start a local Ray.") from None
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # the driver writes shards in input order
     context.enable_progress_bars = False
