@@ -98,8 +98,10 @@ class NearDuplicates:
 
     MinHash signatures in bands (locality-sensitive hashing) find the kept texts worth comparing
     (a pair at Jaccard 0.7 shares a band with probability 0.99 with 64 hashes in 16 bands) and the
-    exact Jaccard of their 3-gram sets decides. Why not datasketch: it would bring scipy for
-    what is 30 lines of numpy here; the result is the same on every run (seeded hashes).
+    exact Jaccard of their 3-gram sets decides. Why not datasketch's MinHashLSH: it gives candidates
+    only, so the exact check stays here either way, and what it would replace is these 30 lines of
+    numpy: not worth one more requirement of the core install (scipy, which it needs, gensim brings
+    already). The result is the same on every run (seeded hashes).
     """
 
     def __init__(self, threshold: float, num_perm: int = 64, bands: int = 16, seed: int = 0):
