@@ -12,6 +12,11 @@ The types come from the lexicon's tags (Lexicon.entity_types: jieba's nr/ns/nt/n
 part-of-speech tags as PER/LOC/ORG/MISC, or a user gazetteer's labels). With softword,
 c's position (B/M/E/S) in jieba's segmentation of the text is added (Zhang and Yang 2018).
 The features have no weights: the tok2vec's mixing layer learns what they mean.
+
+SoftLexicon.v2 with word_vectors adds eq. 10 itself: per set, 4/Z_v sum_{w in set} z(w) e(w) with
+e(w) the frozen vector of the word's text in the pipeline's vectors (e.g. LAC's words, through
+spacy-cner.lac_vectors.v1 with max_length > 2); a word without a vector adds nothing, to the sum
+or to Z_v.
 """
 import logging
 import warnings
@@ -54,6 +59,46 @@ def SoftLexicon(softword: bool = False) -> Model[List[Doc], List[Floats2d]]:
     )
 
 
+@registry.layers("spacy-cner.SoftLexicon.v2")
+def SoftLexicon_v2(softword: bool = False, word_vectors: bool = False) -> Model[List[Doc], List[Floats2d]]:
+    """SoftLexicon.v1, and with word_vectors the frequency-weighted mean vector of each B/M/E/S word
+    set (Ma et al. 2020, eq. 10), read from the pipeline's vectors (frozen): 4 * their width more
+    features per token.
+
+    softword (bool): As v1.
+    word_vectors (bool): Add each set's mean word vector (the pipeline needs vectors of words:
+        [initialize.before_init] spacy-cner.lac_vectors.v1 with max_length 4 or more, say).
+    RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc.
+    """
+    model = SoftLexicon(softword)
+    model.attrs["word_vectors"] = word_vectors
+    model.attrs["vector_rows"] = WordVectorRows()
+    return model
+
+
+class WordVectorRows:
+    """Per lexicon word, the row of its text in the pipeline's vectors (-1 for none); computed once per
+    lexicon and vectors table, not saved."""
+
+    def __init__(self) -> None:
+        self._entry: Optional[Tuple[int, Tuple, numpy.ndarray]] = None
+
+    def rows(self, lexicon: Lexicon, vectors) -> numpy.ndarray:
+        from spacy.strings import get_string_id
+
+        from .ngram_vectors import _signature, _vector_index
+
+        signature = _signature(vectors)
+        entry = self._entry
+        if entry is None or entry[0] != id(lexicon) or entry[1] != signature:
+            keys = numpy.fromiter((get_string_id(word) for word in lexicon.words), dtype="uint64", count=len(lexicon))
+            self._entry = (id(lexicon), signature, _vector_index(vectors).find(keys))
+        return self._entry[2]
+
+    def __getstate__(self) -> Dict:
+        return {"_entry": None}
+
+
 def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
     lexicon = required_lexicon(model)
     if lexicon.vectors is not None:
@@ -65,15 +110,33 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
     if model.attrs["softword"]:
         load_jieba()
     n_types = len(lexicon.entity_types()[0])
-    model.set_dim("nO", len(POSITIONS) * (1 + n_types) + (len(POSITIONS) if model.attrs["softword"] else 0), force=True)
+    width = len(POSITIONS) * (1 + n_types) + (len(POSITIONS) if model.attrs["softword"] else 0)
+    if model.attrs.get("word_vectors"):
+        vectors = X[0].vocab.vectors if X else None
+        if vectors is None or not vectors.shape[0] or vectors.mode == "floret":
+            raise ValueError(
+                "SoftLexicon.v2 has word_vectors = true but the pipeline has no (non-floret) vectors of words: set "
+                "[initialize.before_init] spacy-cner.lac_vectors.v1 with max_length 4 or more (LAC's words), or "
+                "[initialize] vectors to vectors of words."
+            )
+        rows = model.attrs["vector_rows"].rows(lexicon, vectors)
+        if not (rows >= 0).any():
+            raise ValueError("SoftLexicon.v2 has word_vectors = true but no lexicon word has a vector in the pipeline's vectors.")
+        logging.getLogger(__name__).info("SoftLexicon: %d of %d lexicon words have a vector", int((rows >= 0).sum()), len(rows))
+        width += len(POSITIONS) * vectors.shape[1]
+    model.set_dim("nO", width, force=True)
 
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
     lexicon = required_lexicon(model)
     width = model.get_dim("nO")
     texts, spans = [doc_text(doc) for doc in docs], [token_spans(doc) for doc in docs]
+    vectors = None
+    if model.attrs.get("word_vectors") and docs:
+        table = docs[0].vocab.vectors
+        vectors = (model.attrs["vector_rows"].rows(lexicon, table), table.data)
     values = model.attrs["last_batch"].features(
-        lexicon, texts, spans, lambda: batch_features(lexicon, texts, spans, model.attrs["softword"])
+        lexicon, texts, spans, lambda: batch_features(lexicon, texts, spans, model.attrs["softword"], vectors)
     )
     if values and values[0].shape[1] != width:
         raise ValueError(
@@ -116,7 +179,8 @@ def _span_bytes(spans: List[numpy.ndarray]) -> List[bytes]:
 
 
 def batch_features(
-    lexicon: Lexicon, texts: Sequence[str], spans: Sequence[numpy.ndarray], softword: bool
+    lexicon: Lexicon, texts: Sequence[str], spans: Sequence[numpy.ndarray], softword: bool,
+    word_vectors: Optional[Tuple[numpy.ndarray, numpy.ndarray]] = None,
 ) -> List[numpy.ndarray]:
     """token_features for many texts in one pass over their concatenation (a newline between:
     no lexicon word holds whitespace, and jieba segments the parts apart), a few times faster
@@ -127,20 +191,28 @@ def batch_features(
     for doc_spans, offset in zip(spans, offsets):
         doc_spans = numpy.asarray(doc_spans, dtype="int64").reshape(-1, 2)
         shifted.append(numpy.where((doc_spans[:, 1] > doc_spans[:, 0])[:, None], doc_spans + offset, doc_spans))
-    flat = token_features(lexicon, joined, numpy.concatenate(shifted) if shifted else numpy.zeros((0, 2), "int64"), softword)
+    flat = token_features(lexicon, joined, numpy.concatenate(shifted) if shifted else numpy.zeros((0, 2), "int64"), softword,
+                          word_vectors)
     bounds = numpy.cumsum([0] + [len(doc_spans) for doc_spans in shifted])
     return [flat[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
 
 
-def token_features(lexicon: Lexicon, text: str, spans: Sequence[Tuple[int, int]], softword: bool) -> numpy.ndarray:
+def token_features(
+    lexicon: Lexicon, text: str, spans: Sequence[Tuple[int, int]], softword: bool,
+    word_vectors: Optional[Tuple[numpy.ndarray, numpy.ndarray]] = None,
+) -> numpy.ndarray:
     """The features of each (start, end) character span of text (a token): the mean over its
     characters; an empty span (whitespace) gets zeros.
 
-    RETURNS (numpy.ndarray): float32 (len(spans), 4 + 4 * n_types (+ 4 with softword)).
+    word_vectors (Optional[Tuple[numpy.ndarray, numpy.ndarray]]): Per lexicon word its vector's row
+        (-1: none), and the vectors: adds char_word_vectors.
+    RETURNS (numpy.ndarray): float32 (len(spans), 4 + 4 * n_types (+ 4 with softword) (+ 4 * width)).
     """
     per_char = char_features(lexicon, text)
     if softword:
         per_char = numpy.hstack([per_char, softword_positions(text)])
+    if word_vectors is not None:
+        per_char = numpy.hstack([per_char, char_word_vectors(lexicon, text, *word_vectors)])
     bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
     out = numpy.zeros((len(spans), per_char.shape[1]), dtype="float32")
     single = bounds[:, 1] - bounds[:, 0] == 1
@@ -179,6 +251,43 @@ def char_features(lexicon: Lexicon, text: str) -> numpy.ndarray:
         present[char, position, 0] = 1.0
         present[char, position, word_types[ids[word]]] = 1.0
     return numpy.hstack([shares, present.reshape(len(text), len(POSITIONS) * n_types)])
+
+
+def char_word_vectors(lexicon: Lexicon, text: str, rows: numpy.ndarray, vectors: numpy.ndarray) -> numpy.ndarray:
+    """Per character, the weighted mean vector of its B, M, E and S word sets (Ma et al. 2020, eq. 10):
+    v(set) = 4/Z sum_{w in set} z(w) e(w), z(w) = 1 + log(1 + frequency(w)), Z summed over the words of
+    all four sets that have a vector (rows >= 0); words without one add nothing.
+
+    RETURNS (numpy.ndarray): float32 (len(text), 4 * width), the B, M, E, S means side by side.
+    """
+    from scipy.sparse import csr_matrix
+
+    width = vectors.shape[1]
+    matches = numpy.asarray(lexicon.find(text), dtype="int64").reshape(-1, 3)
+    if len(matches):
+        matches = matches[rows[matches[:, 2]] >= 0]
+    if not len(matches):
+        return numpy.zeros((len(text), len(POSITIONS) * width), dtype="float32")
+    starts, ends, ids = matches.T
+    lengths = ends - starts
+    word = numpy.repeat(numpy.arange(len(matches)), lengths)
+    offset = numpy.arange(len(word)) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+    char = starts[word] + offset
+    length = lengths[word]
+    position = numpy.where(length == 1, S, numpy.where(offset == 0, B, numpy.where(offset == length - 1, E, M)))
+    if lexicon.frequencies is None:
+        weights = numpy.ones(len(matches), dtype="float32")
+    else:
+        weights = 1.0 + numpy.log1p(numpy.maximum(lexicon.frequencies[ids], 0)).astype("float32")
+    z = weights[word]
+    total = numpy.bincount(char, weights=z, minlength=len(text))  # Z per character, over its four sets
+    scale = (len(POSITIONS) * z / total[char]).astype("float32")
+    # A sparse (character x position, vector row) matrix of the weights, times the vectors: the sums
+    # without a (pairs, width) temporary.
+    mix = csr_matrix((scale, (char * len(POSITIONS) + position, rows[ids[word]])),
+                     shape=(len(text) * len(POSITIONS), len(vectors)))
+    out = numpy.asarray(mix @ numpy.asarray(vectors, dtype="float32"), dtype="float32")
+    return out.reshape(len(text), len(POSITIONS) * width)
 
 
 def softword_positions(text: str) -> numpy.ndarray:

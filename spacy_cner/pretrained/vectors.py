@@ -109,6 +109,8 @@ def make_lac_vectors(
     epochs: int = 10,
     min_count: int = 2,
     seed: Optional[int] = 0,
+    max_length: int = 2,
+    dtype: str = "float32",
 ) -> Callable[[Language], Language]:
     """[initialize.before_init]: give the pipeline's vocab LAC's character and bigram vectors (fetched
     through pip's package index the first time, hash-checked, cached), completed for the train
@@ -121,10 +123,16 @@ def make_lac_vectors(
         `width` beside LAC's, zeros where either lacks a key).
     sdist (Optional[Union[str, Path]]): A local copy of LAC-2.1.2.tar.gz (machines without a registry).
     width, window, epochs, min_count, seed: word2vec's settings (VectorSettings; width only for concat).
+    max_length (int): LAC's words up to this many characters (2: characters and bigrams, what
+        CharBigramEmbed reads; more for SoftLexicon.v2's word vectors).
+    dtype (str): "float32", or "float16" to store the (frozen) vectors in half the space; they are
+        read into float32.
     RETURNS (Callable[[Language], Language]): The callback.
     """
     if missing not in MISSING:
         raise ValueError(f"spacy-cner.lac_vectors.v1: missing must be one of {MISSING}, got {missing!r}.")
+    if dtype not in ("float32", "float16") or max_length < 1:
+        raise ValueError(f"spacy-cner.lac_vectors.v1: dtype float32 or float16 and max_length >= 1, got {dtype!r}, {max_length}.")
     settings = VectorSettings(width=width, window=window, epochs=epochs, min_count=min_count,
                               seed=0 if seed is None else seed, workers=1)
 
@@ -149,11 +157,11 @@ def make_lac_vectors(
                 raise ValueError(f"spacy-cner.lac_vectors.v1: no .spacy train corpus at {corpus}.")
             texts = [text for path in files for text in read_texts(path)]
         lac = open_lac(sdist, progress=download_progress())
-        keys, rows, data, counts = combine(*lac_table(lac), texts, missing, settings)
-        nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data, f"{nlp.lang}_lac_{missing}.vectors")
+        keys, rows, data, counts = combine(*lac_table(lac, max_length), texts, missing, settings)
+        nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data.astype(dtype), f"{nlp.lang}_lac_{missing}.vectors")
         credit(nlp)
         msg.info(
-            f"Vectors: LAC's {counts['lac_keys']:,} characters and bigrams, {counts['added_keys']:,} keys of the train "
+            f"Vectors: LAC's {counts['lac_keys']:,} characters and words, {counts['added_keys']:,} keys of the train "
             f"corpus added ({missing}), width {counts['width']} ({time.perf_counter() - start:.0f} s)"
         )
         return nlp

@@ -89,6 +89,17 @@ def give_lexicon(model: Model) -> None:
     set_lexicon(model, Lexicon(["北京", "中国", "首都", "上海", "爱上"]))
 
 
+def make_docs_with_word_vectors():
+    """make_docs in a vocab that has vectors of three of give_lexicon's words (and of a character)."""
+    from spacy.vectors import Vectors
+
+    nlp = spacy.blank("zh")
+    words = ["北京", "中国", "上海", "京"]
+    data = numpy.arange(len(words) * 3, dtype="float32").reshape(len(words), 3) / 10
+    nlp.vocab.vectors = Vectors(strings=nlp.vocab.strings, data=data, keys=[nlp.vocab.strings.add(w) for w in words])
+    return [nlp.make_doc(text) for text in TEXTS]
+
+
 def give_key_tables(model: Model) -> None:
     from spacy_cner.layers.char_bigram_embed import size_key_tables
 
@@ -158,6 +169,10 @@ ROWS = {
     ),
     "spacy-cner.SoftLexicon.v1": Row(
         "layers", "softword = true\n", make_docs, dropout=False, prepare=give_lexicon, has_weights=False
+    ),
+    "spacy-cner.SoftLexicon.v2": Row(
+        "layers", "softword = false\nword_vectors = true\n", make_docs_with_word_vectors, dropout=False,
+        prepare=give_lexicon, has_weights=False,
     ),
     "spacy-cner.CRF.v1": Row(
         "layers", "", make_crf_input, split=split_crf_input, Y=TAG_NAMES, doc_input=False, dropout=False

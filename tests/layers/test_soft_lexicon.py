@@ -55,6 +55,71 @@ def test_char_features_match_the_reference(text, with_frequencies):
     assert_allclose(char_features(lexicon, text), reference_features(lexicon, text), rtol=1e-6, atol=1e-6)
 
 
+def reference_word_vectors(lexicon: Lexicon, text: str, rows: numpy.ndarray, vectors: numpy.ndarray) -> numpy.ndarray:
+    """Eq. 10 of Ma et al. (2020) one character and one word at a time: per set, 4/Z sum z(w) e(w), Z over
+    the four sets' words that have a vector."""
+    out = numpy.zeros((len(text), 4, vectors.shape[1]))
+    for c in range(len(text)):
+        total = 0.0
+        for i, word in enumerate(lexicon.words):
+            if rows[i] < 0:
+                continue
+            for start in range(len(text)):
+                if text.startswith(word, start) and start <= c < start + len(word):
+                    p = 3 if len(word) == 1 else 0 if c == start else 2 if c == start + len(word) - 1 else 1
+                    z = 1.0 if lexicon.frequencies is None else 1 + math.log1p(lexicon.frequencies[i])
+                    out[c, p] += z * vectors[rows[i]]
+                    total += z
+        if total:
+            out[c] *= 4 / total
+    return out.reshape(len(text), 4 * vectors.shape[1]).astype("float32")
+
+
+@pytest.mark.parametrize("with_frequencies", [True, False])
+@pytest.mark.parametrize("text", ["我在北京市工作", "李四是阿里巴巴的员工", "北京北京市巴巴", "", "没有词"])
+def test_word_vectors_match_the_reference(text, with_frequencies):
+    from spacy_cner.layers.soft_lexicon import char_word_vectors
+
+    lexicon = Lexicon(WORDS + ["巴"], frequencies=(FREQUENCIES + [5]) if with_frequencies else None, tags=TAGS + ["n"])
+    vectors = numpy.random.default_rng(0).normal(size=(7, 3)).astype("float32")
+    rows = numpy.asarray([0, 1, -1, 2, 3, 4, -1, 5, -1, 6, 0, 2], dtype="int64")  # 京市, 巴巴, 员工: none
+    assert_allclose(char_word_vectors(lexicon, text, rows, vectors), reference_word_vectors(lexicon, text, rows, vectors),
+                    rtol=1e-5, atol=1e-6)
+
+
+def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(tmp_path):
+    """SoftLexicon.v2's word vectors come from the docs' vocab vectors (the words' texts); v2 without
+    word_vectors gives v1's features; with word_vectors and no vectors, initialize says what to set."""
+    from spacy.vectors import Vectors
+
+    from spacy_cner.layers.lexicon_adapter import set_lexicon
+    from spacy_cner.layers.soft_lexicon import SoftLexicon, SoftLexicon_v2, char_word_vectors
+
+    lexicon = Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS)
+    nlp = spacy.blank("zh")
+    data = numpy.random.default_rng(1).normal(size=(3, 5)).astype("float32")
+    nlp.vocab.vectors = Vectors(strings=nlp.vocab.strings, data=data,
+                                keys=[nlp.vocab.strings.add(w) for w in ("北京市", "上海", "工作")])
+    docs = [nlp.make_doc(text) for text in TEXTS]
+    plain, with_vectors = SoftLexicon(), SoftLexicon_v2(word_vectors=True)
+    for model in (plain, with_vectors):
+        set_lexicon(model, lexicon)
+        model.initialize(X=docs)
+    assert with_vectors.get_dim("nO") == plain.get_dim("nO") + 4 * 5
+    rows = numpy.asarray([{"北京市": 0, "上海": 1, "工作": 2}.get(w, -1) for w in WORDS])
+    for doc, base, full in zip(docs, plain.predict(docs), with_vectors.predict(docs)):
+        assert_allclose(full[:, : base.shape[1]], base)
+        text = doc.text
+        expected = char_word_vectors(lexicon, text, rows, data)
+        spans = token_spans(doc)
+        per_token = [expected[a:b].mean(axis=0) if b > a else numpy.zeros(20) for a, b in spans]
+        assert_allclose(full[:, base.shape[1]:], numpy.asarray(per_token).reshape(-1, 20), rtol=1e-5, atol=1e-6)
+    bare = SoftLexicon_v2(word_vectors=True)
+    set_lexicon(bare, lexicon)
+    with pytest.raises(ValueError, match="no \\(non-floret\\) vectors of words"):
+        bare.initialize(X=[spacy.blank("zh").make_doc("北京")])
+
+
 def test_types_and_positions():
     lexicon = Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS)
     types, _ = lexicon.entity_types()

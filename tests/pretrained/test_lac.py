@@ -262,6 +262,12 @@ def test_before_init_gives_the_vocab_lacs_vectors_and_credits_lac(fake_lac, tmp_
     numpy.testing.assert_array_equal(vectors[nlp.vocab.strings["萬"]], vectors[nlp.vocab.strings["万"]])
     assert vectors.find(key="工作") >= 0  # learnt on the corpus
     assert nlp.meta["sources"][-1]["license"] == "Apache-2.0" and "LAC" in nlp.meta["sources"][-1]["name"]
+    words = spacy.blank("zh")
+    make_lac_vectors(None, missing="none", sdist=str(fake_lac), max_length=3, dtype="float16")(words)
+    assert words.vocab.vectors.data.dtype == numpy.float16 and words.vocab.vectors.find(key="北京市") >= 0
+    assert vectors.find(key="北京市") < 0  # max_length 2: characters and bigrams only
+    with pytest.raises(ValueError, match="dtype float32 or float16"):
+        make_lac_vectors(None, missing="none", dtype="int8")
     with pytest.raises(ValueError, match="corpus \\(paths.train\\) is null"):
         make_lac_vectors(None, missing="trained")(spacy.blank("zh"))
     with pytest.raises(ValueError, match="missing must be one of"):
