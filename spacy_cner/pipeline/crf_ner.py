@@ -525,6 +525,15 @@ class CRFEntityRecognizer(TrainablePipe):
         losses[self.name] += loss
         return losses
 
+    def rehearse(self, examples: Iterable[Example], *, sgd: Optional[Optimizer] = None,
+                 losses: Optional[Dict[str, float]] = None, **config: Any) -> Dict[str, float]:
+        """Not implemented: raises, where spaCy's TrainablePipe would silently do nothing."""
+        raise NotImplementedError(
+            f"'{self.name}' (crf_ner) does not implement rehearse (spaCy's pseudo-rehearsal). To keep what the "
+            "pipeline knew while training on new data, add texts it annotated (nlp.pipe, or python -m spacy_cner "
+            f"annotate) to the new examples and call nlp.update, or pass exclude=[{self.name!r}] to nlp.rehearse."
+        )
+
     def finish_update(self, sgd: Optimizer) -> None:
         """Update the weights, the tok2vec's at tok2vec_learn_rate_scale times the optimizer's rate
         (except a lexicon adapter's inside the tok2vec: new weights, the full rate).

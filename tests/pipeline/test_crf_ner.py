@@ -313,6 +313,18 @@ def test_update_and_evaluate_with_empty_docs():
     assert 0.0 <= scores["ents_f"] <= 1.0
 
 
+def test_rehearse_raises_instead_of_doing_nothing():
+    """spaCy's TrainablePipe.rehearse does nothing: crf_ner says it does not rehearse, and what to do."""
+    fix_random_seed(0)
+    nlp = make_nlp()
+    examples = make_examples(nlp, TRAIN_DATA)
+    optimizer = nlp.initialize(get_examples=lambda: examples)
+    raw = [Example.from_dict(nlp.make_doc(text), {}) for text, _ in TRAIN_DATA]
+    with pytest.raises(NotImplementedError, match="does not implement rehearse .* exclude=\\['crf_ner'\\]"):
+        nlp.rehearse(raw, sgd=optimizer)
+    assert nlp.rehearse(raw, sgd=optimizer, exclude=["crf_ner"]) == {}
+
+
 # ---------------------------------------------------------------------------
 # Serialization and batching
 
