@@ -10,7 +10,7 @@ from thinc.types import Floats2d, Ints1d
 from .robustness.entity_attention import gold_layers_out_of_reach, takes_gold, with_gold
 from .layers._blas import use_numpy_blas
 from .layers.crf import CRF
-from .layers.transformer.model import TRANSFORMER_TOK2VEC
+from .layers.transformer import TRANSFORMER_TOK2VEC
 from .long_docs import cuts_computed_once, sentence_cuts
 
 

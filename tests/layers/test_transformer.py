@@ -180,3 +180,19 @@ def test_attention_window_blocks_far_tokens(kind, request):
     free = make_tok2vec(request.getfixturevalue(f"tiny_{kind}"))
     (c,), (d,) = free.predict(make_docs([text])), free.predict(make_docs([changed]))
     assert not numpy.allclose(c[far], d[far])
+
+
+def test_import_spacy_cner_leaves_transformers_unimported():
+    """A character BiLSTM pipeline never needs transformers (seconds to import): `import spacy_cner` does
+    not import it; TransformerTok2Vec and its registered name still resolve, importing it then."""
+    import subprocess
+    import sys
+
+    code = ("import sys, spacy_cner\n"
+            "print([m for m in ('transformers', 'spacy_transformers') if m in sys.modules])\n"
+            "from spacy.util import registry\n"
+            "layer = registry.architectures.get('spacy-cner.TransformerTok2Vec.v1')\n"
+            "print(layer is spacy_cner.TransformerTok2Vec, 'transformers' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-2:] == ["[]", "True True"]

@@ -13,7 +13,22 @@ all L + 1 layers are fine-tuned through the mix.
 - wordpieces.py: wordpieces aligned to tokens, long docs cut into windows at sentence ends;
 - batch.py: padded batches of windows (attention mask, lexicon word ids).
 A LEBERT lexicon adapter runs inside the transformer (layers/lexicon_adapter.py, lexicon_hook).
-"""
-from .model import TransformerTok2Vec
 
-__all__ = ["TransformerTok2Vec"]
+model.py (and with it spacy-transformers and transformers, seconds to import) is imported on first use of
+TransformerTok2Vec, not by `import spacy_cner`: a character BiLSTM pipeline never needs it. A config that
+names spacy-cner.TransformerTok2Vec.v1 finds it through setup.cfg's entry point.
+"""
+from typing import Any
+
+# The layer's name: CRFTagger(sentence_encoding=True) finds it by name and sets its "sentence_windows".
+TRANSFORMER_TOK2VEC = "transformer_tok2vec"
+
+__all__ = ["TransformerTok2Vec", "TRANSFORMER_TOK2VEC"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TransformerTok2Vec":
+        from .model import TransformerTok2Vec
+
+        return TransformerTok2Vec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

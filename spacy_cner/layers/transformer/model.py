@@ -16,6 +16,7 @@ from ...long_docs import Window
 from .._torch import torch_module
 from ..lexicon_adapter import backward_unscaled, lexicon_hook
 from ..scalar_mix import ScalarMix
+from . import TRANSFORMER_TOK2VEC
 from .batch import window_batch, window_geometry
 from .hf import InPlaceHFShim, convert_inputs, convert_outputs, load_pretrained, run_transformer
 from .wordpieces import plan_doc, token_rows
@@ -23,8 +24,6 @@ from .wordpieces import plan_doc, token_rows
 # The docs, or (docs, gold entity ids per doc) in crf_ner's update (entity_attention).
 InT = Union[List[Doc], Tuple[List[Doc], List[Ints1d]]]
 OutT = List[Floats2d]
-# The layer's name: CRFTagger(sentence_encoding=True) finds it by name and sets its "sentence_windows".
-TRANSFORMER_TOK2VEC = "transformer_tok2vec"
 
 
 @registry.architectures("spacy-cner.TransformerTok2Vec.v1")
