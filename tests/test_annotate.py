@@ -341,6 +341,27 @@ def test_annotate_never_writes_into_an_input_file_or_a_folder_it_did_not_make(mo
     assert annotate(str(model), str(data), tmp_path / "empty").shards_skipped == 2
 
 
+def test_annotate_and_select_refuse_batch_size_0_and_unwritable_outputs(model, tmp_path):
+    """--batch-size 0 (which annotated nothing and exited 0) and an output that cannot be written: exit 1,
+    one line, no traceback."""
+    (tmp_path / "in.txt").write_text("我在北京\n", encoding="utf8")
+    unwritable = Path("/sys/spacy_cner_test")
+    for command, said in (
+        (["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out"), "--batch-size", "0"],
+         "batch_size must be at least 1"),
+        (["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(tmp_path / "next.jsonl"),
+          "--batch-size", "0"], "batch_size must be at least 1"),
+        (["annotate", str(model), str(tmp_path / "in.txt"), str(unwritable / "out")], "spacy_cner_test"),
+        (["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(unwritable / "next.jsonl")],
+         "spacy_cner_test"),
+    ):
+        result = runner.invoke(app, command + ["-q"])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 1 and said in text and text.count("✘") == 1, result.output
+        assert isinstance(result.exception, SystemExit)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "next.jsonl").exists()
+
+
 ray = pytest.importorskip("ray", reason="the Ray engine tests need Ray Data: pip install 'spacy-cner[ray]' (CI installs it)")
 
 

@@ -3,6 +3,7 @@ gives the factory's plain BiLSTM-CRF; they travel inside the wheel."""
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import spacy
 from spacy.util import load_config
@@ -35,6 +36,19 @@ def test_init_config_writes_the_default_and_refuses_to_overwrite(tmp_path):
     assert output.read_text(encoding="utf8") == "mine"
     result = runner.invoke(app, ["init-config", str(output), "--config", "tener", "--force"])
     assert result.exit_code == 0 and output.read_bytes() == (REPO_ROOT / "configs" / "tener.cfg").read_bytes()
+
+
+def test_init_config_bad_output_paths_are_one_line_each(tmp_path):
+    """A folder, a path below a file, a place that cannot be written: exit 1, one message, no traceback."""
+    (tmp_path / "a_file").write_text("mine", encoding="utf8")
+    for output, said, force in ((tmp_path, "is a folder", []), (tmp_path, "is a folder", ["--force"]),
+                                (tmp_path / "a_file" / "config.cfg", "Cannot write", []),
+                                (Path("/sys/spacy_cner_test/config.cfg"), "Cannot write", [])):
+        result = CliRunner().invoke(app, ["init-config", str(output), *force])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 1 and said in text and text.count("✘") == 1, result.output
+        assert isinstance(result.exception, SystemExit)
+    assert (tmp_path / "a_file").read_text(encoding="utf8") == "mine"
 
 
 def test_init_config_prints_and_rejects_unknown_names():

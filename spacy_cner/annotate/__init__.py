@@ -97,6 +97,10 @@ def annotate(
         raise ValueError(f"Unknown output format {output_format!r}: expected one of {list(OUTPUT_FORMATS)}.")
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1, not {shard_size}.")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1 (texts per nlp.pipe batch), not {batch_size}.")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1 (Ray actors), not {workers}.")
     if engine not in ENGINES:
         raise ValueError(f"Unknown engine {engine!r}: expected one of {list(ENGINES)}.")
     # A setting the chosen engine would not use is an error, not silently ignored.

@@ -38,7 +38,7 @@ def annotate_command(
             text_field=text_column, gpu_id=gpu_id, engine=engine.value, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
             progress=not quiet,
         )
-    except (ValueError, ImportError) as err:
+    except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
         msg.fail(str(err), exits=1)
     msg.good(
         f"{summary.docs} docs ({summary.chars:,} characters) in {summary.seconds:.1f} s"
@@ -89,7 +89,7 @@ def select_command(
             input_format=input_format, progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
             workers=workers, text_field=text_column, gpu_id=gpu_id, gpus_per_worker=gpus_per_worker,
         )
-    except (ValueError, ImportError) as err:
+    except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
         msg.fail(str(err), exits=1)
     msg.good(
         f"{summary.selected} of {summary.texts} texts selected ({strategy.value}"

@@ -33,10 +33,15 @@ def init_config_command(
         typer.echo(text, nl=False)
         return
     path = Path(output)
+    if path.is_dir():
+        msg.fail(f"{path} is a folder: name the config file to write, e.g. {path / 'config.cfg'}", exits=1)
     if path.exists() and not force:
         msg.fail(f"{path} exists: pass --force to overwrite it", exits=1)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf8")
+    except OSError as err:  # a parent that is a file, a place that cannot be written
+        msg.fail(f"Cannot write {path}: {err}", exits=1)
     msg.good(f"Wrote {path} (configs/{config.value}.cfg)",
              f"Train it: python -m spacy train {path} --paths.train TRAIN.spacy --paths.dev DEV.spacy")
 
