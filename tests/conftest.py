@@ -156,6 +156,13 @@ SMALL_CONFIG_OVERRIDES = {
     },
 }
 SMALL_CONFIG_OVERRIDES["fast"] = SMALL_CONFIG_OVERRIDES["default"]
+# configs/lac.cfg is default.cfg with LAC's vectors fetched at initialize: here the toy vectors instead
+# (no 65 MB download in the tests; tests/pretrained/test_lac.py trains it on a fabricated LAC sdist).
+SMALL_CONFIG_OVERRIDES["lac"] = {
+    **SMALL_CONFIG_OVERRIDES["default"],
+    "initialize.before_init": {"@callbacks": "spacy-cner.self_trained_vectors.v1", "corpus": None,
+                               "pretrained": "toy vectors (paths.vectors)"},
+}
 # configs/tener.cfg shrunk less, wide enough to learn the toy corpus in a few dozen steps.
 SMALL_TENER = {
     "components.crf_ner.model.tok2vec.width": 32,

@@ -280,21 +280,20 @@ def test_before_init_refuses_initialize_vectors_beside_it(fake_lac, tmp_path):
         make_lac_vectors(None, missing="none")(nlp)
 
 
-def test_a_pipeline_trains_with_lac_vectors_and_saves_them(fake_lac, tmp_path):
-    """default.cfg with [initialize.before_init] LAC's vectors: trains, reads them, saves and credits them."""
-    from spacy.util import load_config
-
+def test_the_lac_config_trains_with_lac_vectors_and_saves_them(fake_lac, tmp_path):
+    """configs/lac.cfg (--paths.lac_sdist: a local copy): trains, reads LAC's vectors and the corpus's own
+    (missing = "trained"), saves them in float16 and credits LAC in meta.json."""
     from conftest import REPO_ROOT, train_from_config, write_corpus as write_toy_corpus
 
-    config = load_config(REPO_ROOT / "configs" / "default.cfg")
-    config["initialize"]["before_init"] = {"@callbacks": "spacy-cner.lac_vectors.v1", "corpus": "${paths.train}",
-                                           "missing": "none", "sdist": str(fake_lac)}
-    config.to_disk(tmp_path / "lac.cfg")
-    overrides = {**write_toy_corpus(tmp_path), "training.max_steps": 4, "training.eval_frequency": 2,
-                 "training.max_epochs": 0}
-    train_from_config(tmp_path / "lac.cfg", tmp_path / "out", overrides)
+    overrides = {**write_toy_corpus(tmp_path), "paths.lac_sdist": str(fake_lac), "training.max_steps": 4,
+                 "training.eval_frequency": 2, "training.max_epochs": 0, "initialize.before_init.min_count": 1,
+                 "initialize.before_init.epochs": 1}
+    train_from_config(REPO_ROOT / "configs" / "lac.cfg", tmp_path / "out", overrides)
     nlp = spacy.load(tmp_path / "out" / "model-last")
-    assert nlp.vocab.vectors.shape[1] == WIDTH and nlp.vocab.vectors.find(key="北京") >= 0
+    vectors = nlp.vocab.vectors
+    assert vectors.shape[1] == WIDTH and vectors.data.dtype == numpy.float16
+    numpy.testing.assert_array_equal(vectors[nlp.vocab.strings["北京"]], fake_embeddings()[VOCAB.index("北京")].astype("float16"))
+    assert vectors.find(key="工作") >= 0  # the toy corpus's own bigram, learnt
     assert any("LAC" in source["name"] for source in nlp.meta["sources"])
     assert nlp("张三去了北京").ents is not None
 
