@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 import spacy
 import srsly
+from spacy import glossary
 from spacy.tokens import DocBin
 
 from .labels import label_descriptions
@@ -56,8 +57,12 @@ def write_model_card(
         raise ValueError(f"{model_path} has no crf_ner component: the model card describes crf_ner's labels.")
     sections = []
     for name, pipe in pipes:
-        known = label_descriptions(pipe.labels, {**pipe.label_descriptions, **dict(descriptions or {})})
-        if descriptions:
+        # The user's meanings, then the dataset's (source_name, or recognised from the labels), then the pipe's
+        # saved ones less those an older version took from spaCy's glossary by the label's name alone
+        # (OntoNotes' LOC is not Resume's).
+        saved = {label: text for label, text in pipe.label_descriptions.items() if text != glossary.GLOSSARY.get(label)}
+        known = {**saved, **label_descriptions(pipe.labels, descriptions, dataset=source_name)}
+        if descriptions or known != pipe.label_descriptions:
             cfg_path = model_path / name / "cfg"
             cfg = srsly.read_json(cfg_path)
             cfg["label_descriptions"] = known

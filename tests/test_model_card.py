@@ -10,7 +10,10 @@ from spacy.training import Example
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
-from spacy_cner.labels import KNOWN_LABELS, explain_labels, label_descriptions
+from spacy_cner.labels import DATASET_LABELS, dataset_of, explain_labels, label_descriptions
+
+RESUME = DATASET_LABELS["Resume NER (Zhang and Yang 2018)"]
+KNOWN = {label for meanings in DATASET_LABELS.values() for label in meanings}
 from spacy_cner.model_card import write_model_card
 
 CARD_DATA = [
@@ -23,7 +26,7 @@ CARD_DATA = [
 @pytest.fixture
 def fresh_glossary(monkeypatch):
     """spaCy's glossary as it is without spacy_cner's additions, restored after the test."""
-    clean = {k: v for k, v in glossary.GLOSSARY.items() if k not in KNOWN_LABELS or k in ("NR", "NT")}
+    clean = {k: v for k, v in glossary.GLOSSARY.items() if k not in KNOWN or k in ("NR", "NT", "PER", "LOC", "ORG", "MISC")}
     clean.pop("FOOD", None)
     monkeypatch.setattr(glossary, "GLOSSARY", clean)
     return clean
@@ -44,9 +47,22 @@ def _trained(tmp_path, descriptions=None, ents_threshold=None):
     return path
 
 
-def test_label_descriptions_take_the_users_then_the_known_then_spacys():
+def test_label_descriptions_take_the_users_then_the_datasets_never_the_name_alone():
+    """Resume's LOC is a place of origin and its EDU an education level, not spaCy's (OntoNotes') meanings:
+    the meanings come from the dataset the whole label set belongs to; a label set of no known dataset gets
+    the user's meanings only."""
+    resume = ["NAME", "CONT", "RACE", "TITLE", "EDU", "PRO", "ORG", "LOC"]
+    found = label_descriptions(resume)
+    assert found["LOC"] == RESUME["LOC"] and "籍贯" in found["LOC"] and found["LOC"] != glossary.GLOSSARY["LOC"]
+    assert "education level" in found["EDU"].lower() and found["ORG"] == RESUME["ORG"]
+    assert dataset_of(resume) == dataset_of(resume[:-1]) == "Resume NER (Zhang and Yang 2018)"  # a label short
+    assert label_descriptions(["PER", "LOC", "ORG"])["LOC"] == "Location or place name"  # People's Daily's
+    assert label_descriptions(["TELEVISION", "PER", "MISC"])["MISC"].startswith("Other: season")  # Youku's MISC
+    assert label_descriptions(["HCCX", "MISC"])["MISC"].startswith("Other, mostly a place of origin")  # Taobao's
+    assert dataset_of(["PER"]) is None  # Youku's or People's Daily's: not said
     found = label_descriptions(["EDU", "PER", "FOOD", "UNKNOWN"], {"FOOD": "Dish or food"})
-    assert found == {"EDU": KNOWN_LABELS["EDU"], "PER": glossary.GLOSSARY["PER"], "FOOD": "Dish or food"}
+    assert found == {"FOOD": "Dish or food"}  # no dataset has these labels: no meaning by name
+    assert label_descriptions(["LOC"], dataset="Resume NER (Zhang and Yang 2018)") == {"LOC": RESUME["LOC"]}
     with pytest.raises(ValueError, match="label_descriptions"):
         label_descriptions(["FOOD"], {"FOOD": ""})
 
@@ -65,7 +81,7 @@ def test_a_loaded_pipeline_teaches_spacy_explain_its_labels(tmp_path, fresh_glos
     assert "FOOD" not in glossary.GLOSSARY
     nlp = spacy.load(path)
     assert spacy.explain("FOOD") == "Dish or food"
-    assert spacy.explain("EDU") == KNOWN_LABELS["EDU"]
+    assert spacy.explain("EDU") is None  # NAME, EDU and FOOD are no known dataset's labels: EDU's meaning is not guessed
     assert nlp.get_pipe("crf_ner").label_descriptions["FOOD"] == "Dish or food"
 
 
@@ -80,7 +96,7 @@ def test_model_card_in_meta_and_the_package_readme(tmp_path, fresh_glossary):
     assert saved["sources"] == [{"name": "Resume NER (Zhang and Yang 2018)", "url": "https://example.org/resume",
                                  "license": "research only"}]
     notes = saved["notes"]
-    assert f"| `EDU` | {KNOWN_LABELS['EDU']} | 50.00 | 25.00 | 33.33 |" in notes
+    assert f"| `EDU` | {RESUME['EDU']} | 50.00 | 25.00 | 33.33 |" in notes  # the source names the dataset
     assert "| `FOOD` | n/a | n/a | n/a | n/a |" in notes  # no meaning given, no dev score
     assert "characters a second: 3 texts of dev.spacy" in notes
     assert "`doc.ents` are the most probable tag sequence (Viterbi)" in notes and "no temperature fitted" in notes
