@@ -592,7 +592,7 @@ class CRFEntityRecognizer(TrainablePipe):
             [initialize.components.crf_ner.lexicon] with spacy-cner.lexicon.v1. It is
             saved with the pipe; None keeps the lexicon a loaded pipe already has.
         label_descriptions (Optional[Dict[str, str]]): What each label means, for spacy.explain
-            and the model card; labels.KNOWN_LABELS and spaCy's glossary fill in the others.
+            and the model card; the meanings of the dataset the labels come from (labels.DATASET_LABELS) fill in the others.
         """
         validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
         if nlp is not None:
