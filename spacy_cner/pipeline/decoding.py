@@ -258,10 +258,12 @@ def doc_entities(
 def span_group(doc: Doc, key: str, scores: SpanScores, entities: List[Tuple[int, int, str]],
                candidate_threshold: float) -> SpanGroup:
     """The doc's entities and the alternatives at or above candidate_threshold, sorted, each with its
-    probability in the group's attrs["scores"] (float32, as spancat's)."""
+    probability in the group's attrs["scores"] (float32, as spancat's). An entity is the doc's own span
+    (its kb_id and id kept, so that `span in doc.ents` holds for it)."""
     shown = set(entities)
+    own = {(ent.start, ent.end, ent.label_): ent for ent in doc.ents}
     ordered = sorted(s for s, p in scores.items() if p >= candidate_threshold or s in shown)
-    group = SpanGroup(doc, name=key, spans=[Span(doc, *span) for span in ordered])
+    group = SpanGroup(doc, name=key, spans=[own.get(span) or Span(doc, *span) for span in ordered])
     group.attrs["scores"] = numpy.asarray([scores[span] for span in ordered], dtype="float32")
     return group
 

@@ -653,6 +653,19 @@ def test_every_entity_has_its_score_and_keeps_it_saved():
     )
 
 
+def test_a_ruler_entity_with_an_id_is_in_the_span_group_as_in_doc_ents():
+    """The README's span-group loop tells entities from alternatives by `span in doc.ents`: an entity_ruler's
+    span with an id (and kb_id) must be the doc's own span in the group, not a copy without them."""
+    nlp = load_trained()
+    ruler = nlp.add_pipe("entity_ruler", before="crf_ner")
+    ruler.add_patterns([{"label": "APP", "pattern": "微信", "id": "wechat"}])
+    doc = nlp("张三去了上海用微信")
+    group = doc.spans["crf_ner"]
+    (app,) = [span for span in group if span.label_ == "APP"]
+    assert app.id_ == "wechat" and app in doc.ents
+    assert all(ent in group for ent in doc.ents)
+
+
 def test_no_scores_without_probabilities():
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
