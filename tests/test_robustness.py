@@ -81,6 +81,19 @@ def test_evaluate_a_context_blind_pipeline():
     assert scores.to_dict()["ents_f"] == pytest.approx(scores.standard.f)
 
 
+def test_progress_shows_one_bar_at_a_time(capsys):
+    """The two bars (sentences alone, joined pairs) were open at once and redrew each other with cursor
+    movements, escape codes in a log file: now each closes before the next opens."""
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "PER", "pattern": "张三"}])
+    gold_docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in zip(TEXTS, GOLD)]
+    evaluate_robustness(nlp, gold_docs, progress=True)
+    err = capsys.readouterr().err
+    assert "sentences alone: 100%" in err and "joined pairs: 100%" in err
+    assert "\x1b[" not in err  # no cursor movement
+    assert err.index("joined pairs") > err.rindex("sentences alone")
+
+
 def test_report_shows_n_a_for_a_label_the_model_never_predicts():
     """R-F1 compares the model with itself: a label it never predicts has none (metrics.json leaves it
     out), and the report says n/a rather than drawing 0.00."""

@@ -131,7 +131,7 @@ def train_vectors_command(
 
     try:
         settings = VectorSettings(width=width, epochs=epochs, min_count=min_count, seed=seed, workers=workers)
-        summary = train_vectors([train_path, *(text or [])], output_path, settings)
+        summary = train_vectors([train_path, *(text or [])], output_path, settings, progress=True)
     except (ValueError, ImportError) as err:
         msg.fail("Training vectors failed")
         print(err)

@@ -60,10 +60,16 @@ def evaluate_robustness(
     docs_alone = nlp.pipe(texts, batch_size=batch_size)
     docs_joined = nlp.pipe(joined, batch_size=batch_size)
     if progress:
+        # One bar at a time, each closed before the next opens: two open bars redraw each other with
+        # cursor movements that a log file keeps as escape codes.
         docs_alone = tqdm(docs_alone, total=len(texts), desc="sentences alone", unit="sent")
-        docs_joined = tqdm(docs_joined, total=len(joined), desc="joined pairs", unit="pair")
     alone = [_entities(doc) for doc in docs_alone]
+    if progress:
+        docs_alone.close()
+        docs_joined = tqdm(docs_joined, total=len(joined), desc="joined pairs", unit="pair")
     in_context = [_entities(doc) for doc in docs_joined]
+    if progress:
+        docs_joined.close()
     scores = score_robustness(texts, gold, alone, pairs, in_context)
     scores.inputs = {"texts": texts, "gold": gold, "alone": alone, "pairs": pairs, "in_context": in_context}
     return scores

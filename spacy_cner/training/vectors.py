@@ -89,7 +89,8 @@ def stable_hash(text: str) -> int:
 
 
 def train_char_bigram_vectors(
-    texts: Sequence[str], settings: Optional[VectorSettings] = None, fixed: Optional[Mapping[str, numpy.ndarray]] = None
+    texts: Sequence[str], settings: Optional[VectorSettings] = None, fixed: Optional[Mapping[str, numpy.ndarray]] = None,
+    progress: bool = False,
 ) -> Tuple[List[str], numpy.ndarray, Dict[str, int]]:
     """Skip-gram vectors of the characters and of the bigrams of texts.
 
@@ -98,6 +99,7 @@ def train_char_bigram_vectors(
     fixed (Optional[Mapping[str, numpy.ndarray]]): Vectors (of settings.width) that keys of the texts
         keep: they start there and are locked (gensim's vectors_lockf 0), so that the other keys are
         learnt in their space (pretrained vectors completed for a corpus's own characters).
+    progress (bool): Show a progress bar over the epochs of both trainings (MSRA's take minutes).
     RETURNS (Tuple[List[str], numpy.ndarray, Dict[str, int]]): The keys (characters, then bigrams),
         their vectors (n_keys, width) float32, and how many of each kind.
     """
@@ -117,12 +119,15 @@ def train_char_bigram_vectors(
     keys: List[str] = []
     rows = []
     counts = {}
+    bar = _EpochBar(settings.epochs * sum(1 for s in kinds.values() if any(s))) if progress else None
     for kind, sentences in kinds.items():
         if not any(sentences):
             counts[kind] = 0
             continue
+        if bar is not None:
+            bar.bar.set_description(f"word2vec, {kind.replace('_', ' ')}")
         try:
-            wv = _word2vec(sentences, gensim_settings, fixed)
+            wv = _word2vec(sentences, {**gensim_settings, "callbacks": [bar] if bar else []}, fixed)
         except RuntimeError as err:  # gensim: "you must first build vocabulary before training the model"
             raise ValueError(
                 f"No {kind.split('_')[0]} occurs {settings.min_count} times in the texts: lower min_count."
@@ -130,7 +135,27 @@ def train_char_bigram_vectors(
         keys.extend(wv.index_to_key)
         rows.append(numpy.asarray(wv.vectors, dtype="float32"))
         counts[kind] = len(wv.index_to_key)
+    if bar is not None:
+        bar.bar.close()
     return keys, numpy.vstack(rows), counts
+
+
+class _EpochBar:
+    """A tqdm bar that gensim's Word2Vec moves at each epoch's end (as a CallbackAny2Vec)."""
+
+    def __init__(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="epoch", desc="word2vec")
+
+    def on_epoch_end(self, model) -> None:
+        self.bar.update(1)
+
+    def __getattr__(self, name: str):
+        # gensim also calls on_train_begin, on_epoch_begin, on_train_end: nothing to do there.
+        if name.startswith("on_"):
+            return lambda model: None
+        raise AttributeError(name)
 
 
 def _word2vec(sentences: List[List[str]], gensim_settings: Dict, fixed: Optional[Mapping[str, numpy.ndarray]]):
@@ -212,7 +237,7 @@ def make_self_trained_vectors(
         start = time.perf_counter()
         texts = [text for path in files for text in read_texts(path)]
         try:
-            keys, vectors, counts = train_char_bigram_vectors(texts, settings)
+            keys, vectors, counts = train_char_bigram_vectors(texts, settings, progress=True)
         except ValueError as err:
             if settings.min_count == 1 or not any(texts):
                 raise
@@ -234,7 +259,8 @@ def make_self_trained_vectors(
 
 
 def train_vectors(
-    inputs: Iterable[Union[str, Path]], output: Union[str, Path], settings: Optional[VectorSettings] = None
+    inputs: Iterable[Union[str, Path]], output: Union[str, Path], settings: Optional[VectorSettings] = None,
+    progress: bool = False,
 ) -> VectorsSummary:
     """Train character and bigram vectors on the texts of inputs and save them as a pipeline in output.
 
@@ -242,6 +268,7 @@ def train_vectors(
         per line: unlabeled text of the domain). Never a dev or test split that will be scored.
     output (Union[str, Path]): The folder for the pipeline (`--paths.vectors OUTPUT`) and summary.json.
     settings (Optional[VectorSettings]): word2vec's settings.
+    progress (bool): Show a progress bar over word2vec's epochs.
     RETURNS (VectorsSummary): What was read and written.
     """
     settings = settings or VectorSettings()
@@ -249,7 +276,7 @@ def train_vectors(
     if not sources:
         raise ValueError("No input to train vectors on: pass a .spacy train split or a text file.")
     texts = [text for path in sources for text in read_texts(path)]
-    keys, vectors, counts = train_char_bigram_vectors(texts, settings)
+    keys, vectors, counts = train_char_bigram_vectors(texts, settings, progress=progress)
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     vectors_pipeline(keys, vectors).to_disk(output)
