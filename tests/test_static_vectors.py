@@ -95,6 +95,30 @@ def test_config_with_vectors_trains_saves_and_keeps_them_frozen(vectors_model, t
     assert not numpy.allclose(ner.model.predict([doc])[0], scores)
 
 
+def test_a_sourced_component_brings_its_vectors_or_says_what_to_do(vectors_model, tmp_path):
+    """nlp.add_pipe("crf_ner", source=trained) (the README's route to word tokens) raised IndexError on the
+    first doc: the vectors stayed in the trained pipeline. A pipeline without vectors now gets them (a
+    warning), tags as the trained one and saves them; one with other vectors gets an error saying what to do."""
+    trained, _ = initialized(vectors_model)
+    text = "张三去了上海"
+    expected = [(e.start_char, e.end_char, e.label_) for e in trained(text).ents]
+    nlp = spacy.blank("zh")
+    with pytest.warns(UserWarning):  # spaCy's W113: the vectors differ
+        nlp.add_pipe("crf_ner", source=trained)
+    with pytest.warns(UserWarning, match="copied into it"):
+        doc = nlp(text)
+    assert [(e.start_char, e.end_char, e.label_) for e in doc.ents] == expected
+    assert nlp.vocab.vectors.shape == trained.vocab.vectors.shape
+    nlp.to_disk(tmp_path / "sourced")
+    assert [(e.start_char, e.end_char, e.label_) for e in spacy.load(tmp_path / "sourced")(text).ents] == expected
+    other = spacy.blank("zh")
+    other.vocab.set_vector("的", numpy.ones(7, dtype="f"))
+    with pytest.warns(UserWarning):
+        other.add_pipe("crf_ner", source=trained)
+    with pytest.raises(ValueError, match="nlp.vocab.vectors = trained.vocab.vectors"):
+        other(text)
+
+
 def test_vectors_without_the_option_raise(vectors_model):
     with pytest.raises(ValueError, match="no component reads them.*static_vectors"):
         initialized(vectors_model, static_vectors=False)

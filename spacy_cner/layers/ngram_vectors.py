@@ -40,6 +40,21 @@ def _init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
             "[initialize] vectors (e.g. --paths.vectors) to a vectors model made with "
             "`spacy init vectors zh VECTORS.txt OUTPUT`."
         )
+    if X:
+        model.attrs["vectors_width"] = int(X[0].vocab.vectors.shape[1])
+
+
+def _check_vectors(model: Model, vectors: Vectors) -> None:
+    """A clear error where the docs' vocab lacks the vectors the model was trained with (a crf_ner sourced
+    into another pipeline: spaCy's add_pipe(source=...) takes the component, not the source's vectors)."""
+    width = model.attrs.get("vectors_width")
+    if not vectors.shape[0] or (width is not None and vectors.shape[1] != width):
+        raise ValueError(
+            f"The model reads static vectors{f' of width {width}' if width else ''} (CharBigramEmbed's "
+            f"static_vectors), but this pipeline's vocab has vectors of shape {vectors.shape}. A crf_ner added with "
+            "nlp.add_pipe('crf_ner', source=trained) needs the trained pipeline's vectors too: "
+            "nlp.vocab.vectors = trained.vocab.vectors (or load the trained pipeline and add your components to it)."
+        )
 
 
 def _forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
@@ -48,6 +63,7 @@ def _forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats
     if not docs:
         return [], lambda dY: []
     vectors = docs[0].vocab.vectors
+    _check_vectors(model, vectors)
     if vectors.mode == "floret":
         return [ops.asarray2f(_floret_vectors(doc, prev_bigram, sentence_bigrams)) for doc in docs], lambda dY: []
     # One lookup and one gather for the whole batch: a doc's rows are the same alone or in it.

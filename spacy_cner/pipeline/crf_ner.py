@@ -391,11 +391,30 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def _predict(self, docs: Iterable[Doc], marginals: bool = False) -> Tuple["Tagging", Optional[List[Floats2d]]]:
         docs = list(docs)
+        if docs:
+            self._adopt_vectors(docs[0].vocab)
         # A character model tags a doc of longer tokens on a character copy of it.
         char_docs = [self._char_doc(doc) for doc in docs]
         docs = [char_doc if char_doc is not None else doc for doc, char_doc in zip(docs, char_docs)]
         decoded = self._decode(docs, best_path=self.entity_threshold is None)
         return self._tag(docs, decoded, char_docs, marginals)
+
+    def _adopt_vectors(self, vocab: Vocab) -> None:
+        """Give a pipeline without vectors the ones this pipe's model reads: a crf_ner sourced into another
+        pipeline (nlp.add_pipe("crf_ner", source=trained)) keeps the trained pipeline's vocab, whose vectors
+        spaCy does not copy; the docs' vocab gets them, once, with a warning, so the pipeline also saves
+        them. Different vectors already there are left alone (the model's layer then says what to do)."""
+        if vocab is self.vocab or vocab.vectors.shape[0] or not self.vocab.vectors.shape[0]:
+            return
+        if not any(node.name == "char_bigram_vectors" for node in self.model.walk()):
+            return
+        vocab.vectors = self.vocab.vectors
+        warnings.warn(
+            f"'{self.name}' reads static vectors that this pipeline's vocab did not have (a component sourced from "
+            f"another pipeline): they were copied into it ({self.vocab.vectors.shape[0]:,} rows), so that it tags "
+            "and saves with them.",
+            stacklevel=3,
+        )
 
     def _tag(self, docs: List[Doc], decoded: Decoded, char_docs: List[Optional[Doc]],
              marginals: bool = False) -> Tuple["Tagging", Optional[List[Floats2d]]]:
