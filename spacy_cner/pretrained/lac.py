@@ -7,7 +7,11 @@ sha256 first (fetch.py). What is read:
   words (the tagger reads words the segmenter finds that are in it as one id), `OOV` last;
 - `lac_model/conf/q2b.dic`: `from<TAB>to` lines, the replacement LAC applies to each word (or
   character) before looking it up: full-width forms to half-width, traditional to simplified;
-- `lac_model/model/word_emb`: float32 [58224, 128], the tagger's input embedding of each id.
+- `lac_model/model/word_emb`: float32 [58224, 128], the tagger's input embedding of each id;
+- for the networks rebuilt in torch (lac_net.py, lac_analyzer.py): each model's other tensor files
+  (fc_0..fc_4, gru_0..gru_3, crfw, see network_shapes), `conf/tag.dic` (its tags by id) and, for the
+  tagger, `lac_model/conf/small_seg.dic` (the word list of the dictionary segmenter that chooses its
+  word ids); the segmenter's own `seg_model/conf/word.dic` (8,224 characters) and `q2b.dic`.
 """
 import tarfile
 from pathlib import Path
@@ -39,6 +43,12 @@ WORD_EMB = "lac_model/model/word_emb"
 VOCAB_SIZE = 58224
 EMB_WIDTH = 128
 OOV = "OOV"
+# The two networks (conf/args.ini of each): input width, GRU width, vocabulary and tag counts.
+TAGGER, SEGMENTER = "lac_model", "seg_model"
+HIDDEN_WIDTH = 128
+SEG_VOCAB_SIZE = 8224
+SEG_WIDTH = 96
+TAG_COUNTS = {TAGGER: 49, SEGMENTER: 4}
 
 
 class LacFiles:
@@ -87,10 +97,63 @@ class LacFiles:
         self.read(WORD_DIC, WORD_EMB)
         return self.vocabulary(), self.tensor(WORD_EMB)
 
+    def network(self, model: str) -> Dict[str, numpy.ndarray]:
+        """All tensors of one network (TAGGER or SEGMENTER) by file name (fc_0.w_0 ...), shapes checked."""
+        shapes = network_shapes(model)
+        self.read(*shapes)
+        return {name.rsplit("/", 1)[1]: self.tensor(name) for name in shapes}
+
+    def model_vocabulary(self, model: str) -> List[str]:
+        """conf/word.dic of a model, by id."""
+        name = f"{model}/conf/word.dic"
+        (data,) = self.read(name)
+        return parse_word_dic(data, f"{self.path}:{name}", VOCAB_SIZE if model == TAGGER else SEG_VOCAB_SIZE)
+
+    def model_replacements(self, model: str) -> Dict[str, str]:
+        """conf/q2b.dic of a model."""
+        name = f"{model}/conf/q2b.dic"
+        (data,) = self.read(name)
+        return parse_q2b(data, f"{self.path}:{name}")
+
+    def tags(self, model: str) -> List[str]:
+        """conf/tag.dic of a model: its tags by id, as LAC's reader reads them (a later line for an id wins:
+        the tagger's PER-B, LOC-B, ORG-B, TIME-B ... replace nr-B, ns-B, nt-B, t-B)."""
+        name = f"{model}/conf/tag.dic"
+        (data,) = self.read(name)
+        return parse_tag_dic(data, f"{self.path}:{name}", TAG_COUNTS[model])
+
+    def segment_dictionary(self) -> Tuple[List[str], int]:
+        """lac_model/conf/small_seg.dic: its words and the sum of their counts."""
+        name = f"{TAGGER}/conf/small_seg.dic"
+        (data,) = self.read(name)
+        return parse_seg_dic(data, f"{self.path}:{name}")
+
 
 def tensor_shapes() -> Dict[str, Tuple[int, ...]]:
     """The files read by this module and the shapes their tensors must have."""
-    return {WORD_EMB: (VOCAB_SIZE, EMB_WIDTH)}
+    return {WORD_EMB: (VOCAB_SIZE, EMB_WIDTH), **network_shapes(TAGGER), **network_shapes(SEGMENTER)}
+
+
+def network_shapes(model: str) -> Dict[str, Tuple[int, ...]]:
+    """The tensor files of one network (LAC/nets.py, `lex_net` with bigru_num 2) and their shapes: per BiGRU
+    layer an fc to 3 gate inputs and a GRU forward (fc_0, gru_0; fc_2, gru_2), the same reversed (fc_1,
+    gru_1; fc_3, gru_3); the emission fc_4; the CRF's crfw (start row, end row, then transitions)."""
+    if model not in TAG_COUNTS:
+        raise ValueError(f"No LAC network {model!r}: expected {TAGGER!r} or {SEGMENTER!r}.")
+    vocab, width, hidden = (VOCAB_SIZE, EMB_WIDTH, HIDDEN_WIDTH) if model == TAGGER else (SEG_VOCAB_SIZE, SEG_WIDTH, SEG_WIDTH)
+    tags = TAG_COUNTS[model]
+    shapes: Dict[str, Tuple[int, ...]] = {"word_emb": (vocab, width)}
+    for layer in range(2):
+        for direction in range(2):
+            index = 2 * layer + direction
+            shapes[f"fc_{index}.w_0"] = (width if layer == 0 else 2 * hidden, 3 * hidden)
+            shapes[f"fc_{index}.b_0"] = (3 * hidden,)
+            shapes[f"gru_{index}.w_0"] = (hidden, 3 * hidden)
+            shapes[f"gru_{index}.b_0"] = (1, 3 * hidden)
+    shapes["fc_4.w_0"] = (2 * hidden, tags)
+    shapes["fc_4.b_0"] = (tags,)
+    shapes["crfw"] = (tags + 2, tags)
+    return {f"{model}/model/{name}": shape for name, shape in shapes.items()}
 
 
 def open_lac(sdist: Optional[Union[str, Path]] = None, progress=None) -> LacFiles:
@@ -131,6 +194,36 @@ def parse_q2b(data: bytes, name: str) -> Dict[str, str]:
             raise ValueError(f"{name}, line {number}: expected 'from<TAB>to', got {line[:40]!r}.")
         replacements.setdefault(parts[0], parts[1])
     return replacements
+
+
+def parse_tag_dic(data: bytes, name: str, size: int) -> List[str]:
+    """tag.dic's `id<TAB>tag` lines as the tags by id: ids 0..size-1, each at least once; a repeated id
+    takes its last line's tag (LAC's reader does: that is how the tagger outputs PER, not nr)."""
+    by_id: Dict[int, str] = {}
+    for number, line in enumerate(_lines(data, name), 1):
+        ident, tab, tag = line.partition("\t")
+        if not tab or not ident.isdigit() or not tag or int(ident) >= size:
+            raise ValueError(f"{name}, line {number}: expected 'id<TAB>tag' with an id below {size}, got {line[:40]!r}.")
+        by_id[int(ident)] = tag
+    if len(by_id) != size:
+        raise ValueError(f"{name}: tags for {len(by_id)} ids, expected {size} (0..{size - 1}).")
+    return [by_id[ident] for ident in range(size)]
+
+
+def parse_seg_dic(data: bytes, name: str) -> Tuple[List[str], int]:
+    """small_seg.dic's `word count` lines: the words and the sum of the counts (LAC's segmenter uses only
+    these: a word's own count is read and dropped, see lac_analyzer.DictionarySegmenter)."""
+    words: List[str] = []
+    total = 0
+    for number, line in enumerate(_lines(data, name), 1):
+        parts = line.strip().split(" ")
+        if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+            raise ValueError(f"{name}, line {number}: expected 'word count', got {line[:40]!r}.")
+        words.append(parts[0])
+        total += int(parts[1])
+    if not words:
+        raise ValueError(f"{name}: no words.")
+    return words, total
 
 
 def char_bigram_vectors(

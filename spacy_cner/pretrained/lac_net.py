@@ -1,0 +1,191 @@
+"""LAC's BiGRU-CRF (LAC/nets.py, `lex_net`) as plain torch modules, filled from its paddle tensor files.
+
+What must match paddle exactly (paddle/phi/kernels/funcs/gru_compute.cc and detail/gru_kernel.h, the fluid
+`gru` op that `dynamic_gru` builds, and `crf_decoding`):
+- the fc before each GRU gives all three gate inputs [update | reset | candidate] (x W_fc + b_fc), the GRU's
+  own bias [1, 3H] is added to them;
+- the GRU weight [H, 3H] is one buffer read as two matrices: its first 2H*H floats are the update and reset
+  weights as an [H, 2H] matrix, the next H*H the candidate's [H, H] (not the column blocks of [H, 3H]);
+- the candidate reads the reset hidden state: c = tanh(x_c + (r * h_prev) W_c), and with origin_mode False
+  h = (1 - u) * h_prev + u * c; h_0 = 0; is_reverse runs each sequence from its end;
+- sigmoid clips its input to [-40, 13] and tanh(x) = 2 sigmoid(2x) - 1 (paddle's CPU kernels);
+- crfw [T + 2, T]: row 0 start scores, row 1 end scores, rows 2.. transitions from (row) to (column);
+  Viterbi keeps the first best on ties.
+"""
+from typing import Dict, List, Sequence
+
+import numpy
+import torch
+from torch import nn
+
+# paddle's SIGMOID_THRESHOLD_MIN / MAX (paddle/phi/kernels/funcs/detail/activation_functions.h).
+SIGMOID_MIN, SIGMOID_MAX = -40.0, 13.0
+
+
+def paddle_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(x.clamp(SIGMOID_MIN, SIGMOID_MAX))
+
+
+def paddle_tanh(x: torch.Tensor) -> torch.Tensor:
+    return 2.0 * paddle_sigmoid(2.0 * x) - 1.0
+
+
+class PaddleGRU(nn.Module):
+    """One direction of fluid's dynamic_gru (origin_mode False) over gate inputs projected by the fc before it.
+
+    hidden_width (int): H.
+    reverse (bool): Run each sequence from its last item to its first (is_reverse).
+    """
+
+    def __init__(self, hidden_width: int, reverse: bool = False):
+        super().__init__()
+        self.hidden_width = hidden_width
+        self.reverse = reverse
+        self.gate_weight = nn.Parameter(torch.zeros(hidden_width, 2 * hidden_width), requires_grad=False)
+        self.state_weight = nn.Parameter(torch.zeros(hidden_width, hidden_width), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(3 * hidden_width), requires_grad=False)
+
+    def load_paddle(self, weight: numpy.ndarray, bias: numpy.ndarray) -> None:
+        """Fill from gru_N.w_0 [H, 3H] and gru_N.b_0 [1, 3H] (the buffer layout in the module docstring)."""
+        H = self.hidden_width
+        flat = torch.from_numpy(numpy.array(weight, dtype="float32")).reshape(-1)
+        self.gate_weight.data.copy_(flat[: 2 * H * H].reshape(H, 2 * H))
+        self.state_weight.data.copy_(flat[2 * H * H :].reshape(H, H))
+        self.bias.data.copy_(torch.from_numpy(numpy.array(bias, dtype="float32")).reshape(-1))
+
+    def forward(self, gate_inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """gate_inputs (batch, length, 3H) and lengths (batch,) -> hidden states (batch, length, H); positions
+        at or past a sequence's length hold values no caller should read."""
+        if self.reverse:
+            gate_inputs = flip_within(gate_inputs, lengths)
+        H = self.hidden_width
+        gate_inputs = gate_inputs + self.bias
+        hidden = gate_inputs.new_zeros(gate_inputs.shape[0], H)
+        outputs = []
+        for step in range(gate_inputs.shape[1]):
+            x = gate_inputs[:, step]  # shape: (batch, 3H)
+            update_reset = paddle_sigmoid(x[:, : 2 * H] + hidden @ self.gate_weight)
+            update, reset = update_reset[:, :H], update_reset[:, H:]
+            candidate = paddle_tanh(x[:, 2 * H :] + (reset * hidden) @ self.state_weight)
+            hidden = hidden - update * hidden + update * candidate  # gru_finalOutput, origin_mode False
+            outputs.append(hidden)
+        output = torch.stack(outputs, dim=1) if outputs else gate_inputs[..., :H]
+        return flip_within(output, lengths) if self.reverse else output
+
+
+class BiGRULayer(nn.Module):
+    """nets.py `_bigru_layer`: fc -> GRU forward and fc -> GRU reversed, concatenated (forward first)."""
+
+    def __init__(self, input_width: int, hidden_width: int):
+        super().__init__()
+        self.forward_fc = nn.Linear(input_width, 3 * hidden_width)
+        self.forward_gru = PaddleGRU(hidden_width)
+        self.backward_fc = nn.Linear(input_width, 3 * hidden_width)
+        self.backward_gru = PaddleGRU(hidden_width, reverse=True)
+        for parameter in self.parameters():
+            parameter.requires_grad_(False)
+
+    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        forward = self.forward_gru(self.forward_fc(inputs), lengths)
+        backward = self.backward_gru(self.backward_fc(inputs), lengths)
+        return torch.cat([forward, backward], dim=-1)  # shape: (batch, length, 2H)
+
+
+class LacNetwork(nn.Module):
+    """LAC's lexer network (either the tagger or the segmenter): embedding, two BiGRU layers, the emission
+    fc and the CRF transitions, with the sizes fixed at construction so a state dict loads into it.
+
+    vocab_size (int): Rows of word_emb.
+    input_width (int): Width of word_emb.
+    hidden_width (int): Width of each GRU.
+    tag_count (int): Tags of the CRF.
+    """
+
+    def __init__(self, vocab_size: int, input_width: int, hidden_width: int, tag_count: int):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, input_width)
+        self.layers = nn.ModuleList([BiGRULayer(input_width, hidden_width), BiGRULayer(2 * hidden_width, hidden_width)])
+        self.emission = nn.Linear(2 * hidden_width, tag_count)
+        self.crf_weights = nn.Parameter(torch.zeros(tag_count + 2, tag_count))
+        for parameter in self.parameters():
+            parameter.requires_grad_(False)
+
+    @classmethod
+    def from_paddle(cls, tensors: Dict[str, numpy.ndarray]) -> "LacNetwork":
+        """The network of one model's tensor files (LacFiles.network), sizes read from them."""
+        vocab_size, input_width = tensors["word_emb"].shape
+        hidden_width = tensors["gru_0.w_0"].shape[0]
+        network = cls(vocab_size, input_width, hidden_width, tensors["fc_4.w_0"].shape[1])
+        network.load_paddle(tensors)
+        return network
+
+    def load_paddle(self, tensors: Dict[str, numpy.ndarray]) -> None:
+        def tensor(name: str) -> torch.Tensor:
+            return torch.from_numpy(numpy.array(tensors[name], dtype="float32"))
+
+        self.embedding.weight.data.copy_(tensor("word_emb"))
+        for index, (layer, direction) in enumerate((l, d) for l in self.layers for d in ("forward", "backward")):
+            fc, gru = getattr(layer, f"{direction}_fc"), getattr(layer, f"{direction}_gru")
+            fc.weight.data.copy_(tensor(f"fc_{index}.w_0").T)  # paddle's mul: x [N, in] @ w [in, out]
+            fc.bias.data.copy_(tensor(f"fc_{index}.b_0"))
+            gru.load_paddle(tensors[f"gru_{index}.w_0"], tensors[f"gru_{index}.b_0"])
+        self.emission.weight.data.copy_(tensor("fc_4.w_0").T)
+        self.emission.bias.data.copy_(tensor("fc_4.b_0"))
+        self.crf_weights.data.copy_(tensor("crfw"))
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """ids (batch, length) and lengths (batch,) -> emission scores (batch, length, tags)."""
+        hidden = self.embedding(ids)
+        for layer in self.layers:
+            hidden = layer(hidden, lengths)
+        return self.emission(hidden)
+
+    @torch.no_grad()
+    def decode(self, sequences: Sequence[Sequence[int]]) -> List[List[int]]:
+        """The best tag ids of each id sequence (crf_decoding); an empty sequence gives []."""
+        lengths = [len(ids) for ids in sequences]
+        if not sequences or max(lengths) == 0:
+            return [[] for _ in sequences]
+        padded = torch.zeros(len(sequences), max(lengths), dtype=torch.long)
+        for row, ids in enumerate(sequences):
+            padded[row, : len(ids)] = torch.as_tensor(list(ids), dtype=torch.long)
+        length_tensor = torch.as_tensor(lengths, dtype=torch.long)
+        emissions = self.forward(padded, length_tensor)
+        return viterbi_decode(emissions, self.crf_weights, length_tensor)
+
+
+def viterbi_decode(emissions: torch.Tensor, crf_weights: torch.Tensor, lengths: torch.Tensor) -> List[List[int]]:
+    """paddle's crf_decoding (linear_chain_crf's layout) over a padded batch.
+
+    emissions (torch.Tensor): (batch, length, tags).
+    crf_weights (torch.Tensor): (tags + 2, tags): start row, end row, transitions.
+    lengths (torch.Tensor): (batch,) real lengths.
+    RETURNS (List[List[int]]): The best path of each sequence, first best on ties (as paddle).
+    """
+    start, end, transitions = crf_weights[0], crf_weights[1], crf_weights[2:]
+    batch, length, _ = emissions.shape
+    score = start + emissions[:, 0]  # shape: (batch, tags)
+    backpointers = []
+    for step in range(1, length):
+        # shape: (batch, from, to); max over `from` returns the first best index on ties.
+        best, previous = (score.unsqueeze(2) + transitions).max(dim=1)
+        active = (step < lengths).unsqueeze(1)
+        score = torch.where(active, best + emissions[:, step], score)
+        backpointers.append(previous)
+    last = (score + end).max(dim=1).indices
+    paths = []
+    for row in range(batch):
+        tag = int(last[row])
+        path = [tag]
+        for step in range(int(lengths[row]) - 1, 0, -1):
+            tag = int(backpointers[step - 1][row, tag])
+            path.append(tag)
+        paths.append(path[::-1] if int(lengths[row]) > 0 else [])
+    return paths
+
+
+def flip_within(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Each sequence of (batch, length, width) reversed within its own length, padding left in place."""
+    positions = torch.arange(values.shape[1]).unsqueeze(0)  # shape: (1, length)
+    index = torch.where(positions < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - positions, positions)
+    return values.gather(1, index.unsqueeze(2).expand(-1, -1, values.shape[2]))
