@@ -50,30 +50,37 @@ def SoftLexicon(softword: bool = False) -> Model[List[Doc], List[Floats2d]]:
     RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc, nO set at
         initialize: 4 + 4 * n_types (+ 4 with softword).
     """
-    return Model(
-        "soft_lexicon",
-        forward,
-        init=init,
-        dims={"nO": None},
-        attrs={"lexicon": LexiconSlot(), "softword": softword, "last_batch": LastBatch()},
-    )
+    return _soft_lexicon(softword)
+
+
+def _soft_lexicon(softword: bool, word_vectors: bool = False, vector_width: Optional[int] = None) -> Model:
+    attrs = {"lexicon": LexiconSlot(), "softword": softword, "last_batch": LastBatch()}
+    if word_vectors:
+        attrs.update(word_vectors=True, vector_width=vector_width, vector_rows=WordVectorRows())
+    params = {"P": None} if vector_width is not None else {}
+    return Model("soft_lexicon", forward, init=init, dims={"nO": None}, attrs=attrs, params=params)
 
 
 @registry.layers("spacy-cner.SoftLexicon.v2")
-def SoftLexicon_v2(softword: bool = False, word_vectors: bool = False) -> Model[List[Doc], List[Floats2d]]:
+def SoftLexicon_v2(
+    softword: bool = False, word_vectors: bool = False, vector_width: Optional[int] = None
+) -> Model[List[Doc], List[Floats2d]]:
     """SoftLexicon.v1, and with word_vectors the frequency-weighted mean vector of each B/M/E/S word
     set (Ma et al. 2020, eq. 10), read from the pipeline's vectors (frozen): 4 * their width more
-    features per token.
+    features per token, or 4 * vector_width with the vectors projected on their vector_width
+    principal directions (fixed at initialize, saved as the layer's param "P", never trained): the
+    mean of projected vectors is the projection of the mean, and the mixing layer's input, most of
+    the cost, shrinks with it.
 
     softword (bool): As v1.
     word_vectors (bool): Add each set's mean word vector (the pipeline needs vectors of words:
         [initialize.before_init] spacy-cner.lac_vectors.v1 with max_length 4 or more, say).
+    vector_width (Optional[int]): Project the word vectors to this many dimensions (None: as they are).
     RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc.
     """
-    model = SoftLexicon(softword)
-    model.attrs["word_vectors"] = word_vectors
-    model.attrs["vector_rows"] = WordVectorRows()
-    return model
+    if vector_width is not None and (not word_vectors or vector_width < 1):
+        raise ValueError(f"SoftLexicon.v2: vector_width ({vector_width}) needs word_vectors = true and is >= 1.")
+    return _soft_lexicon(softword, word_vectors, vector_width)
 
 
 class WordVectorRows:
@@ -95,8 +102,28 @@ class WordVectorRows:
             self._entry = (id(lexicon), signature, _vector_index(vectors).find(keys))
         return self._entry[2]
 
+    def projected(self, vectors, projection: numpy.ndarray) -> numpy.ndarray:
+        """The vectors' rows times the projection (n_rows, k), computed once per table and projection."""
+        from .ngram_vectors import _signature
+
+        key = (_signature(vectors), projection.shape, hash(numpy.asarray(projection).tobytes()))
+        if getattr(self, "_projected", None) is None or self._projected[0] != key:
+            self._projected = (key, numpy.asarray(vectors.data, dtype="float32") @ numpy.asarray(projection, dtype="float32"))
+        return self._projected[1]
+
     def __getstate__(self) -> Dict:
-        return {"_entry": None}
+        return {"_entry": None, "_projected": None}
+
+
+def principal_directions(vectors: numpy.ndarray, width: int) -> numpy.ndarray:
+    """The top `width` right singular vectors of vectors (uncentered, so that a mean of projected rows is the
+    projection of the mean), as a (n_dims, width) float32 matrix; columns past the rank are zeros."""
+    if width > vectors.shape[1]:
+        raise ValueError(f"SoftLexicon.v2: vector_width {width} is more than the vectors' width {vectors.shape[1]}.")
+    _, _, vt = numpy.linalg.svd(numpy.asarray(vectors, dtype="float64"), full_matrices=False)
+    out = numpy.zeros((vectors.shape[1], width), dtype="float32")
+    out[:, : min(width, len(vt))] = vt[:width].T
+    return out
 
 
 def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
@@ -123,7 +150,11 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
         if not (rows >= 0).any():
             raise ValueError("SoftLexicon.v2 has word_vectors = true but no lexicon word has a vector in the pipeline's vectors.")
         logging.getLogger(__name__).info("SoftLexicon: %d of %d lexicon words have a vector", int((rows >= 0).sum()), len(rows))
-        width += len(POSITIONS) * vectors.shape[1]
+        vector_width = model.attrs.get("vector_width")
+        if vector_width is not None:
+            used = numpy.asarray(vectors.data, dtype="float32")[numpy.unique(rows[rows >= 0])]
+            model.set_param("P", principal_directions(used, vector_width))
+        width += len(POSITIONS) * (vector_width or vectors.shape[1])
     model.set_dim("nO", width, force=True)
 
 
@@ -134,7 +165,10 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2
     vectors = None
     if model.attrs.get("word_vectors") and docs:
         table = docs[0].vocab.vectors
-        vectors = (model.attrs["vector_rows"].rows(lexicon, table), table.data)
+        data = table.data
+        if model.attrs.get("vector_width") is not None:
+            data = model.attrs["vector_rows"].projected(table, model.get_param("P"))
+        vectors = (model.attrs["vector_rows"].rows(lexicon, table), data)
     values = model.attrs["last_batch"].features(
         lexicon, texts, spans, lambda: batch_features(lexicon, texts, spans, model.attrs["softword"], vectors)
     )

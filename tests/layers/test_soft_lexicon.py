@@ -114,6 +114,25 @@ def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(
         spans = token_spans(doc)
         per_token = [expected[a:b].mean(axis=0) if b > a else numpy.zeros(20) for a, b in spans]
         assert_allclose(full[:, base.shape[1]:], numpy.asarray(per_token).reshape(-1, 20), rtol=1e-5, atol=1e-6)
+    # Projected on their 2 principal directions: the same sums of the projected vectors, P saved with the layer.
+    from spacy_cner.layers.soft_lexicon import principal_directions
+
+    narrow = SoftLexicon_v2(word_vectors=True, vector_width=2)
+    set_lexicon(narrow, lexicon)
+    narrow.initialize(X=docs)
+    projection = principal_directions(data, 2)
+    assert_allclose(narrow.get_param("P"), projection)
+    assert narrow.get_dim("nO") == plain.get_dim("nO") + 4 * 2
+    u, sv, vt = numpy.linalg.svd(data.astype("float64"), full_matrices=False)
+    assert_allclose(numpy.abs(projection), numpy.abs(vt[:2].T), atol=1e-6)  # up to each direction's sign
+    for doc, base, full in zip(docs, plain.predict(docs), narrow.predict(docs)):
+        expected = char_word_vectors(lexicon, doc.text, rows, data @ projection)
+        per_token = [expected[a:b].mean(axis=0) if b > a else numpy.zeros(8) for a, b in token_spans(doc)]
+        assert_allclose(full[:, base.shape[1]:], numpy.asarray(per_token).reshape(-1, 8), rtol=1e-5, atol=1e-6)
+    restored = SoftLexicon_v2(word_vectors=True, vector_width=2).from_bytes(narrow.to_bytes())
+    assert_allclose(restored.get_param("P"), projection)
+    with pytest.raises(ValueError, match="vector_width"):
+        SoftLexicon_v2(vector_width=2)
     bare = SoftLexicon_v2(word_vectors=True)
     set_lexicon(bare, lexicon)
     with pytest.raises(ValueError, match="no \\(non-floret\\) vectors of words"):
