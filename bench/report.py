@@ -781,7 +781,7 @@ QUESTIONS = [
     Question("The lexicon: loading and matching; LEBERT's Lexicon Adapter on and off (Resume, 3 seeds); transformer "
              "configs on CPU (random BERT); the GPU runs",
              [("lexicon", "CPU"), ("lexicon_adapter", "CPU"), ("transformer_cpu", "CPU"), ("gpu_more", "GPU 2"),
-              ("gpu_mixed", "GPU 3"), ("gpu_pair", "GPU 4")], label="run"),
+              ("gpu_mixed", "GPU 3"), ("gpu_pair", "GPU 4"), ("gpu_workflow", "GPU 5")], label="run"),
 ]
 
 
