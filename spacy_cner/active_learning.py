@@ -14,6 +14,7 @@ import math
 import random
 import shutil
 import time
+import warnings
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
@@ -272,7 +273,8 @@ def select(
 
     The texts are scored by `annotate` (crf_ner's `uncertainty` setting) into OUTPUT.scores/, shard
     by shard: a killed run started again with the same settings goes on from the shards written;
-    other settings (another model, strategy, seed or input) start the folder afresh. The folder is
+    other settings (another model, strategy, seed or input files) or an input file whose content
+    changed since (its sha256, not only its size) start the folder afresh. The folder is
     removed once the selection is written.
 
     model (str): Pipeline name or path, with a crf_ner component.
@@ -313,6 +315,7 @@ def select(
         holds fewer texts once bad rows and near-duplicates are left out.
     """
     from .annotate import STATE_DIR, annotate, input_sources
+    from .annotate.resume import changed_source
 
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
@@ -339,6 +342,10 @@ def select(
     settings = work / STATE_DIR / "settings.json"
     if settings.exists() and not _same_scoring(settings, model, strategy, seed, shard_size, input_format, sources,
                                                text_field):
+        shutil.rmtree(work)
+    elif settings.exists() and (changed := changed_source(work, sources)) is not None:
+        # Its scores came from other texts: resuming would rank rows by another text's score.
+        warnings.warn(f"{changed.path} changed since {work} was scored: scoring the input again from the start.")
         shutil.rmtree(work)
     start = time.perf_counter()
     try:

@@ -380,6 +380,35 @@ def test_select_output_inside_the_input_folder_is_never_read_as_input(model_dir,
     assert (again.texts, again.errors) == (6, 1) and out.read_text(encoding="utf8") == written
 
 
+def test_select_resumed_after_the_input_changed_scores_it_afresh(model_dir, tmp_path, monkeypatch, pool):
+    """A killed select resumed after a line was inserted at the top of its input: before, the shards
+    scored from the old content were kept (rows whose `source` line held another text, the new line
+    never scored); now the folder is scored again, with a warning naming the file: what one run gives."""
+    import spacy_cner.active_learning as active_learning
+
+    texts, source, _ = pool
+    out = tmp_path / "next.jsonl"
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(active_learning, "write_selection", killed)
+    with pytest.raises(KeyboardInterrupt):
+        select(str(model_dir), str(source), 50, out, strategy="entropy", shard_size=20, diversity=None)
+    monkeypatch.undo()
+    (out.parent / "next.jsonl.scores" / "pool.00002.jsonl").unlink()  # killed while scoring the last shard
+    (out.parent / "next.jsonl.scores" / ".annotate" / "done" / "pool.json").unlink()
+    lines = ["王五去了北京"] + texts
+    source.write_text("\n".join(lines) + "\n", encoding="utf8")
+    with pytest.warns(UserWarning, match=r"pool\.txt changed since .*scores was scored"):
+        select(str(model_dir), str(source), 50, out, strategy="entropy", shard_size=20, diversity=None)
+    records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
+    assert all(lines[int(r["select"]["source"].rsplit(" ", 1)[1]) - 1] == r["text"] for r in records)
+    fresh = tmp_path / "fresh.jsonl"
+    select(str(model_dir), str(source), 50, fresh, strategy="entropy", shard_size=20, diversity=None)
+    assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
+
+
 def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(model_dir, tmp_path):
     """-o naming an input file (or OUT.errors.jsonl being one) is refused, as are -o a folder and -o below a
     file; OUT.scores/ holding other files is refused and left as it was. Select's own earlier output in

@@ -1,6 +1,7 @@
 """`python -m spacy_cner annotate`: formats, bad rows, resuming, and the Ray engine (local Ray)."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -277,6 +278,54 @@ def test_resume_edge_cases(model, tmp_path):
     (out / ".annotate" / "settings.json").write_text('{"model": "x", "shard_', encoding="utf8")
     with pytest.raises(ValueError, match=r"settings\.json is damaged .*delete it"):
         annotate(str(model), str(data), out, shard_size=2)
+
+
+def test_resume_after_an_input_changed_is_exact_or_refused(model, tmp_path):
+    """A killed run resumed after its input changed: a line inserted at the top is refused, naming the
+    file (its shards came from the old content: 26 rows for 26 lines before, one dropped, one twice);
+    lines appended resume to exactly what one run gives; an edited file whose size stayed is refused."""
+    texts = [f"{i}我在北京" for i in range(25)]
+    source = tmp_path / "a.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf8")
+    out = tmp_path / "out"
+
+    def killed_run():
+        annotate(str(model), str(source), out, shard_size=5)
+        for shard in ("a.00003.jsonl", "a.00004.jsonl"):
+            (out / shard).unlink()
+        (out / ".annotate" / "done" / "a.json").unlink()
+
+    killed_run()
+    source.write_text("\n".join(["新的一行"] + texts) + "\n", encoding="utf8")
+    with pytest.raises(ValueError, match=r"a\.txt changed since its shards in .*out were written .* To start over, delete"):
+        annotate(str(model), str(source), out, shard_size=5)
+    assert len(read_jsonl(out)) == 15  # nothing written from the new content
+    source.write_text("\n".join(texts) + "\n", encoding="utf8")  # the old content again: resumes
+    with source.open("a", encoding="utf8") as file:
+        file.write("25上海\n")
+    resumed = annotate(str(model), str(source), out, shard_size=5)
+    assert (resumed.shards_skipped, resumed.docs) == (3, 11)
+    assert [row["text"] for row in read_jsonl(out)] == texts + ["25上海"]
+    # The same size, another byte: the hash tells, not the size (nor the mtime, set back).
+    shutil.rmtree(out)
+    killed_run()
+    stat = source.stat()
+    source.write_bytes(source.read_bytes().replace("0我在北京".encode("utf8"), "0我在上海".encode("utf8")))
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(ValueError, match=r"a\.txt changed since its shards"):
+        annotate(str(model), str(source), out, shard_size=5)
+
+
+def test_lines_appended_to_a_last_line_without_its_break_annotate_it_again(model, tmp_path):
+    """A finished input whose last line had no line break, then appended to: that line grew, so the
+    (full) shard holding it is written again, as one run over the new content would write it."""
+    source = tmp_path / "a.txt"
+    source.write_text("1我在北京\n2北京", encoding="utf8")
+    annotate(str(model), str(source), tmp_path / "out", shard_size=2)
+    with source.open("a", encoding="utf8") as file:
+        file.write("很大\n3上海\n")
+    annotate(str(model), str(source), tmp_path / "out", shard_size=2)
+    assert [row["text"] for row in read_jsonl(tmp_path / "out")] == ["1我在北京", "2北京很大", "3上海"]
 
 
 def test_annotate_inputs_and_errors(model, tmp_path):

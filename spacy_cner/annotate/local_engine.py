@@ -44,6 +44,7 @@ def annotate_local(job: AnnotateJob, sources: List[Source], writer: ShardWriter)
         for source in sources:
             if writer.skip_complete(source):
                 continue
+            writer.begin(source)
             n_rows = 0
             for n_rows, row in enumerate(read_rows(source, job.entities_field, job.text_field), start=1):
                 if not writer.skip_written(source, n_rows - 1):

@@ -11,7 +11,7 @@ from spacy.tokens import Doc, DocBin
 
 from .inputs import Row, Source
 from .job import OUTPUT_FORMATS, Summary
-from .resume import done_marker, read_done_marker, write_done_marker
+from .resume import begin_input, done_marker, input_marker, read_done_marker, write_done_marker
 
 if TYPE_CHECKING:
     import pyarrow
@@ -31,6 +31,8 @@ class ShardWriter:
         self._shard: Optional[Tuple[str, int]] = None
         # Rows ask whether their shard exists: one stat per shard, not per row.
         self._existed: Dict[Tuple[str, int], bool] = {}
+        # Each source's size and sha256, taken before it is read (begin), recorded in its done marker.
+        self._fingerprints: Dict[str, Dict[str, Any]] = {}
 
     def shard_path(self, source: Source, index: int) -> Path:
         """Where shard `index` of a source goes."""
@@ -67,15 +69,24 @@ class ShardWriter:
         if marker is None:
             return False
         if "size" in marker and source.path.stat().st_size > marker["size"]:
-            if marker["rows"] % self.shard_size:
-                self.shard_path(source, marker["rows"] // self.shard_size).unlink(missing_ok=True)
+            # The last shard again if partial, or if the old content's last line had no line break
+            # (what was appended continued it).
+            if marker["rows"] % self.shard_size or not marker["ends_line"]:
+                self.shard_path(source, max(marker["rows"] - 1, 0) // self.shard_size).unlink(missing_ok=True)
             self._existed.clear()
             done_marker(self.output_dir, source).unlink()
+            # Its old content was just checked: begin() fingerprints it anew (its shards are trusted).
+            input_marker(self.output_dir, source).unlink(missing_ok=True)
             return False
         self.skip(marker["shards"])
         if self.bar is not None:
             self.bar.update(marker["rows"])
         return True
+
+    def begin(self, source: Source) -> None:
+        """Fingerprint a source before its rows are read; refuse it when shards of it written before
+        came from other content (resume.begin_input)."""
+        self._fingerprints[source.name] = begin_input(self.output_dir, source, self.is_written(source, 0))
 
     def add(self, source: Source, row_index: int, record: Dict[str, Any], text_length: int) -> None:
         """Add the record of row `row_index` of a source; rows must come in input order."""
@@ -155,7 +166,8 @@ class ShardWriter:
     def complete(self, source: Source, n_rows: int) -> None:
         """Mark a source done (after flushing its last shard), so that a restart does not read it again."""
         self.flush()
-        write_done_marker(self.output_dir, source, n_rows, -(-n_rows // self.shard_size))
+        write_done_marker(self.output_dir, source, n_rows, -(-n_rows // self.shard_size),
+                          self._fingerprints.get(source.name))
 
     def skip(self, n_shards: int = 1) -> None:
         self.summary.shards_skipped += n_shards

@@ -85,6 +85,8 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
     pending = [source for source in sources if not writer.skip_complete(source)]
     if not pending:
         return
+    for source in pending:  # each fingerprinted before Ray reads it
+        writer.begin(source)
     if not ray.is_initialized():
         try:
             ray.init(address=job.address, ignore_reinit_error=True, log_to_driver=False)
