@@ -12,11 +12,12 @@ from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, NumpyOps, Optimizer, set_dropout_rate
-from thinc.types import Floats2d
+from thinc.types import Floats1d, Floats2d
 from wasabi import msg
 
 from ..training.adversarial import EmbeddingAttack
 from ..training.augment import MentionPool, join_pairs
+from ..training.distill import soft_targets, teacher_student_loss
 from ..robustness.entity_attention import example_entity_ids
 from ..layers._blas import training_products
 from ..layers._precision import inference_precision
@@ -568,7 +569,9 @@ class CRFEntityRecognizer(TrainablePipe):
         """The CRF negative log-likelihood of the gold tags and its gradient.
 
         Tokens whose gold tag is missing are marginalised over. The CRF's own
-        transition gradients are accumulated too, for the next finish_update.
+        transition gradients are accumulated too, for the next finish_update. An example whose
+        predicted doc carries a teacher's soft targets (distillation, spacy_cner.training.distill)
+        adds the KL of the pipe's CRF from the teacher's, its gold term weighted by targets.gold_weight.
 
         examples (Iterable[Example]): The gold examples, none empty.
         scores (List[Floats2d]): The emission scores from the model.
@@ -578,6 +581,36 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         examples = list(examples)
         validate_examples(examples, "CRFEntityRecognizer.get_loss")
+        targets = soft_targets(examples, self.tag_names)
+        if targets is not None:
+            return self._distillation_loss(examples, scores, targets, scale)
+        return self._gold_loss(examples, scores, scale)
+
+    def _distillation_loss(self, examples: List[Example], scores: List[Floats2d], targets: List[Any],
+                           scale: float) -> Tuple[float, List[Floats2d]]:
+        """get_loss of a batch with soft targets: the teacher-student KL of the examples that have them, plus
+        the gold negative log-likelihood at each one's gold_weight (1 for those without)."""
+        xp = self.model.ops.xp
+        taught = [i for i, t in enumerate(targets) if t is not None]
+        losses, d_taught = teacher_student_loss(self.model.get_ref("crf"), [scores[i] for i in taught],
+                                                [targets[i] for i in taught], scale=scale)
+        d_scores = [xp.zeros_like(doc_scores) for doc_scores in scores]
+        for i, d in zip(taught, d_taught):
+            d_scores[i] = d
+        weights = [1.0 if t is None else t.gold_weight for t in targets]
+        gold = [i for i, weight in enumerate(weights) if weight > 0]
+        loss = float(losses.sum())
+        if gold:
+            gold_loss, d_gold = self._gold_loss([examples[i] for i in gold], [scores[i] for i in gold], scale,
+                                                xp.asarray([weights[i] for i in gold], dtype="f"))
+            loss += gold_loss
+            for i, d in zip(gold, d_gold):
+                d_scores[i] = d_scores[i] + d
+        return loss, d_scores
+
+    def _gold_loss(self, examples: List[Example], scores: List[Floats2d], scale: float,
+                   weights: Optional[Floats1d] = None) -> Tuple[float, List[Floats2d]]:
+        """The negative log-likelihood of the gold tags times scale (and each example's times its weight) and d_scores."""
         # Within an update, the adversarial pass scores the same examples (or some of them) again:
         # reuse their constraints (the cache holds the examples, so their ids stay theirs).
         cache = self._gold_cache if self._gold_cache is not None else {}
@@ -588,8 +621,11 @@ class CRFEntityRecognizer(TrainablePipe):
             allowed.append(cache[id(eg)][1])
         crf = self.model.get_ref("crf")
         log_likelihood, backprop = crf.begin_update((scores, allowed))
-        d_scores, _ = backprop(-scale * self.model.ops.xp.ones_like(log_likelihood))
-        return float(-log_likelihood.sum()) * scale, d_scores
+        if weights is None:
+            d_scores, _ = backprop(-scale * self.model.ops.xp.ones_like(log_likelihood))
+            return float(-log_likelihood.sum()) * scale, d_scores
+        d_scores, _ = backprop(-scale * weights)
+        return float(-(log_likelihood * weights).sum()) * scale, d_scores
 
     def initialize(
         self,
