@@ -5,9 +5,10 @@ __version__ = "0.1.0"
 from .architectures import build_crf_tagger
 from .training.checkpoint_average import CheckpointAverage, adam_checkpoint_average
 from .layers.bilstm import BiLSTMEncoder
-from .layers.char_bigram_embed import CharBigramEmbed, CharBigramEmbed_v2
+from .layers.char_bigram_embed import CharBigramEmbed, CharBigramEmbed_v2, CharBigramEmbed_v3
 from .layers.crf import CRF, crf_decode
 from .layers.key_embed import KeyEmbed
+from .layers.lac_features import LacFeatures
 from .layers.scalar_mix import ScalarMix
 from .layers.soft_lexicon import SoftLexicon
 from .layers.tener import TENEREncoder
@@ -22,10 +23,12 @@ __all__ = [
     "BiLSTMEncoder",
     "CharBigramEmbed",
     "CharBigramEmbed_v2",
+    "CharBigramEmbed_v3",
     "CheckpointAverage",
     "CRF",
     "CRFEntityRecognizer",
     "KeyEmbed",
+    "LacFeatures",
     "LinearChineseTokenizer",
     "ScalarMix",
     "SoftLexicon",

@@ -12,6 +12,8 @@ from spacy.language import Language
 from spacy.tokens import DocBin, Span
 from spacy.training import Example
 
+import fake_lac
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The real corpora, where the checkout has a copy beside it (the slow tests and a few checks read them).
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -163,6 +165,9 @@ SMALL_CONFIG_OVERRIDES["lac"] = {
     "initialize.before_init": {"@callbacks": "spacy-cner.self_trained_vectors.v1", "corpus": None,
                                "pretrained": "toy vectors (paths.vectors)"},
 }
+# configs/lac_context.cfg is lac.cfg with LAC's tagger as a frozen encoder: the toy vectors as for "lac", and
+# small_config_pipeline gives the tagger a fabricated sdist (fake_lac_tarball, tests/fake_lac.py).
+SMALL_CONFIG_OVERRIDES["lac_context"] = dict(SMALL_CONFIG_OVERRIDES["lac"])
 # configs/tener.cfg shrunk less, wide enough to learn the toy corpus in a few dozen steps.
 SMALL_TENER = {
     "components.crf_ner.model.tok2vec.width": 32,
@@ -210,11 +215,31 @@ def small_config_pipeline(name: str, request, extra: Optional[Dict[str, object]]
         overrides["vars.transformer"] = str(request.getfixturevalue(f"tiny_{kind}"))
     if "static_vectors = true" in path.read_text(encoding="utf8"):
         overrides["paths.vectors"] = str(request.getfixturevalue("toy_vectors"))
+    lac = None
+    if "spacy-cner.LacFeatures" in path.read_text(encoding="utf8"):
+        lac = request.getfixturevalue("fake_lac_tarball")
+        overrides["paths.lac_sdist"] = str(lac)
     config = load_config(path, overrides=overrides, interpolate=True)
     fix_random_seed(0)
     nlp = load_model_from_config(config, auto_fill=True)
-    nlp.initialize(lambda: make_examples(nlp, TRAIN_DATA[:2]))
+    with fake_lac.accepted(lac):
+        nlp.initialize(lambda: make_examples(nlp, TRAIN_DATA[:2]))
     return nlp
+
+
+@pytest.fixture(scope="session")
+def fake_lac_tarball(tmp_path_factory) -> Path:
+    """A fabricated LAC sdist with a tiny tagger (tests/fake_lac.py); open_lac accepts it only inside
+    fake_lac.accepted, or in a test that takes fake_lac_sdist."""
+    return fake_lac.write_fake_lac(tmp_path_factory.mktemp("lac") / "LAC-2.1.2.tar.gz")
+
+
+@pytest.fixture
+def fake_lac_sdist(fake_lac_tarball, monkeypatch) -> Path:
+    """fake_lac_tarball, accepted by open_lac for the test's duration."""
+    for target, name, value in fake_lac.patches(fake_lac_tarball):
+        monkeypatch.setattr(target, name, value)
+    return fake_lac_tarball
 
 
 @pytest.fixture(scope="session")

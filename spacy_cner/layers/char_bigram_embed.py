@@ -106,6 +106,35 @@ def CharBigramEmbed_v2(
     )
 
 
+@registry.architectures("spacy-cner.CharBigramEmbed.v3")
+def CharBigramEmbed_v3(
+    width: int,
+    char_rows: int = 10000,
+    bigram_rows: Optional[int] = None,
+    bigram_min_count: int = 1,
+    prev_bigram: bool = True,
+    dropout: float = 0.0,
+    embed_width: Optional[int] = None,
+    bigram_dropout: float = 0.0,
+    sentence_bigrams: bool = False,
+    lexicon_adapter: Optional[Model] = None,
+    static_vectors: bool = False,
+    soft_lexicon: Optional[Model] = None,
+    lac_features: Optional[Model] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """CharBigramEmbed.v2 that also mixes in a frozen contextual encoder's features: LAC's tagger's
+    states and emission scores per token (spacy-cner.LacFeatures.v1), concatenated with the hash
+    embeddings, vectors and lexicon features before the Maxout layer. The other arguments are v2's.
+
+    lac_features (Optional[Model]): spacy-cner.LacFeatures.v1.
+    RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
+    """
+    return _char_bigram_embed(
+        width, char_rows, bigram_rows, prev_bigram, dropout, embed_width, bigram_dropout, sentence_bigrams,
+        lexicon_adapter, static_vectors, soft_lexicon, bigram_min_count=bigram_min_count, lac_features=lac_features,
+    )
+
+
 def _char_bigram_embed(
     width: int,
     char_rows: int,
@@ -119,6 +148,7 @@ def _char_bigram_embed(
     static_vectors: bool,
     soft_lexicon: Optional[Model],
     bigram_min_count: int = 1,
+    lac_features: Optional[Model] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
     embed_width = embed_width or width
     tables = [HashEmbed(embed_width, char_rows, column=0, seed=11, dropout=dropout)]
@@ -131,8 +161,10 @@ def _char_bigram_embed(
     extra = [ngram_vectors(prev_bigram, sentence_bigrams)] if static_vectors else []
     if soft_lexicon is not None:
         extra.append(soft_lexicon)
+    if lac_features is not None:
+        extra.append(lac_features)
     if extra:
-        # The vectors' and lexicon features' widths are known at initialize: the mix infers its input.
+        # The vectors', lexicon and LAC features' widths are known at initialize: the mix infers its input.
         mix = Maxout(width, nP=3, dropout=dropout, normalize=True)
         features = concatenate(chain(keys, with_array(concatenate(*tables))), *extra)
         model = chain(features, with_array(mix))

@@ -123,6 +123,27 @@ ROWS = {
         make_docs,
         prepare=give_key_tables,
     ),
+    "spacy-cner.CharBigramEmbed.v3": Row(
+        "architectures",
+        "\n".join(
+            [
+                "width = 8\nchar_rows = 50\nbigram_rows = 60\nprev_bigram = true\ndropout = 0.3",
+                "[model.lac_features]",
+                '@layers = "spacy-cner.LacFeatures.v1"',
+                'sdist = "{fixture}"\nprojected_width = 3\nwindow_size = 4',
+            ]
+        ),
+        make_docs,
+        fixture="fake_lac_sdist",  # a tiny fabricated LAC tagger (tests/fake_lac.py)
+    ),
+    "spacy-cner.LacFeatures.v1": Row(
+        "layers",
+        'sdist = "{fixture}"\nwindow_size = 4\n',  # windows of 4 characters: overlapping ones in 北京是中国的首都
+        make_docs,
+        dropout=False,
+        fixture="fake_lac_sdist",
+        has_weights=False,
+    ),
     "spacy-cner.KeyEmbed.v1": Row(
         "layers", "nO = 5\ncolumn = 1\ndropout = 0.3\n", make_keys, prepare=give_keys,
     ),

@@ -1,0 +1,263 @@
+"""LAC's tagger (Baidu's lexical analyser, pretrained/lac_net.py) as a frozen contextual encoder: per token, the
+states of its top BiGRU layer and/or its emission scores (24 POS classes and 4 entity types, B/I, and O), with
+the token's position in LAC's word.
+
+LAC reads mixed word and character ids (lac_analyzer.LacTagger.ids: a dictionary word of its vocabulary is one
+id, other text one id per character). The features of an id go to each character it covers, with the character's
+position in that word (B/M/E/S one-hot); a token of several characters (a word-token doc) gets the mean over its
+characters, as SoftLexicon's do, a whitespace token zeros. Each text is cut into windows of at most window_size
+characters at sentence ends (long_docs.split_windows), by default each sentence alone (it then has the same
+features alone and beside another, as sentence_bigrams gives it the same bigrams), and the windows of the whole
+batch run together, sorted by length and padded in groups.
+
+Nothing is trained. The weights come from LAC's sdist at initialize (pretrained/lac.py's open_lac: fetched through
+pip's index and cached, or a local copy) and are saved with the model: the network's state, and as its module's
+constructor arguments the vocabulary, q2b.dic and the dictionary segmenter's words. A saved pipeline loads
+without the sdist.
+"""
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+import torch
+from spacy.tokens import Doc
+from thinc.api import Model, registry
+from thinc.types import Floats2d
+
+from ..lexicon import doc_text, token_spans
+from ..long_docs import SENTENCE_ENDS, split_windows
+from ..pretrained.lac import LacFiles, open_lac
+from ..pretrained.lac_analyzer import DictionarySegmenter, LacTagger, Lexicon, tagger_from_sdist
+from ..pretrained.lac_net import LacNetwork
+from ._torch import InPlacePyTorchShim, RebuildableModule, deserialize_rebuildable, serialize_rebuildable
+from ._torch import set_torch_module, torch_module
+from .soft_lexicon import LastBatch, principal_directions
+
+# A character's position in LAC's word (the text one id covers), in feature order.
+POSITIONS = ("B", "M", "E", "S")
+B, M, E, S = range(len(POSITIONS))
+# One run of the network reads at most GROUP_SIZE windows and GROUP_IDS ids, padding included.
+GROUP_SIZE = 256
+GROUP_IDS = 16384
+
+
+@registry.layers("spacy-cner.LacFeatures.v1")
+def LacFeatures(
+    hidden: bool = True,
+    emissions: bool = True,
+    projected_width: Optional[int] = None,
+    window_size: int = 256,
+    sentences: bool = True,
+    sdist: Optional[str] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Per token, LAC's tagger's contextual features, frozen: use it as the lac_features of
+    spacy-cner.CharBigramEmbed.v3.
+
+    hidden (bool): The states of the tagger's top BiGRU layer (2 x 128, forward then backward).
+    emissions (bool): Its emission scores (49 tags).
+    projected_width (Optional[int]): Project those on their projected_width principal directions in the
+        initialize sample's characters (uncentered; fixed at initialize, saved as the param "P", never
+        trained), so that the mixing layer reads fewer inputs. None: as they are.
+    window_size (int): The most characters LAC reads at once; longer texts are cut at sentence ends, a longer
+        sentence into overlapping windows (each character read from the one where it sits farthest from an edge).
+    sentences (bool): Cut at every sentence end (。！？!?;；, newline): each sentence is read alone.
+    sdist (Optional[str]): A local copy of LAC-2.1.2.tar.gz (sha256-checked); None: fetched through pip's index
+        at initialize and cached (`python -m spacy_cner pretrained fetch` does it ahead). Only initialize reads it.
+    RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc, nO set at initialize:
+        projected_width or 256 * hidden + 49 * emissions, plus 4 positions.
+    """
+    if not (hidden or emissions):
+        raise ValueError("LacFeatures: hidden and emissions are both false: set at least one to true.")
+    if projected_width is not None and projected_width < 1:
+        raise ValueError(f"LacFeatures: projected_width must be null or >= 1, got {projected_width}.")
+    if window_size < 2:
+        raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
+    shim = InPlacePyTorchShim(LacEncoder(), serialize_model=serialize_rebuildable, deserialize_model=deserialize_rebuildable)
+    attrs = {"hidden": hidden, "emissions": emissions, "projected_width": projected_width, "window_size": window_size,
+             "sentences": sentences, "sdist": sdist, "last_batch": LastBatch()}
+    params = {"P": None} if projected_width is not None else {}
+    return Model("lac_features", forward, init=init, dims={"nO": None}, params=params, attrs=attrs, shims=[shim])
+
+
+def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    """The features of each doc's tokens; nothing to backpropagate. In training the batch's features are kept for
+    an adversarial update's second pass over the same docs (LastBatch, as SoftLexicon's)."""
+    module = built_encoder(model)
+    texts, spans = [doc_text(doc) for doc in docs], [token_spans(doc) for doc in docs]
+
+    def compute() -> List[numpy.ndarray]:
+        return [token_means(chars, doc_spans) for chars, doc_spans in zip(char_features(model, module, texts), spans)]
+
+    values = model.attrs["last_batch"].features(module, texts, spans, compute) if is_train else compute()
+    return [model.ops.asarray2f(doc_values) for doc_values in values], lambda d_features: []
+
+
+def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    """Read LAC's tagger from the sdist (unless loaded already), fit the projection, set nO."""
+    if not torch_module(model).is_built:
+        set_torch_module(model, LacEncoder.from_sdist(open_lac(model.attrs["sdist"])))
+    module = torch_module(model)
+    width = module.feature_width(model.attrs["hidden"], model.attrs["emissions"])
+    projected_width = model.attrs["projected_width"]
+    if projected_width is not None:
+        if projected_width > width:
+            raise ValueError(f"LacFeatures: projected_width {projected_width} is more than the {width} features it "
+                             "projects: lower it or set it to null.")
+        chars = char_features(model, module, [doc_text(doc) for doc in X or []], project=False)
+        sample = numpy.concatenate([numpy.zeros((0, width + len(POSITIONS)), "float32")] + chars)[:, :width]
+        if not len(sample):
+            raise ValueError("LacFeatures with projected_width needs sample docs with text at initialize, to find the "
+                             "principal directions of LAC's features.")
+        model.set_param("P", model.ops.asarray2f(principal_directions(sample, projected_width)))
+        width = projected_width
+    model.set_dim("nO", width + len(POSITIONS), force=True)
+
+
+class LacEncoder(torch.nn.Module, RebuildableModule):
+    """LAC's tagger network with the text analysis that gives it ids (vocabulary, q2b.dic, dictionary segmenter).
+
+    Built with no arguments it is a placeholder (is_built False) until init reads the sdist; the arguments are
+    saved beside the weights (RebuildableModule), so a saved pipeline rebuilds it without the sdist.
+
+    vocabulary (Optional[List[str]]): lac_model/conf/word.dic's tokens by id.
+    replacements (Optional[Dict[str, str]]): q2b.dic.
+    tags (Optional[List[str]]): tag.dic's tags by id (the emission scores' columns).
+    segment_words (Optional[List[str]]): small_seg.dic's words.
+    segment_total (int): The sum of small_seg.dic's counts.
+    input_width (int): Width of the id embeddings.
+    hidden_width (int): Width of each GRU.
+    """
+
+    def __init__(
+        self,
+        vocabulary: Optional[List[str]] = None,
+        replacements: Optional[Dict[str, str]] = None,
+        tags: Optional[List[str]] = None,
+        segment_words: Optional[List[str]] = None,
+        segment_total: int = 0,
+        input_width: int = 0,
+        hidden_width: int = 0,
+    ):
+        super().__init__()
+        self.hparams: Dict[str, Any] = {
+            "vocabulary": vocabulary, "replacements": replacements, "tags": tags, "segment_words": segment_words,
+            "segment_total": segment_total, "input_width": input_width, "hidden_width": hidden_width,
+        }
+        self.tagger: Optional[LacTagger] = None
+        if vocabulary is not None:
+            if replacements is None or tags is None or segment_words is None:
+                raise ValueError("LacEncoder: a vocabulary needs its replacements, tags and segment_words too.")
+            self.network = LacNetwork(len(vocabulary), input_width, hidden_width, len(tags))
+            lexicon = Lexicon(list(vocabulary), dict(replacements), list(tags))
+            self.tagger = LacTagger(self.network, lexicon, DictionarySegmenter(segment_words, segment_total))
+
+    @classmethod
+    def from_sdist(cls, lac: LacFiles) -> "LacEncoder":
+        """The encoder of the checked sdist's tagger (lac_analyzer.tagger_from_sdist)."""
+        return cls.from_tagger(tagger_from_sdist(lac))
+
+    @classmethod
+    def from_tagger(cls, tagger: LacTagger) -> "LacEncoder":
+        """The encoder of a LacTagger, its weights copied."""
+        network = tagger.network
+        module = cls(tagger.lexicon.vocabulary, tagger.lexicon.replacements, tagger.lexicon.tags,
+                     tagger.segmenter.words, tagger.segmenter.total_count, network.embedding.embedding_dim,
+                     network.layers[0].forward_gru.hidden_width)
+        module.network.load_state_dict(network.state_dict())
+        return module
+
+    @property
+    def is_built(self) -> bool:
+        return self.tagger is not None
+
+    def feature_width(self, hidden: bool, emissions: bool) -> int:
+        """The width of encode's rows."""
+        return (2 * self.hparams["hidden_width"] if hidden else 0) + (len(self.hparams["tags"]) if emissions else 0)
+
+    @torch.no_grad()
+    def encode(self, sequences: Sequence[Sequence[int]], hidden: bool, emissions: bool) -> List[numpy.ndarray]:
+        """Per id sequence, float32 (n_ids, feature_width): the top states and/or the emission scores. The sequences
+        run sorted by length in groups (GROUP_SIZE, GROUP_IDS), each padded to its longest."""
+        assert self.tagger is not None
+        device = self.network.crf_weights.device
+        results: List[numpy.ndarray] = [numpy.zeros((0, self.feature_width(hidden, emissions)), "float32")] * len(sequences)
+        for group in length_groups([len(ids) for ids in sequences]):
+            lengths = numpy.asarray([len(sequences[i]) for i in group], dtype="int64")
+            padded = numpy.zeros((len(group), int(lengths.max())), dtype="int64")
+            for row, i in enumerate(group):
+                padded[row, : lengths[row]] = sequences[i]
+            states, scores = self.network.encode(torch.from_numpy(padded).to(device), torch.from_numpy(lengths).to(device))
+            features = torch.cat([states] * hidden + [scores] * emissions, dim=-1).float().cpu().numpy()
+            for row, i in enumerate(group):
+                results[i] = features[row, : lengths[row]]
+        return results
+
+
+def built_encoder(model: Model) -> LacEncoder:
+    module = torch_module(model)
+    if not module.is_built:
+        raise ValueError("LacFeatures has no weights: initialize the pipeline (they are read from LAC's sdist) or "
+                         "load a pipeline that was saved with them.")
+    return module
+
+
+def char_features(model: Model, module: LacEncoder, texts: Sequence[str], project: bool = True) -> List[numpy.ndarray]:
+    """Per text, float32 (n_characters, width + 4): the features of the LAC id covering each character (projected
+    by "P" when project and the layer has it), then the character's position in the id's word."""
+    hidden, emissions = model.attrs["hidden"], model.attrs["emissions"]
+    projection = model.ops.to_numpy(model.get_param("P")) if project and model.has_param("P") else None
+    pieces = [(index, window) for index, text in enumerate(texts) for window in text_windows(model, text)]
+    prepared = [module.tagger.ids(texts[index][window.start : window.end]) for index, window in pieces]
+    encoded = module.encode([ids for ids, _ in prepared], hidden, emissions)
+    width = module.feature_width(hidden, emissions) if projection is None else projection.shape[1]
+    out = [numpy.zeros((len(text), width + len(POSITIONS)), dtype="float32") for text in texts]
+    for (index, window), (_, lengths), features in zip(pieces, prepared, encoded):
+        if projection is not None:
+            features = features @ projection
+        unit, position = word_positions(lengths)
+        own = slice(window.own_start - window.start, window.own_end - window.start)
+        rows = out[index][window.own_start : window.own_end]
+        rows[:, :width] = features[unit[own]]
+        rows[numpy.arange(len(rows)), width + position[own]] = 1.0
+    return out
+
+
+def text_windows(model: Model, text: str):
+    """long_docs.split_windows over the text's characters, cut after each one of SENTENCE_ENDS."""
+    if not text:
+        return []
+    ends = [index + 1 for index, char in enumerate(text) if char in SENTENCE_ENDS]
+    return split_windows(ends, len(text), model.attrs["window_size"], every_sentence=model.attrs["sentences"])
+
+
+def word_positions(lengths: Sequence[int]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """Per character of words of these lengths, the index of its word and its position in it (B, M, E or S)."""
+    lengths = numpy.asarray(lengths, dtype="int64")
+    unit = numpy.repeat(numpy.arange(len(lengths)), lengths)
+    offset = numpy.arange(len(unit)) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+    length = lengths[unit]
+    position = numpy.where(length == 1, S, numpy.where(offset == 0, B, numpy.where(offset == length - 1, E, M)))
+    return unit, position
+
+
+def token_means(chars: numpy.ndarray, spans: numpy.ndarray) -> numpy.ndarray:
+    """Per (start, end) character span (a token), the mean of its characters' rows; an empty span (whitespace) zeros."""
+    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
+    out = numpy.zeros((len(bounds), chars.shape[1]), dtype="float32")
+    single = bounds[:, 1] - bounds[:, 0] == 1
+    out[single] = chars[bounds[single, 0]]
+    for i in numpy.flatnonzero(bounds[:, 1] - bounds[:, 0] > 1):
+        out[i] = chars[bounds[i, 0] : bounds[i, 1]].mean(axis=0)
+    return out
+
+
+def length_groups(lengths: Sequence[int]) -> List[List[int]]:
+    """Indices of the non-empty sequences, sorted by length, in groups of at most GROUP_SIZE whose padded size
+    (count x longest) is at most GROUP_IDS (a longer sequence alone)."""
+    groups: List[List[int]] = []
+    for index in sorted((i for i, length in enumerate(lengths) if length), key=lambda i: lengths[i]):
+        group = groups[-1] if groups else None
+        if group is not None and len(group) < GROUP_SIZE and (len(group) + 1) * lengths[index] <= GROUP_IDS:
+            group.append(index)
+        else:
+            groups.append([index])
+    return groups
