@@ -4,6 +4,7 @@ import itertools
 import os
 import subprocess
 import sys
+from fnmatch import fnmatch
 
 import numpy
 import pytest
@@ -189,3 +190,131 @@ def test_targets_in_the_students_tag_order():
             assert reordered.counts[j, k] == targets.counts[i, tag_names.index(other)]
     with pytest.raises(ValueError, match="teacher's labels and scheme"):
         targets.in_order(get_tag_names(["A", "B"], "BIO"))
+
+
+# The teacher of the end-to-end tests: a small BiLSTM-CRF overfit to the toy corpus.
+TEACHER_MODEL = {
+    "@architectures": "spacy-cner.CRFTagger.v1",
+    "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 32, "char_rows": 500, "bigram_rows": 1000,
+                "bigram_dropout": 0.0},
+    "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
+}
+# Unlabeled text for the student: new sentences of the toy corpus's characters (and an empty line).
+UNLABELED = ["王五在深圳工作", "张三住在北京市", "", "李四去了广州", "腾讯的员工在上海"]
+STUDENT_CONFIG = REPO_ROOT / "configs" / "student.cfg"
+
+
+def entities(docs):
+    return [[(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents] for doc in docs]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A teacher pipeline overfit to TRAIN_DATA, the train and dev splits and an unlabeled text file."""
+    folder = tmp_path_factory.mktemp("distill")
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"model": TEACHER_MODEL})
+    examples = make_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(40):
+        nlp.update(examples, sgd=optimizer)
+    assert nlp.evaluate(make_examples(nlp))["ents_f"] == 1.0
+    nlp.to_disk(folder / "teacher")
+    (folder / "unlabeled.txt").write_text("\n".join(UNLABELED) + "\n", encoding="utf8")
+    return {"teacher": folder / "teacher", "train": write_docs(folder / "train.spacy"),
+            "dev": write_docs(folder / "dev.spacy", TRAIN_DATA[:3]), "text": folder / "unlabeled.txt"}
+
+
+def test_student_reproduces_the_teachers_entities(corpus, tmp_path):
+    """A student of another architecture (configs/student.cfg: a CNN window encoder), trained on the
+    teacher's soft targets alone (gold weight 0), tags the train and unlabeled texts as its teacher does."""
+    from spacy_cner.training.distill import distill
+
+    summary = distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path / "out", train=corpus["train"],
+                      dev=corpus["dev"], texts=[corpus["text"]], gold_weight=0.0, max_steps=100, progress=False,
+                      overrides={"training.max_epochs": 0, "training.eval_frequency": 25})
+    assert summary.teacher.docs == len(TRAIN_DATA) + len(UNLABELED)
+    assert summary.student == tmp_path / "out" / "model-best" and summary.student.is_dir()
+    texts = [text for text, _ in TRAIN_DATA] + [text for text in UNLABELED if text]
+    teacher = spacy.load(corpus["teacher"])
+    student = spacy.load(tmp_path / "out" / "model-last")
+    assert student.get_pipe("crf_ner").labels == teacher.get_pipe("crf_ner").labels
+    found = entities(student.pipe(texts))
+    assert found == entities(teacher.pipe(texts))
+    assert all(found)
+
+
+def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
+    """spacy-cner.distill_corpus.v1: every non-empty text with its targets; the train split's with its
+    gold doc and the gold weight, the unlabeled ones without gold (weight 0)."""
+    from spacy_cner.training.distill import create_distill_corpus, distill
+
+    distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"],
+            texts=[corpus["text"]], progress=False, train_student=False)
+    nlp = spacy.blank("zh")
+    examples = list(create_distill_corpus(tmp_path / "teacher", corpus["train"], gold_weight=0.3)(nlp))
+    assert len(examples) == len(TRAIN_DATA) + len(UNLABELED) - 1
+    by_text = {eg.predicted.text: eg for eg in examples}
+    for text, ents in TRAIN_DATA:
+        eg = by_text[text]
+        assert [(e.start_char, e.end_char, e.label_) for e in eg.reference.ents] == ents
+        assert eg.predicted.user_data[SOFT_TARGETS].gold_weight == 0.3
+    for text in filter(None, UNLABELED):
+        targets = by_text[text].predicted.user_data[SOFT_TARGETS]
+        assert targets.gold_weight == 0.0 and not by_text[text].reference.has_annotation("ENT_IOB")
+        numpy.testing.assert_allclose(targets.marginals.astype("float64").sum(axis=1), 1.0, atol=2e-3)
+    assert "ents_threshold = null" in (tmp_path / "student.cfg").read_text(encoding="utf8")
+    # Called again without the unlabeled text: its cached shards are kept but not read.
+    distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"], texts=[""],
+            progress=False, train_student=False)
+    assert len(list((tmp_path / "teacher" / "shards").glob("text_*.spacy"))) == 1
+    assert len(list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(nlp))) == len(TRAIN_DATA)
+
+
+def stored_targets(shards):
+    """text -> marginals of every doc in the teacher's shards."""
+    out = {}
+    for shard in sorted(shards.glob("*.spacy")):
+        for doc in DocBin().from_disk(shard).get_docs(spacy.blank("zh").vocab):
+            if SOFT_TARGETS in doc.user_data:
+                out[doc.text] = numpy.asarray(doc.user_data[SOFT_TARGETS]["marginals"], dtype="float64")
+    return out
+
+
+def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
+    """`distill` killed in its teacher pass (after its first shard) and run again: the shards written
+    before are kept as they were (not recomputed), the rest written, the targets those of one pass."""
+    texts = [f"{name}在{place}工作" for name, place in itertools.product(["张三", "李四", "王五"] * 50, ["北京市", "上海", "深圳", "广州"])]
+    (tmp_path / "many.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "spacy_cner", "distill", str(corpus["teacher"]), str(STUDENT_CONFIG),
+               "--train", str(corpus["train"]), "--dev", str(corpus["dev"]), "--text", str(tmp_path / "many.txt"),
+               "--output", str(output), "--shard-size", "25", "--batch-size", "8", "--max-steps", "2", "--quiet"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    shards = output / "teacher" / "shards"
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        while process.poll() is None and not list(shards.glob("text_*_many.*.spacy")):
+            pass
+    finally:
+        process.kill()
+        process.wait()
+    before = {path.name: path.stat().st_mtime_ns for path in shards.glob("*.spacy")}
+    n_shards = -(-len(texts) // 25)
+    assert 1 <= sum(fnmatch(name, "text_*_many.*") for name in before) < n_shards, "the kill came after the teacher pass"
+    pipeline_meta = (output / "teacher" / "pipeline" / "meta.json").stat().st_mtime_ns
+    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"{len(before)} already done" in " ".join(result.stdout.split())
+    after = {path.name: path.stat().st_mtime_ns for path in shards.glob("*.spacy")}
+    assert sum(fnmatch(name, "text_*_many.*") for name in after) == n_shards
+    assert all(after[name] == mtime for name, mtime in before.items())
+    assert (output / "teacher" / "pipeline" / "meta.json").stat().st_mtime_ns == pipeline_meta
+    assert (output / "model-best").is_dir()
+    # The same targets as one uninterrupted pass computes.
+    teacher = spacy.load(output / "teacher" / "pipeline")
+    stored = stored_targets(shards)
+    assert len(stored) == len(set(texts)) + len(TRAIN_DATA)
+    for doc in teacher.pipe(sorted(set(texts))[:40]):
+        numpy.testing.assert_array_equal(stored[doc.text], doc.user_data[SOFT_TARGETS]["marginals"].astype("float64"))

@@ -2,7 +2,7 @@
 
 _app: the typer app and the choices its options take; corpus: convert, export, fetch-assets; evaluation:
 show-ents, robustness; annotation: annotate, select, train-vectors; spacy_tools: spaCy's evaluate and
-debug data with crf_ner pipes as `ner`; pretrained: LAC's weights (fetch, vectors). Importing them registers their commands, in this order.
+debug data with crf_ner pipes as `ner`; pretrained: LAC's weights (fetch, vectors); distillation: distill. Importing them registers their commands, in this order.
 """
 # Importing the command modules registers their commands, listed by --help in this order.
 from . import corpus  # noqa: F401  isort:skip
@@ -10,6 +10,7 @@ from . import evaluation  # noqa: F401  isort:skip
 from . import annotation  # noqa: F401  isort:skip
 from . import spacy_tools  # noqa: F401  isort:skip
 from . import pretrained  # noqa: F401  isort:skip
+from . import distillation  # noqa: F401  isort:skip
 from ._app import app, msg
 from .corpus import FORMAT_SUFFIXES, output_name, print_stats
 from .evaluation import display_table, display_width

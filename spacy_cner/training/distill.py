@@ -30,6 +30,7 @@ Where each part is:
 - distill: the teacher pass, then the student trained by spaCy's own loop (model-best on dev F1).
 """
 import dataclasses
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -402,7 +403,10 @@ def create_distill_corpus(path: Path, gold: Optional[Path] = None, gold_weight: 
         meta = srsly.read_json(meta_path)
         tags = tuple(meta["tags"])
         gold_docs = list(DocBin().from_disk(gold).get_docs(nlp.vocab)) if gold is not None else []
-        for shard in sorted((folder / TEACHER_SHARDS).rglob("*.spacy")):
+        # The shards of the inputs given now: <input name>.<index>.spacy (an earlier call's other texts are kept, unread).
+        inputs = {path.with_suffix("").name for path in (folder / TEACHER_INPUTS).iterdir()}
+        shards = [p for p in sorted((folder / TEACHER_SHARDS).glob("*.spacy")) if p.name.rsplit(".", 2)[0] in inputs]
+        for shard in shards:
             for doc in DocBin().from_disk(shard).get_docs(nlp.vocab):
                 record = doc.user_data.get(SOFT_TARGETS)
                 if record is None or "error" in doc.user_data:
@@ -445,7 +449,7 @@ def distill(
     *,
     train: Path,
     dev: Path,
-    texts: Sequence[Path] = (),
+    texts: Sequence[Any] = (),
     temperature: float = 1.0,
     gold_weight: float = 0.5,
     max_steps: Optional[int] = None,
@@ -470,8 +474,8 @@ def distill(
     output (Path): The output folder.
     train (Path): The train split (.spacy): its texts get soft targets, its gold docs the gold loss.
     dev (Path): The dev split (.spacy): model-best is chosen on it.
-    texts (Sequence[Path]): Unlabeled text, as annotate reads it (a .txt with one text per line, .jsonl,
-        .parquet, .csv, .tsv); never a split that will be scored.
+    texts (Sequence[Path]): Unlabeled text: files, folders or globs as annotate reads them (a .txt with one
+        text per line, .jsonl, .parquet, .csv, .tsv); "" is left out. Never a split that will be scored.
     temperature (float): The teacher's and the student's CRF scores are divided by it in the loss.
     gold_weight (float): The gold negative log-likelihood's weight beside the KL.
     max_steps (Optional[int]): Stop training after this many steps (None: the config's).
@@ -561,10 +565,14 @@ def prepare_teacher(teacher: str, folder: Path, temperature: float) -> List[str]
     return tags
 
 
-def write_teacher_inputs(folder: Path, train: Path, texts: Sequence[Path]) -> None:
+def write_teacher_inputs(folder: Path, train: Path, texts: Sequence[Any]) -> None:
     """The teacher pass's input folder: train.jsonl (the train split's texts, each with its index, so that
-    its gold doc is found again) and a link to each unlabeled text file (text_<i>_<name>)."""
+    its gold doc is found again) and a link to each unlabeled text file (text_<hash of its path>_<its name>), each of
+    texts a file, a folder or a glob as annotate reads them ("" is left out); links of earlier calls' other texts
+    are removed."""
     import spacy
+
+    from ..annotate.inputs import find_sources
 
     folder.mkdir(parents=True, exist_ok=True)
     docs = DocBin().from_disk(train).get_docs(spacy.blank("xx").vocab)
@@ -573,9 +581,17 @@ def write_teacher_inputs(folder: Path, train: Path, texts: Sequence[Path]) -> No
     path = folder / "train.jsonl"
     if not path.is_file() or path.read_text(encoding="utf8") != content:
         path.write_text(content, encoding="utf8", newline="\n")
-    for i, text in enumerate(texts):
-        link = folder / f"text_{i}_{Path(text).name}"
-        target = Path(text).resolve()
+    links = {}
+    for text in texts:
+        for source in find_sources(str(text)) if str(text) else ():
+            target = source.path.resolve()
+            # Named by the file's path, not its place among texts: its shards are found again in any order.
+            tag = hashlib.sha256(str(target).encode("utf8")).hexdigest()[:8]
+            links[folder / f"text_{tag}_{source.name.replace('/', '_')}{source.path.suffix}"] = target
+    for link in folder.iterdir():  # texts of an earlier call not given now: not read (their shards are kept)
+        if link.is_symlink() and link not in links:
+            link.unlink()
+    for link, target in links.items():
         if link.is_symlink() and link.resolve() == target:
             continue
         if link.is_symlink() or link.exists():
