@@ -155,3 +155,52 @@ def test_altered_or_truncated_weights_are_refused_naming_the_file(damage, reques
         srsly.write_json(cfg_path, {k: v for k, v in srsly.read_json(cfg_path).items() if k != "model_sha256"})
         with pytest.raises(ValueError, match=f"{model_file} cannot be read"):
             spacy.load(tmp_path / "model")
+
+
+def test_altered_vectors_are_refused_naming_the_file(request, tmp_path):
+    """The vocab's vectors (table, keys and rows) have their sha256 in crf_ner's cfg: 2,000 bit flips in
+    vocab/vectors changed the entities with no error, and a changed key2row would too; now each fails
+    at load naming the file. A pipeline saved before the checksum existed loads as before."""
+    import numpy
+
+    nlp = small_config_pipeline("default", request)
+    assert nlp.vocab.vectors.shape[0] > 0  # the default config reads static vectors
+    nlp.to_disk(tmp_path / "model")
+    assert spacy.load(tmp_path / "model").get_pipe("crf_ner").cfg["vectors_sha256"] is not None
+    vectors_file = tmp_path / "model" / "vocab" / "vectors"
+    saved = vectors_file.read_bytes()
+    data = numpy.frombuffer(saved, dtype=numpy.uint8).copy()
+    header = len(saved) - nlp.vocab.vectors.data.nbytes  # .npy's header, left as it is
+    rng = numpy.random.default_rng(0)
+    for index in rng.integers(header, len(saved), size=2000):
+        data[index] ^= numpy.uint8(1 << int(rng.integers(0, 8)))
+    vectors_file.write_bytes(data.tobytes())
+    with pytest.raises(ValueError, match=f"{vectors_file} does not match the checksum"):
+        spacy.load(tmp_path / "model")
+    vectors_file.write_bytes(saved)
+    key2row = tmp_path / "model" / "vocab" / "key2row"
+    rows = srsly.read_msgpack(key2row)
+    first, second = list(rows)[:2]
+    rows[first], rows[second] = rows[second], rows[first]
+    srsly.write_msgpack(key2row, rows)
+    with pytest.raises(ValueError, match=f"{vectors_file} does not match the checksum"):
+        spacy.load(tmp_path / "model")
+    cfg_path = tmp_path / "model" / "crf_ner" / "cfg"
+    srsly.write_json(cfg_path, {k: v for k, v in srsly.read_json(cfg_path).items() if k != "vectors_sha256"})
+    spacy.load(tmp_path / "model")  # saved before the checksum: trusted
+
+
+@pytest.mark.parametrize("damage", ["vectors", "strings", "tokenizer"])
+def test_spacys_own_files_name_themselves_when_they_cannot_be_read(damage, request, tmp_path):
+    """A truncated vocab/vectors raised numpy's "Failed to read all data for array" and a damaged
+    strings.json or tokenizer cfg srsly's "Expected object or value", naming no file (spaCy reads
+    them): the error now names the file (the vocab folder for strings.json, which the vocab reads itself)."""
+    small_config_pipeline("default", request).to_disk(tmp_path / "model")
+    path, named = {
+        "vectors": (tmp_path / "model" / "vocab" / "vectors", tmp_path / "model" / "vocab" / "vectors"),
+        "strings": (tmp_path / "model" / "vocab" / "strings.json", tmp_path / "model" / "vocab"),
+        "tokenizer": (tmp_path / "model" / "tokenizer" / "cfg", tmp_path / "model" / "tokenizer" / "cfg"),
+    }[damage]
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    with pytest.raises(ValueError, match=f"^{named} cannot be read .*Restore the pipeline's files"):
+        spacy.load(tmp_path / "model")

@@ -1,5 +1,6 @@
-"""The saved files of a `crf_ner` pipe (cfg, vocab, model, lexicon): the weights with their checksum
-in the cfg, checked at load, and a cfg that names its file when it cannot be read."""
+"""The saved files of a `crf_ner` pipe (cfg, vocab, model, lexicon): the weights and the vocab's
+vectors with their checksums in the cfg, checked at load, and a cfg that names its file when it
+cannot be read (spaCy's own files' errors are named by file_errors.py)."""
 import hashlib
 from functools import partial
 from io import BytesIO
@@ -10,13 +11,17 @@ import numpy
 import srsly
 import torch
 from spacy.errors import Errors
+from spacy.vectors import Vectors
 from spacy.vocab import Vocab
 from thinc.api import Model, PyTorchShim
 from thinc.util import convert_recursive, is_xp_array
 
 from ..layers._torch import load_weights
 from ..layers.scalar_mix import tok2vec_mix_weights
+from .file_errors import name_files_in_load_errors, names_file
 from .lexicons import lexicons_to_bytes, load_lexicons
+
+name_files_in_load_errors()
 
 # How crf_ner can save its model's float weights (its save_weights setting): as they are, in float16,
 # or in float16 with the embedding tables in int8 (a float32 scale per row).
@@ -27,8 +32,9 @@ TABLE_LAYERS = ("hashembed", "key_embed")
 
 def bytes_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Dict[str, Callable[[], Any]]:
     """spacy.util.to_bytes's serializers; the weights' checksum (and the learned scalar mix, for
-    reading without loading) are in cfg before cfg is written."""
+    reading without loading) are in cfg before cfg is written, with the vocab's vectors' checksum."""
     weights = model_bytes(model, cfg, exclude)
+    cfg["vectors_sha256"] = vectors_digest(vocab)
     return {
         "cfg": lambda: srsly.json_dumps(cfg),
         "vocab": lambda: vocab.to_bytes(exclude=exclude),
@@ -42,7 +48,8 @@ def bytes_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str, ex
     return {
         "cfg": lambda b: cfg.update(srsly.json_loads(b)),
         "vocab": lambda b: vocab.from_bytes(b, exclude=exclude),
-        "model": lambda b: load_model(model, cfg, b, "the model in the bytes"),
+        "model": lambda b: (load_model(model, cfg, b, "the model in the bytes"),
+                            check_vectors(vocab, cfg, "the vectors of the pipeline's vocab")),
         "lexicon": lambda b: load_lexicons(model, b, "bytes", name),
     }
 
@@ -56,6 +63,7 @@ def file_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Di
             path.write_bytes(data)
 
     weights = model_bytes(model, cfg, exclude)
+    cfg["vectors_sha256"] = vectors_digest(vocab)
     return {
         "cfg": lambda p: srsly.write_json(p, cfg),
         "vocab": lambda p: vocab.to_disk(p, exclude=exclude),
@@ -69,7 +77,8 @@ def file_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str, exc
     return {
         "cfg": lambda p: cfg.update(read_cfg(p)),
         "vocab": lambda p: vocab.from_disk(p, exclude=exclude),
-        "model": lambda p: load_model(model, cfg, p.read_bytes(), str(p)),
+        # The vocab was read before: the pipeline's (nlp.from_disk reads it first) or the pipe's own.
+        "model": lambda p: (load_model(model, cfg, p.read_bytes(), str(p)), check_vectors(vocab, cfg, _vectors_file(p))),
         "lexicon": lambda p: load_lexicons(model, p.read_bytes(), str(p), name) if p.exists() else None,
     }
 
@@ -87,6 +96,46 @@ def model_bytes(model: Model, cfg: Dict[str, Any], exclude) -> Optional[bytes]:
     data = model.to_bytes() if save_weights == "float32" else float16_model_bytes(model, save_weights == "int8-tables")
     cfg["model_sha256"] = hashlib.sha256(data).hexdigest()
     return data
+
+
+def vectors_digest(vocab: Vocab) -> Optional[str]:
+    """sha256 of the vocab's vectors: their table (its dtype and shape too), the keys and the rows they
+    map to (sorted by key), the mode and floret's settings; None for vectors of another kind."""
+    vectors = vocab.vectors
+    if not isinstance(vectors, Vectors):
+        return None
+    data = vectors.data.get() if hasattr(vectors.data, "get") else vectors.data  # cupy on a GPU
+    data = numpy.ascontiguousarray(data, dtype=numpy.asarray(data).dtype.newbyteorder("<"))
+    keys = numpy.fromiter(vectors.key2row.keys(), dtype="<u8", count=len(vectors.key2row))
+    rows = numpy.fromiter(vectors.key2row.values(), dtype="<i8", count=len(vectors.key2row))
+    order = numpy.argsort(keys, kind="stable")
+    settings = [vectors.mode, data.dtype.str, data.shape, vectors.attr]
+    if vectors.mode == "floret":  # its settings are saved in floret mode only
+        settings += [vectors.minn, vectors.maxn, vectors.hash_count, vectors.hash_seed, vectors.bow, vectors.eow]
+    digest = hashlib.sha256(srsly.json_dumps(settings).encode("utf8"))
+    for part in (data, keys[order], rows[order]):
+        digest.update(part.tobytes())
+    return digest.hexdigest()
+
+
+def check_vectors(vocab: Vocab, cfg: Dict[str, Any], source: str) -> None:
+    """Refuse vectors other than those the pipe was saved with (their sha256 in cfg, when it has one):
+    bit flips in vocab/vectors changed the entities with no error."""
+    expected = cfg.get("vectors_sha256")
+    if expected is not None and vectors_digest(vocab) != expected:
+        raise names_file(ValueError(
+            f"{source} does not match the checksum saved with the pipe in its cfg (sha256 {expected[:12]}...): the "
+            "vectors are altered, or not the ones the pipeline was saved with. Restore the pipeline's files as "
+            "they were saved."
+        ))
+
+
+def _vectors_file(model_file: Path) -> str:
+    """The file the pipe's vectors were read from: its own vocab (pipe.to_disk) or the pipeline's."""
+    for vocab_dir in (model_file.parent / "vocab", model_file.parent.parent / "vocab"):
+        if (vocab_dir / "vectors").exists():
+            return str(vocab_dir / "vectors")
+    return "the vectors of the pipeline's vocab"
 
 
 def validate_save_weights(value: str) -> str:
