@@ -318,3 +318,25 @@ def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
     assert len(stored) == len(set(texts)) + len(TRAIN_DATA)
     for doc in teacher.pipe(sorted(set(texts))[:40]):
         numpy.testing.assert_array_equal(stored[doc.text], doc.user_data[SOFT_TARGETS]["marginals"].astype("float64"))
+
+
+def test_crf_ner_mixes_the_kl_and_the_gold_loss(corpus):
+    """crf_ner.get_loss of examples with soft targets: teacher_student_loss plus gold_weight times the gold
+    negative log-likelihood (an example without targets: its gold loss alone, weight 1)."""
+    nlp = spacy.load(corpus["teacher"])
+    pipe = nlp.get_pipe("crf_ner")
+    examples = make_examples(nlp)[:3]
+    scores = pipe.model.predict([eg.predicted for eg in examples])
+    rng = numpy.random.default_rng(2)
+    other = make_crf(pipe.tag_names, seed=2)
+    targets = chain_soft_targets(other, [rng.normal(size=s.shape).astype("f") for s in scores[:2]], temperature=2.0)
+    for eg, t, weight in zip(examples, targets, (0.25, 0.0)):
+        eg.predicted.user_data[SOFT_TARGETS] = SoftTargets(t.tags, t.marginals, t.counts, t.entropy, 2.0, weight)
+    loss, d_scores = pipe.get_loss(examples, scores)
+    kl, d_kl = teacher_student_loss(pipe.model.get_ref("crf"), scores[:2], targets)
+    plain = make_examples(nlp)[:3]
+    gold = [pipe.get_loss([eg], [s]) for eg, s in zip(plain, scores)]
+    assert loss == pytest.approx(float(kl.sum()) + 0.25 * gold[0][0] + gold[2][0], rel=1e-5)
+    numpy.testing.assert_allclose(d_scores[0], d_kl[0] + 0.25 * gold[0][1][0], atol=1e-5)
+    numpy.testing.assert_allclose(d_scores[1], d_kl[1], atol=1e-6)
+    numpy.testing.assert_allclose(d_scores[2], gold[2][1][0], atol=1e-6)
