@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_gpu.py [--data ../shared/data/resume] [--out bench/runs/gpu] [--steps 300]
        [--layers 12] [--width 768] [--systems bert_crf nezha_df_at lebert] [--precisions fp32 mixed]
-       [--evals 6] [--cpu-repeats 3] [--result NAME]
+       [--evals 6] [--cpu-repeats 3] [--learn-rate 5e-5] [--encoder-rate-scale S] [--result NAME]
        python bench/bench_gpu.py --cpu-smoke   (tiny sizes, on the CPU: checks the script itself)
 
 No pretrained weights can be downloaded here: each system fine-tunes a randomly
@@ -84,6 +84,11 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "mixed"], default=["fp32", "mixed"])
     parser.add_argument("--evals", type=int, default=6, help="dev evaluations during training (each calibrates)")
+    parser.add_argument("--learn-rate", type=float, default=5e-5,
+                        help="initial_rate: the layers above the encoder (a BiLSTM, the CRF); the encoder gets the "
+                             "config's tok2vec_learn_rate_scale (0.5) times it, unless --encoder-rate-scale")
+    parser.add_argument("--encoder-rate-scale", type=float, default=None,
+                        help="the encoder's rate as a multiple of --learn-rate (default: the config's)")
     parser.add_argument("--cpu-repeats", type=int, default=3,
                         help="timed passes over the test texts on the CPU (the fastest is kept; the GPU's: 3)")
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, to check the script")
@@ -116,7 +121,9 @@ def main() -> None:
                 f"--vars.mixed_precision={'true' if precision == 'mixed' else 'false'}",
                 f"--training.max_steps={args.steps}",
                 "--training.max_epochs=0",
-                *training_schedule(args.steps, 5e-5),
+                *training_schedule(args.steps, args.learn_rate),
+                *([f"--components.crf_ner.tok2vec_learn_rate_scale={args.encoder_rate_scale}"]
+                  if args.encoder_rate_scale is not None else []),
                 f"--training.eval_frequency={max(1, args.steps // max(1, args.evals))}",
                 *extra,
             ]
@@ -192,7 +199,9 @@ def render(results: dict, args: argparse.Namespace) -> str:
         "",
         f"Command: `python bench/bench_gpu.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {machine}  ",
-        f"Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), {args.steps} steps on Resume; "
+        f"Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), {args.steps} steps on Resume "
+        f"(initial_rate {args.learn_rate:g}, the encoder at "
+        f"{'the config' + chr(39) + 's 0.5' if args.encoder_rate_scale is None else args.encoder_rate_scale} times it); "
         f"{args.evals} dev evaluations (each calibrating) inside training's time; GPU chars/s: the fastest of 3 passes, "
         f"CPU chars/s: of {args.cpu_repeats}; agreement: test docs with the same entities on the CPU.",
         "",
