@@ -340,3 +340,17 @@ def test_crf_ner_mixes_the_kl_and_the_gold_loss(corpus):
     numpy.testing.assert_allclose(d_scores[0], d_kl[0] + 0.25 * gold[0][1][0], atol=1e-5)
     numpy.testing.assert_allclose(d_scores[1], d_kl[1], atol=1e-6)
     numpy.testing.assert_allclose(d_scores[2], gold[2][1][0], atol=1e-6)
+
+
+def test_a_teacher_folder_keeps_its_teacher_and_temperature(corpus, tmp_path):
+    """Soft targets cached at one temperature are read at it; another temperature (or teacher) for the same
+    output is refused, naming the folder, rather than mixing two teachers' shards."""
+    from spacy_cner.training.distill import create_distill_corpus, distill
+
+    distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"],
+            temperature=2.0, progress=False, train_student=False)
+    examples = list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(spacy.blank("zh")))
+    assert {eg.predicted.user_data[SOFT_TARGETS].temperature for eg in examples} == {2.0}
+    with pytest.raises(ValueError, match="another teacher or temperature"):
+        distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"],
+                temperature=1.0, progress=False, train_student=False)
