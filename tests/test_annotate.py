@@ -178,6 +178,74 @@ def test_rows_an_output_format_cannot_hold_are_bad_rows(model, tmp_path, output_
     assert rows[0]["text"] == "我在北京" and rows[-1]["text"] == "上海"
 
 
+def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tmp_path):
+    """Timestamp, date, time, duration, decimal and binary columns stopped annotate and select with JSONL
+    output (TypeError: not JSON serializable), at the same shard on every rerun: they are written as ISO
+    8601 strings, seconds, the decimal's str and base64 text (DocBin fields too); Parquet output keeps
+    their types."""
+    import base64
+    import datetime
+    import decimal
+
+    pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
+    import pyarrow.parquet
+
+    from spacy_cner.active_learning import select
+
+    when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    table = pyarrow.table({
+        "text": ["我在北京", "北京很大"],
+        "when": pyarrow.array([when, None], pyarrow.timestamp("us", tz="UTC")),
+        "day": pyarrow.array([datetime.date(2024, 1, 2), datetime.date(2023, 12, 31)]),
+        "at": pyarrow.array([datetime.time(12, 30), datetime.time(0, 0, 1)]),
+        "took": pyarrow.array([datetime.timedelta(seconds=90), datetime.timedelta(milliseconds=5)]),
+        "price": pyarrow.array([decimal.Decimal("1.10"), decimal.Decimal("12345678901234567890.01")],
+                               pyarrow.decimal128(22, 2)),
+        "blob": pyarrow.array([b"\x00\xff", b"ab"], pyarrow.binary()),
+    })
+    source = tmp_path / "in.parquet"
+    pyarrow.parquet.write_table(table, source)
+    summary = annotate(str(model), str(source), tmp_path / "out")
+    rows = read_jsonl(tmp_path / "out")
+    assert (summary.docs, summary.errors) == (2, 0)
+    assert [{k: v for k, v in row.items() if k != "entities"} for row in rows] == [
+        {"text": "我在北京", "when": "2024-01-02T03:04:05+00:00", "day": "2024-01-02", "at": "12:30:00",
+         "took": 90.0, "price": "1.10", "blob": base64.b64encode(b"\x00\xff").decode()},
+        {"text": "北京很大", "when": None, "day": "2023-12-31", "at": "00:00:01", "took": 0.005,
+         "price": "12345678901234567890.01", "blob": "YWI="},
+    ]
+    assert [entity_tuples(row) for row in rows] == expected_entities(model, ["我在北京", "北京很大"])
+    annotate(str(model), str(source), tmp_path / "docbin", output_format="spacy")
+    docs = list(DocBin().from_disk(tmp_path / "docbin" / "in.00000.spacy").get_docs(spacy.blank("zh").vocab))
+    assert [doc.user_data["fields"]["price"] for doc in docs] == ["1.10", "12345678901234567890.01"]
+    assert "error" not in docs[0].user_data
+    annotate(str(model), str(source), tmp_path / "parquet", output_format="parquet")
+    kept = pyarrow.parquet.read_table(tmp_path / "parquet" / "in.00000.parquet")
+    assert kept.column("when").to_pylist() == [when, None] and kept.schema.field("blob").type == pyarrow.binary()
+    select(str(model), str(source), 2, tmp_path / "next.jsonl")
+    chosen = [json.loads(line) for line in (tmp_path / "next.jsonl").read_text(encoding="utf8").splitlines()]
+    assert sorted(row["price"] for row in chosen) == ["1.10", "12345678901234567890.01"]
+
+
+def test_a_row_nested_too_deeply_for_parquet_is_a_bad_row_not_an_unreadable_shard(model, tmp_path):
+    """A row nested past Parquet's 100 schema levels (lists take two) made its whole output shard
+    unreadable ("Parquet schema too deeply nested"); it is now that row's error, the shard readable."""
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
+    import pyarrow.parquet
+
+    deep = {"text": "李四", "x": json.loads("[" * 60 + "1" + "]" * 60)}
+    lines = [json.dumps({"text": "我在北京"}, ensure_ascii=False), json.dumps(deep, ensure_ascii=False),
+             json.dumps({"text": "上海", "x": [[1]]}, ensure_ascii=False)]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf8")
+    summary = annotate(str(model), str(source), tmp_path / "out", output_format="parquet")
+    rows = pyarrow.parquet.read_table(tmp_path / "out" / "in.00000.parquet").to_pylist()
+    assert [row["text"] for row in rows] == ["我在北京", None, "上海"] and rows[2]["x"] == [[1]]
+    assert rows[1]["error"].startswith(f"{source}, line 2: nested too deeply for a Parquet reader")
+    raw = json.loads(rows[1]["raw"])  # the record as annotated
+    assert raw["x"] == deep["x"] and "entities" in raw and (summary.docs, summary.errors) == (2, 1)
+
+
 def test_annotate_parquet_in_and_out(model, tmp_path):
     pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
     import pyarrow.parquet

@@ -11,6 +11,7 @@ from spacy.tokens import Doc, DocBin
 
 from .inputs import Row, Source
 from .job import OUTPUT_FORMATS, Summary
+from .records import json_ready
 from .resume import begin_input, done_marker, input_marker, read_done_marker, write_done_marker
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ class ShardWriter:
         self.shard_size = shard_size
         self.summary = Summary()
         self.bar: Any = None  # a progress bar, moved on by every row added or skipped as already written
-        self._records: List[Dict[str, Any]] = []
+        self._records: List[Any] = []  # JSONL: _json_line's lines; else the records
         self._wheres: List[str] = []  # each record's "file, line N", for the rows a shard cannot hold
         self._shard: Optional[Tuple[str, int]] = None
         # Rows ask whether their shard exists: one stat per shard, not per row.
@@ -89,7 +90,10 @@ class ShardWriter:
         self._fingerprints[source.name] = begin_input(self.output_dir, source, self.is_written(source, 0))
 
     def add(self, source: Source, row_index: int, record: Dict[str, Any], text_length: int) -> None:
-        """Add the record of row `row_index` of a source; rows must come in input order."""
+        """Add the record of row `row_index` of a source; rows must come in input order. JSONL shards get
+        it as a line (json_ready's forms where JSON has none); a row it cannot hold is a bad row."""
+        if self.output_format == "jsonl":
+            record = _json_line(record, source.where(row_index))
         key = (source.name, row_index // self.shard_size)
         if key != self._shard:
             self.flush()
@@ -97,7 +101,7 @@ class ShardWriter:
             self._source = source
         self._records.append(record)
         self._wheres.append(source.where(row_index))
-        if "error" in record:
+        if (record.error if isinstance(record, _Line) else "error" in record):
             self.summary.errors += 1
         else:
             self.summary.docs += 1
@@ -108,6 +112,10 @@ class ShardWriter:
 
     def add_doc(self, source: Source, row_index: int, row: Row, doc: Doc) -> None:
         """DocBin shards: the doc with the row's fields in doc.user_data (and the error, for a bad row)."""
+        try:  # msgpack has no timestamps, decimals...: their JSON forms
+            row = dataclasses.replace(row, fields=json_ready(row.fields))
+        except (TypeError, RecursionError):
+            pass  # the check below makes it a bad row
         doc.user_data["fields"] = row.fields
         try:
             srsly.msgpack_dumps(row.fields)
@@ -131,11 +139,25 @@ class ShardWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         if self.output_format == "parquet":
-            self._records = self._parquet_rows(self._records, self._wheres)
-        _write_records(temporary, self._records, self.output_format)
+            temporary.write_bytes(self._parquet_shard(self._records, self._wheres))
+        else:
+            _write_records(temporary, self._records, self.output_format)
         os.replace(temporary, path)
         self.summary.shards_written += 1
         self._records, self._wheres, self._shard = [], [], None
+
+    def _parquet_shard(self, records: List[Dict[str, Any]], wheres: List[str]) -> bytes:
+        """The records as a Parquet file that reads back; where they do not make one, each row nested too
+        deeply for a reader, then each a column cannot hold beside the others, turned into an error row."""
+        import pyarrow
+
+        try:
+            data = _parquet_bytes(_parquet_table(records))
+        except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
+            data = None
+        if data is None:
+            data = _parquet_bytes(_parquet_table(self._parquet_rows(self._readable_rows(records, wheres), wheres)))
+        return data
 
     def _parquet_rows(self, records: List[Dict[str, Any]], wheres: List[str]) -> List[Dict[str, Any]]:
         """The records, each row that a Parquet column cannot hold beside the others (a field of
@@ -154,14 +176,38 @@ class ShardWriter:
                 schema = row_schema if schema is None else pyarrow.unify_schemas([schema, row_schema])
                 kept.append(record)
             except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError) as err:
-                if "error" not in record:
-                    self.summary.docs -= 1
-                    self.summary.errors += 1
-                    self.summary.chars -= len(record.get("text") or "") if isinstance(record.get("text"), str) else 0
-                kept.append({"raw": json.dumps(record, ensure_ascii=False, default=str),
+                self._count_as_error(record)
+                kept.append({"raw": _raw_json(record),
                              "error": f"{where}: a Parquet column cannot hold this row beside the shard's "
                                       f"others ({err}); it is kept as JSON in 'raw' (or use --format jsonl)"})
         return kept
+
+    def _readable_rows(self, records: List[Dict[str, Any]], wheres: List[str]) -> List[Dict[str, Any]]:
+        """The records, each row nested too deeply for a Parquet reader turned into an error row keeping
+        it as JSON text (found one row at a time, in memory)."""
+        import pyarrow
+
+        kept = []
+        for record, where in zip(records, wheres):
+            try:
+                readable = _parquet_bytes(_parquet_table([record])) is not None
+            except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError):
+                readable = True  # no column can hold it: _parquet_rows says so
+            if readable:
+                kept.append(record)
+                continue
+            self._count_as_error(record)
+            kept.append({"raw": _raw_json(record),
+                         "error": f"{where}: nested too deeply for a Parquet reader (Parquet's schema holds "
+                                  "100 levels, a list taking two); it is kept as JSON in 'raw' (or use --format jsonl)"})
+        return kept
+
+    def _count_as_error(self, record: Dict[str, Any]) -> None:
+        """A row counted as a doc that turns out to be a bad row."""
+        if "error" not in record:
+            self.summary.docs -= 1
+            self.summary.errors += 1
+            self.summary.chars -= len(record.get("text") or "") if isinstance(record.get("text"), str) else 0
 
     def complete(self, source: Source, n_rows: int) -> None:
         """Mark a source done (after flushing its last shard), so that a restart does not read it again."""
@@ -173,17 +219,59 @@ class ShardWriter:
         self.summary.shards_skipped += n_shards
 
 
-def _write_records(path: Path, records: List[Dict[str, Any]], output_format: str) -> None:
-    if output_format == "jsonl":
-        with path.open("w", encoding="utf8", newline="\n") as file:
-            for record in records:
-                # U+2028/9 are valid in JSON strings but end lines for str.splitlines and JavaScript.
-                line = json.dumps(record, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-                file.write(line + "\n")
-    elif output_format == "parquet":
-        import pyarrow.parquet
+class _Line(str):
+    """A JSONL shard's record, as the line written; error: whether it is a bad row's."""
 
-        pyarrow.parquet.write_table(_parquet_table(records), path)
+    error: bool = False
+
+
+def _json_line(record: Dict[str, Any], where: str) -> _Line:
+    """A record as a JSONL line: json_ready's forms where JSON has none; a value of no JSON form makes
+    it a bad row keeping the record as text."""
+    try:
+        text = json.dumps(record, ensure_ascii=False)
+    except TypeError:
+        try:
+            text = json.dumps(json_ready(record), ensure_ascii=False)
+        except (TypeError, RecursionError) as err:
+            record = {"raw": _raw_json(record), "error": f"{where}: JSON cannot hold this row ({err}); it is kept "
+                                                         "as text in 'raw'"}
+            text = json.dumps(record, ensure_ascii=False)
+    # U+2028/9 are valid in JSON strings but end lines for str.splitlines and JavaScript.
+    line = _Line(text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    line.error = "error" in record
+    return line
+
+
+def _raw_json(record: Dict[str, Any]) -> str:
+    """A record that an output cannot hold, as JSON text (str() of what JSON has no form for)."""
+    try:
+        return json.dumps(record, ensure_ascii=False, default=str)
+    except RecursionError:
+        return "(nested too deeply to write out)"
+
+
+def _parquet_bytes(table: "pyarrow.Table") -> Optional[bytes]:
+    """A table as a Parquet file's bytes; None where no reader could open the file (a schema nested
+    past Parquet's depth limit, which pyarrow writes all the same)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    buffer = pyarrow.BufferOutputStream()
+    pyarrow.parquet.write_table(table, buffer)
+    data = buffer.getvalue()
+    try:
+        pyarrow.parquet.read_schema(pyarrow.BufferReader(data))
+    except (OSError, pyarrow.ArrowException):
+        return None
+    return data.to_pybytes()
+
+
+def _write_records(path: Path, records: List[Any], output_format: str) -> None:
+    if output_format == "jsonl":  # the records are _json_line's lines
+        with path.open("w", encoding="utf8", newline="\n") as file:
+            for line in records:
+                file.write(line + "\n")
     else:
         docbin = DocBin(store_user_data=True)
         for record in records:

@@ -1,5 +1,9 @@
 """From rows to output records: nlp.pipe over the rows in order (bad rows passing through), a doc's
-entities and scores as a record, a bad row's record naming its file and line."""
+entities and scores as a record, a bad row's record naming its file and line, and the JSON forms of
+the values a Parquet input holds that JSON does not."""
+import base64
+import datetime
+import decimal
 from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 from spacy.language import Language
@@ -65,3 +69,26 @@ def doc_record(doc: Doc, row: Row, entities_field: str, spans_key: Optional[str]
 def error_record(row: Row, where: str) -> Dict[str, Any]:
     """The output record of a bad row: its fields as read plus an error naming its file and line."""
     return {**row.fields, "error": f"{where}: {row.error}"}
+
+
+def json_ready(value: Any) -> Any:
+    """value with what JSON cannot hold (Parquet's timestamp, date, time, duration, decimal and binary
+    columns, as pyarrow reads them) in JSON forms: datetimes, dates and times as ISO 8601 strings (an
+    offset where they have a time zone), durations as seconds, decimals as their exact str, bytes as
+    base64 text. Raises TypeError for a value of another kind.
+    """
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {key: json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime.datetime is a date
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"a {type(value).__name__} value, which JSON cannot hold")
