@@ -106,6 +106,7 @@ def write_record(work: Path, output: Path) -> Path:
     by_name = {row["step"]: row for row in steps}
     metrics = _read_json(work / "metrics.json")
     speed = _read_json(work / "speed.json")
+    student = _read_json(work / "student_metrics.json")
     gpu = (work / "gpu.txt").read_text(encoding="utf8").strip() if (work / "gpu.txt").exists() else "no GPU"
     figures = {"settings": settings, "steps": steps}
     train = by_name.get("train-transformer")
@@ -116,6 +117,8 @@ def write_record(work: Path, output: Path) -> Path:
         figures["test"] = {key: metrics.get(key) for key in ("ents_p", "ents_r", "ents_f", "speed")}
     if speed:
         figures["chars_per_s"] = speed["chars_per_s"]
+    if student:
+        figures["student_test"] = {key: student.get(key) for key in ("ents_p", "ents_r", "ents_f", "speed")}
     figures["wall_seconds"] = sum(row["seconds"] for row in steps)
     device = "GPU" if settings.get("gpu_id", -1) >= 0 else "CPU"
     lines = [
@@ -127,7 +130,8 @@ def write_record(work: Path, output: Path) -> Path:
         f"`spacy project run` fetch-assets, convert, train-transformer ({settings.get('config')}.cfg on a random "
         f"{settings.get('layers')}-layer, width-{settings.get('width')} {settings.get('kind')}, no pretrained weights; "
         f"{settings.get('steps')} steps, warm-up {settings.get('warmup')}, dev evaluated every {settings.get('eval_frequency')}), "
-        f"evaluate, package, on Resume; chars/s: the fastest of 3 passes of nlp.pipe over the test texts on the "
+        f"evaluate, package, then distill (the student: configs/student.cfg, {settings.get('distill_steps')} steps; its "
+        f"seconds include the teacher's pass), on Resume; chars/s: the fastest of 3 passes of nlp.pipe over the test texts on the "
         f"{device}; each step time-boxed (status timeout), the whole under {settings.get('budget')} s.",
         "",
         "| step | status | seconds | note |",
@@ -142,6 +146,14 @@ def write_record(work: Path, output: Path) -> Path:
         cells += [f"{100 * metrics[key]:.2f}" if metrics and metrics.get(key) is not None else "-"
                   for key in ("ents_p", "ents_r", "ents_f")]
         cells.append(f"{speed['chars_per_s']:,.0f}" if speed else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    distill = by_name.get("distill")
+    if distill and distill["status"] != "skipped":
+        cells = [f"student ({settings.get('config')} distilled)", str(settings.get("distill_steps")),
+                 f"{distill['seconds']:.1f}" + ("" if distill["status"] == "ok" else f" ({distill['status']})")]
+        cells += [f"{100 * student[key]:.2f}" if student and student.get(key) is not None else "-"
+                  for key in ("ents_p", "ents_r", "ents_f")]
+        cells.append("-")
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines) + "\n"
     title, tables, prose = parse_markdown(table)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU issue's one device call: `pytest -m gpu`, then project.yml's `transformer` workflow (fetch-assets,
 # convert, train-transformer, evaluate, package) with gpu_id 0 on a random bert-base-sized BERT (no hub),
-# then the distillation route (a placeholder until `python -m spacy_cner distill` exists, issue 58).
+# then the distillation route (issue 58: project.yml's `distill`, the transformer as teacher; skipped where
+# `python -m spacy_cner distill` is missing).
 # Every step is time-boxed (`timeout`, the whole under BUDGET seconds) and writes its result to $OUT as
 # soon as it ends, so a call cut off at its limit still brings back what finished; a step that fails or
 # runs out of time is recorded as such and the script goes on, and it always exits 0.
@@ -14,11 +15,12 @@
 # Settings, from the environment: OUT (default: a new temporary folder), WORK (scratch: /tmp/gpu_workflow,
 # emptied first), GPU_ID (0; -1: the CPU), TINY (1: a 2-layer width-64 encoder, 6 steps), BUDGET (540 s),
 # CONFIG (bert_crf), KIND (bert, or nezha for the nezha_* configs), LAYERS (12), WIDTH (768), STEPS (200),
-# WARMUP (STEPS/20), EVAL_FREQUENCY (STEPS/2), MIXED (false), DATA (.gpusite/data/resume, else
+# WARMUP (STEPS/20), EVAL_FREQUENCY (STEPS/2), MIXED (false), DISTILL_STEPS (600; TINY: 4), DATA (.gpusite/data/resume, else
 # ../shared/data/resume), CODE_COMMIT (the commit, for the record: the device's copy has no .git), PYTHON.
 # Files in $OUT (the device brings back 8 at most): gpu_workflow.json (bench/results' shape: the steps with
 # status and seconds, test P/R/F1, chars/s, training time, machine, GPU), workflow.log (this script's
-# progress and the short steps' output), pytest_gpu.log, train.log, metrics.json, package_listing.txt.
+# progress and the short steps' output), pytest_gpu.log, train.log, metrics.json, package_listing.txt,
+# distill.log, distill_metrics.json (the student's test scores).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -32,9 +34,9 @@ CONFIG=${CONFIG:-bert_crf}
 KIND=${KIND:-bert}
 MIXED=${MIXED:-false}
 if [ "$TINY" = 1 ]; then
-    LAYERS=${LAYERS:-2}; WIDTH=${WIDTH:-64}; STEPS=${STEPS:-6}
+    LAYERS=${LAYERS:-2}; WIDTH=${WIDTH:-64}; STEPS=${STEPS:-6}; DISTILL_STEPS=${DISTILL_STEPS:-4}
 else
-    LAYERS=${LAYERS:-12}; WIDTH=${WIDTH:-768}; STEPS=${STEPS:-200}
+    LAYERS=${LAYERS:-12}; WIDTH=${WIDTH:-768}; STEPS=${STEPS:-200}; DISTILL_STEPS=${DISTILL_STEPS:-600}
 fi
 WARMUP=${WARMUP:-$(( STEPS / 20 > 0 ? STEPS / 20 : 1 ))}
 EVAL_FREQUENCY=${EVAL_FREQUENCY:-$(( STEPS / 2 > 0 ? STEPS / 2 : 1 ))}
@@ -97,12 +99,12 @@ step() {
 
 skip() { note_step "$1" skipped 0 0 "$2"; }
 
-COMMAND="GPU_ID=$GPU_ID TINY=$TINY CONFIG=$CONFIG KIND=$KIND LAYERS=$LAYERS WIDTH=$WIDTH STEPS=$STEPS MIXED=$MIXED bash bench/gpu_workflow.sh"
+COMMAND="GPU_ID=$GPU_ID TINY=$TINY CONFIG=$CONFIG KIND=$KIND LAYERS=$LAYERS WIDTH=$WIDTH STEPS=$STEPS MIXED=$MIXED DISTILL_STEPS=$DISTILL_STEPS bash bench/gpu_workflow.sh"
 COMMIT=${CODE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 cat > "$WORK/settings.json" <<EOF
 {"command": "$COMMAND", "gpu_id": $GPU_ID, "tiny": $TINY, "config": "$CONFIG", "kind": "$KIND",
  "layers": $LAYERS, "width": $WIDTH, "steps": $STEPS, "warmup": $WARMUP, "eval_frequency": $EVAL_FREQUENCY,
- "mixed_precision": $MIXED, "budget": $BUDGET, "data": "$DATA",
+ "mixed_precision": $MIXED, "distill_steps": $DISTILL_STEPS, "budget": $BUDGET, "data": "$DATA",
  "code_version": {"commit": "$COMMIT", "dirty": null}}
 EOF
 say "out $OUT, work $WORK; $COMMAND"
@@ -170,7 +172,7 @@ if [ -d "$MODEL" ]; then
 else
     skip speed "no model-best (see train.log)"
 fi
-step package 180 10 "$LOG" "${SPACY_RUN[@]}" package "$PROJECT" "${VARS[@]}"
+step package 150 60 "$LOG" "${SPACY_RUN[@]}" package "$PROJECT" "${VARS[@]}"
 {
     echo "## packages/ ($PROJECT/packages)"
     (cd "$PROJECT" && find packages -maxdepth 3 | sort)
@@ -185,23 +187,28 @@ step package 180 10 "$LOG" "${SPACY_RUN[@]}" package "$PROJECT" "${VARS[@]}"
     done
 } > "$OUT/package_listing.txt" 2>&1
 
-# ---- (d) PLACEHOLDER: the distillation route (issue 58) -----------------------------------------------
-# Once `python -m spacy_cner distill TEACHER STUDENT_CONFIG --text UNLABELED... --output OUT` exists: the
-# transformer trained above is the teacher (on this GPU), the CPU student learns its marginals on the train
-# split's text, and is evaluated on test. Until then the step is skipped, saying so. Check the arguments
-# against the command's --help when issue 58 lands.
+# ---- (d) the distillation route (issue 58): the transformer trained above teaches the CPU student -------
+# project.yml's `distill` (the teacher's soft targets on the train split through annotate's engine on this GPU,
+# then configs/student.cfg trained on them for DISTILL_STEPS), the student evaluated on test. Skipped, saying
+# so, where `python -m spacy_cner distill` does not exist.
 if timeout 60 "$PY" -m spacy_cner distill --help > "$WORK/distill_help.txt" 2>&1; then
     if [ -d "$MODEL" ]; then
-        step distill 150 0 "$LOG" "$PY" -m spacy_cner distill "$MODEL" configs/fast.cfg \
-            --text "$PROJECT/corpus/resume/train.spacy" --output "$WORK/student" --gpu-id "$GPU_ID"
-        [ -d "$WORK/student/model-best" ] && step distill-evaluate 60 0 "$LOG" "$PY" -m spacy_cner evaluate \
-            "$WORK/student/model-best" "$PROJECT/corpus/resume/test.spacy" --output "$WORK/student_metrics.json"
+        step distill 150 20 "$OUT/distill.log" "${SPACY_RUN[@]}" distill "$PROJECT" "${VARS[@]}" \
+            --vars.max_steps "$DISTILL_STEPS"
+        STUDENT=$PROJECT/training/resume/student/model-best
+        if [ -d "$STUDENT" ]; then
+            step distill-evaluate 60 0 "$OUT/distill.log" "$PY" -m spacy_cner evaluate "$STUDENT" \
+                "$PROJECT/corpus/resume/test.spacy" --output "$WORK/student_metrics.json" \
+                && cp "$WORK/student_metrics.json" "$OUT/distill_metrics.json" && record
+        else
+            skip distill-evaluate "no student model-best (see distill.log)"
+        fi
     else
         skip distill "no teacher: train-transformer left no model-best"
     fi
 else
     cat "$WORK/distill_help.txt" >> "$LOG"
-    skip distill "placeholder: 'python -m spacy_cner distill --help' failed, the route is not built yet (issue 58): $(sed 's/[│|]//g' "$WORK/distill_help.txt" | grep '[A-Za-z]' | tail -1 | sed 's/^ *//; s/ *$//' | cut -c1-160)"
+    skip distill "'python -m spacy_cner distill --help' failed (issue 58's command missing?): $(sed 's/[│|]//g' "$WORK/distill_help.txt" | grep '[A-Za-z]' | tail -1 | sed 's/^ *//; s/ *$//' | cut -c1-160)"
 fi
 
 say "done in $(( $(date +%s) - START )) s; results in $OUT"

@@ -1,6 +1,6 @@
 """project.yml's transformer workflow as bench/gpu_workflow.sh runs it on the GPU, here on the CPU with
 a tiny BERT: train-transformer -> evaluate -> package on the toy corpus, and the whole script's dry run
-on Resume (slow)."""
+on Resume, distillation included (slow)."""
 import json
 import os
 import shutil
@@ -47,8 +47,8 @@ def test_transformer_workflow_trains_evaluates_and_packages(tmp_path, tiny_bert)
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED_DATA / "resume").exists(), reason=f"no Resume at {SHARED_DATA}")
 def test_gpu_workflow_dry_run_on_the_cpu(tmp_path):
-    """GPU_ID=-1 TINY=1 bash bench/gpu_workflow.sh: every step runs (the GPU tests skip), exit 0, and the
-    result file names each step with its status (about 3 minutes on 2 cores)."""
+    """GPU_ID=-1 TINY=1 bash bench/gpu_workflow.sh: every step runs (the GPU tests skip), the distillation
+    route too, exit 0, and the result file names each step with its status (about 4 minutes on 2 cores)."""
     out = tmp_path / "out"
     env = {**os.environ, "GPU_ID": "-1", "TINY": "1", "OUT": str(out), "WORK": str(tmp_path / "work"),
            "DATA": str(SHARED_DATA / "resume"), "OMP_NUM_THREADS": "1"}
@@ -57,11 +57,13 @@ def test_gpu_workflow_dry_run_on_the_cpu(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     record = json.loads((out / "gpu_workflow.json").read_text(encoding="utf8"))
     status = {row[0]: row[1] for row in record["tables"][0]["rows"]}
-    assert status.pop("distill") in ("skipped", "ok")  # skipped until issue 58's command exists
-    status.pop("distill-evaluate", None)
     assert set(status.values()) == {"ok"}, status
     assert list(status)[:7] == ["pytest-gpu", "encoder", "fetch-assets", "convert", "train-transformer", "evaluate",
                                 "speed"]
+    assert list(status)[7:] == ["package", "distill", "distill-evaluate"]
     assert record["figures"]["chars_per_s"] > 0 and "ents_f" in record["figures"]["test"]
-    assert {path.name for path in out.iterdir()} == {"gpu_workflow.json", "workflow.log", "pytest_gpu.log",
-                                                      "train.log", "metrics.json", "package_listing.txt"}
+    assert "ents_f" in record["figures"]["student_test"]
+    # The device brings back 8 files at most.
+    assert {path.name for path in out.iterdir()} == {"gpu_workflow.json", "workflow.log", "pytest_gpu.log", "train.log",
+                                                      "metrics.json", "package_listing.txt", "distill.log",
+                                                      "distill_metrics.json"}
