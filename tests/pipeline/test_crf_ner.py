@@ -653,6 +653,24 @@ def test_every_entity_has_its_score_and_keeps_it_saved():
     )
 
 
+def test_a_span_a_later_ruler_relabels_has_no_crf_score():
+    """An entity_ruler after crf_ner (overwrite_ents) relabelling a span crf_ner found: ent._.score kept
+    crf_ner's probability for the other label (spaCy keys span values by characters only); it is None
+    now, as it is in the span group's scores, and the span crf_ner left alone keeps its score."""
+    from spacy.tokens import Doc
+
+    nlp = load_trained()
+    doc = nlp("张三去了上海")
+    found = {(ent.start_char, ent.end_char): (ent.label_, ent._.score) for ent in doc.ents}
+    assert found[(0, 2)][0] == "PER" and found[(4, 6)][0] == "LOC"
+    ruler = nlp.add_pipe("entity_ruler", after="crf_ner", config={"overwrite_ents": True})
+    ruler.add_patterns([{"label": "CITY", "pattern": "上海"}])
+    doc = nlp("张三去了上海")
+    scores = {(ent.start_char, ent.end_char, ent.label_): ent._.score for ent in doc.ents}
+    assert scores == {(0, 2, "PER"): found[(0, 2)][1], (4, 6, "CITY"): None}
+    assert [ent._.score for ent in Doc(nlp.vocab).from_bytes(doc.to_bytes()).ents] == [found[(0, 2)][1], None]
+
+
 def test_a_ruler_entity_with_an_id_is_in_the_span_group_as_in_doc_ents():
     """The README's span-group loop tells entities from alternatives by `span in doc.ents`: an entity_ruler's
     span with an id (and kb_id) must be the doc's own span in the group, not a copy without them."""
