@@ -227,6 +227,21 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
     assert sorted(row["price"] for row in chosen) == ["1.10", "12345678901234567890.01"]
 
 
+def test_nan_and_infinities_are_written_as_null_never_nan(model, tmp_path):
+    """NaN and infinities (a JSONL input's NaN literal, a Parquet double column's NaN) were written as
+    NaN and Infinity, which JSON readers refuse; JSONL output writes null."""
+    def strict(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "我在北京", "x": NaN, "y": [Infinity, 1.5], "z": {"w": -Infinity}}\n', encoding="utf8")
+    summary = annotate(str(model), str(source), tmp_path / "out")
+    (line,) = (tmp_path / "out" / "in.00000.jsonl").read_text(encoding="utf8").splitlines()
+    row = json.loads(line, parse_constant=strict)
+    assert (row["x"], row["y"], row["z"]) == (None, [None, 1.5], {"w": None}) and summary.errors == 0
+    assert entity_tuples(row) == expected_entities(model, ["我在北京"])[0]
+
+
 def test_a_row_nested_too_deeply_for_parquet_is_a_bad_row_not_an_unreadable_shard(model, tmp_path):
     """A row nested past Parquet's 100 schema levels (lists take two) made its whole output shard
     unreadable ("Parquet schema too deeply nested"); it is now that row's error, the shard readable."""

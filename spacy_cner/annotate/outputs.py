@@ -226,11 +226,11 @@ class _Line(str):
 
 
 def _json_line(record: Dict[str, Any], where: str) -> _Line:
-    """A record as a JSONL line: json_ready's forms where JSON has none; a value of no JSON form makes
-    it a bad row keeping the record as text."""
+    """A record as a JSONL line: json_ready's forms where JSON has none (null for NaN, never NaN); a
+    value of no JSON form makes it a bad row keeping the record as text."""
     try:
-        text = json.dumps(record, ensure_ascii=False)
-    except TypeError:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):  # ValueError: NaN or an infinity, written as null
         try:
             text = json.dumps(json_ready(record), ensure_ascii=False)
         except (TypeError, RecursionError) as err:

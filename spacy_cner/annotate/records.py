@@ -4,6 +4,7 @@ the values a Parquet input holds that JSON does not."""
 import base64
 import datetime
 import decimal
+import math
 from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 from spacy.language import Language
@@ -75,9 +76,12 @@ def json_ready(value: Any) -> Any:
     """value with what JSON cannot hold (Parquet's timestamp, date, time, duration, decimal and binary
     columns, as pyarrow reads them) in JSON forms: datetimes, dates and times as ISO 8601 strings (an
     offset where they have a time zone), durations as seconds, decimals as their exact str, bytes as
-    base64 text. Raises TypeError for a value of another kind.
+    base64 text; NaN and infinities (which json writes as NaN and Infinity, not JSON) as None (null).
+    Raises TypeError for a value of another kind.
     """
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, dict):
         return {key: json_ready(item) for key, item in value.items()}
