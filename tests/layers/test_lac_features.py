@@ -2,6 +2,8 @@
 the same text (alone and in a padded batch), positions by brute force, windows, word tokens, the projection, the
 cache for FGM's second pass, save/load offline; and configs/lac_context.cfg trained on it."""
 import pickle
+import shutil
+from pathlib import Path
 
 import numpy
 import pytest
@@ -179,18 +181,23 @@ def test_length_groups_sort_and_bound_the_padding(monkeypatch):
 
     monkeypatch.setattr(lac_features, "GROUP_IDS", 12)
     monkeypatch.setattr(lac_features, "GROUP_SIZE", 3)
-    assert length_groups([5, 0, 1, 2, 2, 13, 3, 1]) == [[2, 7, 3], [4, 6], [0], [5]]
+    monkeypatch.setattr(lac_features, "GROUP_PADDING", 100.0)
+    lengths = [5, 0, 1, 2, 2, 13, 3, 1]
+    assert length_groups(lengths) == [[2, 7, 3], [4, 6], [0], [5]]  # by count and padded size
+    monkeypatch.setattr(lac_features, "GROUP_PADDING", 1.25)
+    assert length_groups(lengths) == [[2, 7], [3, 4], [6, 0], [5]]  # [2, 7, 3] would pad 4 ids to 6
 
 
 def test_the_lac_context_config_trains_and_loads_offline(fake_lac_sdist, tmp_path, monkeypatch):
     """configs/lac_context.cfg with LAC's vectors and tagger from one (fabricated) sdist: trains a few steps, saves
     the tagger with the pipeline (float16, save_weights), and loads and tags with no sdist at all."""
-    overrides = {**write_corpus(tmp_path), "paths.lac_sdist": str(fake_lac_sdist), "training.max_steps": 4,
+    sdist = Path(shutil.copy(fake_lac_sdist, tmp_path / "LAC-2.1.2.tar.gz"))  # deleted below; the fixture's is shared
+    overrides = {**write_corpus(tmp_path), "paths.lac_sdist": str(sdist), "training.max_steps": 4,
                  "training.eval_frequency": 2, "training.max_epochs": 0, "initialize.before_init.missing": "none",
                  "components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16}
     train_from_config(REPO_ROOT / "configs" / "lac_context.cfg", tmp_path / "out", overrides)
-    tagger = tagger_from_sdist(open_lac(fake_lac_sdist))
-    fake_lac_sdist.unlink()
+    tagger = tagger_from_sdist(open_lac(sdist))
+    sdist.unlink()
     monkeypatch.setattr("spacy_cner.pretrained.fetch.find_url", lambda sdist: pytest.fail("looked for the sdist"))
     nlp = spacy.load(tmp_path / "out" / "model-last")
     (layer,) = [node for node in nlp.get_pipe("crf_ner").model.walk() if node.name == "lac_features"]
