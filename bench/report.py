@@ -778,6 +778,8 @@ QUESTIONS = [
              table=lambda records: select_table(records, ("curves", "finals")),
              figure="MSRA: test F1 against labelled sentences|bench/select_msra.png;"
                     "Youku|bench/select_youku.png;Resume|bench/select_resume.png"),
+    Question("LAC (Baidu's lexical analyser rebuilt in torch): its ready pipeline zero-shot, no training",
+             [("lac_zero_shot", "")]),
     Question("The lexicon: loading and matching; LEBERT's Lexicon Adapter on and off (Resume, 3 seeds); transformer "
              "configs on CPU (random BERT); the GPU runs",
              [("lexicon", "CPU"), ("lexicon_adapter", "CPU"), ("transformer_cpu", "CPU"), ("gpu_more", "GPU 2"),
