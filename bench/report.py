@@ -638,32 +638,86 @@ def exactness(records: Records) -> Tuple[str, str]:
             "sequences on tiny models", "met (tested)")
 
 
+# ---- issue 55 (pretrained knowledge): LAC's vectors ----
+
+# bench_datasets results of the LAC configs (systems lac_*), one per dataset and seed set so far.
+LAC_RESULTS = ("lac_resume_seed0", "lac_youku_seed0")
+LAC_SPEED = "lac_speed_resume"
+
+
+def lac_rows(records: Records, dataset: str) -> List[dict]:
+    return [row for name in LAC_RESULTS if name in records for row in figure_rows(records[name])
+            if row["dataset"] == dataset and row["system"].startswith("lac_")]
+
+
+def default_seeds(records: Records, dataset: str) -> List[float]:
+    """Today's default.cfg's test F1 per seed run so far on a small set (system "vectors" in those runs)."""
+    return [row["f1"] for name in SMALL_VECTORS_SEEDS if (row := dataset_row(records, name, dataset, "vectors"))]
+
+
+def lac_best(records: Records, dataset: str) -> Optional[dict]:
+    """The LAC variant with the best dev F1 on dataset (chosen on dev, as the issue says)."""
+    rows = lac_rows(records, dataset)
+    return max(rows, key=lambda row: row["dev_f1"]) if rows else None
+
+
+def _lac_against(records: Records, dataset: str, goal: Callable[[float], float]) -> Tuple[str, str, bool]:
+    best, default = lac_best(records, dataset), default_seeds(records, dataset)
+    if best is None:
+        return "", "", False
+    seeds = len(best["seeds"])
+    base = f", default {statistics.mean(default):.2f} ({len(default)} seeds)" if default else ""
+    return (f"{dataset} {best['system']} {best['f1']:.2f} ({seeds} seed{'s' if seeds > 1 else ''}{base})",
+            "" if seeds >= 3 else f" ({seeds} seed of 3)", best["f1"] >= goal(statistics.mean(default) if default else 0.0))
+
+
+def lac_resume(records: Records) -> Tuple[str, str]:
+    text, seeds, ok = _lac_against(records, "resume", lambda default: 96.2)
+    return (text, ("met" if ok else "not met") + seeds) if text else missing(*LAC_RESULTS)
+
+
+def lac_others(records: Records) -> Tuple[str, str]:
+    parts, oks, partial = [], [], False
+    for dataset in ("youku", "ecommerce", "taobao", "peoples_daily"):
+        text, seeds, ok = _lac_against(records, dataset, lambda default: default + 1.0)
+        if text:
+            parts.append(text)
+            oks.append(ok)
+            partial = partial or bool(seeds)
+    if not parts:
+        return missing(*LAC_RESULTS)
+    status = ("met on " if all(oks) else "not met on every ") + f"set measured ({len(parts)} of 4)"
+    return "; ".join(parts), status + (", fewer than 3 seeds" if partial else "")
+
+
+def lac_msra(records: Records) -> Tuple[str, str]:
+    return missing("lac_msra")
+
+
+def lac_speed(records: Records) -> Tuple[str, str]:
+    if LAC_SPEED not in records:
+        return missing(LAC_SPEED)
+    rows = figure_rows(records[LAC_SPEED])
+    text = ", ".join(f"{row['model']} {row['ratio']:.2f}x" for row in rows[1:])
+    ok = all(row["ratio"] >= 0.7 for row in rows[1:] if row["model"] == "lac_trained")
+    return f"Resume, against {rows[0]['model']}: {text}", "met (lac.cfg)" if ok else "not met"
+
+
+def lac_size(records: Records) -> Tuple[str, str]:
+    if LAC_SPEED not in records:
+        return missing(LAC_SPEED)
+    rows = figure_rows(records[LAC_SPEED])
+    text = ", ".join(f"{row['model']} {row['mb']:.1f} MB" for row in rows)
+    return text + " (float32 vectors in these runs; lac.cfg saves float16)", "see sizes"
+
+
 TARGETS = [
-    ("Issue 33 (scale): MSRA, 42k train sentences, without losing the small sets", [
-        Target("MSRA test F1 >= 93.0 (stretch 94.5), 3-seed mean, no pretrained weights", msra_f1),
-        Target("spaCy's `ner` on MSRA in the same table", msra_spacy),
-        Target("every other dataset >= today's 3-seed mean - 0.3: default.cfg (with vectors) against fast.cfg's "
-               "3-seed mean (the default until 2026-11-26)", small_sets_vectors),
-        Target("MSRA R-F1 >= 99.5", msra_robustness),
-        Target("inference chars/s no lower than today's default", msra_speed),
-        Target("a full MSRA training <= 90 minutes, one thread, two at a time", msra_training),
-    ]),
-    ("Issue 34 (lean): 3x spaCy's `ner`, half the training time, the same accuracy", [
-        Target("inference >= 3.0x spaCy's `ner` chars/s, every dataset, one thread (fp32)", speed_one_thread),
-        Target("the same with the libraries' default threads", speed_default_threads),
-        Target(">= 4x with `quantize = \"int8\"` (here: precision \"bfloat16\")", int8_speed),
-        Target("fp32 accuracy unchanged (identical entities where exact)", same_entities),
-        Target("int8 within 0.3 test F1 of fp32 (here: bfloat16)", int8_accuracy),
-        Target("`spacy.load` + the first doc <= 1.0 s", load_time),
-        Target("the default pipeline <= 10 MB on disk", load_size),
-        Target("Resume training <= 6 minutes per seed on 2 cores", resume_training),
-        Target("every dataset's F1 within 0.2 of today's after the training changes", training_accuracy),
-    ]),
-    ("Issue 37 (active learning): what to annotate next", [
-        Target("the best strategy reaches random's F1 at 2,000 labels with <= 1,200, every dataset (3 seeds)",
-               labels_saved),
-        Target("ranking 100k sentences at >= 50% of `annotate`'s chars/s", ranking_speed),
-        Target("strategy scores equal brute force over all tag sequences (tiny models)", exactness),
+    ("Issue 55 (pretrained knowledge): LAC's vectors, 3-seed test means, chosen on dev", [
+        Target("MSRA >= 92.0 (stretch 93.5); recall on unseen MSRA entities +3 points", lac_msra),
+        Target("Resume >= 96.2", lac_resume),
+        Target("every other set >= today's default + 1.0", lac_others),
+        Target("inference >= 0.7x today's default (chars/s, one thread, side by side)", lac_speed),
+        Target("the default pipeline <= 30 MB on disk", lac_size),
     ]),
 ]
 
