@@ -1,0 +1,80 @@
+"""Inference speed and size of trained pipelines side by side: any models, one corpus, one thread.
+
+Usage: python bench/bench_model_speed.py --corpus RUNS/resume/corpus/test.spacy
+       --model default=RUNS/resume/default/seed0/model-best --model lac=... [--repeats 3] [--result NAME]
+
+nlp.pipe(batch_size=256) over the corpus's texts, best of --repeats, the models alternating in this one
+process on one thread (OMP, MKL, OpenBLAS and torch); each model's chars/s, its ratio to the first model's,
+its test F1 on the corpus and its folder's size on disk. Speed does not depend on how long a model trained,
+so a short-trained model stands in for a full one of the same config where only speed is read.
+"""
+import os
+
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_name] = "1"
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from _common import add_result_argument, machine_line, save_result  # noqa: E402
+
+
+def folder_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, required=True, help="a .spacy file with gold entities")
+    parser.add_argument("--model", action="append", required=True, help="NAME=PATH, the first is the reference")
+    parser.add_argument("--repeats", type=int, default=3)
+    add_result_argument(parser, "-")
+    args = parser.parse_args()
+    import spacy
+    import torch
+    from spacy.scorer import Scorer
+    from spacy.tokens import DocBin
+    from spacy.training import Example
+
+    torch.set_num_threads(1)
+    models = dict(item.split("=", 1) for item in args.model)
+    pipelines = {name: spacy.load(path) for name, path in models.items()}
+    gold = list(DocBin().from_disk(args.corpus).get_docs(next(iter(pipelines.values())).vocab))
+    texts = [doc.text for doc in gold]
+    n_chars = sum(map(len, texts))
+    seconds = {name: [] for name in pipelines}
+    predicted = {}
+    for nlp in pipelines.values():
+        list(nlp.pipe(texts[:256], batch_size=256))  # warm up (lazy tables, jieba's dictionary)
+    for _ in range(args.repeats):
+        for name, nlp in pipelines.items():
+            start = time.perf_counter()
+            predicted[name] = list(nlp.pipe(texts, batch_size=256))
+            seconds[name].append(time.perf_counter() - start)
+    first = next(iter(pipelines))
+    rows = []
+    for name in pipelines:
+        speed = n_chars / min(seconds[name])
+        f = Scorer.score_spans([Example(doc, ref) for doc, ref in zip(predicted[name], gold)], "ents")["ents_f"]
+        rows.append({"model": name, "path": models[name], "chars_per_s": speed,
+                     "ratio": speed / (n_chars / min(seconds[first])), "f": f, "mb": folder_mb(Path(models[name]))})
+    lines = [
+        f"### Inference speed and size side by side ({datetime.date.today().isoformat()})", "",
+        f"Command: `python bench/bench_model_speed.py --corpus {args.corpus} "
+        + " ".join(f"--model {m}" for m in args.model) + f" --repeats {args.repeats}`  ",
+        f"Machine: {machine_line()}  ",
+        f"One thread; nlp.pipe(batch_size=256) over {len(texts):,} texts ({n_chars:,} characters), best of "
+        f"{args.repeats}, the models alternating; ratio: to {first}'s chars/s.", "",
+        "| model | chars/s | ratio | test F1 | size on disk |", "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {r['model']} | {r['chars_per_s']:,.0f} | {r['ratio']:.2f}x | {100 * r['f']:.2f} | {r['mb']:.1f} MB |"
+              for r in rows]
+    table = "\n".join(lines) + "\n"
+    print(table)
+    save_result(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, table)
+
+
+if __name__ == "__main__":
+    main()
