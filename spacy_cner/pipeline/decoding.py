@@ -22,6 +22,9 @@ from .alignment import align_scores, align_spans
 # At prediction, the most tokens (summed over docs and windows) per model call: bounds the
 # memory of the layers' activations on long docs and big batches.
 EMISSION_BATCH_TOKENS = 16384
+# The most tokens of a long doc's windows per model call: their activations come on top of the
+# doc and its emission rows, and set a long doc's peak memory (bench/bench_long_docs.py).
+WINDOW_BATCH_TOKENS = 4096
 # (start token, end token, label) -> probability
 SpanScores = Dict[Tuple[int, int, str], float]
 
@@ -216,15 +219,16 @@ def tag_docs(
 
 def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], n_tags: int) -> List[Floats2d]:
     """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
-    at a time; each token's row comes from the window that owns it. Whole docs and the
-    windows of long docs go to separate model calls (each call's docs of similar lengths).
+    at a time (WINDOW_BATCH_TOKENS for a long doc's windows); each token's row comes from the
+    window that owns it. Whole docs and the windows of long docs go to separate model calls
+    (each call's docs of similar lengths).
     """
     ops = model.ops
     out: List[Optional[Floats2d]] = [None] * len(docs)
     whole = [(i, w[0]) for i, w in enumerate(windows) if len(w) == 1]
     pieces = [(i, window) for i, w in enumerate(windows) if len(w) > 1 for window in w]
     arrays = {i: docs[i].to_array(WINDOW_ATTRS) for i, w in enumerate(windows) if len(w) > 1}
-    for chunk in token_chunks(whole) + token_chunks(pieces):
+    for chunk in token_chunks(whole) + token_chunks(pieces, WINDOW_BATCH_TOKENS):
         unit_docs = [docs[i] if i not in arrays else window_doc(docs[i], w, arrays[i]) for i, w in chunk]
         for (i, w), scores in zip(chunk, model.predict(unit_docs)):
             if i not in arrays:
@@ -236,11 +240,12 @@ def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], 
     return [scores if scores is not None else ops.alloc2f(0, n_tags) for scores in out]
 
 
-def token_chunks(units: List[Tuple[int, Window]]) -> List[List[Tuple[int, Window]]]:
-    """Consecutive units (doc index, window) in chunks of at most EMISSION_BATCH_TOKENS tokens
-    (or one unit)."""
+def token_chunks(units: List[Tuple[int, Window]], budget: Optional[int] = None) -> List[List[Tuple[int, Window]]]:
+    """Consecutive units (doc index, window) in chunks of at most budget tokens (None:
+    EMISSION_BATCH_TOKENS), or one unit."""
     lengths = [window.end - window.start for _, window in units]
-    return [[units[i] for i in batch] for batch in batches_by_budget(lengths, EMISSION_BATCH_TOKENS)]
+    budget = EMISSION_BATCH_TOKENS if budget is None else budget
+    return [[units[i] for i in batch] for batch in batches_by_budget(lengths, budget)]
 
 
 def doc_entities(

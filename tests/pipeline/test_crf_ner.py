@@ -904,6 +904,29 @@ def test_long_doc_is_tagged_as_its_windows(scheme):
     assert [char_entities(nlp(t)) for t, _ in TRAIN_DATA] == whole
 
 
+def test_a_long_docs_windows_go_to_the_model_in_small_calls(monkeypatch):
+    """A long doc's windows are scored WINDOW_BATCH_TOKENS tokens per model call at most (their
+    activations are the peak of a long doc's memory, on top of the doc), short docs
+    EMISSION_BATCH_TOKENS; the entities are those of one call per window."""
+    from spacy_cner.pipeline import decoding
+
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    ner.long_doc_window = 12
+    text = "张三去了上海。李四在北京工作。" * 20
+    expected = [(e.start, e.end, e.label_) for e in nlp(text).ents]
+    calls = []
+    predict = type(ner.model).predict
+    monkeypatch.setattr(type(ner.model), "predict", lambda model, docs: calls.append(sum(map(len, docs))) or predict(model, docs))
+    monkeypatch.setattr(decoding, "WINDOW_BATCH_TOKENS", 30)
+    monkeypatch.setattr(decoding, "EMISSION_BATCH_TOKENS", 1000)
+    assert [(e.start, e.end, e.label_) for e in nlp(text).ents] == expected
+    assert len(calls) > 5 and max(calls) <= 30
+    calls.clear()
+    list(nlp.pipe(["张三去了上海。"] * 40))
+    assert max(calls) > 30  # short docs: EMISSION_BATCH_TOKENS per call
+
+
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_long_sentence_gets_valid_tags_from_overlapping_windows(scheme):
     nlp = load_trained(scheme)
