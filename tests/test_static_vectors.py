@@ -119,6 +119,21 @@ def test_a_sourced_component_brings_its_vectors_or_says_what_to_do(vectors_model
         other(text)
 
 
+def test_a_pipe_that_reads_no_vectors_saves_and_loads_beside_other_vectors(tmp_path):
+    """The vectors' checksum covers only vectors the model reads: a crf_ner without static vectors, sourced into a
+    pipeline that has vectors of its own, saves a pipeline that loads (it was refused as altered vectors)."""
+    trained, _ = initialized(None, static_vectors=False)
+    nlp = spacy.blank("zh")
+    nlp.vocab.set_vector("的", numpy.ones(3, dtype="f"))
+    with pytest.warns(UserWarning):  # spaCy's W113: the vectors differ
+        nlp.add_pipe("crf_ner", source=trained)
+    expected = [(e.start_char, e.end_char, e.label_) for e in nlp("张三去了上海").ents]
+    nlp.to_disk(tmp_path / "sourced")
+    loaded = spacy.load(tmp_path / "sourced")
+    assert [(e.start_char, e.end_char, e.label_) for e in loaded("张三去了上海").ents] == expected
+    assert loaded.vocab.get_vector("的").tolist() == [1.0, 1.0, 1.0]
+
+
 def test_vectors_without_the_option_raise(vectors_model):
     with pytest.raises(ValueError, match="no component reads them.*static_vectors"):
         initialized(vectors_model, static_vectors=False)

@@ -34,7 +34,7 @@ def bytes_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> D
     """spacy.util.to_bytes's serializers; the weights' checksum (and the learned scalar mix, for
     reading without loading) are in cfg before cfg is written, with the vocab's vectors' checksum."""
     weights = model_bytes(model, cfg, exclude)
-    cfg["vectors_sha256"] = vectors_digest(vocab)
+    cfg["vectors_sha256"] = vectors_digest(vocab) if reads_vectors(model) else None
     return {
         "cfg": lambda: srsly.json_dumps(cfg),
         "vocab": lambda: vocab.to_bytes(exclude=exclude),
@@ -63,7 +63,7 @@ def file_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Di
             path.write_bytes(data)
 
     weights = model_bytes(model, cfg, exclude)
-    cfg["vectors_sha256"] = vectors_digest(vocab)
+    cfg["vectors_sha256"] = vectors_digest(vocab) if reads_vectors(model) else None
     return {
         "cfg": lambda p: srsly.write_json(p, cfg),
         "vocab": lambda p: vocab.to_disk(p, exclude=exclude),
@@ -96,6 +96,14 @@ def model_bytes(model: Model, cfg: Dict[str, Any], exclude) -> Optional[bytes]:
     data = model.to_bytes() if save_weights == "float32" else float16_model_bytes(model, save_weights == "int8-tables")
     cfg["model_sha256"] = hashlib.sha256(data).hexdigest()
     return data
+
+
+def reads_vectors(model: Model) -> bool:
+    """Whether the model reads the vocab's vectors (static vectors, or SoftLexicon.v2's word vectors): only
+    then are they part of what the pipe was saved with (a pipe sourced into a pipeline with other vectors,
+    or saved without its vocab, is not refused for vectors it never reads)."""
+    return any(node.name in ("static_vectors", "char_bigram_vectors")
+               or (node.name == "soft_lexicon" and node.attrs.get("word_vectors")) for node in model.walk())
 
 
 def vectors_digest(vocab: Vocab) -> Optional[str]:
