@@ -84,11 +84,14 @@ def SoftLexicon_v2(
 
 
 class WordVectorRows:
-    """Per lexicon word, the row of its text in the pipeline's vectors (-1 for none); computed once per
-    lexicon and vectors table, not saved."""
+    """Per lexicon word, the row of its text in the pipeline's vectors (-1 for none), and the table as a
+    float32 numpy array (projected, with vector_width): computed once per lexicon, table and projection
+    (the objects themselves are kept and compared, so a new one at a freed one's address is not taken
+    for it), on the CPU whatever the vectors' ops (cupy on a GPU). Not saved."""
 
     def __init__(self) -> None:
-        self._entry: Optional[Tuple[int, Tuple, numpy.ndarray]] = None
+        self._rows: Optional[Tuple[Lexicon, object, Tuple, numpy.ndarray]] = None
+        self._table: Optional[Tuple[object, Tuple, Optional[bytes], numpy.ndarray]] = None
 
     def rows(self, lexicon: Lexicon, vectors) -> numpy.ndarray:
         from spacy.strings import get_string_id
@@ -96,23 +99,31 @@ class WordVectorRows:
         from .ngram_vectors import _signature, _vector_index
 
         signature = _signature(vectors)
-        entry = self._entry
-        if entry is None or entry[0] != id(lexicon) or entry[1] != signature:
+        entry = self._rows
+        if entry is None or entry[0] is not lexicon or entry[1] is not vectors or entry[2] != signature:
             keys = numpy.fromiter((get_string_id(word) for word in lexicon.words), dtype="uint64", count=len(lexicon))
-            self._entry = (id(lexicon), signature, _vector_index(vectors).find(keys))
-        return self._entry[2]
+            self._rows = (lexicon, vectors, signature, _vector_index(vectors).find(keys))
+        return self._rows[3]
 
-    def projected(self, vectors, projection: numpy.ndarray) -> numpy.ndarray:
-        """The vectors' rows times the projection (n_rows, k), computed once per table and projection."""
+    def table(self, vectors, projection=None) -> numpy.ndarray:
+        """The vectors' rows as float32 numpy, times the projection (n_dims, k) when given."""
         from .ngram_vectors import _signature
 
-        key = (_signature(vectors), projection.shape, hash(numpy.asarray(projection).tobytes()))
-        if getattr(self, "_projected", None) is None or self._projected[0] != key:
-            self._projected = (key, numpy.asarray(vectors.data, dtype="float32") @ numpy.asarray(projection, dtype="float32"))
-        return self._projected[1]
+        projection = None if projection is None else _to_numpy(projection).astype("float32")
+        key = None if projection is None else projection.tobytes()
+        entry = self._table
+        if entry is None or entry[0] is not vectors or entry[1] != _signature(vectors) or entry[2] != key:
+            data = _to_numpy(vectors.data).astype("float32")
+            self._table = (vectors, _signature(vectors), key, data if projection is None else data @ projection)
+        return self._table[3]
 
     def __getstate__(self) -> Dict:
-        return {"_entry": None, "_projected": None}
+        return {"_rows": None, "_table": None}
+
+
+def _to_numpy(array) -> numpy.ndarray:
+    """A numpy copy of a numpy or cupy array (spaCy moves the vectors to the GPU's ops)."""
+    return numpy.asarray(array.get() if hasattr(array, "get") else array)
 
 
 def principal_directions(vectors: numpy.ndarray, width: int) -> numpy.ndarray:
@@ -152,7 +163,7 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
         logging.getLogger(__name__).info("SoftLexicon: %d of %d lexicon words have a vector", int((rows >= 0).sum()), len(rows))
         vector_width = model.attrs.get("vector_width")
         if vector_width is not None:
-            used = numpy.asarray(vectors.data, dtype="float32")[numpy.unique(rows[rows >= 0])]
+            used = model.attrs["vector_rows"].table(vectors)[numpy.unique(rows[rows >= 0])]
             model.set_param("P", principal_directions(used, vector_width))
         width += len(POSITIONS) * (vector_width or vectors.shape[1])
     model.set_dim("nO", width, force=True)
@@ -165,10 +176,8 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2
     vectors = None
     if model.attrs.get("word_vectors") and docs:
         table = docs[0].vocab.vectors
-        data = table.data
-        if model.attrs.get("vector_width") is not None:
-            data = model.attrs["vector_rows"].projected(table, model.get_param("P"))
-        vectors = (model.attrs["vector_rows"].rows(lexicon, table), data)
+        projection = model.get_param("P") if model.attrs.get("vector_width") is not None else None
+        vectors = (model.attrs["vector_rows"].rows(lexicon, table), model.attrs["vector_rows"].table(table, projection))
     values = model.attrs["last_batch"].features(
         lexicon, texts, spans, lambda: batch_features(lexicon, texts, spans, model.attrs["softword"], vectors)
     )

@@ -311,3 +311,27 @@ def test_a_repeated_batch_reuses_its_features(monkeypatch):
     assert len(computed) == 4
     copy.deepcopy(layer.attrs["last_batch"]).features(lexicon, TEXTS, spans, lambda: computed.append("copy") or [])
     assert computed[-1] == "copy"
+
+
+def test_word_vector_rows_follow_the_lexicon_and_table_objects_not_their_ids():
+    """The rows cache compares the lexicon and the vectors themselves (an id can be reused by a new object), and
+    the table is read on the CPU whatever array the vectors hold (cupy on a GPU: an array with .get())."""
+    from spacy.vectors import Vectors
+
+    from spacy_cner.layers.soft_lexicon import WordVectorRows, _to_numpy
+
+    nlp = spacy.blank("zh")
+    data = numpy.arange(6, dtype="float32").reshape(2, 3)
+    vectors = Vectors(strings=nlp.vocab.strings, data=data, keys=[nlp.vocab.strings.add(w) for w in ("北京", "上海")])
+    cache = WordVectorRows()
+    first = cache.rows(Lexicon(["北京", "深圳"]), vectors).tolist()
+    second = cache.rows(Lexicon(["深圳", "上海"]), vectors).tolist()
+    assert first == [0, -1] and second == [-1, 1]
+    assert_allclose(cache.table(vectors, numpy.eye(3, 2)), data[:, :2])
+    assert_allclose(cache.table(vectors), data)
+
+    class DeviceArray:  # what cupy's arrays offer for a copy to the host
+        def get(self):
+            return data
+
+    assert_allclose(_to_numpy(DeviceArray()), data)
