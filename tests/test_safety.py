@@ -204,3 +204,27 @@ def test_spacys_own_files_name_themselves_when_they_cannot_be_read(damage, reque
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
     with pytest.raises(ValueError, match=f"^{named} cannot be read .*Restore the pipeline's files"):
         spacy.load(tmp_path / "model")
+
+
+def test_errors_that_are_no_damaged_file_pass_through_as_they_are(tmp_path, monkeypatch):
+    """Only the errors a damaged file gives are called one: an ImportError or OSError in a reader (a missing
+    package, a model hub's refusal) keeps its type, attributes and message."""
+    import spacy.util
+
+    from spacy_cner.pipeline import file_errors
+
+    file_errors.name_files_in_load_errors()
+    (tmp_path / "x").write_text("{}", encoding="utf8")
+
+    def missing_package(path):
+        raise ModuleNotFoundError("No module named 'foo'", name="foo")
+
+    with pytest.raises(ModuleNotFoundError) as caught:
+        spacy.util.from_disk(tmp_path, {"x": missing_package}, [])
+    assert caught.value.name == "foo" and "cannot be read" not in str(caught.value)
+
+    def damaged(path):
+        raise ValueError("Expected object or value")
+
+    with pytest.raises(ValueError, match="x cannot be read .*Expected object or value"):
+        spacy.util.from_disk(tmp_path, {"x": damaged}, [])

@@ -10,10 +10,12 @@ but the message of an error (its type kept where the type can be made from a mes
 innermost reader's file is named, and what to do.
 """
 import functools
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Union
 
 import spacy.util
+from srsly.msgpack.exceptions import UnpackException
 
 # Set on an error whose message already names its file: an outer reader passes it on as it is.
 _NAMED = "_spacy_cner_names_file"
@@ -39,11 +41,16 @@ def names_file(err: Exception) -> Exception:
     return err
 
 
+# The errors a damaged file gives its reader (numpy's reshape, srsly's JSON and msgpack, zlib, a short read):
+# others (an ImportError, MemoryError, a model hub's OSError) pass through as they are, not called a bad file.
+DECODE_ERRORS = (ValueError, EOFError, KeyError, IndexError, TypeError, zlib.error, UnpackException)
+
+
 def _naming(reader: Callable[[Path], Any]) -> Callable[[Path], Any]:
     def read(path: Path) -> Any:
         try:
             return reader(path)
-        except Exception as err:
+        except DECODE_ERRORS as err:
             if getattr(err, _NAMED, False) or str(path) in str(err):
                 raise
             raise _named(err, path) from err
