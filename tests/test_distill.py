@@ -4,6 +4,7 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 from fnmatch import fnmatch
 
 import numpy
@@ -270,6 +271,13 @@ def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
             progress=False, train_student=False)
     assert len(list((tmp_path / "teacher" / "shards").glob("text_*.spacy"))) == 1
     assert len(list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(nlp))) == len(TRAIN_DATA)
+    # Another train split than the teacher read: refused, not paired by index with other texts.
+    from spacy.tokens import DocBin
+
+    other = tmp_path / "other.spacy"
+    DocBin(docs=[spacy.blank("zh")(text + "。") for text, _ in TRAIN_DATA]).to_disk(other)
+    with pytest.raises(ValueError, match="pass the same train split"):
+        list(create_distill_corpus(tmp_path / "teacher", other)(nlp))
 
 
 def stored_targets(shards):
@@ -294,12 +302,15 @@ def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     shards = output / "teacher" / "shards"
     process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
     try:
         while process.poll() is None and not list(shards.glob("text_*_many.*.spacy")):
-            pass
+            assert time.monotonic() < deadline, "no shard of the unlabeled text after 10 minutes"
+            time.sleep(0.05)
     finally:
         process.kill()
-        process.wait()
+        output_before_kill = process.communicate()[0].decode("utf8", "replace")[-3000:]
+    assert process.returncode != 0 or list(shards.glob("text_*_many.*.spacy")), output_before_kill
     before = {path.name: path.stat().st_mtime_ns for path in shards.glob("*.spacy")}
     n_shards = -(-len(texts) // 25)
     assert 1 <= sum(fnmatch(name, "text_*_many.*") for name in before) < n_shards, "the kill came after the teacher pass"

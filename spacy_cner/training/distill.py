@@ -414,6 +414,12 @@ def create_distill_corpus(path: Path, gold: Optional[Path] = None, gold_weight: 
                 predicted = nlp.make_doc(doc.text)
                 index = (doc.user_data.get("fields") or {}).get(GOLD_INDEX)
                 if index is not None and index < len(gold_docs):
+                    if gold_docs[index].text != doc.text:
+                        raise ValueError(
+                            f"{shard}: its text {doc.text[:40]!r} is doc {index} of the train split the teacher read, but "
+                            f"doc {index} of {gold} is {gold_docs[index].text[:40]!r}: pass the same train split as when "
+                            "the teacher's targets were computed (or a new output folder)."
+                        )
                     example = Example(predicted, gold_docs[index])
                     weight = gold_weight
                 else:
