@@ -72,7 +72,8 @@ def bfloat16_runs() -> bool:
     CPU autocast, tried once per process. oneDNN has no bfloat16 LSTM without AVX512 (it raises at every
     shape), whatever the CPU's flags say: only running it tells (ONEDNN_MAX_CPU_ISA=AVX2 shows it on
     any x86 CPU)."""
-    lstm = torch.nn.LSTM(4, 4, batch_first=True, bidirectional=True)
+    with torch.random.fork_rng(devices=[]):  # the probe's random weights leave the caller's seeded draws as they were
+        lstm = torch.nn.LSTM(4, 4, batch_first=True, bidirectional=True)
     try:
         with torch.no_grad(), torch.autocast(device_type="cpu", dtype=torch.bfloat16):
             lstm(torch.zeros(1, 3, 4))

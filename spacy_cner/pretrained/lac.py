@@ -185,14 +185,14 @@ def parse_word_dic(data: bytes, name: str, size: Optional[int] = None) -> List[s
 
 
 def parse_q2b(data: bytes, name: str) -> Dict[str, str]:
-    """q2b.dic's `from<TAB>to` lines as a dict (a repeated form keeps its first target, as LAC's
-    reader keeps its last: none repeats in 2.1.2; the test checks)."""
+    """q2b.dic's `from<TAB>to` lines as a dict (a repeated form keeps its last target, as LAC's reader
+    does; none repeats in 2.1.2)."""
     replacements: Dict[str, str] = {}
     for number, line in enumerate(_lines(data, name), 1):
         parts = line.split("\t")
         if len(parts) != 2 or not parts[0] or not parts[1]:
             raise ValueError(f"{name}, line {number}: expected 'from<TAB>to', got {line[:40]!r}.")
-        replacements.setdefault(parts[0], parts[1])
+        replacements[parts[0]] = parts[1]
     return replacements
 
 

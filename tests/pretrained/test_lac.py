@@ -131,6 +131,7 @@ def test_word_dic_keeps_a_space_token_and_checks_ids_and_oov():
 
 def test_q2b_pairs_and_bad_lines():
     assert parse_q2b("萬\t万\r\n１\t1\n".encode("utf8"), "q") == {"萬": "万", "１": "1"}
+    assert parse_q2b("萬\t万\n萬\t丂\n".encode("utf8"), "q") == {"萬": "丂"}  # the last wins, as in LAC's reader
     with pytest.raises(ValueError, match="q, line 2: expected 'from<TAB>to'"):
         parse_q2b("萬\t万\n１1\n".encode("utf8"), "q")
 
