@@ -18,7 +18,7 @@ from spacy.util import registry
 from spacy.vectors import Vectors
 from wasabi import msg
 
-from ..training.vectors import VectorSettings, read_texts, train_char_bigram_vectors
+from ..training.vectors import VectorSettings, train_corpus_texts, train_on_the_train_corpus
 from .lac import EMB_WIDTH, LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
 
 MISSING = ("none", "trained", "concat")
@@ -67,7 +67,7 @@ def combine(
     index = {key: int(row) for key, row in zip(lac_keys, lac_rows)}
     if missing == "trained":
         fixed = {key: lac_data[row] for key, row in index.items()}
-        own_keys, own, _ = train_char_bigram_vectors(texts, _with_width(settings, lac_data.shape[1]), fixed=fixed)
+        own_keys, own, _ = train_on_the_train_corpus(texts, _with_width(settings, lac_data.shape[1]), fixed=fixed)
         new = [(key, vector) for key, vector in zip(own_keys, own) if key not in index]
         keys = list(lac_keys) + [key for key, _ in new]
         rows = numpy.concatenate([lac_rows, len(lac_data) + numpy.arange(len(new), dtype="int64")])
@@ -75,7 +75,7 @@ def combine(
         counts.update(added_keys=len(new), width=data.shape[1])
         return keys, rows, numpy.ascontiguousarray(data, dtype="float32"), counts
     # concat: [LAC's vector or zeros | the self-trained vector or zeros], one row per distinct pair.
-    own_keys, own, _ = train_char_bigram_vectors(texts, settings)
+    own_keys, own, _ = train_on_the_train_corpus(texts, settings)
     own_index = {key: i for i, key in enumerate(own_keys)}
     keys = list(lac_keys) + [key for key in own_keys if key not in index]
     pairs: Dict[Tuple[int, int], int] = {}
@@ -147,15 +147,8 @@ def make_lac_vectors(
             )
         texts: List[str] = []
         if missing != "none":
-            if corpus is None:
-                raise ValueError(
-                    f"spacy-cner.lac_vectors.v1 with missing = {missing!r} learns the train corpus's keys, but "
-                    "its corpus (paths.train) is null: set --paths.train, or missing = \"none\"."
-                )
-            files = sorted(Path(corpus).rglob("*.spacy")) if Path(corpus).is_dir() else [Path(corpus)]
-            if not files or not all(path.exists() for path in files):
-                raise ValueError(f"spacy-cner.lac_vectors.v1: no .spacy train corpus at {corpus}.")
-            texts = [text for path in files for text in read_texts(path)]
+            texts = train_corpus_texts(corpus, "spacy-cner.lac_vectors.v1",
+                                       f"missing = {missing!r} learns its keys: set --paths.train, or missing = \"none\"")
         lac = open_lac(sdist, progress=download_progress())
         keys, rows, data, counts = combine(*lac_table(lac, max_length), texts, missing, settings)
         nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data.astype(dtype), f"{nlp.lang}_lac_{missing}.vectors")

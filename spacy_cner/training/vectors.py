@@ -176,7 +176,8 @@ def _word2vec(sentences: List[List[str]], gensim_settings: Dict, fixed: Optional
             wv.vectors[index] = vector
             lockf[index] = 0.0
     wv.vectors_lockf = lockf
-    model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
+    model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs,
+                callbacks=gensim_settings.get("callbacks", ()))
     return wv
 
 
@@ -226,26 +227,10 @@ def make_self_trained_vectors(
         if pretrained is not None:
             msg.info(f"Vectors: {pretrained} ([initialize] vectors), none trained")
             return nlp
-        if corpus is None:
-            raise ValueError(
-                "spacy-cner.self_trained_vectors.v1 trains vectors on the train corpus, but its corpus "
-                "(paths.train) is null: set --paths.train, or give vectors with --paths.vectors."
-            )
-        files = sorted(Path(corpus).rglob("*.spacy")) if Path(corpus).is_dir() else [Path(corpus)]
-        if not files or not all(path.exists() for path in files):
-            raise ValueError(f"spacy-cner.self_trained_vectors.v1: no .spacy train corpus at {corpus}.")
         start = time.perf_counter()
-        texts = [text for path in files for text in read_texts(path)]
-        try:
-            keys, vectors, counts = train_char_bigram_vectors(texts, settings, progress=True)
-        except ValueError as err:
-            if settings.min_count == 1 or not any(texts):
-                raise
-            # A corpus too small for min_count (a toy set, a first round of labels): the default
-            # config must still train, so every character and bigram gets a vector.
-            msg.warn(f"{err} The train corpus is too small for min_count {settings.min_count}: "
-                     "training the vectors with min_count 1.")
-            keys, vectors, counts = train_char_bigram_vectors(texts, replace(settings, min_count=1))
+        texts = train_corpus_texts(corpus, "spacy-cner.self_trained_vectors.v1",
+                                   "set --paths.train, or give vectors with --paths.vectors")
+        keys, vectors, counts = train_on_the_train_corpus(texts, settings)
         strings = nlp.vocab.strings
         nlp.vocab.vectors = Vectors(strings=strings, data=vectors, keys=[strings.add(key) for key in keys],
                                     name=f"{nlp.lang}_self_trained.vectors")
@@ -256,6 +241,32 @@ def make_self_trained_vectors(
         return nlp
 
     return before_init
+
+
+def train_corpus_texts(corpus: Optional[Union[str, Path]], name: str, hint: str) -> List[str]:
+    """The texts of the train corpus an initialize callback trains vectors on (a .spacy file or a folder of
+    them), or an error naming the callback and what to set."""
+    if corpus is None:
+        raise ValueError(f"{name} trains vectors on the train corpus, but its corpus (paths.train) is null: {hint}.")
+    files = sorted(Path(corpus).rglob("*.spacy")) if Path(corpus).is_dir() else [Path(corpus)]
+    if not files or not all(path.exists() for path in files):
+        raise ValueError(f"{name}: no .spacy train corpus at {corpus}.")
+    return [text for path in files for text in read_texts(path)]
+
+
+def train_on_the_train_corpus(
+    texts: Sequence[str], settings: VectorSettings, fixed: Optional[Mapping[str, numpy.ndarray]] = None
+) -> Tuple[List[str], numpy.ndarray, Dict[str, int]]:
+    """train_char_bigram_vectors with a progress bar, and with min_count 1 on a corpus too small for
+    settings.min_count (a toy set, a first round of labels: a config must still train), said in a warning."""
+    try:
+        return train_char_bigram_vectors(texts, settings, fixed, progress=True)
+    except ValueError as err:
+        if settings.min_count == 1 or not any(texts):
+            raise
+        msg.warn(f"{err} The train corpus is too small for min_count {settings.min_count}: "
+                 "training the vectors with min_count 1.")
+        return train_char_bigram_vectors(texts, replace(settings, min_count=1), fixed, progress=True)
 
 
 def train_vectors(

@@ -275,6 +275,14 @@ def test_before_init_gives_the_vocab_lacs_vectors_and_credits_lac(fake_lac, tmp_
         make_lac_vectors(str(train), missing="zero")
 
 
+def test_before_init_on_a_corpus_too_small_for_min_count_learns_with_1(fake_lac, tmp_path, capsys):
+    """As the self-trained vectors: a toy or first-round corpus (no character twice) still trains, said."""
+    train = write_corpus(tmp_path / "train.spacy", ["张三去了上海", "我在北京市工作"])
+    nlp = spacy.blank("zh")
+    make_lac_vectors(str(train), missing="trained", sdist=str(fake_lac), width=3, epochs=1, min_count=2)(nlp)
+    assert "min_count 1" in capsys.readouterr().out and nlp.vocab.vectors.find(key="工作") >= 0
+
+
 def test_before_init_refuses_initialize_vectors_beside_it(fake_lac, tmp_path):
     nlp = spacy.blank("zh", config={"initialize": {"vectors": str(tmp_path / "other")}})
     with pytest.raises(ValueError, match="\\[initialize\\] vectors is set too"):
