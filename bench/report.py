@@ -812,17 +812,13 @@ QUESTIONS = [
     Question("Resume: whole `spacy train` runs of the default (its steps: bench/HISTORY.md, \"Training steps 22% faster\")",
              [("resume_training_time", "default"), (RESUME_TIME, "default"),
               ("datasets_resume_fgm2", "one"), (FGM_SHARE, "one")], "threads"),
-    Question("MSRA's training step by batch size, before and after rjieba on jieba's blocks: bench/HISTORY.md. "
-             "Bigram tables: collisions in the hashed ones, exact against hashed (MSRA, 2,500 steps; the five small sets, full trainings)",
-             [("bigram_collisions", ""),
-              ("msra_bigram_tables_steps2500", ""), ("datasets_small_exact_tables_seed0", "")]),
     Question("Entity probabilities: calibration, the cost of the default decoding, the threshold fitted on dev "
              "against the best path",
              [("confidence_resume", "Resume"), ("confidence_youku", "Youku"), ("threshold_datasets", "full sets, 3 seeds"),
               ("threshold_small", "1,350-sentence samples, 3 seeds")], "models"),
     Question("Sentence-level robustness (the paper's Table 4, Resume); long documents; each sentence encoded alone "
              "when predicting (sentence_encoding \"predict\")",
-             [("robustness", ""), ("long_docs", ""), ("sentence_encoding", "")]),
+             [("robustness", ""), ("long_docs", ""), ("long_doc_memory", ""), ("sentence_encoding", "")]),
     Question("`annotate`: local `nlp.pipe` and Ray Data; `select` beside it",
              [("annotate", "annotate, 2026-11-24"), ("annotate_select", "select beside annotate")], "run"),
     Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py; the rounds' models, then "
