@@ -708,7 +708,7 @@ def lac_size(records: Records) -> Tuple[str, str]:
         return missing(LAC_SPEED)
     rows = figure_rows(records[LAC_SPEED])
     text = ", ".join(f"{row['model']} {row['mb']:.1f} MB" for row in rows)
-    return text + " (float32 vectors in these runs; lac.cfg saves float16)", "see sizes"
+    return text + " (lac_none and lac_trained with float32 vectors; lac.cfg and lac_slwv save float16)", "see sizes"
 
 
 TARGETS = [
