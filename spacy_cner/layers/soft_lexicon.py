@@ -276,24 +276,33 @@ def char_features(lexicon: Lexicon, text: str) -> numpy.ndarray:
     present = numpy.zeros((len(text), len(POSITIONS), n_types), dtype="float32")
     matches = numpy.asarray(lexicon.find(text), dtype="int64").reshape(-1, 3)
     if len(matches):
-        starts, ends, ids = matches.T
-        lengths = ends - starts
-        # One row per (matched word, character it covers).
-        word = numpy.repeat(numpy.arange(len(matches)), lengths)
-        offset = numpy.arange(len(word)) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
-        char = starts[word] + offset
-        length = lengths[word]
-        position = numpy.where(length == 1, S, numpy.where(offset == 0, B, numpy.where(offset == length - 1, E, M)))
-        if lexicon.frequencies is None:
-            weights = numpy.ones(len(matches), dtype="float32")
-        else:
-            weights = 1.0 + numpy.log1p(numpy.maximum(lexicon.frequencies[ids], 0)).astype("float32")
+        ids = matches[:, 2]
+        word, char, position, weights = _covered_characters(lexicon, matches)
         numpy.add.at(shares, (char, position), weights[word])
         total = shares.sum(axis=1, keepdims=True)
         numpy.divide(shares * len(POSITIONS), total, out=shares, where=total > 0)
         present[char, position, 0] = 1.0
         present[char, position, word_types[ids[word]]] = 1.0
     return numpy.hstack([shares, present.reshape(len(text), len(POSITIONS) * n_types)])
+
+
+def _covered_characters(
+    lexicon: Lexicon, matches: numpy.ndarray
+) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+    """One row per (matched word, character it covers): the match's index, the character, its position in
+    the word (B/M/E/S), and per match its weight z(w) = 1 + log(1 + frequency(w)) (1 without frequencies)."""
+    starts, ends, ids = matches.T
+    lengths = ends - starts
+    word = numpy.repeat(numpy.arange(len(matches)), lengths)
+    offset = numpy.arange(len(word)) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+    char = starts[word] + offset
+    length = lengths[word]
+    position = numpy.where(length == 1, S, numpy.where(offset == 0, B, numpy.where(offset == length - 1, E, M)))
+    if lexicon.frequencies is None:
+        weights = numpy.ones(len(matches), dtype="float32")
+    else:
+        weights = 1.0 + numpy.log1p(numpy.maximum(lexicon.frequencies[ids], 0)).astype("float32")
+    return word, char, position, weights
 
 
 def char_word_vectors(lexicon: Lexicon, text: str, rows: numpy.ndarray, vectors: numpy.ndarray) -> numpy.ndarray:
@@ -311,17 +320,8 @@ def char_word_vectors(lexicon: Lexicon, text: str, rows: numpy.ndarray, vectors:
         matches = matches[rows[matches[:, 2]] >= 0]
     if not len(matches):
         return numpy.zeros((len(text), len(POSITIONS) * width), dtype="float32")
-    starts, ends, ids = matches.T
-    lengths = ends - starts
-    word = numpy.repeat(numpy.arange(len(matches)), lengths)
-    offset = numpy.arange(len(word)) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
-    char = starts[word] + offset
-    length = lengths[word]
-    position = numpy.where(length == 1, S, numpy.where(offset == 0, B, numpy.where(offset == length - 1, E, M)))
-    if lexicon.frequencies is None:
-        weights = numpy.ones(len(matches), dtype="float32")
-    else:
-        weights = 1.0 + numpy.log1p(numpy.maximum(lexicon.frequencies[ids], 0)).astype("float32")
+    ids = matches[:, 2]
+    word, char, position, weights = _covered_characters(lexicon, matches)
     z = weights[word]
     total = numpy.bincount(char, weights=z, minlength=len(text))  # Z per character, over its four sets
     scale = (len(POSITIONS) * z / total[char]).astype("float32")
