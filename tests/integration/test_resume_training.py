@@ -40,3 +40,16 @@ def test_config_learns_resume(tmp_path, config):
     scores = nlp.evaluate([Example(nlp.make_doc(doc.text), doc) for doc in docs])
     assert scores["ents_f"] > CONFIGS[config][1]
     assert set(scores["ents_per_type"]) == {"CONT", "EDU", "LOC", "NAME", "ORG", "PRO", "RACE", "TITLE"}
+    if config == "default":
+        # The README's snippets show the demo's model (600 steps of this config) on these sentences: each
+        # must find entities there (李四在上海工作, no resume line, found none).
+        import re
+
+        from conftest import REPO_ROOT
+
+        text = (REPO_ROOT / "README.md").read_text(encoding="utf8")
+        samples = set(re.findall(r"(?:nlp|spacy\.load\([^)]*\))\((?:\"|')([^\"']+)(?:\"|')\)", text))
+        samples.discard("百度是一家高科技公司")  # the LAC pipeline's sample, not the demo's
+        assert "李四，女，汉族，本科学历，现任上海银行行长。" in samples
+        for sample in samples:
+            assert nlp(sample).ents, f"the README's sample sentence {sample!r} gives no entity with the demo's model"
