@@ -19,7 +19,7 @@ from spacy.vectors import Vectors
 from wasabi import msg
 
 from ..training.vectors import VectorSettings, train_corpus_texts, train_on_the_train_corpus
-from .lac import EMB_WIDTH, LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
+from .lac import LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
 
 MISSING = ("none", "trained", "concat")
 
