@@ -17,7 +17,7 @@ SDIST_HELP = "A local copy of LAC-2.1.2.tar.gz (checked by sha256); default: fet
 def fetch_command(sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP)) -> None:
     """Fetch (or check) LAC's sdist and print where it is: the cache later commands and trainings read."""
     from ..pretrained.lac import open_lac
-    from ..pretrained.vectors import download_progress
+    from ..pretrained.fetch import download_progress
 
     try:
         lac = open_lac(sdist, progress=download_progress())
@@ -41,7 +41,8 @@ def vectors_command(
     import spacy
 
     from ..pretrained.lac import open_lac
-    from ..pretrained.vectors import MISSING, combine, credit, download_progress, lac_table, shared_vectors
+    from ..pretrained.fetch import download_progress
+    from ..training.lac_vectors import MISSING, combine, credit, lac_table, shared_vectors
     from ..training.vectors import VectorSettings, read_texts
 
     if missing not in MISSING:
@@ -75,7 +76,7 @@ def pipeline_command(
     PER/LOC/ORG/TIME entities (doc.ents); its weights are saved inside, so loading needs no sdist."""
     from ..pretrained.lac import open_lac
     from ..pretrained.lac_pipeline import TOKENS, build_pipeline
-    from ..pretrained.vectors import download_progress
+    from ..pretrained.fetch import download_progress
 
     if tokens not in TOKENS:
         msg.fail(f"--tokens must be one of {', '.join(TOKENS)}, got {tokens!r}.", exits=1)

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Callable, Dict, Optional, Union
 
 # Environment variable naming the cache folder (default: $XDG_CACHE_HOME/spacy_cner or ~/.cache/spacy_cner).
 CACHE_ENV = "SPACY_CNER_CACHE"
@@ -142,3 +142,20 @@ def _download(url: str, file, total: int, progress: Optional[Callable[[int, int]
             done += len(block)
             if progress is not None:
                 progress(done, total)
+
+
+def download_progress(name: str = "LAC-2.1.2.tar.gz") -> Callable[[int, int], None]:
+    """A progress bar for the download of the file name (tqdm, as spaCy's own commands use), closed when it
+    is complete: fetch_sdist's progress."""
+    from tqdm import tqdm
+
+    bar: Dict[str, tqdm] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in bar:
+            bar["bar"] = tqdm(total=total, unit="B", unit_scale=True, desc=name)
+        bar["bar"].update(done - bar["bar"].n)
+        if done >= total:
+            bar["bar"].close()
+
+    return update

@@ -18,7 +18,7 @@ from spacy_cner.pretrained import fetch
 from spacy_cner.pretrained.fetch import Sdist, fetch_sdist
 from spacy_cner.pretrained.lac import (LacFiles, char_bigram_vectors, open_lac, parse_q2b, parse_word_dic)
 from spacy_cner.pretrained.paddle_tensor import read_tensor, write_tensor
-from spacy_cner.pretrained.vectors import combine, lac_table, make_lac_vectors
+from spacy_cner.training.lac_vectors import combine, lac_table, make_lac_vectors
 from spacy_cner.training.vectors import VectorSettings
 
 from conftest import SHARED_DATA

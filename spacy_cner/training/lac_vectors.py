@@ -18,8 +18,9 @@ from spacy.util import registry
 from spacy.vectors import Vectors
 from wasabi import msg
 
-from ..training.vectors import VectorSettings, train_corpus_texts, train_on_the_train_corpus
-from .lac import LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
+from ..pretrained.fetch import download_progress
+from ..pretrained.lac import LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
+from .vectors import VectorSettings, train_corpus_texts, train_on_the_train_corpus
 
 MISSING = ("none", "trained", "concat")
 
@@ -175,19 +176,3 @@ def credit(nlp: Language) -> None:
     """Name LAC among the pipeline's sources (meta.json, the packaged model card)."""
     sources = [source for source in nlp.meta.get("sources") or [] if source.get("name") != LAC_CREDIT["name"]]
     nlp.meta["sources"] = sources + [dict(LAC_CREDIT)]
-
-
-def download_progress() -> Callable[[int, int], None]:
-    """A progress bar for a download (tqdm, as spaCy's own commands use), closed when it is complete."""
-    from tqdm import tqdm
-
-    bar: Dict[str, tqdm] = {}
-
-    def update(done: int, total: int) -> None:
-        if "bar" not in bar:
-            bar["bar"] = tqdm(total=total, unit="B", unit_scale=True, desc="LAC-2.1.2.tar.gz")
-        bar["bar"].update(done - bar["bar"].n)
-        if done >= total:
-            bar["bar"].close()
-
-    return update
