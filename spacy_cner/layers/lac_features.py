@@ -24,9 +24,9 @@ from thinc.api import Model, registry
 from thinc.types import Floats2d
 
 from ..lexicon import doc_text, token_spans
-from ..long_docs import SENTENCE_ENDS, split_windows
 from ..pretrained.lac import LacFiles, open_lac
-from ..pretrained.lac_analyzer import DictionarySegmenter, LacTagger, Lexicon, tagger_from_sdist
+from ..pretrained.lac_analyzer import DictionarySegmenter, LacTagger, Lexicon, length_groups, tagger_from_sdist
+from ..pretrained.lac_analyzer import text_windows as lac_text_windows
 from ..pretrained.lac_net import LacNetwork
 from ._torch import InPlacePyTorchShim, RebuildableModule, deserialize_rebuildable, serialize_rebuildable
 from ._torch import set_torch_module, torch_module
@@ -35,12 +35,6 @@ from .soft_lexicon import LastBatch, principal_directions
 # A character's position in LAC's word (the text one id covers), in feature order.
 POSITIONS = ("B", "M", "E", "S")
 B, M, E, S = range(len(POSITIONS))
-# One run of the network reads at most GROUP_SIZE windows and GROUP_IDS ids, padding included, and at most
-# GROUP_PADDING times the ids it needs: the network's time grows with the padded ids (a group of up to 256 windows
-# with no padding rule was 2x slower on MSRA's sentences than groups of 64), far more than with the groups' steps.
-GROUP_SIZE = 256
-GROUP_IDS = 16384
-GROUP_PADDING = 1.25
 
 
 @registry.layers("spacy-cner.LacFeatures.v1")
@@ -225,11 +219,8 @@ def char_features(model: Model, module: LacEncoder, texts: Sequence[str], projec
 
 
 def text_windows(model: Model, text: str):
-    """long_docs.split_windows over the text's characters, cut after each one of SENTENCE_ENDS."""
-    if not text:
-        return []
-    ends = [index + 1 for index, char in enumerate(text) if char in SENTENCE_ENDS]
-    return split_windows(ends, len(text), model.attrs["window_size"], every_sentence=model.attrs["sentences"])
+    """lac_analyzer.text_windows with the layer's window_size and sentences settings."""
+    return lac_text_windows(text, model.attrs["window_size"], every_sentence=model.attrs["sentences"])
 
 
 def word_positions(lengths: Sequence[int]) -> Tuple[numpy.ndarray, numpy.ndarray]:
@@ -251,20 +242,3 @@ def token_means(chars: numpy.ndarray, spans: numpy.ndarray) -> numpy.ndarray:
     for i in numpy.flatnonzero(bounds[:, 1] - bounds[:, 0] > 1):
         out[i] = chars[bounds[i, 0] : bounds[i, 1]].mean(axis=0)
     return out
-
-
-def length_groups(lengths: Sequence[int]) -> List[List[int]]:
-    """Indices of the non-empty sequences, sorted by length, in groups of at most GROUP_SIZE whose padded size
-    (count x longest) is at most GROUP_IDS (a longer sequence alone) and GROUP_PADDING times their own ids."""
-    groups: List[List[int]] = []
-    own = 0
-    for index in sorted((i for i, length in enumerate(lengths) if length), key=lambda i: lengths[i]):
-        group = groups[-1] if groups else None
-        padded = (len(group) + 1) * lengths[index] if group is not None else 0
-        if group is not None and len(group) < GROUP_SIZE and padded <= GROUP_IDS and padded <= GROUP_PADDING * (own + lengths[index]):
-            group.append(index)
-            own += lengths[index]
-        else:
-            groups.append([index])
-            own = lengths[index]
-    return groups

@@ -14,7 +14,8 @@ from spacy.util import registry
 from thinc.api import Config
 
 from spacy_cner.layers._torch import torch_module
-from spacy_cner.layers.lac_features import POSITIONS, length_groups
+from spacy_cner.layers.lac_features import POSITIONS
+from spacy_cner.pretrained.lac_analyzer import length_groups
 from spacy_cner.long_docs import split_windows
 from spacy_cner.pretrained.lac import open_lac
 from spacy_cner.pretrained.lac_analyzer import tagger_from_sdist
@@ -177,14 +178,14 @@ def test_save_load_and_pickle_need_no_sdist(fake_lac_sdist, tmp_path):
 
 
 def test_length_groups_sort_and_bound_the_padding(monkeypatch):
-    import spacy_cner.layers.lac_features as lac_features
+    import spacy_cner.pretrained.lac_analyzer as lac_analyzer
 
-    monkeypatch.setattr(lac_features, "GROUP_IDS", 12)
-    monkeypatch.setattr(lac_features, "GROUP_SIZE", 3)
-    monkeypatch.setattr(lac_features, "GROUP_PADDING", 100.0)
+    monkeypatch.setattr(lac_analyzer, "GROUP_IDS", 12)
+    monkeypatch.setattr(lac_analyzer, "GROUP_SIZE", 3)
+    monkeypatch.setattr(lac_analyzer, "GROUP_PADDING", 100.0)
     lengths = [5, 0, 1, 2, 2, 13, 3, 1]
     assert length_groups(lengths) == [[2, 7, 3], [4, 6], [0], [5]]  # by count and padded size
-    monkeypatch.setattr(lac_features, "GROUP_PADDING", 1.25)
+    monkeypatch.setattr(lac_analyzer, "GROUP_PADDING", 1.25)
     assert length_groups(lengths) == [[2, 7], [3, 4], [6, 0], [5]]  # [2, 7, 3] would pad 4 ids to 6
 
 
