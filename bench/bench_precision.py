@@ -38,7 +38,7 @@ def main() -> None:
     rows = [measure(model, test, args.repeats) for model, test in args.model]
     table = render(rows, args)
     print(table)
-    from spacy_cner.layers._precision import native_bfloat16
+    from spacy_cner.backends.precision import native_bfloat16
 
     save_result(args.result, {"rows": rows, "native_bfloat16": native_bfloat16()}, table)
 

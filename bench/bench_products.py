@@ -30,7 +30,7 @@ CHILD = """
 import json, time
 import numpy
 from thinc.api import NumpyOps
-from spacy_cner.layers._blas import RowwiseOps, _blocks_are_invariant, _rowwise_product
+from spacy_cner.backends.rowwise_ops import RowwiseOps, _blocks_are_invariant, _rowwise_product
 
 rows = int(__import__("sys").argv[1])
 rng = numpy.random.default_rng(0)
@@ -81,14 +81,14 @@ torch.set_num_threads(1)
 import spacy
 from spacy.tokens import DocBin
 from spacy.training import Example
-from spacy_cner.layers import _blas
+from spacy_cner.backends import rowwise_ops
 
 nlp = spacy.load(sys.argv[1])
 docs = list(DocBin().from_disk(sys.argv[2]).get_docs(nlp.vocab))
 result = {"f": {}, "entities": {}}
 for mode in ("blocks", "row by row"):
     if mode == "row by row":
-        _blas._blocks_are_invariant = lambda *shape: False
+        rowwise_ops._blocks_are_invariant = lambda *shape: False
     predicted = list(nlp.pipe([d.text for d in docs], batch_size=256))
     result["f"][mode] = nlp.evaluate([Example(p, d) for p, d in zip(predicted, docs)])["ents_f"]
     result["entities"][mode] = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in predicted]

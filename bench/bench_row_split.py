@@ -4,7 +4,7 @@ Usage: python bench/bench_row_split.py --runs bench/runs/speed [--repeats 5] [--
 
 For each RUNS/<dataset> with a corpus and our default's seed-0 model (as bench_speed.py reads
 them): nlp.pipe(batch_size=256) over the test texts with the libraries' default threads, the split
-on (layers._blas.ROWS_PER_THREAD 256) and off (10^9) alternating, best of --repeats each. Both
+on (backends.rowwise_ops.ROWS_PER_THREAD 256) and off (10^9) alternating, best of --repeats each. Both
 settings give the same entities (each row is its own product); only the time differs.
 """
 import argparse
@@ -27,7 +27,7 @@ def main() -> None:
     import torch
     from spacy.tokens import DocBin
 
-    from spacy_cner.layers import _blas
+    from spacy_cner.backends import rowwise_ops
 
     print(f"torch threads: {torch.get_num_threads()}")
     rows = []
@@ -39,7 +39,7 @@ def main() -> None:
         best = {"off": 0.0, "on": 0.0}
         for _ in range(args.repeats):
             for setting, rows_per_thread in (("on", 256), ("off", 10**9)):
-                _blas.ROWS_PER_THREAD = rows_per_thread
+                rowwise_ops.ROWS_PER_THREAD = rows_per_thread
                 start = time.perf_counter()
                 for _ in nlp.pipe(texts, batch_size=256):
                     pass

@@ -8,7 +8,7 @@ from thinc.api import Linear, Model, chain, with_array
 from thinc.types import Floats2d, Ints1d
 
 from .robustness.entity_attention import gold_layers_out_of_reach, takes_gold, with_gold
-from .layers._blas import use_numpy_blas
+from .backends.rowwise_ops import use_rowwise_ops
 from .layers.crf import CRF
 from .layers.transformer import TRANSFORMER_TOK2VEC
 from .long_docs import cuts_computed_once, sentence_cuts
@@ -84,7 +84,7 @@ def build_crf_tagger(
         dims={"nO": nO},
         attrs={"sentence_encoding": sentence_encoding},
     )
-    use_numpy_blas(model)
+    use_rowwise_ops(model)
     return model
 
 

@@ -11,8 +11,8 @@ import torch
 from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_cner.layers import _blas, _precision
-from spacy_cner.layers._precision import inference_precision
+from spacy_cner.backends import precision as _precision, rowwise_ops
+from spacy_cner.backends.precision import inference_precision
 
 TRAIN = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")]),
          ("王五来自广州", [(0, 2, "PER"), (4, 6, "LOC")])]
@@ -97,21 +97,21 @@ def test_bfloat16_predicts_a_doc_alike_alone_and_in_a_batch(trained):
 def test_bfloat16_block_products_are_rounded_products_in_fixed_blocks():
     rng = numpy.random.default_rng(0)
     X, W = rng.standard_normal((600, 40)).astype("f"), rng.standard_normal((40, 24)).astype("f")
-    product = _blas._block_product(X, W, bfloat16=True)
+    product = rowwise_ops._block_product(X, W, bfloat16=True)
     rounded = (torch.from_numpy(X).bfloat16().float() @ torch.from_numpy(W).bfloat16().float()).numpy()
     assert product.dtype == numpy.float32 and product.shape == (600, 24)
     numpy.testing.assert_allclose(product, rounded, rtol=2e-2, atol=2e-2)
     assert not numpy.array_equal(product, X @ W)
-    ops = _blas.RowwiseOps()
+    ops = rowwise_ops.RowwiseOps()
     exact = ops.gemm(X, W)
     with inference_precision("bfloat16"):
         # This machine keeps a row's bfloat16 result in any block, or it multiplies in float32.
-        if _blas._blocks_are_invariant(40, 24, X.dtype, bfloat16=True):
+        if rowwise_ops._blocks_are_invariant(40, 24, X.dtype, bfloat16=True):
             assert numpy.array_equal(ops.gemm(X[7:9], W), ops.gemm(X, W)[7:9])
             assert numpy.array_equal(ops.gemm(X, W), product)
         else:  # float32's products instead
             assert numpy.array_equal(ops.gemm(X, W), exact)
-    with _blas.training_products(), inference_precision("bfloat16"):  # training multiplies as it did
+    with rowwise_ops.training_products(), inference_precision("bfloat16"):  # training multiplies as it did
         numpy.testing.assert_allclose(ops.gemm(X, W), X @ W, rtol=1e-5, atol=1e-4)
 
 
@@ -123,16 +123,16 @@ def test_bfloat16_blocks_that_are_not_row_invariant_run_in_float32_and_say_so(mo
         out += torch.arange(len(out), dtype=out.dtype)[:, None] * 1e-2
         return out
 
-    monkeypatch.setattr(_blas.torch, "mm", by_place)
-    monkeypatch.setattr(_blas, "_INVARIANT", {})
+    monkeypatch.setattr(rowwise_ops.torch, "mm", by_place)
+    monkeypatch.setattr(rowwise_ops, "_INVARIANT", {})
     rng = numpy.random.default_rng(1)
     X, W = rng.standard_normal((100, 12)).astype("f"), rng.standard_normal((12, 7)).astype("f")
     with pytest.warns(UserWarning, match="bfloat16 products of 12 -> 7 .* run in float32"):
-        assert not _blas._blocks_are_invariant(12, 7, X.dtype, bfloat16=True)
-    monkeypatch.setattr(_blas.torch, "mm", multiply)
+        assert not rowwise_ops._blocks_are_invariant(12, 7, X.dtype, bfloat16=True)
+    monkeypatch.setattr(rowwise_ops.torch, "mm", multiply)
     with inference_precision("bfloat16"):
-        product = _blas.RowwiseOps().gemm(X, W)
-    assert numpy.array_equal(product, _blas.RowwiseOps().gemm(X, W))  # float32's, as without the setting
+        product = rowwise_ops.RowwiseOps().gemm(X, W)
+    assert numpy.array_equal(product, rowwise_ops.RowwiseOps().gemm(X, W))  # float32's, as without the setting
 
 
 def test_precision_is_saved_with_the_pipe_and_training_is_unchanged(trained, tmp_path):
@@ -240,7 +240,7 @@ def test_bfloat16_runs_is_a_probe_of_this_cpu_not_a_guess(trained, tmp_path):
         finally:
             pipe.precision = "float32"
     code = ("import json, spacy, warnings\n"
-            "from spacy_cner.layers._precision import bfloat16_runs\n"
+            "from spacy_cner.backends.precision import bfloat16_runs\n"
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.simplefilter('always')\n"
             f"    nlp = spacy.load({str(tmp_path / 'model')!r})\n"

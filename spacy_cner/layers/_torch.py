@@ -13,7 +13,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchShim, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d
 
-from ._precision import autocast_module, bfloat16_products, to_float32
+from ..backends.precision import autocast_module, bfloat16_products, to_float32
 
 # Docs per call of a wrapped layer (LSTM, attention, adapter); groups of similar length keep the padding small.
 GROUP_SIZE = 16
@@ -161,7 +161,7 @@ def predict_in_eval_mode(shim: PyTorchShim, inputs: ArgsKwargs) -> Any:
     has one mode for all threads: a pipeline used from several threads at once (a web server's)
     ran some docs in training mode, dropout on (different entities for 9-12 of 244 docs with 4
     threads). Here predict only ever sets eval(); begin_update sets train() when training resumes.
-    Inside layers._precision.inference_precision("bfloat16") a module on the CPU predicts under
+    Inside backends.precision.inference_precision("bfloat16") a module on the CPU predicts under
     torch's bfloat16 autocast, its outputs back in float32.
     """
     if shim._model.training:

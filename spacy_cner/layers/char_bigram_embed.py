@@ -10,7 +10,7 @@ from thinc.api import HashEmbed, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Ints2d
 
 from ..long_docs import stacked_ends
-from ._blas import use_numpy_blas
+from ..backends.rowwise_ops import use_rowwise_ops
 from .key_embed import KeyEmbed, set_keys
 from .ngram_vectors import ngram_vectors
 
@@ -182,7 +182,7 @@ def _char_bigram_embed(
             refs={"lexicon_adapter": lexicon_adapter},
             dims={"nO": width},
         )
-    use_numpy_blas(model)
+    use_rowwise_ops(model)
     return model
 
 

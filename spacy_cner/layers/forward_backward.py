@@ -103,7 +103,7 @@ def _scaled_passes(probs, last, exp_transitions, start_probs, end_probs):
     factors per step, and the (length, batch) index of reversed step k: token last - k.
 
     The docs go through in chunks of ONE_THREAD_PRODUCT // n_tags**2: OpenBLAS runs a larger
-    product on its own threads, which would spin against torch's (see layers._blas)."""
+    product on its own threads, which would spin against torch's (see backends.rowwise_ops)."""
     n_steps, n_docs, n_tags = probs.shape
     reverse = numpy.maximum(last[None, :] - numpy.arange(n_steps)[:, None], 0)
     reversed_probs = probs[reverse, numpy.arange(n_docs)[None, :]]

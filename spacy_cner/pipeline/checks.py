@@ -9,7 +9,7 @@ from spacy.training import Example
 from thinc.api import Model
 
 from ..robustness.entity_attention import gold_layers_out_of_reach, takes_gold
-from ..layers._precision import validate_precision, warn_where_slower
+from ..backends.precision import validate_precision, warn_where_slower
 from ..layers._torch import torch_module
 
 # The least probability a span is scored at (candidate_threshold, ents_threshold): the spans at least
@@ -42,7 +42,7 @@ def check_vectors(nlp: Language, name: str) -> None:
 
 def check_precision(model: Model, precision: str, name: str) -> str:
     """The pipe's precision setting, validated: "bfloat16" raises for a model with a transformer (its
-    products are not the ones layers._precision rounds; on a GPU, set the transformer's
+    products are not the ones backends.precision rounds; on a GPU, set the transformer's
     mixed_precision instead) and warns on a CPU that has no native bfloat16 products, or cannot run
     them (it predicts in float32 there)."""
     validate_precision(precision)

@@ -19,8 +19,8 @@ from ..training.adversarial import EmbeddingAttack
 from ..training.augment import MentionPool, join_pairs
 from ..training.distill import soft_targets, teacher_student_loss
 from ..robustness.entity_attention import example_entity_ids
-from ..layers._blas import training_products
-from ..layers._precision import inference_precision
+from ..backends.rowwise_ops import training_products
+from ..backends.precision import inference_precision
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import tok2vec_mix_weights
 from ..labels import explain_labels
@@ -163,7 +163,7 @@ def make_crf_ner(
         Kept in the pipe's cfg: set it on a trained pipe (ner.save_weights = "float16") before
         nlp.to_disk or `spacy package`; a transformer's weights are saved in float16 too.
     precision (str): The products at prediction on the CPU: "float32", or "bfloat16" (the BiLSTM's or
-        TENER's and the tok2vec's products on bfloat16 copies, each result rounded to bfloat16; layers/_precision.py):
+        TENER's and the tok2vec's products on bfloat16 copies, each result rounded to bfloat16; backends/precision.py):
         faster on CPUs with AMX or AVX512-BF16, slower elsewhere (it warns), float32 where torch cannot run it
         (no AVX512: it warns), not exact (bench/bench_speed.py
         measures chars/s, F1 and agreement against float32). Training is unchanged. Kept in the pipe's cfg
@@ -514,7 +514,7 @@ class CRFEntityRecognizer(TrainablePipe):
         # Layers with an entity-label enhancement read the gold entities beside the docs.
         X = (docs, [example_entity_ids(eg) for eg in examples]) if uses_gold_entities(self.model, self.name) else docs
         self._gold_cache = {}
-        # Products in one piece (layers._blas.training_products): a step compares nothing across batches.
+        # Products in one piece (backends.rowwise_ops.training_products): a step compares nothing across batches.
 
         def step(indices: Optional[List[int]] = None) -> float:
             # indices: the examples of the pass (None: all), its loss and gradients scaled to the batch's.

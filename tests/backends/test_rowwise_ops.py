@@ -1,4 +1,4 @@
-"""use_numpy_blas: the CRF tagger's and CharBigramEmbed's layers multiply with numpy's BLAS on CPU."""
+"""use_rowwise_ops: the CRF tagger's and CharBigramEmbed's layers multiply on RowwiseOps (backends.rowwise_ops) on CPU."""
 import multiprocessing
 import os
 import platform
@@ -15,8 +15,8 @@ from spacy.util import registry
 from thinc.api import Model, NumpyOps, fix_random_seed, get_current_ops, set_current_ops
 
 import spacy_cner  # noqa: F401  (registers the layers)
-from spacy_cner.layers import _blas
-from spacy_cner.layers._blas import RowwiseOps, training_products, use_numpy_blas
+from spacy_cner.backends import rowwise_ops
+from spacy_cner.backends.rowwise_ops import RowwiseOps, training_products, use_rowwise_ops
 from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
 
 TAGGER = {
@@ -31,7 +31,7 @@ def thinc_nodes(model: Model):
     return [node for node in model.walk() if isinstance(node.ops, NumpyOps)]
 
 
-def test_the_tagger_is_built_on_numpy_blas_and_predicts_as_on_blis():
+def test_the_tagger_is_built_on_rowwise_ops_and_predicts_as_on_blis():
     fix_random_seed(0)
     model = registry.resolve({"model": TAGGER})["model"]
     nodes = thinc_nodes(model)
@@ -46,8 +46,8 @@ def test_the_tagger_is_built_on_numpy_blas_and_predicts_as_on_blis():
         numpy.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_char_bigram_embed_alone_is_on_numpy_blas():
-    """A tok2vec component of its own (a listener's source) gets numpy's BLAS too."""
+def test_char_bigram_embed_alone_is_on_rowwise_ops():
+    """A tok2vec component of its own (a listener's source) gets RowwiseOps too."""
     assert all(type(node.ops) is RowwiseOps for node in thinc_nodes(CharBigramEmbed(8, char_rows=20, bigram_rows=20)))
 
 
@@ -64,7 +64,7 @@ def test_other_ops_are_left_alone():
     assert all(type(node.ops) is OtherOps for node in model.walk())
     without_blis = NumpyOps(use_blis=False)
     model = Model("mine", lambda model, X, is_train: (X, lambda dY: dY), ops=without_blis)
-    use_numpy_blas(model)
+    use_rowwise_ops(model)
     assert model.ops is without_blis
 
 
@@ -97,8 +97,8 @@ def torch_threads():
 @pytest.mark.parametrize("n_threads", [2, 3, 5])
 def test_rows_split_among_threads_come_out_as_on_one(n_threads, torch_threads, monkeypatch):
     """With torch on several threads, the row-by-row products split the rows among as many threads."""
-    monkeypatch.setattr(_blas, "ROWS_PER_THREAD", 16)
-    monkeypatch.setattr(_blas, "_blocks_are_invariant", lambda *shape: False)
+    monkeypatch.setattr(rowwise_ops, "ROWS_PER_THREAD", 16)
+    monkeypatch.setattr(rowwise_ops, "_blocks_are_invariant", lambda *shape: False)
     rng = numpy.random.default_rng(n_threads)
     X = rng.standard_normal((203, 220)).astype("f")
     W = rng.standard_normal((384, 220)).astype("f")
@@ -108,7 +108,7 @@ def test_rows_split_among_threads_come_out_as_on_one(n_threads, torch_threads, m
     torch_threads(n_threads)
     ran_on = []
     matmul = numpy.matmul
-    monkeypatch.setattr(_blas.numpy, "matmul", lambda *a, **k: ran_on.append(threading.current_thread().name) or matmul(*a, **k))
+    monkeypatch.setattr(rowwise_ops.numpy, "matmul", lambda *a, **k: ran_on.append(threading.current_thread().name) or matmul(*a, **k))
     split = ops.gemm(X, W, trans2=True)
     monkeypatch.undo()
     assert numpy.array_equal(split, alone)
@@ -119,8 +119,8 @@ def test_rows_split_among_threads_come_out_as_on_one(n_threads, torch_threads, m
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork (POSIX)")
 def test_a_forked_child_multiplies_on_threads_of_its_own(torch_threads, monkeypatch):
     """nlp.pipe(n_process=...) forks: the parent's pool threads do not exist in the child."""
-    monkeypatch.setattr(_blas, "ROWS_PER_THREAD", 16)
-    monkeypatch.setattr(_blas, "_blocks_are_invariant", lambda *shape: False)
+    monkeypatch.setattr(rowwise_ops, "ROWS_PER_THREAD", 16)
+    monkeypatch.setattr(rowwise_ops, "_blocks_are_invariant", lambda *shape: False)
     torch_threads(2)
     X = numpy.ones((64, 8), dtype="f")
     W = numpy.ones((8, 3), dtype="f")
@@ -152,8 +152,8 @@ def rowwise_calls(monkeypatch):
     """A list that gets an item at every row-invariant product (in fixed blocks or row by row)."""
     calls = []
     for name in ("_rowwise_product", "_block_product"):
-        product = getattr(_blas, name)
-        monkeypatch.setattr(_blas, name, lambda *a, product=product: calls.append(1) or product(*a))
+        product = getattr(rowwise_ops, name)
+        monkeypatch.setattr(rowwise_ops, name, lambda *a, product=product: calls.append(1) or product(*a))
     return calls
 
 
@@ -163,7 +163,7 @@ def test_training_products_are_whole_and_only_inside_the_block(rowwise_calls):
     rng = numpy.random.default_rng(2)
     X, W = rng.standard_normal((37, 6)).astype("f"), rng.standard_normal((5, 6)).astype("f")
     ops, calls = RowwiseOps(), rowwise_calls
-    _blas._blocks_are_invariant(6, 5, X.dtype)  # its check multiplies in blocks too: done before counting
+    rowwise_ops._blocks_are_invariant(6, 5, X.dtype)  # its check multiplies in blocks too: done before counting
     calls.clear()
     with training_products():
         numpy.testing.assert_allclose(ops.gemm(X, W, trans2=True), X @ W.T, rtol=1e-5, atol=1e-5)
@@ -210,7 +210,7 @@ def test_rows_are_batch_invariant_on_each_openblas_kernel(coretype):
         pytest.skip("OpenBLAS's Haswell and Sandybridge kernels need an x86-64 CPU with AVX2")
     code = (
         "import numpy\n"
-        "from spacy_cner.layers._blas import RowwiseOps\n"
+        "from spacy_cner.backends.rowwise_ops import RowwiseOps\n"
         "rng = numpy.random.default_rng(0)\n"
         "X = rng.standard_normal((600, 220)).astype('f')\n"
         "W = rng.standard_normal((384, 220)).astype('f')\n"
@@ -230,7 +230,7 @@ def test_block_products_pad_every_row_count(n_rows):
     """Fixed blocks of 512 and 64 rows, the last padded with zeros: every row count comes out whole."""
     rng = numpy.random.default_rng(n_rows)
     X, W = rng.standard_normal((n_rows, 30)).astype("f"), rng.standard_normal((30, 9)).astype("f")
-    product = _blas._block_product(X, W)
+    product = rowwise_ops._block_product(X, W)
     assert product.shape == (n_rows, 9)
     numpy.testing.assert_allclose(product, X @ W, rtol=1e-4, atol=1e-4)
 
@@ -245,19 +245,19 @@ def test_blocks_are_used_only_where_this_machine_keeps_rows_invariant(monkeypatc
         out += torch.arange(len(out), dtype=out.dtype)[:, None] * 1e-6
         return out
 
-    monkeypatch.setattr(_blas.torch, "mm", by_place)
-    monkeypatch.setattr(_blas, "_INVARIANT", {})
+    monkeypatch.setattr(rowwise_ops.torch, "mm", by_place)
+    monkeypatch.setattr(rowwise_ops, "_INVARIANT", {})
     rng = numpy.random.default_rng(4)
     X, W = rng.standard_normal((300, 12)).astype("f"), rng.standard_normal((12, 7)).astype("f")
-    assert not _blas._blocks_are_invariant(12, 7, X.dtype)
+    assert not rowwise_ops._blocks_are_invariant(12, 7, X.dtype)
     called = []
-    rowwise = _blas._rowwise_product
-    monkeypatch.setattr(_blas, "_rowwise_product", lambda *a: called.append(1) or rowwise(*a))
+    rowwise = rowwise_ops._rowwise_product
+    monkeypatch.setattr(rowwise_ops, "_rowwise_product", lambda *a: called.append(1) or rowwise(*a))
     whole = RowwiseOps().gemm(X, W)
     assert called and numpy.array_equal(RowwiseOps().gemm(X[5:8], W), whole[5:8])
-    monkeypatch.setattr(_blas.torch, "mm", multiply)
-    monkeypatch.setattr(_blas, "_INVARIANT", {})
-    if _blas._blocks_are_invariant(12, 7, X.dtype):  # this machine's torch: the blocks are used
+    monkeypatch.setattr(rowwise_ops.torch, "mm", multiply)
+    monkeypatch.setattr(rowwise_ops, "_INVARIANT", {})
+    if rowwise_ops._blocks_are_invariant(12, 7, X.dtype):  # this machine's torch: the blocks are used
         called.clear()
         whole = RowwiseOps().gemm(X, W)
         assert not called and numpy.array_equal(RowwiseOps().gemm(X[5:8], W), whole[5:8])

@@ -1,4 +1,4 @@
-"""Matrix products on numpy's BLAS for the layers on thinc's CPU ops."""
+"""Row-invariant matrix products for the layers on thinc's CPU ops: fixed blocks on torch, else row by row."""
 import contextlib
 import contextvars
 import os
@@ -10,7 +10,7 @@ import numpy
 import torch
 from thinc.api import Model, NumpyOps
 
-from ._precision import bfloat16_products
+from .precision import bfloat16_products
 
 # Bytes every row of a product starts on a multiple of (a cache line; wider than any SIMD load).
 ALIGN_BYTES = 64
@@ -140,7 +140,7 @@ def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
 def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -> numpy.ndarray:
     """x @ y on torch in fixed blocks: the rows in blocks of BLOCK_ROWS[0], then of BLOCK_ROWS[1],
     the last padded with zero rows, every block one product of the same shape (torch's threads);
-    bfloat16: of x and y rounded to bfloat16 (layers._precision), the result back in x's dtype.
+    bfloat16: of x and y rounded to bfloat16 (backends.precision), the result back in x's dtype.
 
     Why blocks of two fixed shapes and not one product: on OpenBLAS a row's result depends on its
     place in a product of many rows; torch's (MKL's on the benchmark machine) does not, but what a
@@ -238,7 +238,7 @@ def _aligned_zeros(shape, dtype) -> numpy.ndarray:
     return buffer[start : start + size].reshape(shape)
 
 
-def use_numpy_blas(model: Model) -> None:
+def use_rowwise_ops(model: Model) -> None:
     """Put the model's layers that are on thinc's default CPU ops on RowwiseOps.
 
     The tok2vec's Maxout ran 1.4x faster on one thread of the benchmark machine (50,000 rows of
