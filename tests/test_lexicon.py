@@ -195,7 +195,7 @@ def test_doc_text_is_the_docs_text(words, spaces):
 
 
 def test_saved_lexicons_are_compressed_and_earlier_uncompressed_ones_load():
-    from spacy_cner.layers.lexicon_adapter import adapter_lexicon, set_lexicon
+    from spacy_cner.layers.lexicon_slot import layer_lexicon as adapter_lexicon, set_lexicon
     from spacy_cner.layers.soft_lexicon import SoftLexicon
     from spacy_cner.pipeline.lexicons import lexicons_to_bytes, load_lexicons
 

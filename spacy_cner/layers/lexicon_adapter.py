@@ -10,18 +10,16 @@ A character that no word covers gets z_i = 0: out = LayerNorm(h_i).
 """
 import copy
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
-from spacy.strings import hash_string
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, NumpyOps, registry, torch2xp
-from thinc.model import serialize_attr
+from thinc.api import ArgsKwargs, Model, registry, torch2xp
 from thinc.types import Floats2d
 from torch import nn
 
-from ..lexicon import Lexicon, doc_text, token_spans
+from ..lexicon import doc_text, token_spans
 from ._torch import (
     Dropout,
     RebuildableModule,
@@ -32,12 +30,12 @@ from ._torch import (
     torch_module,
     wrap_rebuildable,
 )
+from .lexicon_slot import LexiconSlot, required_lexicon
+# The slot's setters kept their old path too (an error message named it): code that sets a loaded model's lexicon.
+from .lexicon_slot import layer_lexicon as adapter_lexicon, set_lexicon  # noqa: F401
 
 InT = Tuple[List[Doc], List[Floats2d]]
 OutT = List[Floats2d]
-# Hashed rows per word of a trained word table, and their seed.
-HASHES = 2
-HASH_SEED = 17
 
 
 class LexiconAdapterModule(nn.Module):
@@ -65,42 +63,6 @@ class LexiconAdapterModule(nn.Module):
         weights = torch.softmax(scores.masked_fill(~has_words, 0.0), dim=-1) * word_mask
         fused = torch.einsum("blm,blmd->bld", weights, values)
         return self.norm(hidden + self.dropout(fused))
-
-
-class LexiconSlot:
-    """The lexicon of a lexicon adapter layer, for matching at run time.
-
-    Not saved with the layer's weights: the pipe saves it under its own key (crf_ner's
-    to_disk "lexicon"), as side data from initialize.
-    """
-
-    def __init__(self, lexicon: Optional[Lexicon] = None) -> None:
-        self.lexicon = lexicon
-        self._rows: Optional[Tuple[Tuple[int, bool], numpy.ndarray]] = None
-
-    def rows(self, n_rows: int, hashed: bool) -> numpy.ndarray:
-        """Per word, its rows of the embedding table (n_words, HASHES or 1); cached."""
-        key = (n_rows, hashed)
-        if self._rows is None or self._rows[0] != key:
-            words = self.lexicon.words
-            if not words:
-                rows = numpy.zeros((0, HASHES if hashed else 1), dtype="int64")
-            elif hashed:
-                keys = numpy.fromiter((hash_string(word) for word in words), dtype="uint64", count=len(words))
-                rows = NumpyOps().hash(keys, HASH_SEED)[:, :HASHES].astype("int64") % n_rows
-            else:
-                rows = numpy.arange(len(words), dtype="int64")[:, None]
-            self._rows = (key, rows)
-        return self._rows[1]
-
-    def __getstate__(self) -> Dict:
-        return {"lexicon": self.lexicon, "_rows": None}
-
-
-@serialize_attr.register(LexiconSlot)
-def _serialize_slot(_, value: LexiconSlot, name: str, model: Model) -> bytes:
-    # thinc leaves out attrs whose serializer raises TypeError.
-    raise TypeError("The lexicon is saved by the pipe, not with the model.")
 
 
 class LexiconAdapterNet(torch.nn.Module, RebuildableModule):
@@ -220,16 +182,6 @@ def LexiconAdapter(
     return model
 
 
-def set_lexicon(model: Model, lexicon: Lexicon) -> None:
-    """Give a lexicon adapter layer its lexicon (before initialize, and after loading)."""
-    model.attrs["lexicon"] = LexiconSlot(lexicon)
-
-
-def adapter_lexicon(model: Model) -> Optional[Lexicon]:
-    """A lexicon adapter layer's lexicon (None before one is set)."""
-    return model.attrs["lexicon"].lexicon
-
-
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
     """Build the word embeddings and the adapter for the lexicon and the hidden width."""
     slot = model.attrs["lexicon"]
@@ -271,19 +223,6 @@ def _prepared(model: Model) -> LexiconAdapterNet:
     if module.table is None and module.frozen is None:
         module.set_frozen(required_lexicon(model).vectors)
     return module
-
-
-def required_lexicon(model: Model) -> Lexicon:
-    """The lexicon of a lexicon layer (adapter or soft lexicon), or an error saying how to set one."""
-    lexicon = adapter_lexicon(model)
-    if lexicon is None:
-        raise ValueError(
-            f"The {model.name} layer has no lexicon. The crf_ner pipe gives it one at initialize, e.g. from\n"
-            "[initialize.components.crf_ner.lexicon]\n@misc = \"spacy-cner.lexicon.v1\"\nsource = \"jieba\"\n"
-            "(or lexicon= to the pipe's initialize), and when it loads; a model loaded on its own "
-            "needs spacy_cner.layers.lexicon_adapter.set_lexicon."
-        )
-    return lexicon
 
 
 def word_ids(model: Model, text: str, spans: Sequence[Tuple[int, int]]) -> numpy.ndarray:

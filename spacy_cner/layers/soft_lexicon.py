@@ -29,7 +29,7 @@ from thinc.types import Floats2d
 
 from ..lexicon import Lexicon, doc_text, token_spans
 from ..segmenter import jieba_words, load_jieba
-from .lexicon_adapter import LexiconSlot, required_lexicon
+from .lexicon_slot import LexiconSlot, required_lexicon
 
 # Word positions, in feature order.
 POSITIONS = ("B", "M", "E", "S")

@@ -6,7 +6,7 @@ from typing import List, Optional
 import srsly
 from thinc.api import Model
 
-from ..layers.lexicon_adapter import adapter_lexicon, set_lexicon
+from ..layers.lexicon_slot import layer_lexicon, set_lexicon
 from ..lexicon import Lexicon
 
 # The first byte of zlib's output at its default window (zlib.compress).
@@ -21,7 +21,7 @@ def lexicon_layers(model: Model) -> List[Model]:
 def lexicons_to_bytes(model: Model) -> Optional[bytes]:
     """The lexicon of each lexicon layer (vectors in float16), zlib-compressed (jieba's
     dictionary: 8.0 MB -> 2.3 MB, 0.06 s to decompress), or None without any."""
-    lexicons = [adapter_lexicon(layer) for layer in lexicon_layers(model)]
+    lexicons = [layer_lexicon(layer) for layer in lexicon_layers(model)]
     if not lexicons or any(lexicon is None for lexicon in lexicons):
         return None
     return zlib.compress(srsly.msgpack_dumps([lexicon.to_bytes() for lexicon in lexicons]), 6)

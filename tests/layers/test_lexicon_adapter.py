@@ -92,7 +92,8 @@ def adapter_model(lexicon, **options):
     from thinc.api import fix_random_seed
 
     from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
-    from spacy_cner.layers.lexicon_adapter import LexiconAdapter, set_lexicon
+    from spacy_cner.layers.lexicon_adapter import LexiconAdapter
+    from spacy_cner.layers.lexicon_slot import set_lexicon
 
     fix_random_seed(0)
     adapter = LexiconAdapter(**{"word_width": 6, "word_rows": 50, "dropout": 0.0, **options})
@@ -148,7 +149,7 @@ def test_layer_gradients_and_batch_of_one():
 
 
 def test_hashed_rows_are_stable_and_two_per_word():
-    from spacy_cner.layers.lexicon_adapter import HASHES, LexiconSlot
+    from spacy_cner.layers.lexicon_slot import HASHES, LexiconSlot
     from spacy_cner.lexicon import Lexicon
 
     rows = LexiconSlot(Lexicon(LEXICON_WORDS)).rows(1000, True)
@@ -173,7 +174,8 @@ def test_frozen_vectors_are_used_not_trained_and_saved_once():
 
     from spacy_cner.layers._torch import torch_module
     from spacy_cner.layers.char_bigram_embed import CharBigramEmbed
-    from spacy_cner.layers.lexicon_adapter import LexiconAdapter, set_lexicon
+    from spacy_cner.layers.lexicon_adapter import LexiconAdapter
+    from spacy_cner.layers.lexicon_slot import set_lexicon
     from spacy_cner.lexicon import Lexicon
 
     lexicon = vector_lexicon()

@@ -83,7 +83,7 @@ def split_docs_and_arrays(X):
 
 
 def give_lexicon(model: Model) -> None:
-    from spacy_cner.layers.lexicon_adapter import set_lexicon
+    from spacy_cner.layers.lexicon_slot import set_lexicon
     from spacy_cner.lexicon import Lexicon
 
     set_lexicon(model, Lexicon(["北京", "中国", "首都", "上海", "爱上"]))

@@ -92,7 +92,7 @@ def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(
     word_vectors gives v1's features; with word_vectors and no vectors, initialize says what to set."""
     from spacy.vectors import Vectors
 
-    from spacy_cner.layers.lexicon_adapter import set_lexicon
+    from spacy_cner.layers.lexicon_slot import set_lexicon
     from spacy_cner.layers.soft_lexicon import SoftLexicon, SoftLexicon_v2, char_word_vectors
 
     lexicon = Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS)
@@ -243,7 +243,7 @@ def test_pipeline_trains_saves_and_loads_its_lexicon(tmp_path):
     before = pipe.model.predict([doc])[0].copy()
     nlp.to_disk(tmp_path / "model")
     layer = next(node for node in pipe.model.walk() if node.name == "soft_lexicon")
-    from spacy_cner.layers.lexicon_adapter import set_lexicon
+    from spacy_cner.layers.lexicon_slot import set_lexicon
 
     set_lexicon(layer, Lexicon(["员工", "上海", "张三"], frequencies=[1, 1, 1], tags=["nt", "ns", "nr"]))
     assert not numpy.allclose(pipe.model.predict([doc])[0], before)
@@ -284,7 +284,7 @@ def test_a_repeated_batch_reuses_its_features(monkeypatch):
     from spacy.tokens import Doc
 
     from spacy_cner.layers import soft_lexicon
-    from spacy_cner.layers.lexicon_adapter import set_lexicon
+    from spacy_cner.layers.lexicon_slot import set_lexicon
 
     nlp, _ = make_nlp(Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS))
     layer = next(node for node in nlp.get_pipe("crf_ner").model.walk() if node.name == "soft_lexicon")
