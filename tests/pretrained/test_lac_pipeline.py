@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 import spacy_cner.pretrained.lac as lac_module
 from spacy_cner.cli import app
 from spacy_cner.pretrained import fetch
+from spacy_cner.long_docs import SENTENCE_ENDS
 from spacy_cner.pretrained.lac import LacFiles, network_shapes, open_lac
-from spacy_cner.pretrained.lac_analyzer import ENTITY_POS, segmenter_from_sdist, tagger_from_sdist
-from spacy_cner.pretrained.lac_pipeline import LacTokenizer, build_pipeline
+from spacy_cner.pretrained.lac_analyzer import ENTITY_POS, segmenter_from_sdist, tagger_from_sdist, text_windows, words_and_tags
+from spacy_cner.pretrained.lac_pipeline import LacTaggerComponent, LacTokenizer, build_pipeline
 from spacy_cner.pretrained.paddle_tensor import write_tensor
 
 from test_lac import VOCAB, WIDTH, spec_of, write_fake_sdist
@@ -146,7 +147,46 @@ def test_make_doc_keeps_whitespace_spacy_style_and_entities_off_it():
     assert [(e.text, e.label_) for e in doc.ents] == [("张三", "PER"), ("北京", "LOC")]
 
 
+def test_a_doc_gets_the_same_analysis_alone_in_any_batch_and_sentence_by_sentence(fake_lac_networks):
+    """Each sentence is read alone: a text of several sentences is tagged as its sentences one by one, and a
+    sentence longer than window_size in overlapping windows that still tag every character once."""
+    nlp = build_pipeline(open_lac(fake_lac_networks))
+    texts = TEXTS + ["张三去了北京市。上海！萬與北京\n张三 在  北京", "北京市" * 40]
+    alone = [analysis(nlp(text)) for text in texts]
+    for batch_size in (1, 3, 100):
+        assert [analysis(doc) for doc in nlp.pipe(texts, batch_size=batch_size)] == alone
+    tagger = nlp.get_pipe("lac_tagger").tagger
+    sentences = ["张三去了北京市。", "上海！", "萬與北京\n", "张三 在  北京"]
+    assert tagger.windowed_char_tags(["".join(sentences)], 256) == [sum(tagger.char_tags(sentences), [])]
+    assert tagger.windowed_char_tags(sentences, 256) == tagger.char_tags(sentences)
+    long_text = texts[-1]
+    windows = text_windows(long_text, 16)
+    assert len(windows) > 2 and windows[0].end > windows[1].start  # overlapping
+    expected = sum((tagger.char_tags([long_text[w.start : w.end]])[0][w.own_start - w.start : w.own_end - w.start]
+                    for w in windows), [])
+    assert tagger.windowed_char_tags([long_text], 16) == [expected] and len(expected) == len(long_text)
+    doc = build_pipeline(open_lac(fake_lac_networks), window_size=16)(long_text)
+    words, tags = words_and_tags(long_text, expected)
+    assert [t.text for t in doc] == words and [t.tag_ for t in doc] == [ENTITY_POS.get(tag, tag) for tag in tags]
+
+
+def test_pipelines_written_with_lac_tokenizer_still_load_and_agree(fake_lac_networks, tmp_path):
+    lac = open_lac(fake_lac_networks)
+    old = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.LacTokenizer.v1"}}})
+    old.tokenizer.tagger = tagger_from_sdist(lac)
+    old.to_disk(tmp_path / "old")
+    loaded = spacy.load(tmp_path / "old")
+    new = build_pipeline(lac)
+    assert [analysis(doc) for doc in loaded.pipe(TEXTS)] == [analysis(new(text)) for text in TEXTS]
+
+
 def test_a_tokenizer_without_weights_or_files_says_what_to_do(tmp_path):
+    with pytest.raises(ValueError, match="lac_tagger has no weights: load a pipeline written by"):
+        LacTaggerComponent(spacy.blank("zh").vocab)(spacy.blank("zh")("张三"))
+    with pytest.raises(ValueError, match="weights.npz missing: not the pipeline's lac_tagger/ folder"):
+        LacTaggerComponent(spacy.blank("zh").vocab).from_disk(tmp_path)
+    with pytest.raises(ValueError, match="tokens must be one of"):
+        spacy.blank("zh").add_pipe("lac_tagger", config={"tokens": "bytes"})
     with pytest.raises(ValueError, match="has no weights: load a pipeline written by"):
         LacTokenizer(spacy.blank("zh").vocab)("张三")
     with pytest.raises(ValueError, match="cfg.json, lexicon.json, segment_dictionary.json, weights.npz missing"):
@@ -161,7 +201,7 @@ def test_cli_writes_a_pipeline_that_loads(fake_lac_networks, tmp_path):
     result = runner.invoke(app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks), "--tokens", "chars"])
     assert result.exit_code == 0, result.output
     nlp = spacy.load(out)
-    assert nlp.config["nlp"]["tokenizer"]["tokens"] == "chars" and len(nlp("张三去了北京市")) == 7
+    assert nlp.config["components"]["lac_tagger"]["tokens"] == "chars" and len(nlp("张三去了北京市")) == 7
     result = runner.invoke(app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks)])
     assert result.exit_code == 1 and "is not an empty folder" in result.output
     result = runner.invoke(app, ["pretrained", "pipeline", str(tmp_path / "x"), "--tokens", "bytes"])
@@ -200,6 +240,12 @@ def test_torch_lac_reproduces_lacs_own_outputs():
         assert (words, tags) == (record["lac_words"], record["lac_tags"]), record["text"]
         assert seg_words == record["seg_words"], record["text"]
     nlp = build_pipeline(lac)
+    # The pipeline reads each sentence alone: it agrees with LAC reading the whole text except where a text
+    # holds a sentence end before its last character (1 of the 313: "...侧漏！选自己...").
+    for record, doc in zip(reference, nlp.pipe(texts)):
+        expected = [(w.strip(), ENTITY_POS.get(t, t)) for w, t in zip(record["lac_words"], record["lac_tags"]) if w.strip()]
+        if [(t.text, t.tag_) for t in doc if not t.is_space] != expected:
+            assert any(char in SENTENCE_ENDS for char in record["text"][:-1]), record["text"]
     doc = nlp("百度是一家高科技公司")  # the README's example
     assert [(t.text, t.tag_) for t in doc] == [("百度", "nt"), ("是", "v"), ("一家", "m"), ("高科技", "n"), ("公司", "n")]
     assert [(e.text, e.label_) for e in doc.ents] == [("百度", "ORG")]
