@@ -1,10 +1,14 @@
 """`evaluate` and `debug-data`: spaCy's own commands, with crf_ner pipes treated as spaCy's `ner`;
-`init-config`: a shipped training config, where `spacy init config -p crf_ner` gives the factory's plain one."""
+`init-config`: a shipped training config, where `spacy init config -p crf_ner` gives the factory's plain one;
+`package`: spaCy's `package`, its build's log shown only where the build fails."""
 import dataclasses
+import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, List, Optional, Sequence
 
+import srsly
 import typer
 from spacy.language import FactoryMeta, Language
 
@@ -65,6 +69,67 @@ def debug_data_command(ctx: typer.Context) -> None:
     """spaCy's `debug data` (same arguments: CONFIG [--paths.train ...] ...), with crf_ner pipes
     treated as spaCy's `ner` (its named-entity checks run)."""
     _run_spacy_command("debug", ["data", *ctx.args])
+
+
+@app.command("package")
+def package_command(
+    model: Path = typer.Argument(..., exists=True, file_okay=False, help="The pipeline folder (e.g. model-best)."),
+    output: Path = typer.Argument(..., exists=True, file_okay=False, help="The folder to write the package into."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="The package name (overrides meta.json's)."),
+    version: Optional[str] = typer.Option(None, "--version", "-v", help="The package version (overrides meta.json's)."),
+    build: str = typer.Option("sdist", "--build", "-b", help="Comma-separated: sdist and/or wheel, or none."),
+    code: str = typer.Option("", "--code", "-c", help="Comma-separated Python files with registered functions."),
+    meta_path: Optional[Path] = typer.Option(None, "--meta-path", "-m", exists=True, dir_okay=False,
+                                             help="A meta.json to use instead of MODEL's."),
+    force: bool = typer.Option(False, "--force", "-F", help="Overwrite the package folder if it exists."),
+    require_parent: bool = typer.Option(True, "--require-parent/--no-require-parent",
+                                        help="List spaCy among the package's requirements."),
+    isolation: bool = typer.Option(True, "--isolation/--no-isolation",
+                                   help="Build in a fresh environment (needs the package index for setuptools); "
+                                        "--no-isolation builds with this environment's setuptools, offline."),
+) -> None:
+    """spaCy's `package` (the same package folder, meta, README and requirements, by spaCy's own
+    function), then `python -m build`, whose log (~70 lines of setuptools' file copying, which spaCy
+    passes through) is printed only where the build fails. spaCy's command has no option for it."""
+    from spacy.cli._util import string_to_list
+    from spacy.cli.package import get_build_formats, package
+
+    sdist, wheel = get_build_formats(string_to_list(build))
+    package(model, output, meta_path=meta_path, code_paths=[Path(p.strip()) for p in string_to_list(code)],
+            name=name, version=version, create_sdist=False, create_wheel=False, force=force,
+            require_parent=require_parent, silent=False)
+    main_path = output / package_folder_name(srsly.read_json(meta_path or model / "meta.json"), name, version)
+    formats = ["--sdist"] * sdist + ["--wheel"] * wheel
+    if formats:
+        for path in build_quietly(main_path, formats, isolation):
+            msg.good("Built", path)
+
+
+def package_folder_name(meta: dict, name: Optional[str], version: Optional[str]) -> str:
+    """The folder spacy.cli.package.package writes the package into: lang_name-version."""
+    name = name or meta["name"]
+    lang = meta["lang"]
+    return f"{name if name.startswith(lang + '_') else f'{lang}_{name}'}-{version or meta['version']}"
+
+
+def build_quietly(folder: Path, formats: List[str], isolation: bool = True) -> List[Path]:
+    """Run `python -m build` in folder, its output captured: printed, and the command exits 1, where it fails.
+
+    folder (Path): A package folder with its setup.py.
+    formats (List[str]): "--sdist" and/or "--wheel".
+    isolation (bool): Build in a fresh environment (False: --no-isolation).
+    RETURNS (List[Path]): The files built, in folder/dist.
+    """
+    dist = folder / "dist"
+    before = {(path, path.stat().st_mtime_ns) for path in dist.iterdir()} if dist.is_dir() else set()
+    command = [sys.executable, "-m", "build", *formats, *([] if isolation else ["--no-isolation"]), "."]
+    result = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(result.stdout + result.stderr, file=sys.stderr)
+        hint = "" if not isolation else " Offline? --no-isolation builds with this environment's setuptools."
+        msg.fail(f"`python {' '.join(command[1:])}` failed in {folder} (exit {result.returncode}): its log is above."
+                 f"{hint}", exits=1)
+    return [path for path in sorted(dist.iterdir()) if (path, path.stat().st_mtime_ns) not in before]
 
 
 def _run_spacy_command(name: str, args: Sequence[str]) -> None:

@@ -107,3 +107,35 @@ def test_version_and_type_marker():
 
     assert spacy_cner.__version__ == importlib.metadata.version("spacy-cner")
     assert (Path(spacy_cner.__file__).parent / "py.typed").is_file()
+
+
+def test_package_command_builds_without_the_build_log(tmp_path):
+    """`python -m spacy_cner package` makes spaCy's package folder and builds it, printing a few lines
+    (spaCy's `package` passes setuptools' ~70 lines of file copying through)."""
+    import tarfile
+
+    spacy.blank("zh").to_disk(tmp_path / "model")
+    (tmp_path / "packages").mkdir()
+    command = [sys.executable, "-m", "spacy_cner", "package", "model", "packages", "--name", "tiny", "--version",
+               "0.0.1", "--build", "sdist,wheel", "--no-isolation"]  # offline: this environment's setuptools
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    printed = (result.stdout + result.stderr).strip().splitlines()
+    assert len(printed) <= 12 and not any("copying" in line or "running" in line for line in printed), printed
+    dist = tmp_path / "packages" / "zh_tiny-0.0.1" / "dist"
+    assert sorted(path.name for path in dist.iterdir()) == ["zh_tiny-0.0.1-py3-none-any.whl", "zh_tiny-0.0.1.tar.gz"]
+    assert any(line.endswith("zh_tiny-0.0.1.tar.gz") for line in printed)
+    with tarfile.open(dist / "zh_tiny-0.0.1.tar.gz") as sdist:
+        assert "zh_tiny-0.0.1/zh_tiny/zh_tiny-0.0.1/config.cfg" in sdist.getnames()
+
+
+def test_a_failing_build_prints_its_log(tmp_path, capsys):
+    from spacy_cner.cli.spacy_tools import build_quietly
+
+    (tmp_path / "setup.py").write_text("print('the log of setup.py')\nraise SystemExit(3)\n", encoding="utf8")
+    with pytest.raises(SystemExit):
+        build_quietly(tmp_path, ["--sdist"], isolation=False)
+    printed = capsys.readouterr()
+    assert "the log of setup.py" in printed.err
+    said = " ".join(printed.out.split())  # wasabi wraps long lines
+    assert "`python -m build --sdist --no-isolation .` failed in" in said and "its log is above" in said

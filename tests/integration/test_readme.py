@@ -72,6 +72,9 @@ def test_readme_package_snippet_installs_what_it_builds(tmp_path):
     result = subprocess.run(build.replace("python ", f"{sys.executable} "), shell=True, cwd=tmp_path,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # Quiet: the model card's line and spaCy's package lines, not the build's log (spacy package: 70 more).
+    printed = (result.stdout + result.stderr).strip().splitlines()
+    assert len(printed) <= 16 and not any(line.startswith(("running ", "copying ")) for line in printed), printed
     sdist = shlex.split(install)[-1]
     assert (tmp_path / sdist).exists(), sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "packages").rglob("*"))
     # The model card written before the build is in the package's README.
