@@ -144,22 +144,21 @@ def _child(code: str, argv: list, env: dict) -> dict:
 
 def reliability_figure(results: dict, path: Path) -> None:
     """Accuracy against mean probability per bin, on test, before and after the temperature."""
+    from spacy_cner.pipeline.calibration import reliability_bins
+
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        import numpy
     except ImportError:
         print("No matplotlib: no reliability diagram (pip install matplotlib)", file=sys.stderr)
         return
     fig, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results), 3.4), squeeze=False)
     for ax, (name, res) in zip(axes[0], results.items()):
         for key, style in (("test_before", "o-"), ("test_after", "s--")):
-            probs, right = (numpy.asarray(v) for v in res[key])
-            bins = numpy.minimum((probs * 10).astype(int), 9)
-            xs = [probs[bins == b].mean() for b in range(10) if (bins == b).any()]
-            ys = [right[bins == b].mean() for b in range(10) if (bins == b).any()]
+            bins = reliability_bins(*res[key])
+            xs, ys = [b["mean_probability"] for b in bins], [b["precision"] for b in bins]
             label = "T = 1" if key == "test_before" else f"T = {res['temperature']:.2f}"
             ax.plot(xs, ys, style, label=f"{label} (ECE {res['ece_' + key]:.3f})", markersize=4)
         ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8)
