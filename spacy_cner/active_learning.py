@@ -24,10 +24,15 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from .annotate.inputs import Source
+from .corpus.formats import FORMATS, TOOL_FORMATS
+from .corpus.json_files import write_json_records
+from .corpus.record_fields import AnnotatedText, span_dicts
 # The strategies live beside the pipe that computes them; they are part of this module's API too.
 from .pipeline.uncertainty import SPAN_STRATEGIES, STRATEGIES, scoring_pipe, strategy_score  # noqa: F401
 
-OUTPUT_FORMATS = ("jsonl", "labelstudio", "doccano", "prodigy")
+# select's own JSON lines (the row's fields, the model's entities and how the text was selected), and
+# the annotation tools' formats (corpus.formats).
+OUTPUT_FORMATS = ("jsonl",) + TOOL_FORMATS
 # The ranked pool holds this many times N texts, so that N remain after near-duplicates are left out.
 POOL_FACTOR = 4
 # The field of OUTPUT.scores/'s records holding the model's entities and the score (a row that
@@ -538,15 +543,13 @@ def write_selection(chosen: List[Candidate], output: Path, output_format: str, s
     """
     output.parent.mkdir(parents=True, exist_ok=True)
     records = [_record(c, output_format, strategy, model, power, density) for c in chosen]
-    if output_format == "labelstudio":
-        output.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf8")
-    else:
-        output.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf8")
+    with output.open("w", encoding="utf8") as file:
+        write_json_records(records, file, array=output_format != "jsonl" and FORMATS[output_format].array)
 
 
 def _record(candidate: Candidate, output_format: str, strategy: str, model: str,
             power: Optional[float], density: Optional[float] = None) -> Dict[str, Any]:
-    text = candidate.text
+    """One chosen text as a record: select's own (jsonl) or the annotation tool's (its writer)."""
     info = {"score": candidate.score, "strategy": strategy, "source": candidate.where}
     if power is not None:
         info["power"] = power  # drawn with a probability proportional to score ** power
@@ -554,28 +557,7 @@ def _record(candidate: Candidate, output_format: str, strategy: str, model: str,
         info["density"], info["typicality"] = density, candidate.typicality
     if candidate.drawn:
         info["explore"] = True  # drawn at random, not taken from the top of the ranking
-    spans = [{"start": s, "end": e, "label": label, "text": text[s:e], "score": p}
-             for s, e, label, p in candidate.entities]
+    item = AnnotatedText(candidate.text, candidate.entities, fields=candidate.fields, meta=info, model=str(model))
     if output_format == "jsonl":
-        return {**candidate.fields, "spans": spans, "select": info}
-    if output_format == "prodigy":
-        return {"text": text, "spans": spans, "meta": info}
-    if output_format == "doccano":
-        return {"text": text, "label": [[s, e, label] for s, e, label, _ in candidate.entities], "select": info}
-    results = []
-    for k, (s, e, label, p) in enumerate(candidate.entities):
-        start16, end16 = _utf16_offset(text, s), _utf16_offset(text, e)
-        value = {"start": start16, "end": end16, "text": text[s:e], "labels": [label]}
-        results.append({"id": f"e{k}", "from_name": "label", "to_name": "text", "type": "labels", "value": value,
-                        "score": p})
-    fields = {key: value for key, value in candidate.fields.items() if key != "text"}
-    return {
-        "data": {"text": text, **fields},
-        "meta": info,
-        "predictions": [{"model_version": str(model), "score": candidate.score, "result": results}],
-    }
-
-
-def _utf16_offset(text: str, index: int) -> int:
-    """The UTF-16 code units before character index (Label Studio's offsets, as JavaScript counts)."""
-    return index + sum(1 for c in text[:index] if ord(c) > 0xFFFF)
+        return {**candidate.fields, "spans": span_dicts(item), "select": info}
+    return FORMATS[output_format].write(item)

@@ -129,7 +129,8 @@ def export_command(
     output_path: Path = typer.Argument(..., help="Output file."),
     format: ExportFormat = typer.Option(
         ExportFormat("chars"), "--format", "-f",
-        help="chars: `token<TAB>tag` lines; cluener or doccano: JSON lines.",
+        help="chars: `token<TAB>tag` lines; cluener, doccano or prodigy: JSON lines; labelstudio: "
+        "a JSON array of tasks (Label Studio's import).",
     ),
     scheme: ExportScheme = typer.Option(
         ExportScheme("bioes"), "--scheme", "-s", help="Tag scheme of --format chars."

@@ -1,12 +1,14 @@
 """One token per line with its tag (`chars`, and Weibo's `chars-seg`): sentences, tag schemes
-(BIO, IOB, BMES, BIOES) decoded into entities strictly, or repaired and listed."""
+(BIO, IOB, BMES, BIOES) decoded into entities strictly, or repaired and listed; and a Doc written
+back as `token<TAB>tag` lines (`chars`)."""
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+from spacy.tokens import Doc
 
-from ..tags import SCHEME_NAMES, SCHEME_PREFIXES, Entity, split_tag
+from ..tags import SCHEME_NAMES, SCHEME_PREFIXES, Entity, spans_to_tags, split_tag
 from .problems import Problems, Repair, read_lines
 
 
@@ -381,3 +383,45 @@ def iter_tags(path: Path, format: str) -> Iterator[str]:
         fields = split_last_field(text.rstrip(" \t"))
         if fields is not None and fields[0] and not text.startswith(DOCSTART):
             yield fields[1]
+
+
+def write_tagged(doc: Doc, index: int, scheme: str) -> str:
+    """A doc as `token<TAB>tag` lines and a blank line, tagged in scheme ("bioes", "bio" or "bmes").
+
+    doc (Doc): The doc, with entity annotation; doc index is named "doc index" in errors.
+    RETURNS (str): Its lines, each with its line ending.
+    """
+    if not doc.has_annotation("ENT_IOB"):
+        raise ValueError(
+            f"doc {index} has no entity annotation (ENT_IOB unset): a `token tag` file cannot "
+            f"say 'missing'. Export as cluener or doccano, which leave its label out."
+        )
+    units = _units(doc)
+    for text, _, _ in units:
+        if "\n" in text or "\r" in text:
+            raise ValueError(
+                f"doc {index}: the token {text!r} holds a line break, which a one-token-per-line "
+                f"file cannot hold. Export as cluener or doccano."
+            )
+    starts = {start: i for i, (_, start, _) in enumerate(units)}
+    ends = {end: i + 1 for i, (_, _, end) in enumerate(units)}
+    spans = [(starts[ent.start_char], ends[ent.end_char], ent.label_) for ent in doc.ents]
+    tags = spans_to_tags(spans, len(units), "BIO" if scheme == "bio" else "BIOES")
+    if scheme == "bmes":
+        tags = ["M" + tag[1:] if tag.startswith("I-") else tag for tag in tags]
+    return "".join(f"{text}\t{tag}\n" for (text, _, _), tag in zip(units, tags)) + "\n"
+
+
+def _units(doc: Doc) -> List[Tuple[str, int, int]]:
+    """(text, start_char, end_char) of each token and of each token's trailing whitespace.
+
+    Whitespace after a token (a word-segmented doc's spaces) becomes a line of its own, so the
+    text survives the round trip; converted character docs have none.
+    """
+    units: List[Tuple[str, int, int]] = []
+    for token in doc:
+        units.append((token.text, token.idx, token.idx + len(token.text)))
+        if token.whitespace_:
+            end = token.idx + len(token.text)
+            units.append((token.whitespace_, end, end + len(token.whitespace_)))
+    return units

@@ -1,9 +1,21 @@
-"""CLUENER's JSON lines: {"text", "label": {type: {surface: [[start, end_inclusive], ...]}}}."""
+"""CLUENER's JSON lines: {"text", "label": {type: {surface: [[start, end_inclusive], ...]}}}, read and
+written."""
 import json
-from typing import List
+from typing import Any, Dict, List
 
 from .problems import Problems, preview
-from .record_fields import CandidateSpan, invalid_span, is_int_pair, record_text
+from .record_fields import AnnotatedText, CandidateSpan, invalid_span, is_int_pair, record_text
+
+
+def is_cluener(record: Any) -> bool:
+    """Whether a file's first JSON value is CLUENER's: an object with no "spans" (Prodigy's) and no
+    "label" or "entities" list (doccano's); a record with a text alone is read as CLUENER's."""
+    return (
+        isinstance(record, dict)
+        and "spans" not in record
+        and not isinstance(record.get("label"), list)
+        and not isinstance(record.get("entities"), list)
+    )
 
 
 def read_cluener(record: dict, line: int, sentence: int, problems: Problems):
@@ -41,3 +53,15 @@ def read_cluener(record: dict, line: int, sentence: int, problems: Problems):
                 start, end = offset
                 candidates.append((ent_type, start, end + 1, surface, where + " (end inclusive)"))
     return text, candidates
+
+
+def write_cluener(item: AnnotatedText) -> Dict[str, Any]:
+    """A CLUENER record: the text and, when annotated, {type: {surface: [[start, end_inclusive]]}}."""
+    record: Dict[str, Any] = {"text": item.text}
+    if item.entities is not None:
+        label: Dict[str, Dict[str, List[List[int]]]] = {}
+        for start, end, ent_label, *_ in item.entities:
+            surfaces = label.setdefault(ent_label, {})
+            surfaces.setdefault(item.text[start:end], []).append([start, end - 1])
+        record["label"] = label
+    return record

@@ -1,6 +1,5 @@
 """Readers that turn Chinese NER corpora into character-level spaCy Docs: the format detected, the
-reader of its kind (corpus.chars, corpus.records) run, one Doc per sentence."""
-import json
+reader of its kind (formats.py's table: corpus.chars, corpus.records) run, one Doc per sentence."""
 import warnings
 from pathlib import Path
 from typing import Iterator, List, Optional, Union
@@ -9,19 +8,11 @@ from spacy.tokens import Doc, Span
 from spacy.vocab import Vocab
 
 from ..tags import INPUT_SCHEMES, Entity
-from .chars import (
-    DOCSTART,
-    SEG_DIGITS,
-    TAG_FORMATS,
-    decode_checked,
-    decode_tags,
-    detect_scheme,
-    iter_tags,
-    read_sentences,
-    split_last_field,
-)
-from .problems import ConversionStats, Problems, check_choice, read_lines
-from .records import OFFSET_FORMATS, read_offset_records
+from .chars import decode_checked, decode_tags, detect_scheme, iter_tags, read_sentences
+from .formats import READ_FORMATS, detect_format
+from .formats import FORMATS as FORMAT_TABLE
+from .problems import ConversionStats, Problems, check_choice
+from .records import read_offset_records
 
 # What a caller of the converter imports from here, wherever it is written.
 __all__ = [
@@ -30,11 +21,7 @@ __all__ = [
 ]
 
 # chars-style formats (one token per line) and annotation-tool formats (text + offsets)
-FORMATS = ("auto",) + TAG_FORMATS + OFFSET_FORMATS
-
-
-# How many token lines the format sniffer looks at before deciding chars vs chars-seg.
-_SNIFF_LINES = 50
+FORMATS = ("auto",) + READ_FORMATS
 
 
 def iter_docs(
@@ -48,7 +35,8 @@ def iter_docs(
     """Stream character-level Docs from one NER file, filling in `stats` as it goes.
 
     path (Union[str, Path]): The input file.
-    format (str): One of "auto", "chars", "chars-seg", "cluener".
+    format (str): One of FORMATS: "auto" or a format of corpus.formats (chars, chars-seg,
+        cluener, doccano, prodigy, labelstudio).
     scheme (str): Tag scheme for the chars formats: "auto", "bio", "iob", "bmes", "bioes".
     repair (bool): Repair malformed input and report each repair instead of raising.
     vocab (Optional[Vocab]): The vocab for the Docs; a new one if None.
@@ -73,7 +61,7 @@ def iter_docs(
         )
     stats.format = format
     problems = Problems(str(path), repair, stats.repairs, stats.notes)
-    if format in OFFSET_FORMATS:
+    if not FORMAT_TABLE[format].tags:
         if scheme != "auto":
             raise ValueError(
                 f"--scheme for {path}: expected 'auto' with format {format} (its spans carry "
@@ -88,7 +76,7 @@ def iter_docs(
         if scheme == "auto":
             scheme = detect_scheme(iter_tags(path, format))
         stats.scheme = scheme
-        for sentence in read_sentences(path, format=format, problems=problems):
+        for sentence in FORMAT_TABLE[format].read(path, format=format, problems=problems):
             spans = decode_checked(sentence.tags, scheme, sentence.lines, sentence.index, problems)
             yield _make_doc(vocab, sentence.tokens, spans, stats)
     if stats.n_sentences == 0:
@@ -97,64 +85,6 @@ def iter_docs(
             f"empty or blank, or --repair dropped every line). Check the path and --format "
             f"({format})."
         )
-
-
-def detect_format(path: Union[str, Path]) -> str:
-    """Guess the input format from the first lines of a file.
-
-    path (Union[str, Path]): The input file.
-    RETURNS (str): For a first non-empty line that is a JSON object: "cluener" (a "label"
-        object), "doccano" (a "label" or "entities" list), "prodigy" ("spans"); "labelstudio"
-        for a file that is one JSON array of tasks; else "chars-seg" if every token looks like
-        a character followed by a word-position number (科0, s15), else "chars". A chars file
-        whose first character is `{` or `[` stays "chars": only JSON that parses counts.
-    """
-    path = Path(path)
-    n_seen = 0
-    n_seg = 0
-    for _, text in read_lines(path, problems=None):
-        if not text.strip(" \t"):
-            if n_seen:
-                break
-            continue
-        if n_seen == 0:
-            json_format = _detect_json_format(path, text)
-            if json_format is not None:
-                return json_format
-        if text.startswith(DOCSTART):
-            continue
-        fields = split_last_field(text.rstrip(" \t"))
-        n_seen += 1
-        n_seg += fields is not None and SEG_DIGITS.match(fields[0]) is not None
-        if n_seen >= _SNIFF_LINES:
-            break
-    return "chars-seg" if n_seen and n_seg == n_seen else "chars"
-
-
-def _detect_json_format(path: Path, first_line: str) -> Optional[str]:
-    """The JSON format of a file from its first non-empty line, or None if it is not JSON."""
-    stripped = first_line.strip()
-    if stripped.startswith("["):
-        try:
-            tasks = json.loads(path.read_text(encoding="utf8", errors="replace").lstrip("\ufeff"))
-        except json.JSONDecodeError:
-            return None
-        return "labelstudio" if isinstance(tasks, list) else None
-    if not stripped.startswith("{"):
-        return None
-    try:
-        record = json.loads(stripped)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(record, dict):
-        return None
-    if "spans" in record:
-        return "prodigy"
-    if isinstance(record.get("label"), list) or isinstance(record.get("entities"), list):
-        return "doccano"
-    return "cluener"
-
-
 
 
 def _make_doc(

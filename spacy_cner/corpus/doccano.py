@@ -1,8 +1,19 @@
-"""doccano's JSON lines: {"text", "label": [[start, end, type], ...]} or "entities": [{start_offset, ...}]."""
-from typing import Optional, Tuple
+"""doccano's JSON lines: {"text", "label": [[start, end, type], ...]} or "entities": [{start_offset, ...}],
+read and written."""
+from typing import Any, Dict, Optional, Tuple
 
 from .problems import Problems
-from .record_fields import is_int_pair, read_spans, record_text
+from .record_fields import AnnotatedText, is_int_pair, read_spans, record_text
+
+
+def is_doccano(record: Any) -> bool:
+    """Whether a file's first JSON value is doccano's: an object with a "label" or "entities" list
+    (and no "spans": Prodigy's)."""
+    return (
+        isinstance(record, dict)
+        and "spans" not in record
+        and (isinstance(record.get("label"), list) or isinstance(record.get("entities"), list))
+    )
 
 
 def read_doccano(record: dict, line: int, sentence: int, problems: Problems):
@@ -26,3 +37,15 @@ def read_doccano(record: dict, line: int, sentence: int, problems: Problems):
         return None
 
     return text, read_spans(raw, read, "[start, end, label] with integer offsets", line, sentence, problems)
+
+
+def write_doccano(item: AnnotatedText) -> Dict[str, Any]:
+    """A doccano record: its "id" when it has one (doccano matches a record to its own by id), the
+    text, "label" ([[start, end, label], ...]) when annotated and `select`'s information as "select"."""
+    record: Dict[str, Any] = {"id": item.record_id} if item.record_id is not None else {}
+    record["text"] = item.text
+    if item.entities is not None:
+        record["label"] = [[start, end, label] for start, end, label, *_ in item.entities]
+    if item.meta is not None:
+        record["select"] = item.meta
+    return record

@@ -1,19 +1,23 @@
 """Writers that take a corpus of Docs back to the formats `convert` reads.
 
-A corrected corpus can go back to the tool it came from: one token per line (`chars`),
-CLUENER JSON lines, or doccano JSON lines. `convert` reads each of them back into equal Docs
-(same text, tokens and entities), which the round-trip tests check.
+A corrected corpus can go back to the tool it came from: one token per line (`chars`), CLUENER,
+doccano or Prodigy JSON lines, or a Label Studio JSON array, each written by its module's writer
+(formats.py's table). `convert` reads each of them back into equal Docs (same text, tokens and
+entities), which the round-trip tests check.
 """
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, Union
 
 from spacy.tokens import Doc
 
-from ..tags import EXPORT_SCHEMES, spans_to_tags
+from ..tags import EXPORT_SCHEMES
+from .formats import FORMATS, WRITE_FORMATS
+from .json_files import write_json_records
+from .record_fields import AnnotatedText
 
-EXPORT_FORMATS = ("chars", "cluener", "doccano")
+# The formats `export` writes (the CLI's choices).
+EXPORT_FORMATS = WRITE_FORMATS
 
 
 @dataclass
@@ -32,8 +36,9 @@ def export_docs(
 
     docs (Iterable[Doc]): The corpus; doc i is named "doc i" in errors.
     path (Union[str, Path]): The output file.
-    format (str): "chars" (`token<TAB>tag` lines, a blank line after each doc), "cluener" or
-        "doccano" (JSON lines, character offsets).
+    format (str): One of EXPORT_FORMATS: "chars" (`token<TAB>tag` lines, a blank line after each
+        doc), "cluener", "doccano" or "prodigy" (JSON lines, character offsets) or "labelstudio"
+        (a JSON array of tasks, UTF-16 offsets).
     scheme (str): The tag scheme of "chars": "bioes", "bio" (IOB2) or "bmes".
     RETURNS (ExportStats): What was written.
     """
@@ -46,23 +51,23 @@ def export_docs(
             f"scheme: expected one of {', '.join(EXPORT_SCHEMES)}, got {scheme!r}."
         )
     path = Path(path)
+    fmt = FORMATS[format]
     stats = ExportStats()
     # Written to a temporary name first: a doc that cannot be written leaves no partial file.
     partial = path.with_name(path.name + ".partial")
     with partial.open("w", encoding="utf8", newline="\n") as file_:
         try:
-            for i, doc in enumerate(docs):
-                text = _write_doc(doc, i, format, scheme)
-                if i == 0 and text.startswith("\ufeff"):
-                    # Readers drop a byte-order mark that starts a file: one written before the
-                    # doc's own U+FEFF is dropped instead, and the doc's is read back.
-                    file_.write("\ufeff")
-                file_.write(text)
-                stats.n_docs += 1
-                if doc.has_annotation("ENT_IOB"):
-                    stats.n_entities += len(doc.ents)
-                else:
-                    stats.n_unannotated += 1
+            if fmt.tags:
+                for i, doc in enumerate(_counted(docs, stats)):
+                    text = fmt.write(doc, i, scheme)
+                    if i == 0 and text.startswith("\ufeff"):
+                        # Readers drop a byte-order mark that starts a file: one written before the
+                        # doc's own U+FEFF is dropped instead, and the doc's is read back.
+                        file_.write("\ufeff")
+                    file_.write(text)
+            else:
+                records = (fmt.write(_annotated_text(doc)) for doc in _counted(docs, stats))
+                write_json_records(records, file_, array=fmt.array)
         except ValueError:
             file_.close()
             partial.unlink()
@@ -71,62 +76,27 @@ def export_docs(
     return stats
 
 
-def _write_doc(doc: Doc, index: int, format: str, scheme: str) -> str:
-    """One doc in the output format, with its line ending(s)."""
-    if not doc.text:
-        raise ValueError(
-            f"doc {index} is empty: expected at least one character (an empty doc cannot be "
-            f"written in any of {', '.join(EXPORT_FORMATS)}). Remove it from the corpus."
-        )
-    annotated = doc.has_annotation("ENT_IOB")
-    ents = [(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents]
-    if format == "cluener":
-        record = {"text": doc.text}
-        if annotated:
-            label: dict = {}
-            for start, end, ent_label in ents:
-                surfaces = label.setdefault(ent_label, {})
-                surfaces.setdefault(doc.text[start:end], []).append([start, end - 1])
-            record["label"] = label
-        return json.dumps(record, ensure_ascii=False) + "\n"
-    if format == "doccano":
-        # doccano matches a record to its own by id: one read by convert comes back.
-        record = {"id": doc.user_data["id"]} if "id" in doc.user_data else {}
-        record["text"] = doc.text
-        if annotated:
-            record["label"] = [[start, end, ent_label] for start, end, ent_label in ents]
-        return json.dumps(record, ensure_ascii=False) + "\n"
-    if not annotated:
-        raise ValueError(
-            f"doc {index} has no entity annotation (ENT_IOB unset): a `token tag` file cannot "
-            f"say 'missing'. Export as cluener or doccano, which leave its label out."
-        )
-    units = _units(doc)
-    for text, _, _ in units:
-        if "\n" in text or "\r" in text:
+def _counted(docs: Iterable[Doc], stats: ExportStats) -> Iterator[Doc]:
+    """The docs, each refused if empty, and counted into stats once written (when the next is asked)."""
+    for index, doc in enumerate(docs):
+        if not doc.text:
             raise ValueError(
-                f"doc {index}: the token {text!r} holds a line break, which a one-token-per-line "
-                f"file cannot hold. Export as cluener or doccano."
+                f"doc {index} is empty: expected at least one character (an empty doc cannot be "
+                f"written in any of {', '.join(EXPORT_FORMATS)}). Remove it from the corpus."
             )
-    starts = {start: i for i, (_, start, _) in enumerate(units)}
-    ends = {end: i + 1 for i, (_, _, end) in enumerate(units)}
-    spans = [(starts[start], ends[end], ent_label) for start, end, ent_label in ents]
-    tags = spans_to_tags(spans, len(units), "BIO" if scheme == "bio" else "BIOES")
-    if scheme == "bmes":
-        tags = ["M" + tag[1:] if tag.startswith("I-") else tag for tag in tags]
-    return "".join(f"{text}\t{tag}\n" for (text, _, _), tag in zip(units, tags)) + "\n"
+        yield doc
+        stats.n_docs += 1
+        if doc.has_annotation("ENT_IOB"):
+            stats.n_entities += len(doc.ents)
+        else:
+            stats.n_unannotated += 1
 
 
-def _units(doc: Doc) -> List[Tuple[str, int, int]]:
-    """(text, start_char, end_char) of each token and of each token's trailing whitespace.
-
-    Whitespace after a token (a word-segmented doc's spaces) becomes a line of its own, so the
-    text survives the round trip; converted character docs have none.
-    """
-    units: List[Tuple[str, int, int]] = []
-    for token in doc:
-        units.append((token.text, token.idx, token.idx + len(token.text)))
-        if token.whitespace_:
-            end = token.idx + len(token.text)
-            units.append((token.whitespace_, end, end + len(token.whitespace_)))
-    return units
+def _annotated_text(doc: Doc) -> AnnotatedText:
+    """A doc's text and entities (None without entity annotation), and the "id" of the record it
+    was converted from (convert keeps it in doc.user_data), for the JSON writers."""
+    entities = None
+    if doc.has_annotation("ENT_IOB"):
+        entities = [(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents]
+    user_data: Dict[Any, Any] = doc.user_data
+    return AnnotatedText(doc.text, entities, record_id=user_data.get("id"))

@@ -1,8 +1,8 @@
 """JSON files of records, streamed: one object per line (JSON lines) or an array of objects (a Label
-Studio export), each with the line it starts on, for error messages."""
+Studio export), read each with the line it starts on, for error messages, and written."""
 import json
 from pathlib import Path
-from typing import Callable, Iterator, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, TextIO, Tuple
 
 from .problems import Problems, preview, read_lines
 
@@ -88,3 +88,13 @@ def _skip_space(text: str, pos: int) -> int:
     while pos < len(text) and text[pos] in " \t\r\n":
         pos += 1
     return pos
+
+
+def write_json_records(records: Iterable[Dict[str, Any]], file: TextIO, array: bool = False) -> None:
+    """Write records as JSON lines, one streamed at a time, or as one JSON array (a Label Studio
+    import, indented one space a level), non-ASCII characters as they are."""
+    if array:
+        file.write(json.dumps(list(records), ensure_ascii=False, indent=1) + "\n")
+        return
+    for record in records:
+        file.write(json.dumps(record, ensure_ascii=False) + "\n")

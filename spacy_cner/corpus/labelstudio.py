@@ -1,10 +1,15 @@
 """Label Studio's JSON export: [{"data": {"text"}, "annotations": [{"result": [{"value": {"start", "end",
-"labels"}}]}]}], its offsets in UTF-16 units."""
+"labels"}}]}]}], its offsets in UTF-16 units, read and written (a model's entities as "predictions")."""
 import json
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .problems import Problems
-from .record_fields import CandidateSpan, invalid_span, is_int_pair, record_text
+from .record_fields import AnnotatedText, CandidateSpan, invalid_span, is_int_pair, record_text
+
+
+def is_labelstudio(value: Any) -> bool:
+    """Whether a file's JSON value is Label Studio's export: an array (of tasks)."""
+    return isinstance(value, list)
 
 
 def read_labelstudio(task: dict, line: int, sentence: int, problems: Problems):
@@ -42,6 +47,40 @@ def read_labelstudio(task: dict, line: int, sentence: int, problems: Problems):
         start, end = utf16_to_chars(text, value["start"], value["end"], value.get("text"))
         candidates.append((labels[0], start, end, value.get("text"), where))
     return text, candidates
+
+
+def write_labelstudio(item: AnnotatedText) -> Dict[str, Any]:
+    """A Label Studio task: {"data": {"text", the row's other fields}, "meta"} and its entities as
+    labels results (offsets in UTF-16 units), under "annotations", or under "predictions" (with the
+    model's name and the text's score) when they are a model's guesses."""
+    text = item.text
+    results = []
+    for k, (start, end, label, *score) in enumerate(item.entities or ()):
+        start16, end16 = chars_to_utf16(text, start, end)
+        value = {"start": start16, "end": end16, "text": text[start:end], "labels": [label]}
+        result = {"id": f"e{k}", "from_name": "label", "to_name": "text", "type": "labels", "value": value}
+        if score:
+            result["score"] = score[0]
+        results.append(result)
+    task: Dict[str, Any] = {"id": item.record_id} if item.record_id is not None else {}
+    task["data"] = {"text": text, **{key: value for key, value in item.fields.items() if key != "text"}}
+    if item.meta is not None:
+        task["meta"] = item.meta
+    if item.model is not None:
+        score = item.meta.get("score") if item.meta is not None else None
+        task["predictions"] = [{"model_version": str(item.model), "score": score, "result": results}]
+    elif item.entities is not None:
+        task["annotations"] = [{"result": results}]
+    return task
+
+
+def chars_to_utf16(text: str, start: int, end: int) -> Tuple[int, int]:
+    """Label Studio's offsets (UTF-16 units, as JavaScript counts) for code point offsets: each
+    character beyond U+FFFF before an offset counts twice."""
+    def units(index: int) -> int:
+        return index + sum(1 for char in text[:index] if char > "\uffff")
+
+    return units(start), units(end)
 
 
 def utf16_to_chars(text: str, start: int, end: int, surface: Optional[str]) -> Tuple[int, int]:

@@ -1,20 +1,16 @@
 """The annotation tools' JSON (CLUENER, doccano, Prodigy, Label Studio: one reader per file beside this
-one): a text and its entities as character offsets, read strictly here (offsets checked against the text,
-lone surrogates replaced, overlaps resolved only when repairing)."""
+one, named in formats.py): a text and its entities as character offsets, read strictly here (offsets
+checked against the text, lone surrogates replaced, overlaps resolved only when repairing)."""
 import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..tags import Entity
 from .chars import clean_tag, reader_problems
-from .cluener import read_cluener
-from .doccano import read_doccano
+from .formats import FORMATS, OFFSET_FORMATS
 from .json_files import iter_json_array, iter_json_lines
-from .labelstudio import read_labelstudio
 from .problems import Problems, preview
-from .prodigy import read_prodigy
 
-OFFSET_FORMATS = ("cluener", "doccano", "prodigy", "labelstudio")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -44,10 +40,10 @@ def read_offset_records(
     problems = reader_problems("read_offset_records", path, format, OFFSET_FORMATS, repair, problems,
                                 "Use read_sentences for one-token-per-line files.")
     index = 0
-    read_record = _RECORD_READERS[format]
+    read_record = FORMATS[format].read
     records = (
         iter_json_array(path, problems)
-        if format == "labelstudio"
+        if FORMATS[format].array
         else iter_json_lines(path, problems, lambda: index)
     )
     for line_no, record in records:
@@ -65,14 +61,6 @@ def read_offset_records(
         record_id = record.get("id") if isinstance(record, dict) else None
         yield list(text), spans, record_id if isinstance(record_id, (str, int)) and not isinstance(record_id, bool) else None
         index += 1
-
-
-_RECORD_READERS = {
-    "cluener": read_cluener,
-    "doccano": read_doccano,
-    "prodigy": read_prodigy,
-    "labelstudio": read_labelstudio,
-}
 
 
 def _replace_surrogates(text: str, line: int, sentence: int, problems: Problems) -> str:

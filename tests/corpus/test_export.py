@@ -1,4 +1,5 @@
-"""Export to chars / CLUENER / doccano, and convert -> export -> convert round trips."""
+"""Export to every format of corpus.formats that has a writer (chars, CLUENER, doccano, Prodigy,
+Label Studio), and convert -> export -> convert round trips."""
 import json
 
 import pytest
@@ -8,7 +9,7 @@ from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
-from spacy_cner.corpus.export import export_docs
+from spacy_cner.corpus.export import EXPORT_FORMATS, export_docs
 
 from test_convert import BIO, BIOES, BMES, CHARS_SEG, CLUENER, DATA_DIR, DOCCANO, LABEL_STUDIO, convert_file
 from test_convert import PRODIGY, write
@@ -31,8 +32,9 @@ INPUTS = {
 
 
 # The scheme applies to --format chars only.
-EXPORTS = [("chars", "bioes"), ("chars", "bio"), ("chars", "bmes"), ("cluener", "bioes"),
-           ("doccano", "bioes")]
+EXPORTS = [("chars", "bioes"), ("chars", "bio"), ("chars", "bmes")] + [
+    (name, "bioes") for name in EXPORT_FORMATS if name != "chars"
+]
 
 
 @pytest.mark.parametrize("export_format,scheme", EXPORTS, ids=["-".join(e) for e in EXPORTS])
@@ -93,7 +95,7 @@ def test_cli_export(tmp_path):
     }
 
 
-@pytest.mark.parametrize("export_format", ["chars", "cluener", "doccano"])
+@pytest.mark.parametrize("export_format", EXPORT_FORMATS)
 def test_real_ecommerce_round_trip(tmp_path, export_format):
     path = DATA_DIR / "ecommerce" / "dev.txt.bieos"
     if not path.exists():
