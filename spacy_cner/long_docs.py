@@ -1,6 +1,8 @@
 """Long docs, cut into windows: their wordpieces for a transformer
 (layers/transformer/wordpieces.py) and their tokens for crf_ner's long_doc_window, both keeping
-sentences whole; TENER's max_length passes no sentence ends, so its windows only overlap.
+sentences whole, with a tagger's emission scores over those windows (segment_emissions: crf_ner's
+decoding and distillation's teacher read them); TENER's max_length passes no sentence ends, so its
+windows only overlap.
 Sentence ends themselves (ends_sentence, sentence_cuts) are also read by CharBigramEmbed's
 sentence_bigrams and the tagger's sentence_encoding. (Attention limited to nearby tokens, "cs",
 is attention_window.)
@@ -19,11 +21,22 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy
 from spacy.attrs import NORM, ORTH, SPACY
 from spacy.tokens import Doc
+from thinc.api import Model
+from thinc.types import Floats2d, Ints1d
+
+from .batching import batches_by_budget
+from .tags import TagSet, preset_constraints
 
 # Characters after which a sentence ends (Chinese and ASCII), newlines included.
 SENTENCE_ENDS = frozenset("。！？!?;；\n")
 # What window_doc copies from a doc's tokens.
 WINDOW_ATTRS = [ORTH, NORM, SPACY]
+# At prediction, the most tokens (summed over docs and windows) per model call: bounds the
+# memory of the layers' activations on long docs and big batches.
+EMISSION_BATCH_TOKENS = 16384
+# The most tokens of a long doc's windows per model call: their activations come on top of the
+# doc and its emission rows, and set a long doc's peak memory (bench/bench_long_docs.py).
+WINDOW_BATCH_TOKENS = 4096
 
 
 # orth id -> ends_sentence(its text), for sentence_cuts: an id is the hash of the text, the same in
@@ -233,3 +246,80 @@ def window_doc(doc: Doc, window: Window, array: Optional[numpy.ndarray] = None) 
     words = [strings[orth] for orth in rows[:, 0].tolist()]
     piece = Doc(doc.vocab, words=words, spaces=rows[:, 2].astype(bool).tolist())
     return piece.from_array([NORM], rows[:, 1:2])
+
+
+@dataclass
+class Decoded:
+    """The segments (doc index, start token, end token) of a batch and their emissions,
+    tag constraints (None: all allowed) and Viterbi paths (None: not decoded)."""
+
+    segments: List[Tuple[int, int, int]]
+    emissions: List[Floats2d]
+    allowed: Optional[List[Floats2d]]
+    paths: Optional[List[Ints1d]]
+
+
+def segment_emissions(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int) -> Decoded:
+    """A tagger's emissions and tag constraints of the docs' segments: whole docs, or a long doc's
+    windows, each ending at a sentence end (those over one long sentence together); no paths yet
+    (the pipe's decoding.decode adds the CRF's best paths, distillation's teacher its soft targets).
+
+    model (Model): A tagger (emission scores per doc).
+    docs (List[Doc]): The docs, with their pre-set entities (the constraints keep them).
+    tag_set (TagSet): The CRF's tags.
+    long_doc_window (int): A doc of more tokens is tagged in windows of at most this many; 0: whole.
+    RETURNS (Decoded): The segments, their emissions and constraints; paths None.
+    """
+    ops = model.ops
+    windows = [
+        doc_windows(doc, long_doc_window) if long_doc_window and len(doc) > long_doc_window
+        else [Window(0, len(doc), 0, len(doc))]
+        for doc in docs
+    ]
+    n_tags = len(tag_set.names)
+    emissions = emission_scores(model, docs, windows, n_tags) if any(len(doc) for doc in docs) else []
+    ranges = [window_segments(doc_wins) if len(doc) else [] for doc, doc_wins in zip(docs, windows)]
+    segments = [(i, start, end) for i, doc_ranges in enumerate(ranges) for start, end in doc_ranges]
+    constraints = [
+        None if c is None else ops.asarray2f(c)
+        for doc, doc_ranges in zip(docs, ranges)
+        for c in preset_constraints(doc, doc_ranges, tag_set)
+    ]
+    allowed = None
+    if any(c is not None for c in constraints):
+        allowed = [
+            c if c is not None else ops.xp.ones((end - start, n_tags), dtype="f")
+            for c, (_, start, end) in zip(constraints, segments)
+        ]
+    return Decoded(segments, [emissions[i][start:end] for i, start, end in segments], allowed, None)
+
+
+def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], n_tags: int) -> List[Floats2d]:
+    """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
+    at a time (WINDOW_BATCH_TOKENS for a long doc's windows); each token's row comes from the
+    window that owns it. Whole docs and the windows of long docs go to separate model calls
+    (each call's docs of similar lengths).
+    """
+    ops = model.ops
+    out: List[Optional[Floats2d]] = [None] * len(docs)
+    whole = [(i, w[0]) for i, w in enumerate(windows) if len(w) == 1]
+    pieces = [(i, window) for i, w in enumerate(windows) if len(w) > 1 for window in w]
+    arrays = {i: docs[i].to_array(WINDOW_ATTRS) for i, w in enumerate(windows) if len(w) > 1}
+    for chunk in token_chunks(whole) + token_chunks(pieces, WINDOW_BATCH_TOKENS):
+        unit_docs = [docs[i] if i not in arrays else window_doc(docs[i], w, arrays[i]) for i, w in chunk]
+        for (i, w), scores in zip(chunk, model.predict(unit_docs)):
+            if i not in arrays:
+                out[i] = scores
+                continue
+            if out[i] is None:
+                out[i] = ops.alloc2f(len(docs[i]), n_tags)
+            out[i][w.own_start : w.own_end] = scores[w.own_start - w.start : w.own_end - w.start]
+    return [scores if scores is not None else ops.alloc2f(0, n_tags) for scores in out]
+
+
+def token_chunks(units: List[Tuple[int, Window]], budget: Optional[int] = None) -> List[List[Tuple[int, Window]]]:
+    """Consecutive units (doc index, window) in chunks of at most budget tokens (None:
+    EMISSION_BATCH_TOKENS), or one unit."""
+    lengths = [window.end - window.start for _, window in units]
+    budget = EMISSION_BATCH_TOKENS if budget is None else budget
+    return [[units[i] for i in batch] for batch in batches_by_budget(lengths, budget)]

@@ -1,6 +1,7 @@
 """spaCy's Chinese tokenizer, in time linear in the text's length."""
-from typing import Iterable, List, Tuple
+from typing import Iterable, List, Optional, Tuple
 
+from spacy.attrs import IS_SPACE, LENGTH
 from spacy.errors import Errors
 from spacy.lang.zh import ChineseTokenizer, Segmenter
 from spacy.tokens import Doc
@@ -84,3 +85,20 @@ def words_and_spaces(words: Iterable[str], text: str) -> Tuple[List[str], List[b
         text_words.append(text[text_pos:])
         text_spaces.append(False)
     return text_words, text_spaces
+
+
+def character_copy(doc: Doc) -> Optional[Doc]:
+    """A copy of the doc with one token per character (and its pre-set entities), or None when
+    every non-space token already is one character (or the doc is empty)."""
+    if not len(doc):
+        return None
+    lengths, is_space = doc.to_array([LENGTH, IS_SPACE]).T
+    if not (lengths[is_space == 0] > 1).any():
+        return None
+    words, spaces = words_and_spaces(list(doc.text), doc.text)
+    char_doc = Doc(doc.vocab, words=words, spaces=spaces)
+    char_doc.set_ents(
+        [char_doc.char_span(e.start_char, e.end_char, label=e.label, kb_id=e.kb_id) for e in doc.ents],
+        default="unmodified",
+    )
+    return char_doc

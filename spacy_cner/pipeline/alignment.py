@@ -1,30 +1,10 @@
 """Characters <-> tokens for the `crf_ner` pipe: a model trained on characters tags a doc of longer
-tokens (a jieba or pkuseg pipeline) on a character copy of it, and its entities and scored spans are
-mapped back onto the doc's tokens with Doc.char_span in an alignment mode."""
+tokens (a jieba or pkuseg pipeline) on a character copy of it (tokenizer.character_copy), and
+its entities and scored spans are mapped back onto the doc's tokens with Doc.char_span in an alignment mode."""
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
-from spacy.attrs import IS_SPACE, LENGTH
 from spacy.tokens import Doc, Span
-
-from ..tokenizer import words_and_spaces
-
-
-def character_copy(doc: Doc) -> Optional[Doc]:
-    """A copy of the doc with one token per character (and its pre-set entities), or None when
-    every non-space token already is one character (or the doc is empty)."""
-    if not len(doc):
-        return None
-    lengths, is_space = doc.to_array([LENGTH, IS_SPACE]).T
-    if not (lengths[is_space == 0] > 1).any():
-        return None
-    words, spaces = words_and_spaces(list(doc.text), doc.text)
-    char_doc = Doc(doc.vocab, words=words, spaces=spaces)
-    char_doc.set_ents(
-        [char_doc.char_span(e.start_char, e.end_char, label=e.label, kb_id=e.kb_id) for e in doc.ents],
-        default="unmodified",
-    )
-    return char_doc
 
 
 def align_spans(

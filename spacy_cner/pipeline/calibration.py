@@ -2,28 +2,42 @@
 fitted on dev, and the [training.before_to_disk] callback that fits them when the pipeline is saved.
 
 The fits are functions of `outcomes` (temperature -> each predicted entity's probability and whether
-it is right), which the pipe computes with one decoding of dev (CRFEntityRecognizer.entity_outcomes);
-they never import the pipe.
+it is right), computed here from one decoding of dev by the pipe's model (decode_dev, through
+decoding.py: data in, data out); nothing here imports the pipe or calls back into it but through its
+public contract (set_annotations, score, and the fits that keep their results in its cfg).
 """
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy
 from spacy.language import Language
-from spacy.training import Corpus, Example
+from spacy.tokens import Doc
+from spacy.training import Corpus, Example, validate_examples
 from spacy.util import registry
+from thinc.api import Model
 from wasabi import msg
+
+from ..long_docs import Decoded
+from ..tags import TagSet
+from ..tokenizer import character_copy
+from .decoding import Tagging, decode_in_precision, span_scores, tag_docs
 
 # temperature -> (probability of each predicted entity, 1.0 where it is right else 0.0)
 Outcomes = Callable[[float], Tuple[numpy.ndarray, numpy.ndarray]]
 
 
-class DevDecoding(NamedTuple):
-    """One decoding of dev by a pipe (CRFEntityRecognizer.calibration_decoding)."""
+@dataclass
+class DevDecoding:
+    """One decoding of dev by a pipe's model (decode_dev), for both fits and the scores after them."""
 
-    outcomes: Outcomes
-    # The dev examples, their predicted docs tagged by the pipe from this decoding at its settings
-    # when called (after the fits); None where the decoding cannot stand for the pipe's tagging.
-    tagged: Optional[Callable[[], List[Example]]]
+    examples: List[Example]
+    # Copies of the examples' predicted docs, as decoded.
+    docs: List[Doc]
+    decoded: Decoded
+    # Per doc, its gold entities as token spans of the predicted doc.
+    gold: List[Set[Tuple[int, int, str]]]
+    # False where a doc would be tagged on its character copy: the decoding does not stand for the pipe's tagging then.
+    as_tagged: bool
 
 
 @registry.misc("spacy-cner.calibrate.v1")
@@ -59,11 +73,12 @@ def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bo
         decodings = {}
         for name, pipe in nlp.pipeline:
             # crf_ner pipes (and their subclasses): the pipes that fit themselves.
-            if not callable(getattr(pipe, "calibration_decoding", None)) or not (temperature or threshold):
+            if not callable(getattr(pipe, "fit_temperature", None)) or not (temperature or threshold):
                 continue
             # One decoding of dev for both fits (and the scores after them).
-            decodings[name] = pipe.calibration_decoding(examples)
-            outcomes = decodings[name].outcomes
+            decodings[name] = decode_dev(pipe.model, pipe.tag_set, examples, pipe.long_doc_window, pipe.precision,
+                                         pipe.name, pipe.cfg.get("token_unit"))
+            outcomes = dev_outcomes(pipe.model, pipe.tag_set, decodings[name])
             if temperature:
                 fit = pipe.fit_temperature(examples, outcomes=outcomes)
                 msg.info(
@@ -86,15 +101,61 @@ def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bo
 def scores_after_fit(nlp: Language, examples: List[Example], decodings: Dict[str, DevDecoding]) -> Dict[str, Any]:
     """nlp.evaluate(examples)'s scores after the fits. Where the pipeline is one fitted pipe whose
     decoding stands for its tagging, they come from that decoding: the pipe's scorer on the docs it
-    tags from it at the fitted settings, without running the pipeline over dev a second time (its
-    emissions do not depend on the batch: the same entities as nlp.evaluate's, tested). On MSRA's
-    dev set that pass cost about 10 s of each fit's 27, at 27 fits a training."""
+    tags from it at the fitted settings (dev_tagging), without running the pipeline over dev a second
+    time (its emissions do not depend on the batch: the same entities as nlp.evaluate's, tested). On
+    MSRA's dev set that pass cost about 10 s of each fit's 27, at 27 fits a training."""
     if len(nlp.pipeline) == 1:
         name, pipe = nlp.pipeline[0]
         decoding = decodings.get(name)
-        if decoding is not None and decoding.tagged is not None:
-            return pipe.score(decoding.tagged())
+        if decoding is not None and decoding.as_tagged:
+            candidate_threshold = pipe.candidate_threshold if pipe.spans_key is not None else None
+            docs, tagging = dev_tagging(pipe.model, pipe.tag_set, decoding, pipe.entity_threshold, candidate_threshold,
+                                        pipe.cfg.get("temperature", 1.0))
+            pipe.set_annotations(docs, tagging)
+            return pipe.score([Example(doc, eg.reference) for doc, eg in zip(docs, decoding.examples)])
     return nlp.evaluate(examples)
+
+
+def decode_dev(model: Model, tag_set: TagSet, examples: List[Example], long_doc_window: int, precision: str,
+               name: str, token_unit: Optional[str]) -> DevDecoding:
+    """One decoding of the examples' predicted docs (copies) by a crf_ner model, as its pipe decodes them
+    (decoding.decode_in_precision: its window and precision, the best paths), with their gold entities.
+
+    model (Model): The pipe's model, with a "crf" ref.
+    tag_set (TagSet): The CRF's tags.
+    examples (List[Example]): Held-out gold examples (dev).
+    long_doc_window (int): The pipe's long_doc_window.
+    precision (str): The pipe's precision.
+    name (str): The pipe's name, for its warnings.
+    token_unit (Optional[str]): The pipe's cfg["token_unit"] ("char": a doc of longer tokens is tagged on its
+        character copy, which this decoding then does not stand for).
+    RETURNS (DevDecoding): The decoding.
+    """
+    examples = list(examples)
+    validate_examples(examples, "calibration.decode_dev")
+    docs = [eg.predicted.copy() for eg in examples]
+    decoded = decode_in_precision(model, docs, tag_set, long_doc_window, precision, name)
+    gold = [{(e.start, e.end, e.label_) for e in eg.get_aligned_spans_y2x(eg.reference.ents)} for eg in examples]
+    on_characters = token_unit == "char" and any(character_copy(doc) is not None for doc in docs)
+    return DevDecoding(examples, docs, decoded, gold, not on_characters)
+
+
+def dev_outcomes(model: Model, tag_set: TagSet, decoding: DevDecoding) -> Outcomes:
+    """The outcomes of a decoding of dev: at a temperature, each best-path entity's probability
+    (decoding.span_scores) and whether it is a gold entity (entity_outcomes)."""
+    n_docs = len(decoding.docs)
+    return entity_outcomes(lambda t: span_scores(model, tag_set, n_docs, decoding.decoded, float("inf"), t),
+                           decoding.gold)
+
+
+def dev_tagging(model: Model, tag_set: TagSet, decoding: DevDecoding, ents_threshold: Optional[float],
+                candidate_threshold: Optional[float], temperature: float) -> Tuple[List[Doc], Tagging]:
+    """New copies of the decoded dev docs and the Tagging the pipe's predict gives them at these settings
+    (decoding.tag_docs), from the same decoding: for the pipe's set_annotations."""
+    docs = [doc.copy() for doc in decoding.docs]
+    tagging, _ = tag_docs(model, tag_set, docs, decoding.decoded, [None] * len(docs), ents_threshold,
+                          candidate_threshold, temperature)
+    return docs, tagging
 
 
 class Checkpoints:

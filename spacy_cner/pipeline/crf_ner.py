@@ -11,7 +11,7 @@ from spacy.pipeline.ner import ner_score
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, NumpyOps, Optimizer, set_dropout_rate
+from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats1d, Floats2d
 from wasabi import msg
 
@@ -20,7 +20,6 @@ from ..training.augment import MentionPool, join_pairs
 from ..training.distill import soft_targets, teacher_student_loss
 from ..robustness.entity_attention import example_entity_ids
 from ..backends.rowwise_ops import training_products
-from ..backends.precision import inference_precision
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import tok2vec_mix_weights
 from ..labels import explain_labels
@@ -28,8 +27,9 @@ from ..labels import label_descriptions as describe_labels
 from ..lexicon import Lexicon
 from ..robustness.metrics import PipelineLink, PipelineScorer
 from ..tags import TagSet, aligned_ner, gold_constraints, validate_scheme
+from ..tokenizer import character_copy
 from . import calibration
-from .alignment import character_copy, token_unit
+from .alignment import token_unit
 # The callbacks keep their old import path too: the entry points of an install made before they moved.
 from .calibration import Outcomes, make_calibrator, make_temperature_fitter  # noqa: F401
 from .checks import (
@@ -43,7 +43,16 @@ from .checks import (
     warn_unaligned,
     warn_unknown_labels,
 )
-from .decoding import Decoded, SpanScores, Tagging, decode, doc_entities, set_doc_entities, span_scores, tag_docs
+from .decoding import (
+    Decoded,
+    SpanScores,
+    Tagging,
+    decode_in_precision,
+    doc_entities,
+    set_doc_entities,
+    span_scores,
+    tag_docs,
+)
 from .lexicons import set_model_lexicon
 from .optimizer import apply_gradients
 from .resize import resize_output
@@ -438,12 +447,8 @@ class CRFEntityRecognizer(TrainablePipe):
     def _decode(self, docs: List[Doc], best_path: bool = True) -> Decoded:
         """The docs' segments decoded (decoding.decode) with the pipe's tags and window, their
         emissions in the pipe's precision."""
-        precision = self.precision
-        if precision != "float32" and not isinstance(self.model.ops, NumpyOps):  # warnings shows it once
-            warnings.warn(f"{self.name}: precision {precision!r} applies on the CPU; on this device the model "
-                          "predicts in float32.")
-        with inference_precision(precision):
-            return decode(self.model, docs, self.tag_set, self.long_doc_window, best_path=best_path)
+        return decode_in_precision(self.model, docs, self.tag_set, self.long_doc_window, self.precision, self.name,
+                                   best_path=best_path)
 
     def _span_scores(self, n_docs: int, decoded: Decoded, threshold: float, temperature: float) -> List[SpanScores]:
         """The scored spans of the decoded docs (decoding.span_scores)."""
@@ -720,37 +725,14 @@ class CRFEntityRecognizer(TrainablePipe):
     def entity_outcomes(self, examples: Iterable[Example]) -> Outcomes:
         """Tag the examples' predicted docs once; the returned function gives, at a temperature,
         each predicted entity's probability and whether it is right (1.0: an exact match of a
-        gold entity), for calibration.
+        gold entity), for calibration (calibration.decode_dev and dev_outcomes).
 
         examples (Iterable[Example]): Gold examples.
         RETURNS (Outcomes): temperature -> (probabilities, right).
         """
-        return self.calibration_decoding(examples).outcomes
-
-    def calibration_decoding(self, examples: Iterable[Example]) -> "calibration.DevDecoding":
-        """One decoding of the examples' predicted docs for the calibrator: the outcomes the fits
-        read (entity_outcomes) and, after them, the examples tagged from the same decoding at the
-        pipe's new settings, for their scores without a second pass (None where a doc would be
-        tagged on its character copy: the outcomes do not stand for the pipe's tagging then).
-
-        examples (Iterable[Example]): Gold examples.
-        RETURNS (calibration.DevDecoding): The outcomes and the tagging of the examples.
-        """
-        examples = list(examples)
-        validate_examples(examples, "CRFEntityRecognizer.calibration_decoding")
-        docs = [eg.predicted.copy() for eg in examples]
-        decoded = self._decode(docs)
-        gold = [{(e.start, e.end, e.label_) for e in eg.get_aligned_spans_y2x(eg.reference.ents)} for eg in examples]
-        outcomes = calibration.entity_outcomes(lambda t: self._span_scores(len(docs), decoded, float("inf"), t), gold)
-        if any(self._char_doc(doc) is not None for doc in docs):
-            return calibration.DevDecoding(outcomes, None)
-
-        def tagged() -> List[Example]:
-            tagged_docs = [doc.copy() for doc in docs]
-            self.set_annotations(tagged_docs, self._tag(tagged_docs, decoded, [None] * len(docs))[0])
-            return [Example(doc, eg.reference) for doc, eg in zip(tagged_docs, examples)]
-
-        return calibration.DevDecoding(outcomes, tagged)
+        decoding = calibration.decode_dev(self.model, self.tag_set, list(examples), self.long_doc_window,
+                                          self.precision, self.name, self.cfg.get("token_unit"))
+        return calibration.dev_outcomes(self.model, self.tag_set, decoding)
 
     def _pipeline(self) -> Language:
         """The pipeline this pipe was created or initialized in (robustness.PipelineLink); a pipe

@@ -4,27 +4,22 @@ paths under pre-set entities, and the entity probabilities of the spans.
 Functions of the model and the tag set, not of the pipe, so that the pipe file keeps spaCy's contract
 (predict, set_annotations, update...) and each step here can be read, and tested, on its own.
 """
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
 
 import numpy
 from spacy.tokens import Doc, Span, SpanGroup
-from thinc.api import Model, Ops
+from thinc.api import Model, NumpyOps, Ops
 from thinc.types import Floats2d, Ints1d
 
-from ..batching import batches_by_budget
+from ..backends.precision import inference_precision
 from ..layers.crf import crf_decode
 from ..layers.crf_posteriors import entity_probabilities, token_marginals
-from ..long_docs import WINDOW_ATTRS, Window, doc_windows, window_doc, window_segments
-from ..tags import TagSet, most_probable_spans, preset_constraints, tags_to_spans
+from ..long_docs import Decoded, segment_emissions
+from ..tags import TagSet, most_probable_spans, tags_to_spans
 from .alignment import align_scores, align_spans
 
-# At prediction, the most tokens (summed over docs and windows) per model call: bounds the
-# memory of the layers' activations on long docs and big batches.
-EMISSION_BATCH_TOKENS = 16384
-# The most tokens of a long doc's windows per model call: their activations come on top of the
-# doc and its emission rows, and set a long doc's peak memory (bench/bench_long_docs.py).
-WINDOW_BATCH_TOKENS = 4096
 # (start token, end token, label) -> probability
 SpanScores = Dict[Tuple[int, int, str], float]
 
@@ -81,21 +76,10 @@ class Tagging:
     uncertainty: Optional[List[float]] = None
 
 
-@dataclass
-class Decoded:
-    """The segments (doc index, start token, end token) of a batch and their emissions,
-    tag constraints (None: all allowed) and Viterbi paths (None: not decoded)."""
-
-    segments: List[Tuple[int, int, int]]
-    emissions: List[Floats2d]
-    allowed: Optional[List[Floats2d]]
-    paths: Optional[List[Ints1d]]
-
-
 def decode(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int, best_path: bool = True) -> Decoded:
     """Emissions, constraints and (if best_path) Viterbi paths of the docs' segments: whole
     docs, or a long doc's windows, each ending at a sentence end (those over one long sentence
-    together).
+    together; long_docs.segment_emissions).
 
     model (Model): The pipe's model, with a "crf" ref.
     docs (List[Doc]): The docs, with their pre-set entities (the paths keep them).
@@ -104,32 +88,21 @@ def decode(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int,
     best_path (bool): Compute the Viterbi paths.
     RETURNS (Decoded): The segments and what was computed for them.
     """
-    ops = model.ops
-    windows = [
-        doc_windows(doc, long_doc_window) if long_doc_window and len(doc) > long_doc_window
-        else [Window(0, len(doc), 0, len(doc))]
-        for doc in docs
-    ]
-    n_tags = len(tag_set.names)
-    emissions = emission_scores(model, docs, windows, n_tags) if any(len(doc) for doc in docs) else []
-    ranges = [window_segments(doc_wins) if len(doc) else [] for doc, doc_wins in zip(docs, windows)]
-    segments = [(i, start, end) for i, doc_ranges in enumerate(ranges) for start, end in doc_ranges]
-    constraints = [
-        None if c is None else ops.asarray2f(c)
-        for doc, doc_ranges in zip(docs, ranges)
-        for c in preset_constraints(doc, doc_ranges, tag_set)
-    ]
-    allowed = None
-    if any(c is not None for c in constraints):
-        allowed = [
-            c if c is not None else ops.xp.ones((end - start, n_tags), dtype="f")
-            for c, (_, start, end) in zip(constraints, segments)
-        ]
-    segment_emissions = [emissions[i][start:end] for i, start, end in segments]
-    paths = None
+    decoded = segment_emissions(model, docs, tag_set, long_doc_window)
     if best_path:
-        paths = crf_decode(model.get_ref("crf"), segment_emissions, allowed) if segments else []
-    return Decoded(segments, segment_emissions, allowed, paths)
+        decoded.paths = crf_decode(model.get_ref("crf"), decoded.emissions, decoded.allowed) if decoded.segments else []
+    return decoded
+
+
+def decode_in_precision(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int, precision: str,
+                        name: str, best_path: bool = True) -> Decoded:
+    """decode, the emissions in a pipe's precision (backends.precision.inference_precision); it applies on
+    the CPU only, and elsewhere the pipe (name) says so once."""
+    if precision != "float32" and not isinstance(model.ops, NumpyOps):  # warnings shows it once
+        warnings.warn(f"{name}: precision {precision!r} applies on the CPU; on this device the model "
+                      "predicts in float32.")
+    with inference_precision(precision):
+        return decode(model, docs, tag_set, long_doc_window, best_path=best_path)
 
 
 def doc_paths(model: Model, n_docs: int, decoded: Decoded) -> List[Ints1d]:
@@ -215,37 +188,6 @@ def tag_docs(
     )
     scores = span_scores(model, tag_set, n_docs, decoded, threshold, temperature)
     return Tagging(tag_ids, scores, char_docs, ents_threshold), found
-
-
-def emission_scores(model: Model, docs: List[Doc], windows: List[List[Window]], n_tags: int) -> List[Floats2d]:
-    """The model's emission scores per doc, computed for at most EMISSION_BATCH_TOKENS tokens
-    at a time (WINDOW_BATCH_TOKENS for a long doc's windows); each token's row comes from the
-    window that owns it. Whole docs and the windows of long docs go to separate model calls
-    (each call's docs of similar lengths).
-    """
-    ops = model.ops
-    out: List[Optional[Floats2d]] = [None] * len(docs)
-    whole = [(i, w[0]) for i, w in enumerate(windows) if len(w) == 1]
-    pieces = [(i, window) for i, w in enumerate(windows) if len(w) > 1 for window in w]
-    arrays = {i: docs[i].to_array(WINDOW_ATTRS) for i, w in enumerate(windows) if len(w) > 1}
-    for chunk in token_chunks(whole) + token_chunks(pieces, WINDOW_BATCH_TOKENS):
-        unit_docs = [docs[i] if i not in arrays else window_doc(docs[i], w, arrays[i]) for i, w in chunk]
-        for (i, w), scores in zip(chunk, model.predict(unit_docs)):
-            if i not in arrays:
-                out[i] = scores
-                continue
-            if out[i] is None:
-                out[i] = ops.alloc2f(len(docs[i]), n_tags)
-            out[i][w.own_start : w.own_end] = scores[w.own_start - w.start : w.own_end - w.start]
-    return [scores if scores is not None else ops.alloc2f(0, n_tags) for scores in out]
-
-
-def token_chunks(units: List[Tuple[int, Window]], budget: Optional[int] = None) -> List[List[Tuple[int, Window]]]:
-    """Consecutive units (doc index, window) in chunks of at most budget tokens (None:
-    EMISSION_BATCH_TOKENS), or one unit."""
-    lengths = [window.end - window.start for _, window in units]
-    budget = EMISSION_BATCH_TOKENS if budget is None else budget
-    return [[units[i] for i in batch] for batch in batches_by_budget(lengths, budget)]
 
 
 def doc_entities(

@@ -52,9 +52,9 @@ from ..layers._torch import pad_batch, torch_module
 from ..layers.crf import FORBIDDEN
 from ..layers.crf_posteriors import LATTICE_BATCH_TOKENS
 from ..layers.forward_backward import forward_backward, pair_expectations
-from ..pipeline.alignment import character_copy
-from ..pipeline.decoding import decode
+from ..long_docs import segment_emissions
 from ..tags import TagSet, allowed_transitions
+from ..tokenizer import character_copy
 
 # The doc.user_data key of a doc's soft targets: a SoftTargets in training, a record (soft_targets_record)
 # in the teacher's shards.
@@ -236,7 +236,7 @@ def teacher_soft_targets(
     """A crf_ner model's soft targets for docs (float64): marginals, expected transition counts and
     entropy, every CRF score divided by temperature, under the docs' pre-set entities.
 
-    A long doc is decoded in windows (decoding.decode), each its own chain: its distribution is their
+    A long doc is decoded in windows (long_docs.segment_emissions), each its own chain: its distribution is their
     product, so a window boundary's pair marginals are the product of the two sides' marginals (exactly),
     and the entropies add up.
 
@@ -249,7 +249,7 @@ def teacher_soft_targets(
     """
     tags = tuple(tag_set.names)
     n_tags = len(tags)
-    decoded = decode(model, docs, tag_set, long_doc_window, best_path=False)
+    decoded = segment_emissions(model, docs, tag_set, long_doc_window)
     segments = chain_soft_targets(model.get_ref("crf"), decoded.emissions, decoded.allowed, temperature)
     out = [SoftTargets(tags, numpy.zeros((len(doc), n_tags)), numpy.zeros((n_tags, n_tags)), 0.0, temperature)
            for doc in docs]

@@ -908,7 +908,7 @@ def test_a_long_docs_windows_go_to_the_model_in_small_calls(monkeypatch):
     """A long doc's windows are scored WINDOW_BATCH_TOKENS tokens per model call at most (their
     activations are the peak of a long doc's memory, on top of the doc), short docs
     EMISSION_BATCH_TOKENS; the entities are those of one call per window."""
-    from spacy_cner.pipeline import decoding
+    from spacy_cner import long_docs
 
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
@@ -918,8 +918,8 @@ def test_a_long_docs_windows_go_to_the_model_in_small_calls(monkeypatch):
     calls = []
     predict = type(ner.model).predict
     monkeypatch.setattr(type(ner.model), "predict", lambda model, docs: calls.append(sum(map(len, docs))) or predict(model, docs))
-    monkeypatch.setattr(decoding, "WINDOW_BATCH_TOKENS", 30)
-    monkeypatch.setattr(decoding, "EMISSION_BATCH_TOKENS", 1000)
+    monkeypatch.setattr(long_docs, "WINDOW_BATCH_TOKENS", 30)
+    monkeypatch.setattr(long_docs, "EMISSION_BATCH_TOKENS", 1000)
     assert [(e.start, e.end, e.label_) for e in nlp(text).ents] == expected
     assert len(calls) > 5 and max(calls) <= 30
     calls.clear()
@@ -1299,8 +1299,9 @@ def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatc
     ner = nlp.get_pipe("crf_ner")
     DocBin(docs=[eg.reference for eg in make_examples(nlp, HELD_OUT)]).to_disk(tmp_path / "dev.spacy")
     decodings = []
-    decode = ner._decode
-    monkeypatch.setattr(ner, "_decode", lambda docs, **kwargs: decodings.append(len(docs)) or decode(docs, **kwargs))
+    decode = decoding.decode  # the pipe's predict and the calibrator both decode through it
+    monkeypatch.setattr(decoding, "decode", lambda model, docs, *args, **kwargs: decodings.append(len(docs))
+                        or decode(model, docs, *args, **kwargs))
     callback = registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))
 
     def save(ents_f=None):
