@@ -75,6 +75,9 @@ def main() -> None:
     add_result_argument(parser, None)
     parser.add_argument("--variant", action="append", default=[], help="NAME=SYSTEM:section.key=value,...")
     parser.add_argument("--config", action="append", default=[], help="NAME=PATH: a config file as a system")
+    parser.add_argument("--finished-only", action="store_true",
+                        help="train nothing: score the trainings already finished under --out, each system over its "
+                             "finished seeds (systems and datasets with none left out)")
     parser.add_argument("--train-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
     parser.add_argument("--dev-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
     args = parser.parse_args()
@@ -109,6 +112,9 @@ def main() -> None:
         for key in args.systems
     }
     runs = [(name, key, seed) for seed in args.seeds for name in args.datasets for key in args.systems]
+    if args.finished_only:
+        runs = [(name, key, seed) for name, key, seed in runs
+                if (args.out / name / key / f"seed{seed}" / "training_stats.json").exists()]
 
     def train_run(run_key: tuple) -> dict:
         name, key, seed = run_key
@@ -132,8 +138,11 @@ def main() -> None:
     results = {}
     for name in args.datasets:
         models = {f"{key}/seed{seed}": args.out / name / key / f"seed{seed}" / "model-best"
-                  for key in args.systems for seed in args.seeds}
-        speed_models = [f"{key}/seed{args.seeds[0]}" for key in args.systems]
+                  for key in args.systems for seed in args.seeds if (name, key, seed) in training}
+        if not models:
+            continue
+        speed_models = [f"{key}/seed{seeds_of(training, name, key)[0]}" for key in args.systems
+                        if seeds_of(training, name, key)]
         scores = evaluate({k: str(p) for k, p in models.items()}, speed_models, corpora[name]["path"], args.repeats,
                           one_thread=True, seen_recall=True)
         for model_key, path in models.items():
@@ -150,6 +159,11 @@ def main() -> None:
     counts = {name: {k: v for k, v in c.items() if k != "path"} for name, c in corpora.items()}
     figures = {"rows": rows, "corpora": counts, "max_steps": args.max_steps, "scores": results}
     save_result(args.result or result_name(args), figures, table)
+
+
+def seeds_of(training: dict, name: str, key: str) -> list:
+    """The seeds of a dataset's system that were trained (all of --seeds, unless --finished-only left some out)."""
+    return sorted(seed for dataset, system, seed in training if (dataset, system) == (name, key))
 
 
 def result_name(args: argparse.Namespace) -> str:
@@ -247,11 +261,14 @@ def summary(results: dict, training: dict, args: argparse.Namespace) -> list:
     rows = []
     for name in args.datasets:
         for key in args.systems:
-            per_seed = [results[name][f"{key}/seed{seed}"] for seed in args.seeds]
+            seeds = seeds_of(training, name, key)
+            if not seeds:
+                continue
+            per_seed = [results[name][f"{key}/seed{seed}"] for seed in seeds]
             f1 = [s["f"] * 100 for s in per_seed]
-            seconds = statistics.mean(training[(name, key, seed)]["seconds"] for seed in args.seeds)
+            seconds = statistics.mean(training[(name, key, seed)]["seconds"] for seed in seeds)
             rows.append({
-                "dataset": name, "system": key, "name": SYSTEMS[key][0], "seeds": list(args.seeds),
+                "dataset": name, "system": key, "name": SYSTEMS[key][0], "seeds": seeds,
                 "dev_f1": statistics.mean(s["dev_f"] for s in per_seed) * 100,
                 "p": statistics.mean(s["p"] for s in per_seed) * 100,
                 "r": statistics.mean(s["r"] for s in per_seed) * 100,
@@ -261,7 +278,7 @@ def summary(results: dict, training: dict, args: argparse.Namespace) -> list:
                 "r_f1": statistics.mean(s["robust"] for s in per_seed) * 100,
                 "asr": statistics.mean(s["asr"] for s in per_seed) * 100,
                 "training_min": seconds / 60,
-                "chars_per_s": results[name][f"{key}/seed{args.seeds[0]}"]["chars_per_s"],
+                "chars_per_s": results[name][f"{key}/seed{seeds[0]}"]["chars_per_s"],
                 "n_seen": per_seed[0]["n_seen"], "n_unseen": per_seed[0]["n_unseen"],
             })
     return rows
