@@ -107,10 +107,10 @@ class Lexicon:
     @property
     def prefixes(self) -> Dict[str, int]:
         """Every word and every prefix of a word -> the word's index, or -1 for a prefix that
-        is no word; built on first use (0.4 s for jieba's 337k words; 0.1 s from saved bytes,
-        which hold the prefixes).
+        is no word; built on first use, or read from saved bytes, which hold the prefixes
+        (BENCHMARKS.md#lexicon).
 
-        (A pygtrie trie did the same 3.5x slower, took 3.7x longer to build and more memory.)
+        (A pygtrie trie did the same slower, took longer to build and more memory.)
         """
         if self._prefixes is None:
             if self._saved_prefixes is not None:
@@ -389,7 +389,7 @@ def entity_type(tag: str) -> str:
 
 def doc_text(doc: Doc) -> str:
     """doc.text, read with Doc.to_array and the string store: Doc.text makes a Token object per
-    token to join their texts (the default's inference on Youku's test set: 2% faster)."""
+    token to join their texts."""
     strings = doc.vocab.strings
     orths, spaces = doc.to_array([ORTH, SPACY]).T.tolist() if len(doc) else ([], [])
     return "".join(strings[orth] + " " if space else strings[orth] for orth, space in zip(orths, spaces))
@@ -397,7 +397,7 @@ def doc_text(doc: Doc) -> str:
 
 def token_spans(doc: Doc) -> numpy.ndarray:
     """Each token's (start, end) characters in doc.text, int64 (n_tokens, 2); whitespace
-    tokens get an empty span (0, 0). (Read with Doc.to_array: 7x faster than a Token loop.)"""
+    tokens get an empty span (0, 0). (Read with Doc.to_array: faster than a Token loop.)"""
     idx, length, is_space = doc.to_array([IDX, LENGTH, IS_SPACE]).astype("int64").T
     spans = numpy.stack([idx, idx + length], axis=1).reshape(len(doc), 2)
     spans[is_space == 1] = 0

@@ -1,9 +1,9 @@
 """jieba's word segmentation, on rjieba (jieba's Rust port) where the two give the same words.
 
 SoftLexicon's softword feature is each character's position in jieba's segmentation; jieba's
-Python segmenter took 16% of the default pipeline's inference (Resume test), and loading its
-dictionary takes about a second. rjieba segments the same text about 14 times faster and gives
-exactly jieba's words (HMM on), but in two places:
+Python segmenter took a large share of the default pipeline's inference, and loading its
+dictionary takes about a second. rjieba segments the same text many times faster (bench/HISTORY.md,
+"rjieba for the softword feature") and gives exactly jieba's words (HMM on), but in two places:
 - runs of letters and digits joined by one of + # & . _ % - ("2013.11.18", "kfr-35gw"): rjieba
   keeps such a run whole, jieba's HMM step splits it with its pattern for non-Han text
   (jieba.finalseg.re_skip: "2013.11", ".", "18"). Such a word of rjieba's (no Han character in it,
@@ -96,8 +96,7 @@ def load_jieba():
 
 def _record_pristine_total(jieba) -> None:
     """jieba's own dictionary just loaded, nothing added yet (jieba.add_word and load_userdict load it
-    first): its total is the pristine one, which _pristine_total would otherwise sum from dict.txt
-    (0.4 s)."""
+    first): its total is the pristine one, which _pristine_total would otherwise sum from dict.txt."""
     global _PRISTINE_TOTAL
     if _PRISTINE_TOTAL is None and _default_dictionary(jieba):
         _PRISTINE_TOTAL = jieba.dt.total

@@ -23,8 +23,8 @@ class LinearChineseTokenizer(ChineseTokenizer):
     with the text in linear time.
 
     spaCy's aligns each word by searching a copy of the rest of the text
-    (spacy.util.get_words_and_spaces), quadratic in the text's length: 3.1 s to
-    tokenize 300,000 characters, about 35 s for 1,000,000 (within nlp.max_length).
+    (spacy.util.get_words_and_spaces), quadratic in the text's length: seconds for a long
+    text within nlp.max_length (BENCHMARKS.md#robustness, long documents).
     """
 
     def __call__(self, text: str) -> Doc:
@@ -32,7 +32,7 @@ class LinearChineseTokenizer(ChineseTokenizer):
         if self.segmenter == Segmenter.char:
             if text.split() == [text]:
                 # No whitespace: one token per character, none followed by a space (what
-                # words_and_spaces gives such a text, without its loop: most texts, 5% of nlp.pipe).
+                # words_and_spaces gives such a text, without its loop: most texts, a share of nlp.pipe).
                 return Doc(self.vocab, words=list(text), spaces=[False] * len(text))
             words = list(text)
         elif self.segmenter == Segmenter.jieba:

@@ -16,10 +16,10 @@ def msgpack_hooks_looked_up_once() -> Iterator[None]:
     """srsly's msgpack hooks looked up once for the block, then srsly's lookup restored.
 
     srsly finds its msgpack encoders and decoders in catalogue on every packb/unpackb: a scan of the
-    installed entry points and of every registered function, ~2.5 ms once a pipeline is loaded.
+    installed entry points and of every registered function, milliseconds once a pipeline is loaded.
     nlp.pipe(n_process > 1) packs each doc three times in a worker and unpacks it three times in the
-    main process, which made `--n-process 2` 0.3x as fast as one process on short docs (measured on
-    Resume sentences). Inside the block the hooks are the ones registered when it starts; workers
+    main process, which made `--n-process 2` slower than one process on short docs
+    (BENCHMARKS.md#annotate). Inside the block the hooks are the ones registered when it starts; workers
     forked inside it inherit them (under the spawn and forkserver start methods, forkserver being
     Python 3.14's default on Linux, they look them up as before: correct, only slower). Blocks
     nest: each restores what was there when it began.

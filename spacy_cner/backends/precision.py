@@ -9,10 +9,9 @@ float32). Everything else (embeddings, the CRF's decoding and probabilities, in 
 and so is training: only predictions read the setting.
 
 Why bfloat16 and not int8: on CPUs with AMX or AVX512-BF16 (e.g. Intel Xeon since Sapphire Rapids)
-torch runs bfloat16 products natively: on the benchmark machine's Xeon (AMX), 2.8x as fast as float32
-for one direction of the default's BiLSTM and 2.1x for the tok2vec's Maxout product, on one thread,
-while its dynamic int8 LSTM ran slower than float32 (1.08x the time) and made a doc's outputs depend
-on its batch (bench/bench_int8.py); end to end, 1.12-1.28x float32's chars/s (bench/bench_speed.py).
+torch runs bfloat16 products natively, faster than float32 for the default's BiLSTM and the tok2vec's
+Maxout product, while its dynamic int8 LSTM ran no faster than float32 and made a doc's outputs depend
+on its batch (bench/bench_int8.py; end to end, bench/bench_speed.py: BENCHMARKS.md#inference).
 Without such instructions bfloat16 is emulated and slower than float32: crf_ner warns when it is set,
 or a pipeline saved with it is loaded, there. Without AVX512 (an AVX2-only CPU, e.g. AMD EPYC before
 Zen 4) torch cannot run a bfloat16 LSTM at all (oneDNN: "could not create a primitive descriptor for the

@@ -27,8 +27,7 @@ ROWS_PER_THREAD = 256
 _POOL: Optional[Tuple[int, ThreadPoolExecutor]] = None
 # The two shapes of a fixed-block product: its rows go in blocks of BLOCK_ROWS[0], the rest in
 # blocks of BLOCK_ROWS[1], the last padded with zero rows (see _block_product).
-# 512 rows multiply as fast as 1,024 here (12,000 x 370 @ 370 x 384: 55 ms) and halve the check
-# (_check_blocks: 0.06 s for the default's two shapes on one thread, at the first doc).
+# 512 rows multiply as fast as 1,024 here and halve the check (_check_blocks, at the first doc).
 BLOCK_ROWS = (512, 64)
 # (n_in, n_out, dtype, torch's threads, bfloat16) -> whether a row comes out of torch's fixed-block products
 # the same at any place in either block and on one thread (_blocks_are_invariant).
@@ -48,8 +47,8 @@ def training_products() -> Iterator[None]:
     """Within this block, RowwiseOps multiplies in one piece, on torch.
 
     For training steps (crf_ner's update): nothing there is compared across batches, and the
-    products row by row took 12% of a step of the default config (the tok2vec's Maxout and the
-    output layer, forward and backward; bench/HISTORY.md "Training steps 22% faster").
+    products row by row took a good share of a step of the default config (the tok2vec's Maxout
+    and the output layer, forward and backward; bench/HISTORY.md, "Training steps ... faster").
     """
     token = _ROWWISE.set(False)
     try:
@@ -63,8 +62,8 @@ class RowwiseOps(NumpyOps):
 
     Why not thinc's default: its NumpyOps multiplies with blis, which falls back to its generic
     kernels on the benchmark machine (a virtual "AMD EPYC" whose model it does not recognise:
-    `BLIS_ARCH_DEBUG=1` prints "selecting sub-configuration 'generic'"): 1.4x as long as the
-    products here for the tok2vec's Maxout. Why row-invariant: a token's scores must not depend on
+    `BLIS_ARCH_DEBUG=1` prints "selecting sub-configuration 'generic'"), slower than the products
+    here for the tok2vec's Maxout. Why row-invariant: a token's scores must not depend on
     what it is batched with (the same doc alone, in a batch, in another process). A product of
     many rows does not give that on OpenBLAS: with its Haswell kernels (the one it picks on that
     machine) a row's result depends on its position in the block, 1e-5 apart. Here the rows go
@@ -147,7 +146,8 @@ def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -
     library does with other shapes, kernels or machines is not ours to assume. Every block here is
     one of two shapes, and _blocks_are_invariant checks those shapes on this machine, with this
     thread count, before they are used: a row comes out the same wherever it sits in either and
-    on one thread. 1.6-1.8x as fast as row by row for the tok2vec's Maxout (bench/bench_products.py).
+    on one thread. Faster than row by row for the tok2vec's Maxout (bench/bench_products.py; bench/HISTORY.md,
+    "Matrix products per OpenBLAS kernel").
     """
     (n_rows, width), n_out = x.shape, y.shape[1]
     big, small = BLOCK_ROWS
@@ -241,9 +241,9 @@ def _aligned_zeros(shape, dtype) -> numpy.ndarray:
 def use_rowwise_ops(model: Model) -> None:
     """Put the model's layers that are on thinc's default CPU ops on RowwiseOps.
 
-    The tok2vec's Maxout ran 1.4x faster on one thread of the benchmark machine (50,000 rows of
-    220 -> 384: 0.22 s against 0.31 s on blis; bench/bench_products.py), in training and
-    prediction alike. Layers on other ops (CupyOps on a GPU, a NumpyOps without blis, AppleOps)
+    The tok2vec's Maxout ran faster than on blis on one thread of the benchmark machine
+    (bench/bench_products.py), in training and prediction alike. Layers on other ops (CupyOps on a
+    GPU, a NumpyOps without blis, AppleOps)
     are left as they are; thinc's Model.to_cpu() puts a model back on blis.
     """
     ops = None

@@ -26,9 +26,9 @@ os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
 class Dropout(torch.nn.Dropout):
     """torch.nn.Dropout whose mask, on the CPU in training, comes from numpy.
 
-    Why not torch's own: its CPU dropout draws a Bernoulli per element at about 16 ns (6 ms for
-    a (30, 50, 256) tensor, 0.6 ms here; bench/bench_kernels.py): the default config's BiLSTM
-    dropout took 7% of a training step. numpy's PCG64 gives random bytes at about 1.5 ns. The
+    Why not torch's own: its CPU dropout draws a Bernoulli per element, an order of magnitude
+    slower than numpy's PCG64 gives random bytes, and the default config's BiLSTM dropout took a
+    visible share of a training step (bench/bench_kernels.py; bench/HISTORY.md). The
     same distribution: each element kept with probability 1 - p and scaled by 1 / (1 - p)
     (exactly for p a multiple of 1/256, such as 0.5; to 2^-24 otherwise). Each call seeds its
     generator from torch's, so that spaCy's fix_random_seed still makes a training run
@@ -114,8 +114,8 @@ def finish_update_in_place(shim: PyTorchShim, optimizer: Any) -> None:
 
     thinc's version replaces each parameter's .data with a tensor made from the
     optimizer's array (through DLPack); on CPU every step then keeps memory of about
-    half the parameters' size alive (measured with torch 2.13: a 12.8 MB table grew
-    the process by 5 MB per step, without bound).
+    half the parameters' size alive (seen with torch 2.13: the process grew at every step,
+    without bound).
     """
     for name, param in shim._model.named_parameters():
         if param.grad is None:

@@ -48,8 +48,8 @@ class BiLSTM(torch.nn.Module, RebuildableModule):
 
     Each direction is a unidirectional LSTM over the padded batch; the backward
     one reads every sequence reversed within its own length, so padding only
-    ever follows the real tokens. On CPUs this is over twice as fast as packed
-    sequences, and it gives the same outputs.
+    ever follows the real tokens. On CPUs this is faster than packed sequences,
+    and it gives the same outputs.
     """
 
     def __init__(self, nI: Optional[int], width: int, depth: int, dropout: float):

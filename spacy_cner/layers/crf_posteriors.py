@@ -15,9 +15,9 @@ from .crf import FORBIDDEN, AllowedTags, CRFInput
 from .forward_backward import forward_backward
 
 # Padded positions (batch x longest) per forward-backward call, as crf.DECODE_BATCH_TOKENS per
-# Viterbi call, but smaller: a step costs more per padded position (two passes, float64): on Resume's test set (33 tags, docs of 1-167
-# characters in batches of 256) 0.05 s instead of 0.12 s with groups of 65,536; the same
-# (within the noise) on Youku, E-commerce, Taobao and People's Daily (9-17 tags).
+# Viterbi call, but smaller: a step costs more per padded position (two passes, float64). Chosen
+# on the small sets' test docs in batches of 256: faster than groups of 65,536 with many tags
+# (Resume), the same within the noise with few.
 LATTICE_BATCH_TOKENS = 8192
 
 

@@ -14,8 +14,8 @@ def forward_backward(emit, mask, transitions, start, end):
     alpha at padding repeats the last real step's; beta there is the end transition.
 
     Computed in probability space, each step one matrix product with the row sums moved
-    into a log scale (the scaled forward-backward of Rabiner 1989; 5-10x faster on CPUs than
-    log-sum-exp over (batch, n_tags, n_tags)); forbidden entries come out as -inf. A batch
+    into a log scale (the scaled forward-backward of Rabiner 1989; several times faster on CPUs
+    than log-sum-exp over (batch, n_tags, n_tags)); forbidden entries come out as -inf. A batch
     whose scaled sums underflow (only with extreme scores) is redone in log space."""
     scaled = scaled_forward_backward(emit, mask, transitions, start, end)
     if scaled is not None:
@@ -55,9 +55,8 @@ def scaled_forward_backward(emit, mask, transitions, start, end):
 
     The two step loops run in numpy on the CPU, time-major (each step's rows one contiguous
     block, written in place): a numpy operation on a (batch, n_tags) array costs a fraction of a
-    torch one's dispatch, and a device would launch a kernel per operation: the function ran 1.5x
-    as fast on one CPU thread (21 -> 14 ms for 80 docs of up to 150 steps, 33 tags;
-    bench/bench_kernels.py; tests/layers/test_crf.py checks it against log space). The
+    torch one's dispatch, and a device would launch a kernel per operation (bench/bench_kernels.py,
+    its results in bench/HISTORY.md; tests/layers/test_crf.py checks it against log space). The
     elementwise exp and log over whole arrays stay in torch (vectorised, on the input's device).
     """
     n_docs, n_steps, n_tags = emit.shape

@@ -113,8 +113,8 @@ class _VectorIndex:
     found with a few numpy calls. A pair table maps (left ORTH, right ORTH) to the row of the
     key of their joined text, for every key whose text splits into two one-character texts; a
     bigram of longer tokens, or of a pair whose mixed key two pairs share, is looked up by its
-    joined text, so the rows are exactly Vectors.find's. Built once per table (0.3 s for 140k
-    keys) and rebuilt when its keys or data change size.
+    joined text, so the rows are exactly Vectors.find's. Built once per table and rebuilt when
+    its keys or data change size.
     """
 
     def __init__(self, vectors: Vectors):

@@ -194,7 +194,7 @@ class LastBatch:
 
     An adversarial update (spacy-cner.fgm.v1) runs the model twice on the same docs, and the
     features depend only on the texts, the tokens' character spans and the lexicon: the second
-    pass reuses them (matching and jieba's segmentation took 7% of a training step). Not saved.
+    pass reuses them (matching and jieba's segmentation are a share of a training step). Not saved.
     """
 
     def __init__(self) -> None:

@@ -103,7 +103,7 @@ def scores_after_fit(nlp: Language, examples: List[Example], decodings: Dict[str
     decoding stands for its tagging, they come from that decoding: the pipe's scorer on the docs it
     tags from it at the fitted settings (dev_tagging), without running the pipeline over dev a second
     time (its emissions do not depend on the batch: the same entities as nlp.evaluate's, tested). On
-    MSRA's dev set that pass cost about 10 s of each fit's 27, at 27 fits a training."""
+    a large dev set that pass is a good part of each fit, and a training fits at every save."""
     if len(nlp.pipeline) == 1:
         name, pipe = nlp.pipeline[0]
         decoding = decodings.get(name)

@@ -157,8 +157,8 @@ def make_crf_ner(
         (tags.most_probable_spans; below 1/2 it adds spans the best path missed, above it
         keeps the surer ones: precision for recall). "fitted" (default): the threshold fitted on
         dev at the end of training (fit_threshold, by spacy-cner.calibrate.v1 in
-        [training.before_to_disk]; half the dev F1, +0.6 test F1 on average over four datasets,
-        BENCHMARKS.md), the best path until one is fitted or after the weights change. None:
+        [training.before_to_disk]; half the dev F1, BENCHMARKS.md#probabilities), the best path until
+        one is fitted or after the weights change. None:
         the best tag sequence (Viterbi), as spaCy's `ner` does.
     alignment_mode (str): A model trained on characters tags a doc of longer tokens (a
         jieba or pkuseg pipeline) on its characters, and maps each entity onto the doc's
@@ -166,16 +166,16 @@ def make_crf_ner(
         "contract" (to the tokens inside it) or "strict" (only exact token boundaries).
         Entities that do not map, or overlap once mapped, are left out and counted in a warning.
     save_weights (str): How the model's weights are saved: "float32"; "float16" (half the size on
-        disk, computed in float32 once loaded; one of the trained default's 21,506 test docs on six
-        datasets changed its entities, bench/bench_weights16.py); "int8-tables": float16, the
+        disk, computed in float32 once loaded; not exact: the entities it changes on trained
+        pipelines, BENCHMARKS.md#inference); "int8-tables": float16, the
         embedding tables (HashEmbed, KeyEmbed) in int8 with a scale per row, loaded back in float32.
         Kept in the pipe's cfg: set it on a trained pipe (ner.save_weights = "float16") before
         nlp.to_disk or `spacy package`; a transformer's weights are saved in float16 too.
     precision (str): The products at prediction on the CPU: "float32", or "bfloat16" (the BiLSTM's or
         TENER's and the tok2vec's products on bfloat16 copies, each result rounded to bfloat16; backends/precision.py):
         faster on CPUs with AMX or AVX512-BF16, slower elsewhere (it warns), float32 where torch cannot run it
-        (no AVX512: it warns), not exact (bench/bench_speed.py
-        measures chars/s, F1 and agreement against float32). Training is unchanged. Kept in the pipe's cfg
+        (no AVX512: it warns), not exact (its speed, F1 and agreement with float32:
+        BENCHMARKS.md#inference). Training is unchanged. Kept in the pipe's cfg
         like save_weights; not for a transformer tok2vec (it raises).
     """
     pipe = CRFEntityRecognizer(

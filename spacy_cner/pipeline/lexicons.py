@@ -20,7 +20,7 @@ def lexicon_layers(model: Model) -> List[Model]:
 
 def lexicons_to_bytes(model: Model) -> Optional[bytes]:
     """The lexicon of each lexicon layer (vectors in float16), zlib-compressed (jieba's
-    dictionary: 8.0 MB -> 2.3 MB, 0.06 s to decompress), or None without any."""
+    dictionary to about a quarter, quick to decompress: BENCHMARKS.md#lexicon), or None without any."""
     lexicons = [layer_lexicon(layer) for layer in lexicon_layers(model)]
     if not lexicons or any(lexicon is None for lexicon in lexicons):
         return None

@@ -155,7 +155,7 @@ def validate_save_weights(value: str) -> str:
 def float16_model_bytes(model: Model, int8_tables: bool = False) -> bytes:
     """model.to_bytes() with every float32 weight stored as float16: thinc's parameters and the
     state dicts of the torch modules (half the size; load_model computes in float32 again).
-    int8_tables: the embedding tables (TABLE_LAYERS' "E", 87% of the default's weights) in int8
+    int8_tables: the embedding tables (TABLE_LAYERS' "E", most of the default's weights) in int8
     instead, each row scaled by its largest magnitude / 127 (the scales in float32, under
     msg["int8_scales"], "node index:param name" -> scales).
 

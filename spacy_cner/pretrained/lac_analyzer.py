@@ -24,7 +24,7 @@ ASCII_ALNUM = re.compile("[a-zA-Z0-9]")
 ENTITY_POS = {"PER": "nr", "LOC": "ns", "ORG": "nt", "TIME": "t"}
 # One run of the network reads at most GROUP_SIZE windows and GROUP_IDS ids, padding included, and at most
 # GROUP_PADDING times the ids it needs: the network's time grows with the padded ids (a group of up to 256 windows
-# with no padding rule was 2x slower on MSRA's sentences than groups of 64), far more than with the groups' steps.
+# with no padding rule was slower on MSRA's sentences than groups of 64), far more than with the groups' steps.
 GROUP_SIZE = 256
 GROUP_IDS = 16384
 GROUP_PADDING = 1.25

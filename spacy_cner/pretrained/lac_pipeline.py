@@ -5,7 +5,7 @@ The component writes all LAC gives: tokens (LAC's words, merged from the charact
 `merge_entities` does, or the characters themselves), `token.tag_` (LAC's POS: its 24 classes, the entity words
 with the POS whose ids they share: PER nr, LOC ns, ORG nt, TIME t) and `doc.ents` (each word LAC tags PER, LOC,
 ORG or TIME). A component, not a tokenizer as in spacy-stanza: spaCy tokenizes one text at a time, and LAC's
-network is about 2x faster over a batch of texts; each sentence is read alone (a longer one in windows), so a
+network is faster over a batch of texts; each sentence is read alone (a longer one in windows), so a
 text gets the same analysis alone and in a batch. Its weights and dictionaries are saved in the component's
 folder, so `spacy.load` needs neither the sdist nor paddle. `LacTokenizer` (the whole analyser in the
 tokenizer, one text at a time and read whole) stays for the pipelines written with it.

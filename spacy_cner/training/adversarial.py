@@ -45,8 +45,8 @@ def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every
     share (float): The share of the batch's examples the second pass runs on (drawn at random each
         update, its gradient scaled by 1 / the share it took, so that it stands for the whole batch's);
         the perturbation comes from the whole batch's clean gradient. 1: the whole batch. On the CPU
-        default a half saves only 8% of a step (the BiLSTM's time follows the sequence length more than
-        the batch; Resume, 3 seeds: test F1 -0.10), a quarter 21% (-0.40): BENCHMARKS.md.
+        default a share saves less of a step than it leaves out (the BiLSTM's time follows the sequence
+        length more than the batch) and costs test F1: BENCHMARKS.md#training.
     RETURNS (EmbeddingAttack): The attack, for the crf_ner setting `adversarial`.
     """
     return EmbeddingAttack("fgm", epsilon, every, large_corpus, large_every, share)

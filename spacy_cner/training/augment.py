@@ -2,8 +2,8 @@
 small data, and joined pairs of examples (join_examples), for sentence-level robustness.
 
 A model trained on a few thousand sentences recognises the entities it has seen far better than
-new ones (People's Daily, 2,318 train sentences: recall 92% on test entities seen in train, 46%
-on the others; bench/HISTORY.md): it learns the names more than the contexts. Mention replacement
+new ones (recall on test entities seen in train against the others: BENCHMARKS.md#datasets, "R seen /
+unseen"): it learns the names more than the contexts. Mention replacement
 (Dai and Adel 2020, "An analysis of simple data augmentation for named entity recognition")
 swaps an entity for another mention of the same label from the training data, so a context is
 seen with many names.

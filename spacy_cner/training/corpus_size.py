@@ -84,8 +84,8 @@ def corpus_batch_size(
 
     On a corpus of more than steps_per_epoch * stop tokens the batches grow to fill
     steps_per_epoch steps an epoch, up to max_stop words: larger batches cost less per
-    token (2,000-word batches train 1.75x as many tokens a second as 1,000-word ones on MSRA,
-    one thread), where a large corpus has the examples to fill them.
+    token (bench/HISTORY.md, "MSRA's training step by batch size"), where a large corpus has the
+    examples to fill them.
 
     corpus (Optional[Union[str, Path]]): The train corpus; None: the config's start and stop.
     t (float): compounding.v1's t, the schedule's first step.
@@ -112,7 +112,7 @@ def corpus_max_epochs(epochs: int, tokens: int, corpus: Optional[Union[str, Path
         corpus = ${paths.train}
 
     The token budget bounds the training time of a large corpus (15M tokens: 7 epochs of
-    MSRA's 2M, 65 minutes of one thread on this project's 2-core machine); a corpus of
+    MSRA's 2M; its training time: BENCHMARKS.md#msra); a corpus of
     up to tokens / epochs tokens keeps `epochs`. At least one epoch.
 
     corpus (Optional[Union[str, Path]]): The train corpus; None: `epochs`.
@@ -148,8 +148,8 @@ def corpus_max_epochs_v2(
     A corpus of more than large_corpus tokens (0: none) trains on at most large_tokens tokens.
     configs/default.cfg gives its FGM's rule (spacy-cner.fgm.v1) the same large_corpus, written
     in both sections (an interpolation would break when a user replaces either one); FGM attacks
-    a large corpus at every second update: a step then costs 0.75 of one with an attack at each,
-    and 20M tokens take the time 15M took (a training of MSRA: 69-71 minutes on one thread).
+    a large corpus at every second update: a step then costs less than one with an attack at each,
+    and 20M tokens take about the time 15M took (BENCHMARKS.md#msra).
 
     large_corpus (int): Tokens above which a corpus is large; 0: `tokens` for every corpus.
     large_tokens (int): The budget of a large corpus.
