@@ -11,7 +11,7 @@ the same --start sentences (a seeded random sample) are labelled first, and that
 trained once per seed for every strategy. Each round trains configs/default.cfg from scratch on
 the labelled sentences (--max-steps steps, the model kept on dev) and scores it on test; a ranking
 strategy then labels the --step pool sentences the round's model ranks highest
-(`spacy_cner.active_learning.score_docs`, near-duplicates left out as `select` does), until
+(`spacy_cner.annotate.select.score_docs`, near-duplicates left out as `select` does), until
 --strategy-stop (0: --stop); random labels a random sample of each size of --random-sizes
 (default: every --step up to --stop; with --warm-start, random adds --step a round and trains on
 from the last round, its curve "random (warm)"). --pool N ranks a random sample of N pool
@@ -19,7 +19,7 @@ sentences per round (0: all) and --dev-sentences N chooses each round's model on
 of N dev sentences (0: all): these size the runs to the machine. --explore F draws that share of each
 ranked round's sentences at random from the round's candidates instead of the top of the ranking (a
 hedge against a weak early model's blind spots); --power B draws all of them instead, each with a
-probability proportional to its score to the power B (`active_learning.power_key`, as `select --power`).
+probability proportional to its score to the power B (`annotate.select.power_key`, as `select --power`).
 Every round is kept in its folder under --out (round.json), so a run cut off goes on where it stopped
 when started again with the same options (a ranking strategy's kept rounds without ranking again).
 Writes results.json, a PNG per dataset (test F1 against labelled sentences, mean and standard
@@ -84,7 +84,7 @@ def main() -> None:
                              "'<strategy> (power B)'")
     parser.add_argument("--density", type=float, default=None,
                         help="rank each round's candidates by score * typicality ** D (information density among "
-                             "the round's candidates, `active_learning.Typicality`, as `select --density`); its "
+                             "the round's candidates, `annotate.select.Typicality`, as `select --density`); its "
                              "curve is '<strategy> (density D)'")
     parser.add_argument("--final-sizes", nargs="+", type=int, default=[],
                         help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
@@ -168,10 +168,10 @@ def _folder(strategy: str, args) -> str:
 
 def pick(ranked: list, texts: list, step: int, explore: float, rng: random.Random, seed: int) -> list:
     """A round's sentences: the top of ranked ((score, index) pairs, best first) and, for a share
-    explore of step, a random draw from the rest of ranked (`active_learning.pick`, as `select`);
+    explore of step, a random draw from the rest of ranked (`annotate.select.pick`, as `select`);
     near-duplicates of a chosen sentence (texts[index]) are left out of both."""
-    from spacy_cner.active_learning import NearDuplicates
-    from spacy_cner.active_learning import pick as pick_items
+    from spacy_cner.annotate.select import NearDuplicates
+    from spacy_cner.annotate.select import pick as pick_items
 
     guard, taken = NearDuplicates(0.7, seed=seed), set()
 
@@ -206,7 +206,7 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
     """
     import spacy
 
-    from spacy_cner.active_learning import Typicality, power_key, score_docs
+    from spacy_cner.annotate.select import Typicality, power_key, score_docs
 
     pool, order = _pool(corpus, seed)
     start = first_round(dataset, corpus, seed, args)

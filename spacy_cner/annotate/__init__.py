@@ -14,6 +14,7 @@ Where each part lives:
 - outputs.py: ShardWriter, the rows into shards in input order, passing over those written before;
 - resume.py: the settings that bind an output folder, the model's fingerprint, the done markers;
 - job.py: what a run is asked (AnnotateJob) and what it did (Summary);
+- select.py: `select`, active learning: the texts most worth annotating next, scored by a run of annotate;
 - local_engine.py: one nlp.pipe call (n_process workers that die with the annotating process);
 - ray_engine.py: Ray Data actors annotate, the driver writes the shards;
 - msgpack_hooks.py: srsly's msgpack hooks looked up once (the local engine's workers), and why.
@@ -44,7 +45,7 @@ from .records import doc_record, error_record, scores_key
 from .resume import STATE_DIR, check_output_folder, check_settings, model_fingerprint
 
 __all__ = [
-    "annotate", "AnnotateJob", "Summary", "ENGINES", "INPUT_FORMATS", "OUTPUT_FORMATS", "TABLE_FORMATS", "STATE_DIR",
+    "annotate", "run_job", "AnnotateJob", "Summary", "ENGINES", "INPUT_FORMATS", "OUTPUT_FORMATS", "TABLE_FORMATS", "STATE_DIR",
     "Source", "Row", "find_sources", "input_sources", "iter_lines", "parse_line", "parse_fields", "read_rows", "count_rows",
     "doc_record", "error_record", "scores_key", "ShardWriter", "model_fingerprint", "workers_die_with_parent",
     "msgpack_hooks_looked_up_once", "RayAnnotator",
@@ -93,19 +94,46 @@ def annotate(
     exclude (Sequence[Path]): Files under input_path never read as input (select's output files).
     RETURNS (Summary): The counts and speed of this run.
     """
+    job = AnnotateJob(model, batch_size=batch_size, entities_field=entities_field, text_field=text_field,
+                      n_process=n_process, gpu_id=gpu_id, address=address, workers=workers,
+                      gpus_per_worker=gpus_per_worker, uncertainty=uncertainty, uncertainty_seed=uncertainty_seed)
+    return run_job(job, input_path, output_dir, engine=engine, output_format=output_format,
+                   input_format=input_format, shard_size=shard_size, progress=progress, exclude=exclude)
+
+
+def run_job(
+    job: AnnotateJob,
+    input_path: str,
+    output_dir: Path,
+    *,
+    engine: str = "local",
+    output_format: str = "jsonl",
+    input_format: str = "auto",
+    shard_size: int = 10_000,
+    progress: bool = False,
+    exclude: Sequence[Path] = (),
+) -> Summary:
+    """Run an AnnotateJob over the input into output_dir, skipping done shards (`annotate`, its engine's
+    settings given as one job; `select` runs its scoring so).
+
+    job (AnnotateJob): The model and the settings its engine annotates with.
+    input_path, output_dir, engine, output_format, input_format, shard_size, progress, exclude: as annotate's.
+    RETURNS (Summary): The counts and speed of this run.
+    """
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"Unknown output format {output_format!r}: expected one of {list(OUTPUT_FORMATS)}.")
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1, not {shard_size}.")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1 (texts per nlp.pipe batch), not {batch_size}.")
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1 (Ray actors), not {workers}.")
+    if job.batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1 (texts per nlp.pipe batch), not {job.batch_size}.")
+    if job.workers < 1:
+        raise ValueError(f"workers must be at least 1 (Ray actors), not {job.workers}.")
     if engine not in ENGINES:
         raise ValueError(f"Unknown engine {engine!r}: expected one of {list(ENGINES)}.")
     # A setting the chosen engine would not use is an error, not silently ignored.
-    unused = ({"--workers": workers != 1, "--gpus-per-worker": gpus_per_worker != 0, "--address": address is not None}
-              if engine == "local" else {"--n-process": n_process != 1, "--gpu-id": gpu_id != -1})
+    unused = ({"--workers": job.workers != 1, "--gpus-per-worker": job.gpus_per_worker != 0,
+               "--address": job.address is not None}
+              if engine == "local" else {"--n-process": job.n_process != 1, "--gpu-id": job.gpu_id != -1})
     if any(unused.values()):
         names = ", ".join(name for name, given in unused.items() if given)
         hint = "add --engine ray" if engine == "local" else "use --workers and --gpus-per-worker"
@@ -114,30 +142,28 @@ def annotate(
     # The output folder may sit inside the input folder: its shards are never input.
     sources = input_sources(input_path, input_format, Path(output_dir), exclude)
     _require_pyarrow(sources, output_format)
-    if text_field != "text":
+    if job.text_field != "text":
         texts = [str(source.path) for source in sources if source.format not in TABLE_FORMATS]
         if texts:
-            raise ValueError(f"--text-column {text_field!r} names a column, but {texts[0]} is a text file (a text "
+            raise ValueError(f"--text-column {job.text_field!r} names a column, but {texts[0]} is a text file (a text "
                              "per line): give it for JSONL, Parquet, CSV or TSV input only.")
     if engine == "ray" and any(source.format in ("csv", "tsv") for source in sources):
         raise ValueError("The Ray engine reads text, JSONL and Parquet files: convert CSV and TSV input to Parquet "
                          "(or use --engine local).")
+    model = job.model
     settings = {
         "model": str(Path(model).resolve()) if Path(model).exists() else model,
         "model_fingerprint": model_fingerprint(model),
         "shard_size": shard_size,
         "output_format": output_format,
-        "entities_field": entities_field,
+        "entities_field": job.entities_field,
         "input_format": input_format,
-        "text_field": text_field,
+        "text_field": job.text_field,
         "input": [str(source.path.resolve()) for source in sources],
     }
-    if uncertainty is not None:  # a folder of plain annotations binds no strategy (and older ones lack it)
-        settings.update(uncertainty=uncertainty, uncertainty_seed=uncertainty_seed)
+    if job.uncertainty is not None:  # a folder of plain annotations binds no strategy (and older ones lack it)
+        settings.update(uncertainty=job.uncertainty, uncertainty_seed=job.uncertainty_seed)
     check_settings(Path(output_dir), settings)
-    job = AnnotateJob(model, batch_size=batch_size, entities_field=entities_field, text_field=text_field,
-                      n_process=n_process, gpu_id=gpu_id, address=address, workers=workers,
-                      gpus_per_worker=gpus_per_worker, uncertainty=uncertainty, uncertainty_seed=uncertainty_seed)
     writer = ShardWriter(Path(output_dir), output_format, shard_size)
     start = time.perf_counter()
     bar = _progress_bar(progress, sources)

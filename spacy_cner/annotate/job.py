@@ -21,7 +21,7 @@ class AnnotateJob:
     workers (int): Ray actors, each with one pipeline (Ray engine).
     gpus_per_worker (float): GPUs per Ray actor, 0 for the CPU (Ray engine).
     uncertainty (Optional[str]): Also score each doc for active learning with this strategy
-        (crf_ner's `uncertainty`, spacy_cner.active_learning); None: not scored.
+        (crf_ner's `uncertainty`, spacy_cner.annotate.select); None: not scored.
     uncertainty_seed (int): The random strategy's seed.
     """
 

@@ -5,9 +5,9 @@ from typing import Sequence, Type
 import typer
 from wasabi import Printer
 
-from ..active_learning import OUTPUT_FORMATS as SELECT_FORMATS
-from ..active_learning import STRATEGIES
 from ..annotate.job import ENGINES, OUTPUT_FORMATS
+from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
+from ..annotate.select import STRATEGIES
 from ..corpus.convert import FORMATS
 from ..corpus.export import EXPORT_FORMATS
 from ..robustness.metrics import PAIRINGS

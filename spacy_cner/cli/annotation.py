@@ -4,8 +4,8 @@ from typing import List, Optional
 
 import typer
 
-from ..active_learning import OUTPUT_FORMATS as SELECT_FORMATS
-from ..active_learning import STRATEGIES
+from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
+from ..annotate.select import STRATEGIES
 from ._app import AnnotateEngine, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
 
 
@@ -79,15 +79,16 @@ def select_command(
     model's entities pre-filled for Label Studio, doccano, Prodigy or JSONL. The texts are scored
     as `annotate` annotates them (shards in OUTPUT.scores/): a killed run, started again with the
     same settings, goes on where it stopped."""
-    from ..active_learning import select
+    from ..annotate.job import AnnotateJob
+    from ..annotate.select import select
 
+    job = AnnotateJob(model, batch_size=batch_size, text_field=text_column, n_process=n_process, gpu_id=gpu_id,
+                      address=address, workers=workers, gpus_per_worker=gpus_per_worker)
     try:
         summary = select(
-            model, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
+            job, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
             diversity=diversity or None, explore=explore, power=power, density=density, seed=seed,
-            batch_size=batch_size,
-            input_format=input_format, progress=not quiet, shard_size=shard_size, n_process=n_process, engine=engine.value, address=address,
-            workers=workers, text_field=text_column, gpu_id=gpu_id, gpus_per_worker=gpus_per_worker,
+            input_format=input_format, shard_size=shard_size, engine=engine.value, progress=not quiet,
         )
     except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
         msg.fail(str(err), exits=1)

@@ -12,8 +12,10 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 import reference
-from spacy_cner.active_learning import (STRATEGIES, NearDuplicates, Typicality, pick, power_key, score_docs, select,
-                                        strategy_score)
+from spacy_cner.annotate.job import AnnotateJob
+from spacy_cner.annotate.select import (STRATEGIES, NearDuplicates, Typicality, pick, power_key, score_docs,
+                                        select)
+from spacy_cner.pipeline.uncertainty import strategy_score
 from spacy_cner.corpus.convert import iter_docs
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.tags import tags_to_spans
@@ -116,7 +118,7 @@ def test_select_writes_the_top_texts_best_first_and_names_bad_rows(model_dir, tm
     source = tmp_path / "pool.jsonl"
     source.write_text("\n".join(rows) + "\n", encoding="utf8")
     out = tmp_path / "next.jsonl"
-    summary = select(str(model_dir), str(source), 4, out, strategy="expected-count")
+    summary = select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="expected-count")
     records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
     _, scores = score_docs(spacy.load(model_dir), TEXTS, "expected-count")
     best = sorted(range(len(TEXTS)), key=lambda i: (-scores[i], i))[:4]
@@ -127,10 +129,10 @@ def test_select_writes_the_top_texts_best_first_and_names_bad_rows(model_dir, tm
     (error,) = [json.loads(line) for line in (tmp_path / "next.jsonl.errors.jsonl").read_text("utf8").splitlines()]
     assert error["error"].startswith(f"{source}, line 3: not JSON")
     # Near-duplicates: the repeated text comes out once, whatever its score.
-    summary = select(str(model_dir), str(source), 7, out, strategy="expected-count")
+    summary = select(AnnotateJob(str(model_dir)), str(source), 7, out, strategy="expected-count")
     texts = [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()]
     assert sorted(texts) == sorted(TEXTS) and summary.near_duplicates == 1
-    select(str(model_dir), str(source), 7, out, strategy="expected-count", diversity=None)
+    select(AnnotateJob(str(model_dir)), str(source), 7, out, strategy="expected-count", diversity=None)
     assert len(out.read_text(encoding="utf8").splitlines()) == 7
 
 
@@ -166,19 +168,19 @@ def test_select_explore_draws_a_share_at_random(model_dir, tmp_path, pool):
     best = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (-scores[i], i))]
     draws = []
     for seed in (0, 1, 2):
-        summary = select(str(model_dir), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None,
+        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None,
                          seed=seed)
         records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         assert (summary.selected, summary.drawn) == (10, 3) and len({r["text"] for r in records}) == 10
         assert [r["text"] for r in records[:7]] == best[:7] and not any("explore" in r["select"] for r in records[:7])
         assert all(r["select"]["explore"] is True and r["text"] not in best[:7] for r in records[7:])
         draws.append([r["text"] for r in records[7:]])
-    again = select(str(model_dir), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None, seed=2)
+    again = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None, seed=2)
     assert [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()][7:] == draws[2]
     assert again.drawn == 3 and len({tuple(d) for d in draws}) > 1  # seeded: the same draw again, another seed another
     assert any(text not in best[:10] for draw in draws for text in draw)  # drawn, not the next of the ranking
     with pytest.raises(ValueError, match="explore"):
-        select(str(model_dir), str(source), 10, out, explore=-0.1)
+        select(AnnotateJob(str(model_dir)), str(source), 10, out, explore=-0.1)
 
 
 @pytest.mark.parametrize("power", [1.0, 2.0])
@@ -211,7 +213,7 @@ def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path, pool):
     score_of = dict(zip(texts, scores))
     draws = []
     for seed in (0, 1, 2, 0):
-        summary = select(str(model_dir), str(source), 10, out, strategy="entropy", power=1.0, diversity=None,
+        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", power=1.0, diversity=None,
                          seed=seed)
         records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         assert (summary.selected, summary.drawn) == (10, 0) and len({r["text"] for r in records}) == 10
@@ -221,13 +223,13 @@ def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path, pool):
     best = sorted(scores, reverse=True)[:10]
     assert draws[3] == draws[0] and len({tuple(d) for d in draws}) == 3  # seeded: the same draw again
     assert any(sorted((score_of[t] for t in draw), reverse=True) != best for draw in draws)  # not the top
-    select(str(model_dir), str(source), 10, out, strategy="entropy", power=1e9, diversity=None)
+    select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", power=1e9, diversity=None)
     chosen = [score_of[json.loads(line)["text"]] for line in out.read_text(encoding="utf8").splitlines()]
     assert sorted(chosen, reverse=True) == pytest.approx(best, rel=1e-6)
     for bad, message in (({"power": 0.0}, "above 0"), ({"power": 1.0, "explore": 0.2}, "without explore"),
                          ({"power": 1.0, "strategy": "random"}, "without the random strategy")):
         with pytest.raises(ValueError, match=message):
-            select(str(model_dir), str(source), 10, out, **{"strategy": "entropy", **bad})
+            select(AnnotateJob(str(model_dir)), str(source), 10, out, **{"strategy": "entropy", **bad})
 
 
 def test_typicality_is_the_mean_cosine_similarity_to_the_pool():
@@ -256,7 +258,7 @@ def test_select_density_ranks_by_score_times_typicality(model_dir, tmp_path, poo
     out = tmp_path / "next.jsonl"
     typicality = Typicality(lambda: iter(texts))
     for density in (1.0, 3.0):
-        select(str(model_dir), str(source), 10, out, strategy="entropy", density=density, diversity=None)
+        select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", density=density, diversity=None)
         records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         keys = [scores[i] * typicality(texts[i]) ** density for i in range(len(texts))]
         best = sorted(range(len(texts)), key=lambda i: (-keys[i], i))[:10]
@@ -269,7 +271,7 @@ def test_select_density_ranks_by_score_times_typicality(model_dir, tmp_path, poo
     assert [r["text"] for r in records] != [texts[i] for i in plain]  # the weight moved the ranking
     for bad in ({"density": 0.0}, {"density": 1.0, "strategy": "random"}):
         with pytest.raises(ValueError, match="density"):
-            select(str(model_dir), str(source), 10, out, **{"strategy": "entropy", **bad})
+            select(AnnotateJob(str(model_dir)), str(source), 10, out, **{"strategy": "entropy", **bad})
 
 
 def annotated_export(record, output_format, index):
@@ -304,7 +306,7 @@ def test_each_format_reads_back_through_convert_once_annotated(model_dir, tmp_pa
     texts = TEXTS + ["😀张三去了上海"]
     source.write_text("\n".join(texts) + "\n", encoding="utf8")
     out = tmp_path / ("next.json" if output_format == "labelstudio" else "next.jsonl")
-    select(str(model_dir), str(source), len(texts), out, strategy="entropy", output_format=output_format)
+    select(AnnotateJob(str(model_dir)), str(source), len(texts), out, strategy="entropy", output_format=output_format)
     nlp = spacy.load(model_dir)
     docs = list(nlp.pipe(texts))
     expected = {doc.text: [(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs}
@@ -344,18 +346,18 @@ def test_select_fills_the_batch_when_near_duplicates_crowd_the_top(model_dir, tm
     source.write_text("\n".join([best] * 40 + TEXTS) + "\n", encoding="utf8")
     for explore in (0.0, 0.4):
         out = tmp_path / f"next{explore}.jsonl"
-        summary = select(str(model_dir), str(source), 5, out, strategy="entropy", explore=explore)
+        summary = select(AnnotateJob(str(model_dir)), str(source), 5, out, strategy="entropy", explore=explore)
         chosen = [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()]
         assert summary.selected == len(chosen) == 5 and len(set(chosen)) == 5 and chosen[0] == best
         assert summary.near_duplicates >= 39 and summary.texts == 46
-    summary = select(str(model_dir), str(source), 10, tmp_path / "all.jsonl", strategy="entropy")
+    summary = select(AnnotateJob(str(model_dir)), str(source), 10, tmp_path / "all.jsonl", strategy="entropy")
     assert summary.selected == len(TEXTS)  # all the input holds, once the copies are left out
 
 
 def test_select_output_inside_the_input_folder_is_never_read_as_input(model_dir, tmp_path, monkeypatch):
     """OUT, OUT.errors.jsonl and OUT.scores/ inside the input folder are not input: a killed run resumes
     from its shards (nothing scored again) and a rerun reads the same texts."""
-    import spacy_cner.active_learning as active_learning
+    import spacy_cner.annotate.select as select_module
 
     pool = tmp_path / "pool"
     pool.mkdir()
@@ -363,19 +365,19 @@ def test_select_output_inside_the_input_folder_is_never_read_as_input(model_dir,
     (pool / "b.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS[3:])
                                   + "not json\n", encoding="utf8")
     out = pool / "next.jsonl"
-    first = select(str(model_dir), str(pool), 4, out, strategy="entropy")
+    first = select(AnnotateJob(str(model_dir)), str(pool), 4, out, strategy="entropy")
     assert (first.texts, first.errors, first.selected) == (6, 1, 4) and (pool / "next.jsonl.errors.jsonl").exists()
     written = out.read_text(encoding="utf8")
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(active_learning, "write_selection", killed)
+    monkeypatch.setattr(select_module, "write_selection", killed)
     with pytest.raises(KeyboardInterrupt):
-        select(str(model_dir), str(pool), 4, out, strategy="entropy")
+        select(AnnotateJob(str(model_dir)), str(pool), 4, out, strategy="entropy")
     assert any((pool / "next.jsonl.scores").glob("*.jsonl"))
     monkeypatch.undo()
-    again = select(str(model_dir), str(pool), 4, out, strategy="entropy")
+    again = select(AnnotateJob(str(model_dir)), str(pool), 4, out, strategy="entropy")
     assert again.characters == 0  # resumed: every shard was scored before
     assert (again.texts, again.errors) == (6, 1) and out.read_text(encoding="utf8") == written
 
@@ -384,7 +386,7 @@ def test_select_resumed_after_the_input_changed_scores_it_afresh(model_dir, tmp_
     """A killed select resumed after a line was inserted at the top of its input: before, the shards
     scored from the old content were kept (rows whose `source` line held another text, the new line
     never scored); now the folder is scored again, with a warning naming the file: what one run gives."""
-    import spacy_cner.active_learning as active_learning
+    import spacy_cner.annotate.select as select_module
 
     texts, source, _ = pool
     out = tmp_path / "next.jsonl"
@@ -392,20 +394,20 @@ def test_select_resumed_after_the_input_changed_scores_it_afresh(model_dir, tmp_
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(active_learning, "write_selection", killed)
+    monkeypatch.setattr(select_module, "write_selection", killed)
     with pytest.raises(KeyboardInterrupt):
-        select(str(model_dir), str(source), 50, out, strategy="entropy", shard_size=20, diversity=None)
+        select(AnnotateJob(str(model_dir)), str(source), 50, out, strategy="entropy", shard_size=20, diversity=None)
     monkeypatch.undo()
     (out.parent / "next.jsonl.scores" / "pool.00002.jsonl").unlink()  # killed while scoring the last shard
     (out.parent / "next.jsonl.scores" / ".annotate" / "done" / "pool.json").unlink()
     lines = ["王五去了北京"] + texts
     source.write_text("\n".join(lines) + "\n", encoding="utf8")
     with pytest.warns(UserWarning, match=r"pool\.txt changed since .*scores was scored"):
-        select(str(model_dir), str(source), 50, out, strategy="entropy", shard_size=20, diversity=None)
+        select(AnnotateJob(str(model_dir)), str(source), 50, out, strategy="entropy", shard_size=20, diversity=None)
     records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
     assert all(lines[int(r["select"]["source"].rsplit(" ", 1)[1]) - 1] == r["text"] for r in records)
     fresh = tmp_path / "fresh.jsonl"
-    select(str(model_dir), str(source), 50, fresh, strategy="entropy", shard_size=20, diversity=None)
+    select(AnnotateJob(str(model_dir)), str(source), 50, fresh, strategy="entropy", shard_size=20, diversity=None)
     assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
 
 
@@ -425,7 +427,7 @@ def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(mode
                       (pool / "c", "errors file .*c.errors.jsonl is one of the input files"),
                       (pool, "is a folder"), (pool / "a.txt" / "next.jsonl", "a.txt is a file, not a folder")):
         with pytest.raises(ValueError, match=said):
-            select(str(model_dir), str(pool), 2, out, strategy="entropy")
+            select(AnnotateJob(str(model_dir)), str(pool), 2, out, strategy="entropy")
     single = subprocess.run([sys.executable, "-m", "spacy_cner", "select", str(model_dir), str(pool / "a.txt"), "-n", "2",
                              "-o", str(pool / "a.txt"), "-q"], capture_output=True, text=True)
     assert single.returncode == 1 and "is one of the input files" in " ".join(single.stdout.split())
@@ -435,7 +437,7 @@ def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(mode
     scores.mkdir()
     (scores / "notes.md").write_text("mine", encoding="utf8")
     with pytest.raises(ValueError, match="holds files annotate did not write"):
-        select(str(model_dir), str(pool), 2, tmp_path / "next.jsonl", strategy="entropy")
+        select(AnnotateJob(str(model_dir)), str(pool), 2, tmp_path / "next.jsonl", strategy="entropy")
     assert [p.name for p in scores.iterdir()] == ["notes.md"]
 
 
@@ -444,11 +446,11 @@ def test_select_reads_the_text_column_it_is_given(model_dir, tmp_path):
     source.write_text("".join(json.dumps({"id": i, "content": t}, ensure_ascii=False) + "\n"
                               for i, t in enumerate(TEXTS)), encoding="utf8")
     out = tmp_path / "next.jsonl"
-    summary = select(str(model_dir), str(source), 3, out, strategy="entropy", text_field="content")
+    summary = select(AnnotateJob(str(model_dir), text_field="content"), str(source), 3, out, strategy="entropy")
     assert (summary.texts, summary.errors, summary.selected) == (6, 0, 3)
     records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
     assert all(TEXTS[r["id"]] == r["content"] and "text" not in r for r in records)
-    plain = select(str(model_dir), str(source), 3, tmp_path / "plain.jsonl", strategy="entropy")
+    plain = select(AnnotateJob(str(model_dir)), str(source), 3, tmp_path / "plain.jsonl", strategy="entropy")
     assert (plain.texts, plain.errors) == (0, 6)  # no "text" field: each row an error, none dropped
 
 
@@ -467,7 +469,7 @@ def test_select_shows_annotate_progress_bar_with_a_total(model_dir, tmp_path, mo
     monkeypatch.setattr(tqdm, "tqdm", Recorder)
     source = tmp_path / "pool.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
-    select(str(model_dir), str(source), 2, tmp_path / "next.jsonl", strategy="entropy", progress=True, shard_size=2)
+    select(AnnotateJob(str(model_dir)), str(source), 2, tmp_path / "next.jsonl", strategy="entropy", progress=True, shard_size=2)
     assert bars == [(6, 6)]
 
 
@@ -502,12 +504,12 @@ def test_select_resumes_from_the_shards_scored_and_starts_afresh_on_other_settin
     """Scores go to OUTPUT.scores/ shard by shard (annotate's resumable shards): a run killed after
     scoring (here: while writing the selection) and started again rescores nothing; a lost shard is
     rescored alone; another strategy starts the folder afresh; success removes the folder."""
-    import spacy_cner.active_learning as active_learning
+    import spacy_cner.annotate.select as select_module
 
     source = tmp_path / "pool.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
     fresh = tmp_path / "fresh.jsonl"
-    select(str(model_dir), str(source), 4, fresh, strategy="entropy")
+    select(AnnotateJob(str(model_dir)), str(source), 4, fresh, strategy="entropy")
     assert not (tmp_path / "fresh.jsonl.scores").exists()
     out = tmp_path / "next.jsonl"
 
@@ -515,30 +517,30 @@ def test_select_resumes_from_the_shards_scored_and_starts_afresh_on_other_settin
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(active_learning, "write_selection", killed)
+        patch.setattr(select_module, "write_selection", killed)
         with pytest.raises(KeyboardInterrupt):
-            select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+            select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
     work = tmp_path / "next.jsonl.scores"
     shards = sorted(work.glob("pool.*.jsonl"))
     assert len(shards) == 3 and not out.exists()
-    summary = select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+    summary = select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
     assert summary.characters == 0 and summary.texts == len(TEXTS)  # read back, not rescored
     assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
     with monkeypatch.context() as patch:
-        patch.setattr(active_learning, "write_selection", killed)
+        patch.setattr(select_module, "write_selection", killed)
         with pytest.raises(KeyboardInterrupt):
-            select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+            select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
     shards[1].unlink()
     for marker in (work / ".annotate" / "done").glob("*.json"):
         marker.unlink()
-    summary = select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
+    summary = select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
     assert summary.characters == len(TEXTS[2]) + len(TEXTS[3])
     assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
     with monkeypatch.context() as patch:
-        patch.setattr(active_learning, "write_selection", killed)
+        patch.setattr(select_module, "write_selection", killed)
         with pytest.raises(KeyboardInterrupt):
-            select(str(model_dir), str(source), 4, out, strategy="entropy", shard_size=2)
-    summary = select(str(model_dir), str(source), 4, out, strategy="expected-count", shard_size=2)
+            select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
+    summary = select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="expected-count", shard_size=2)
     assert summary.characters == sum(map(len, TEXTS))  # scored again: another strategy
     records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
     assert {r["select"]["strategy"] for r in records} == {"expected-count"}
@@ -551,8 +553,8 @@ def test_select_scores_are_the_same_with_worker_processes(model_dir, tmp_path):
     outs = []
     for n_process in (1, 2):
         out = tmp_path / f"next{n_process}.jsonl"
-        select(str(model_dir), str(source), 5, out, strategy="entropy", diversity=None, n_process=n_process,
-               batch_size=4)
+        select(AnnotateJob(str(model_dir), n_process=n_process, batch_size=4), str(source), 5, out,
+               strategy="entropy", diversity=None)
         outs.append([json.loads(line) for line in out.read_text(encoding="utf8").splitlines()])
     assert [r["select"]["source"] for r in outs[0]] == [r["select"]["source"] for r in outs[1]]
     assert [r["select"]["score"] for r in outs[0]] == pytest.approx([r["select"]["score"] for r in outs[1]], rel=1e-6)
@@ -574,3 +576,15 @@ def test_uncertainty_setting_is_checked_and_not_saved(model_dir, tmp_path):
     pipe.spans_key = None
     with pytest.raises(ValueError, match="spans_key null"):
         pipe.uncertainty = "expected-count"
+
+
+def test_the_old_import_path_and_signature_still_select(model_dir, tmp_path):
+    """spacy_cner.active_learning keeps select's old signature (the engine's settings one by one) for
+    one release: the same selection as an AnnotateJob gives."""
+    from spacy_cner.active_learning import select as old_select
+
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    old_select(str(model_dir), str(source), 3, tmp_path / "old.jsonl", strategy="entropy", batch_size=4)
+    select(AnnotateJob(str(model_dir), batch_size=4), str(source), 3, tmp_path / "new.jsonl", strategy="entropy")
+    assert (tmp_path / "old.jsonl").read_text(encoding="utf8") == (tmp_path / "new.jsonl").read_text(encoding="utf8")
