@@ -5,11 +5,12 @@ Usage: python bench/report.py [--check]
 Every bench script saves what it measured as bench/results/<name>.json, with the command, date,
 machine and code version (bench/_common.py, `save_result`); a file transcribed from the notebook of
 earlier runs (bench/HISTORY.md) or from a commit message says so in `transcribed_from`. This script
-renders, current numbers first: where each open issue's targets stand (TARGETS), then a table per
-question (QUESTIONS), each with the runs it comes from, then any result no question names yet; and
-the README's results table, between its two markers. A rerun of a script replaces its result file
-(same --result name); a new question is a new entry in QUESTIONS. --check writes nothing and exits 1
-if BENCHMARKS.md or the README's table differs from what this would write.
+renders, current numbers first: where each open issue's targets stand, then a table per question,
+each with the runs it comes from, then any result no question names yet; and the README's results
+table, between its two markers. The targets, the questions and the result names each reads are data,
+in bench/questions.toml; the figures are only in bench/results/. A rerun of a script replaces its
+result file (same --result name); a new question is a new [[questions]] entry. --check writes nothing
+and exits 1 if BENCHMARKS.md or the README's table differs from what this would write.
 """
 import argparse
 import json
@@ -19,12 +20,19 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10: tomli is tomllib's package before 3.11
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 README = ROOT / "README.md"
 README_MARKERS = ("<!-- results:start -->", "<!-- results:end -->")
 MAX_LINES = 400
+QUESTIONS_FILE = ROOT / "bench" / "questions.toml"
+DATA = tomllib.loads(QUESTIONS_FILE.read_text(encoding="utf8"))
 
 Records = Dict[str, dict]
 Table = Tuple[List[str], List[str], List[List[str]]]  # columns, align ("left"/"right"), rows
@@ -32,15 +40,17 @@ Table = Tuple[List[str], List[str], List[List[str]]]  # columns, align ("left"/"
 
 class Target(NamedTuple):
     text: str
-    measure: Callable[[Records], Tuple[str, str]]  # the results -> (measured, status)
+    measure: Callable[..., Tuple[str, str]]  # (the results, **params) -> (measured, status)
+    params: dict = {}  # its goals
 
 
 class Question(NamedTuple):
+    key: str  # its anchor in BENCHMARKS.md
     title: str
     results: List[Tuple[str, str]]  # (result name, label of its rows; "" for none)
     label: str = ""  # the label column's header ("": no label column)
     table: Optional[Callable[[Records], Table]] = None  # a table built from the figures, instead of the results'
-    figure: str = ""  # committed images shown under the tables: "caption|path", several joined by ";"
+    images: List[Tuple[str, str]] = []  # committed images shown under the tables: (caption, path)
 
 
 # ---- reading the figures, whichever way a result holds them ----
@@ -56,14 +66,6 @@ def dataset_row(records: Records, name: str, dataset: str, system: str) -> Optio
     if name not in records:
         return None
     return next((row for row in figure_rows(records[name]) if row["dataset"] == dataset and row["system"] == system), None)
-
-
-def speed_ratios(record: dict) -> Dict[str, float]:
-    """Our chars/s over spaCy's `ner`'s, per dataset, from a bench_speed result."""
-    figures = record["figures"]
-    if "rows" in figures:
-        return {row["dataset"]: row["chars_per_s"]["ours"] / row["chars_per_s"]["spaCy ner"] for row in figures["rows"]}
-    return {row["dataset (runs)"].split(" (")[0]: row["ours / spaCy"] for row in figures["tables"][0]}
 
 
 def number(text) -> float:
@@ -94,36 +96,19 @@ def missing(*names: str) -> Tuple[str, str]:
 
 # ---- issue 33 (scale) ----
 
-# default.cfg reads vectors trained on the train split since 2026-11-26 (it was default_vectors.cfg,
-# system "vectors"); fast.cfg is the default before (system "default" in the runs made before).
-MSRA_SPACY = (("datasets_msra_spacy_seed0", "spacy"), ("datasets_msra_spacy_seed1", "spacy"),
-              ("datasets_msra_spacy_seed2", "spacy"))
-DEFAULT_TOOK_VECTORS = "2026-11-26"
-# fast.cfg on MSRA: seeds 0 and 1 (run while it was the default; seed 2 is not planned).
-MSRA_FAST = (("datasets_msra_fast_seed0", "default"), ("datasets_msra_fast_seed1", "default"))
-# default.cfg since the large-corpus rule (2026-11-27: above 1.5M train tokens, 1M until its second session, FGM at
-# every second update and 20M tokens; patience 3 epochs, which MSRA's runs never reach): on MSRA the runs that
-# chose it, made with the variant's overrides (seeds 1 and 2), and seed 0 again with default.cfg as it is (its first
-# run, MSRA_RULE_FIRST, trained before "predict").
-MSRA_DEFAULT = (("datasets_msra_default_now_seed0", "default"), ("datasets_msra_fgm2_20m_seed1", "fgm2"),
-                ("datasets_msra_fgm2_20m_seed2", "fgm2"))
-MSRA_RULE_FIRST = (("datasets_msra_fgm2_20m_seed0", "fgm2"),)
-RULE_DATE = "2026-11-27"
-# default.cfg before the rule (FGM at every update, at most 15M tokens).
-MSRA_BEFORE = (("datasets_msra_vectors_seed0", "vectors"), ("datasets_msra_vectors_seed1", "vectors"),
-               ("datasets_msra_vectors_seed2", "vectors"))
-# Variants of the default tried on MSRA (one seed each): (result, system key).
-MSRA_VARIANTS = (("datasets_msra_nofgm12_seed0", "nofgm12"),)
-MSRA_VARIANT_NAMES = {"nofgm12": "without FGM, 25M tokens"}
-# The large-corpus rule just above its first threshold: a random 25,000 of MSRA's train sentences (1.17M tokens),
-# default.cfg with the rule at 1M tokens and a patience of 2 epochs (as it was until the rule's second session)
-# against the same with the rule's thresholds raised out of reach (default.cfg now, at 1.5M), and with 3 epochs.
-MSRA_MID = (("datasets_msra_mid_rule_seed0", "0, 25k sentences"), ("datasets_msra_mid_rule_seed1", "1, 25k sentences"),
-            ("datasets_msra_mid_patience3_seed0", "0, 25k sentences"))
-SMALL_VECTORS = ("datasets_resume-youku_default-vectors_seed0",
-                 "datasets_ecommerce-taobao-peoples_daily_default-vectors_seed0")
-SMALL_VECTORS_SEEDS = (*SMALL_VECTORS, "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed1",
-                       "datasets_resume-youku-ecommerce-taobao-peoples_daily_vectors_seed2")
+def _runs(name: str) -> Tuple[Tuple[str, str], ...]:
+    """A named list of runs of bench/questions.toml: (result name, system key) pairs."""
+    return tuple((result, system) for result, system in DATA["runs"][name])
+
+
+MSRA_SPACY, MSRA_FAST, MSRA_DEFAULT, MSRA_BEFORE = (
+    _runs(name) for name in ("msra_spacy", "msra_fast", "msra_default", "msra_before"))
+SMALL_VECTORS_SEEDS = tuple(DATA["results"]["small_vectors_seeds"])
+RESUME_TIME = DATA["results"]["resume_time"]
+FGM_SHARE = DATA["results"]["fgm_share"]
+MORE_SEEDS = DATA["results"]["more_seeds"]
+LAC_RESULTS = tuple(DATA["results"]["lac"])
+LAC_SPEED = DATA["results"]["lac_speed"]
 
 
 def _rows(records: Records, names) -> List[dict]:
@@ -136,50 +121,8 @@ def _msra(records: Records):
     return _rows(records, MSRA_FAST), _rows(records, MSRA_DEFAULT)
 
 
-def _before(records: Records) -> str:
-    rows = _rows(records, MSRA_BEFORE)
-    return f"; default.cfg before the rule (FGM at every update, 15M tokens) {seeds_text(rows)}" if rows else ""
-
-
-def _first(records: Records) -> str:
-    rows = _rows(records, MSRA_RULE_FIRST)
-    return (f" (seed 0 run again with today's code; its first run, before sentence_encoding \"predict\": "
-            f"{rows[0]['f1']:.2f})" if rows else "")
-
-
 def _of_three(rows: List[dict]) -> str:
     return f" ({len(rows)} seed{'s' * (len(rows) != 1)} of 3)" if len(rows) < 3 else ""
-
-
-def msra_f1(records: Records) -> Tuple[str, str]:
-    fast, default = _msra(records)
-    if not fast or not default:
-        return missing(*(name for name, _ in MSRA_DEFAULT[:1] + MSRA_FAST[:1]))
-    mean = statistics.mean(row["f1"] for row in default)
-    status = "met" if mean >= 93.0 else gap(mean, 93.0)
-    measured = (f"default.cfg (vectors from the train text; above 1.5M train tokens FGM at every second update and "
-                f"20M tokens, since {RULE_DATE}) {seeds_text(default)}{_first(records)}{_before(records)}; fast.cfg before "
-                f"the rule {seeds_text(fast)}")
-    variants = [(MSRA_VARIANT_NAMES.get(system, system), row) for (name, system) in MSRA_VARIANTS
-                if (row := dataset_row(records, name, "msra", system))]
-    if variants:
-        measured += "; variants of the default before the rule, seed 0: " + ", ".join(
-            f"{label} {row['f1']:.2f}" for label, row in variants)
-    return measured, status + _of_three(default)
-
-
-def msra_spacy(records: Records) -> Tuple[str, str]:
-    fast, default = _msra(records)
-    spacy = _rows(records, MSRA_SPACY)
-    if not (fast and default and spacy):
-        return missing(MSRA_SPACY[0][0])
-    spacy_mean = statistics.mean(row["f1"] for row in spacy)
-    margins = [(config, statistics.mean(row["f1"] for row in rows) - spacy_mean)
-               for config, rows in (("default.cfg", default), ("fast.cfg before the rule", fast))]
-    lead = " and ".join(f"{config} by {margin:+.2f}" for config, margin in margins)
-    ahead = all(margin > 0 for _, margin in margins)
-    return (f"spaCy's `ner` (its own config, 20,000 steps) {seeds_text(spacy)}: ours against it (means), {lead}",
-            ("met" if ahead else "not met: spaCy's `ner` ahead") + _of_three(spacy))
 
 
 def msra_robustness(records: Records) -> Tuple[str, str]:
@@ -206,95 +149,7 @@ def msra_robustness(records: Records) -> Tuple[str, str]:
     return measured, status
 
 
-def msra_speed(records: Records) -> Tuple[str, str]:
-    ratios = [row["chars_per_s"] / base["chars_per_s"] for name in SMALL_VECTORS if name in records
-              for row in figure_rows(records[name]) if row["system"] == "vectors"
-              for base in figure_rows(records[name]) if base["system"] == "default" and base["dataset"] == row["dataset"]]
-    if not ratios:
-        return missing(*SMALL_VECTORS)
-    text = (f"default.cfg (with vectors) ran at {min(ratios):.2f}-{max(ratios):.2f}x fast.cfg's chars/s, the default "
-            "until 2026-11-26 (small sets, alternating in one process, before the batched vector lookup and "
-            "rjieba on jieba's blocks)")
-    # The two configs side by side with the code of 2026-11-26 (bench/HISTORY.md, "default.cfg against fast.cfg").
-    side_by_side = 0.87
-    text += (f"; with them, side by side: ecommerce {side_by_side:.2f}x, resume {side_by_side:.2f}x fast.cfg's chars/s "
-             "(one thread, bench/HISTORY.md)")
-    # Today's default and code against the default and code of the day the issue was filed (bench_speed_then.py,
-    # 2026-11-27; its table in bench/HISTORY.md, "Today's default against the default of the day").
-    then = {"ecommerce": 1.09, "msra": 1.12, "peoples_daily": 1.12, "resume": 1.11, "taobao": 1.07, "youku": 1.08}
-    text += ("; against the default of a260add (the code of 2026-11-25, when issue 33 was filed) with its code, "
-             "separate processes alternating, one thread: " + ", ".join(f"{d} {r:.2f}x" for d, r in then.items()))
-    return text, (f"met against the default of the day ({min(then.values()):.2f}x or more, {len(then)} datasets); "
-                  f"default.cfg at {side_by_side:.2f}x fast.cfg side by side (the vectors' cost)")
-
-
-def msra_training(records: Records) -> Tuple[str, str]:
-    fast, default = _msra(records)
-    if not fast or not default:
-        return missing(*(name for name, _ in MSRA_DEFAULT[:1] + MSRA_FAST[:1]))
-    longest = max(row["training_min"] for row in default)
-    over = [row for row in default if row["training_min"] > 90]
-    return ("default.cfg (vectors included) "
-            + ", ".join(f"{row['training_min']:.1f} min (seed {row['seeds'][0]})" for row in default)
-            + "; fast.cfg before the rule " + ", ".join(f"{row['training_min']:.1f} min (seed {row['seeds'][0]})" for row in fast)
-            + "; one thread, beside other work",
-            ("met" if not over else f"not met: default.cfg over by {longest - 90:.1f} min on {len(over)} of "
-             f"{len(default)} seeds") + "; fast.cfg " + ("met" if all(row["training_min"] <= 90 for row in fast)
-                                                        else "over"))
-
-
-def small_sets_vectors(records: Records) -> Tuple[str, str]:
-    """default.cfg's (with vectors) mean test F1 over the seeds run so far against fast.cfg's 3-seed mean
-    (the default's until 2026-11-26), per small set."""
-    parts, gains, counts = [], [], []
-    for label, default_spec, *_ in COMPARISON[:5]:
-        fast = dataset_row(records, *default_spec)
-        seeds = [row["f1"] for name in SMALL_VECTORS_SEEDS if (row := dataset_row(records, name, default_spec[1], "vectors"))]
-        if not fast or not seeds:
-            continue
-        gains.append(statistics.mean(seeds) - fast["f1"])
-        counts.append(len(seeds))
-        parts.append(f"{label.split(',')[0]} {statistics.mean(seeds):.2f} ({len(seeds)} seeds) against {fast['f1']:.2f} "
-                     f"({gains[-1]:+.2f})")
-    if not parts:
-        return missing(*SMALL_VECTORS_SEEDS)
-    status = "met: ahead on every set" if all(gain > -0.3 for gain in gains) else "not met on some set"
-    return "; ".join(parts), f"{status} ({min(counts)} seeds of 3)" if min(counts) < 3 else status
-
-
 # ---- issue 34 (lean) ----
-
-# rjieba for the softword feature (+15-20% chars/s, identical entities; bench/HISTORY.md): a speed result
-# older than this was measured before it.
-RJIEBA_DATE = "2026-11-26"
-
-def _speed(records: Records, name: str, goal: float) -> Tuple[str, str]:
-    if name not in records:
-        return missing(name)
-    ratios = speed_ratios(records[name])
-    text = ", ".join(f"{dataset} {ratio:.2f}x" for dataset, ratio in ratios.items())
-    if records[name]["date"][:10] < RJIEBA_DATE:
-        text += f" ({records[name]['date'][:10]}: before rjieba's +15-20%)"
-    if records[name]["date"][:10] < DEFAULT_TOOK_VECTORS:
-        text += "; the default then was today's fast.cfg: default.cfg with vectors runs at 0.87x its speed today"
-    else:
-        text += "; default.cfg with its vectors"
-    cpu = records[name].get("machine", {}).get("cpu")
-    if cpu:  # spaCy's ner gains more than ours from some CPUs: the ratio is the machine's
-        text += f", on {cpu}"
-    if name == "speed_one_thread" and cpu and "AMD" not in cpu:
-        text += " (on the AMD EPYC of the earlier runs, full models: 1.58-2.07x, bench/HISTORY.md)"
-    worst = min(ratios.values())
-    return text, "met" if worst >= goal else gap(worst, goal, "x")
-
-
-def speed_one_thread(records: Records) -> Tuple[str, str]:
-    return _speed(records, "speed_one_thread", 3.0)
-
-
-def speed_default_threads(records: Records) -> Tuple[str, str]:
-    return _speed(records, "speed_default_threads", 3.0)
-
 
 def int8_speed(records: Records) -> Tuple[str, str]:
     # bench/bench_int8.py at 56599d3 (2026-11-26), its table in bench/HISTORY.md ("and int8 inference"); since
@@ -389,38 +244,6 @@ def int8_accuracy(records: Records) -> Tuple[str, str]:
     return text, "met (bfloat16)" if worst <= 0.3 and alone else "not met"
 
 
-def _load(records: Records) -> Optional[dict]:
-    if "load" not in records:
-        return None
-    figures = records["load"]["figures"]
-    if "rows" in figures:  # bench_load.py: the pipeline as this checkout saves it
-        row = figures["rows"][-1]
-        return {"seconds": row["total"], "mb": row["mb"], "name": row["name"], "joined": row.get("first_doc_joined")}
-    row = figures["tables"][0][-1]
-    return {"seconds": row["load + first doc"], "mb": row["on disk"], "name": row["pipeline files"]}
-
-
-def load_time(records: Records) -> Tuple[str, str]:
-    load = _load(records)
-    if not load:
-        return missing("load")
-    status = "met" if load["seconds"] <= 1.0 else gap(load["seconds"], 1.0, " s")
-    joined = (f"; the slower of two first docs, one with letters and digits joined by - and . "
-              f"({load['joined']:.2f} s)" if load.get("joined") is not None else "")
-    return f"{round(load['seconds'], 2):g} s ({load['name']}{joined})", status
-
-
-def load_size(records: Records) -> Tuple[str, str]:
-    load = _load(records)
-    if not load:
-        return missing("load")
-    return f"{round(load['mb'], 1):g} MB ({load['name']})", "met" if load["mb"] <= 10 else gap(load["mb"], 10, " MB")
-
-
-# default.cfg on Resume alone on the machine, default threads (bench_datasets, its vectors included).
-RESUME_TIME = "datasets_resume_default_threads_seed0"
-
-
 def resume_training(records: Records) -> Tuple[str, str]:
     now = dataset_row(records, RESUME_TIME, "resume", "default")
     if "resume_training_time" not in records and not now:
@@ -436,10 +259,6 @@ def resume_training(records: Records) -> Tuple[str, str]:
         parts.append(", ".join(f"{m:.1f} min" for m in before) + " (`spacy train` alone, default threads, seeds 0 and 1"
                      + (", 2026-11-25: the default before its vectors)" if now else ")"))
     return "; ".join(parts), "met" if max(minutes) <= 6 else gap(max(minutes), 6, " min")
-
-
-# FGM's second pass on a share of each batch (adversarial.share 0.5 and 0.25), Resume, 3 seeds.
-FGM_SHARE = "datasets_resume_fgm_share"
 
 
 def training_accuracy(records: Records) -> Tuple[str, str]:
@@ -476,10 +295,6 @@ def labels_saved(records: Records) -> Tuple[str, str]:
     if len(finals) >= 3:
         return text, final_status
     return text, f"{status} (trained to the stopping rule: {len(finals)} of 3 datasets)"
-
-
-# Finals of more seeds than the target's three (named outside select*, so that they stay out of its table).
-MORE_SEEDS = "al_youku_seeds34"
 
 
 def _more_seeds(records: Records, finals: List[Tuple[str, int, Dict[str, Dict[str, dict]]]]) -> str:
@@ -633,17 +448,7 @@ def select_table(records: Records, keys: Tuple[str, ...] = ("curves",)) -> Table
     return columns, ["left", "left", "right", *("right" for _ in sizes), "right"], rows
 
 
-def exactness(records: Records) -> Tuple[str, str]:
-    return ("tests/test_active_learning.py: every strategy's scores equal brute-force enumeration over all tag "
-            "sequences on tiny models", "met (tested)")
-
-
 # ---- issue 55 (pretrained knowledge): LAC's vectors ----
-
-# bench_datasets results of the LAC configs (systems lac_*), one per dataset and seed set so far.
-LAC_RESULTS = ("lac_resume_seed0", "lac_youku_seed0")
-LAC_SPEED = "lac_speed_resume"
-
 
 def lac_rows(records: Records, dataset: str) -> List[dict]:
     return [row for name in LAC_RESULTS if name in records for row in figure_rows(records[name])
@@ -671,15 +476,15 @@ def _lac_against(records: Records, dataset: str, goal: Callable[[float], float])
             "" if seeds >= 3 else f" ({seeds} seed of 3)", best["f1"] >= goal(statistics.mean(default) if default else 0.0))
 
 
-def lac_resume(records: Records) -> Tuple[str, str]:
-    text, seeds, ok = _lac_against(records, "resume", lambda default: 96.2)
+def lac_resume(records: Records, goal: float) -> Tuple[str, str]:
+    text, seeds, ok = _lac_against(records, "resume", lambda default: goal)
     return (text, ("met" if ok else "not met") + seeds) if text else missing(*LAC_RESULTS)
 
 
-def lac_others(records: Records) -> Tuple[str, str]:
+def lac_others(records: Records, margin: float) -> Tuple[str, str]:
     parts, oks, partial = [], [], False
     for dataset in ("youku", "ecommerce", "taobao", "peoples_daily"):
-        text, seeds, ok = _lac_against(records, dataset, lambda default: default + 1.0)
+        text, seeds, ok = _lac_against(records, dataset, lambda default: default + margin)
         if text:
             parts.append(text)
             oks.append(ok)
@@ -694,12 +499,12 @@ def lac_msra(records: Records) -> Tuple[str, str]:
     return missing("lac_msra")
 
 
-def lac_speed(records: Records) -> Tuple[str, str]:
+def lac_speed(records: Records, goal: float) -> Tuple[str, str]:
     if LAC_SPEED not in records:
         return missing(LAC_SPEED)
     rows = figure_rows(records[LAC_SPEED])
     text = ", ".join(f"{row['model']} {row['ratio']:.2f}x" for row in rows[1:])
-    ok = all(row["ratio"] >= 0.7 for row in rows[1:] if row["model"] == "lac_trained")
+    ok = all(row["ratio"] >= goal for row in rows[1:] if row["model"] == "lac_trained")
     return f"Resume, against {rows[0]['model']}: {text}", "met (lac.cfg)" if ok else "not met"
 
 
@@ -711,36 +516,13 @@ def lac_size(records: Records) -> Tuple[str, str]:
     return text + " (lac_none and lac_trained with float32 vectors; lac.cfg and lac_slwv save float16)", "see sizes"
 
 
-TARGETS = [
-    ("Issue 55 (pretrained knowledge): LAC's vectors, 3-seed test means, chosen on dev", [
-        Target("MSRA >= 92.0 (stretch 93.5); recall on unseen MSRA entities +3 points", lac_msra),
-        Target("Resume >= 96.2", lac_resume),
-        Target("every other set >= today's default + 1.0", lac_others),
-        Target("inference >= 0.7x today's default (chars/s, one thread, side by side)", lac_speed),
-        Target("the default pipeline <= 30 MB on disk", lac_size),
-    ]),
-]
-
-
 # ---- the comparison every dataset answers: default, TENER, spaCy's ner ----
 
-TENER = "datasets_resume-ecommerce-youku-taobao_tener_steps3000"
-SPACY = "datasets_resume-ecommerce-youku-taobao_default-spacy_steps3000"
-FGM = "datasets_taobao-youku-ecommerce_default-fgm3"
-SAMPLES = "datasets_youku-ecommerce_default_sample1350-270"
-SAMPLES_SPACY = "datasets_ecommerce-youku_default-spacy_sample1350-270"
 # row label: (default, TENER, spaCy's `ner`), each (result, dataset, system) or None
-COMPARISON = [
-    ("Resume", ("datasets_resume_default", "resume", "default"), (TENER, "resume", "tener"), (SPACY, "resume", "spacy")),
-    ("E-commerce", (FGM, "ecommerce", "fgm3"), (TENER, "ecommerce", "tener"), (SPACY, "ecommerce", "spacy")),
-    ("Youku", (FGM, "youku", "fgm3"), (TENER, "youku", "tener"), (SPACY, "youku", "spacy")),
-    ("Taobao", (FGM, "taobao", "fgm3"), (TENER, "taobao", "tener"), (SPACY, "taobao", "spacy")),
-    ("People's Daily, 2,318 train sentences", ("datasets_peoples_daily_default", "peoples_daily", "default"), None,
-     ("datasets_peoples_daily_default-spacy-bio", "peoples_daily", "spacy")),
-    ("Youku, 1,350 train sentences", (SAMPLES, "youku", "default"), None, (SAMPLES_SPACY, "youku", "spacy")),
-    ("E-commerce, 1,350 train sentences", (SAMPLES, "ecommerce", "default"), None, (SAMPLES_SPACY, "ecommerce", "spacy")),
-]
-README_ROWS = 6  # the README shows the full sets, MSRA the last of them
+COMPARISON = [(row["label"], *(tuple(row[system]) if system in row else None for system in ("default", "tener", "spacy")))
+              for row in DATA["comparison"]["rows"]]
+SAMPLED = {row["label"] for row in DATA["comparison"]["rows"] if row.get("sample")}  # train samples: no vectors row
+README_ROWS = DATA["comparison"]["readme_rows"]  # the README shows the full sets, MSRA the last of them
 
 
 def mean_row(rows: List[dict]) -> Optional[dict]:
@@ -759,7 +541,7 @@ def vectors_row(records: Records, dataset: str) -> Optional[dict]:
 
 
 # MSRA's row of the comparison, after the small full sets (its seeds are one result each).
-MSRA_ROW = ("MSRA, 42k train sentences (fast.cfg: 2 seeds, before the large-corpus rule)", MSRA_DEFAULT, MSRA_FAST, None, MSRA_SPACY)
+MSRA_ROW = (DATA["comparison"]["msra_label"], MSRA_DEFAULT, MSRA_FAST, None, MSRA_SPACY)
 
 
 def comparison(records: Records, n_rows: int = len(COMPARISON) + 1) -> Table:
@@ -768,7 +550,7 @@ def comparison(records: Records, n_rows: int = len(COMPARISON) + 1) -> Table:
     systems_rows = []
     for label, *systems in COMPARISON:
         fast, tener, spacy = (dataset_row(records, *system) if system else None for system in systems)
-        default = vectors_row(records, systems[0][1]) if systems[0][0] != SAMPLES else None  # full train splits only
+        default = vectors_row(records, systems[0][1]) if label not in SAMPLED else None  # full train splits only
         systems_rows.append((label, (default, fast, tener, spacy)))
     label, *names = MSRA_ROW
     systems_rows.insert(README_ROWS - 1, (label, tuple(mean_row(_rows(records, n)) if n else None for n in names)))
@@ -787,57 +569,26 @@ def comparison_sources() -> List[str]:
     return list(dict.fromkeys(names))
 
 
-QUESTIONS = [
-    Question("Every dataset: the default against fast.cfg, TENER and spaCy's `ner` (test F1, 3 seeds)",
-             [(name, "") for name in comparison_sources() + list(SMALL_VECTORS_SEEDS)], table=comparison),
-    Question("MSRA (newswire, 42k train sentences): full trainings (runs before 2026-11-26 name today's fast.cfg `default.cfg`, and default.cfg `default_vectors.cfg` or `default.cfg + vectors`; the `adversarial.every=2,max_epochs.tokens=20000000` rows are today's default.cfg: its large-corpus rule)",
-             [(name, name[-1]) for name, _ in MSRA_SPACY + MSRA_FAST + MSRA_BEFORE + MSRA_VARIANTS + MSRA_RULE_FIRST
-              + MSRA_DEFAULT]
-             + list(MSRA_MID), "seed",
-             figure="MSRA dev F1 against the step: default.cfg before its large-corpus rule (seed 2), FGM every second step with 20M "
-                    "tokens (the rule, seed 0), the same with a 2-layer BiLSTM, stopped early (bench/plot_dev_curve.py, the schedule's curves in bench/HISTORY.md)"
-                    "|bench/msra_dev_curve_fgm2.png"),
-    # Seeds 1-2 of the vectors runs are in the first table's 3-seed means, their source lines there.
-    Question("Vectors trained on each small set's own train split against none (seed 0; seeds 1-2 in the first "
-             "table's means)", [(name, "") for name in SMALL_VECTORS]),
-    Question("Inference: speed against spaCy's `ner` (float32 and precision \"bfloat16\"); load time "
-             "and size of the default pipeline; float16 and int8-table weights; int8 and bfloat16 products; bfloat16 "
-             "on trained pipelines (matrix products per OpenBLAS kernel: bench/HISTORY.md)",
-             [("speed_one_thread", "one"),
-              ("speed_default_threads", "default (torch 2)"),
-              ("load", "one"), ("weights16", "one"), ("int8", "one"), ("precision_models", "one")],
-             "threads"),
-    # bench_kernels' dropout and CRF kernels and bench_train_step's Resume steps (2026-11-25) retired to
-    # bench/HISTORY.md, "Training steps 22% faster".
-    Question("Resume: whole `spacy train` runs of the default (its steps: bench/HISTORY.md, \"Training steps 22% faster\")",
-             [("resume_training_time", "default"), (RESUME_TIME, "default"),
-              ("datasets_resume_fgm2", "one"), (FGM_SHARE, "one")], "threads"),
-    Question("Entity probabilities: calibration, the cost of the default decoding, the threshold fitted on dev "
-             "against the best path",
-             [("confidence_resume", "Resume"), ("confidence_youku", "Youku"), ("threshold_datasets", "full sets, 3 seeds"),
-              ("threshold_small", "1,350-sentence samples, 3 seeds")], "models"),
-    Question("Sentence-level robustness (the paper's Table 4, Resume); long documents; each sentence encoded alone "
-             "when predicting (sentence_encoding \"predict\")",
-             [("robustness", ""), ("long_docs", ""), ("long_doc_memory", ""), ("sentence_encoding", "")]),
-    Question("`annotate`: local `nlp.pipe` and Ray Data; `select` beside it",
-             [("annotate", "annotate, 2026-11-24"), ("annotate_select", "select beside annotate")], "run"),
-    Question("Active learning, simulated: labels each strategy saves (bench/bench_select.py; the rounds' models, then "
-             "the labelled sentences trained from scratch to default.cfg's stopping rule, --final-sizes)",
-             [("select_msra", ""), ("select_youku_resume", ""), ("select_final", ""), ("select_power_final", ""),
-              ("select_explore04_final", ""), ("select_density03_final", ""), (MORE_SEEDS, "")],
-             table=lambda records: select_table(records, ("curves", "finals")),
-             figure="MSRA: test F1 against labelled sentences|bench/select_msra.png;"
-                    "Youku|bench/select_youku.png;Resume|bench/select_resume.png"),
-    Question("LAC (Baidu's lexical analyser, Apache-2.0): its vectors in the default config (seed 0 so far; the "
-             "default's own seeds in the first table; E-commerce: a 1,350-sentence train sample, the default trained beside "
-             "them), speed and size side by side; its ready pipeline zero-shot",
-             [("lac_resume_seed0", ""), ("lac_youku_seed0", ""), ("lac_ecommerce_sample1350_seed0", ""),
-              ("lac_speed_resume", ""), ("lac_zero_shot", "")]),
-    Question("The lexicon: loading and matching; LEBERT's Lexicon Adapter on and off (Resume, 3 seeds); transformer "
-             "configs on CPU (random BERT); the GPU runs",
-             [("lexicon", "CPU"), ("lexicon_adapter", "CPU"), ("transformer_cpu", "CPU"), ("gpu_more", "GPU 2"),
-              ("gpu_mixed", "GPU 3"), ("gpu_pair", "GPU 4"), ("gpu_workflow", "GPU 5")], label="run"),
-]
+def select_table_all(records: Records) -> Table:
+    """select_table of the rounds' curves, then of the finals."""
+    return select_table(records, ("curves", "finals"))
+
+
+def _targets() -> List[Tuple[str, List[Target]]]:
+    return [(group["title"], [Target(row["text"], globals()[row["measure"]], row.get("params", {}))
+                              for row in group["rows"]]) for group in DATA.get("targets", [])]
+
+
+def _questions() -> List[Question]:
+    return [Question(question["key"], question["title"],
+                     [(name, "") if isinstance(name, str) else tuple(name) for name in question["results"]],
+                     question.get("label", ""), globals()[question["table"]] if "table" in question else None,
+                     [tuple(image) for image in question.get("images", [])])
+            for question in DATA["questions"]]
+
+
+TARGETS = _targets()
+QUESTIONS = _questions()
 
 
 # ---- rendering ----
@@ -948,7 +699,7 @@ def render_benchmarks(records: Records) -> str:
     ]
     for title, targets in TARGETS:
         lines += [f"### {title}", ""]
-        rows = [[target.text, *target.measure(records)] for target in targets]
+        rows = [[target.text, *target.measure(records, **target.params)] for target in targets]
         lines += markdown_table((["target", "measured", "status"], ["left"] * 3, rows)) + [""]
     lines += ["## Results, one table per question", ""]
     placed = set()
@@ -960,8 +711,7 @@ def render_benchmarks(records: Records) -> str:
         for table in tables:
             if table[2]:  # a table built from results not measured yet has no rows
                 lines += markdown_table(table) + [""]
-        for figure in filter(None, question.figure.split(";")):
-            caption, path = figure.split("|")
+        for caption, path in question.images:
             if (ROOT / path).exists():  # an image not made yet is left out
                 lines += [f"![{caption}]({path})", ""]
         present = [name for name in names if name in records]
