@@ -114,7 +114,7 @@ def model_card_command(
 ) -> None:
     """Write the model card into a pipeline's meta.json (labels and their meanings, per-label scores,
     training data, speed), which `spacy package` puts in the package's README."""
-    from ..model_card import write_model_card
+    from .model_card import write_model_card
 
     try:
         given = srsly.read_json(descriptions) if descriptions else None
