@@ -36,7 +36,35 @@ def test_benchmarks_md_is_rendered_from_the_results():
     rendered = report.render_benchmarks(report.load_records())
     assert (ROOT / "BENCHMARKS.md").read_text(encoding="utf8") == rendered, (
         "BENCHMARKS.md differs from bench/results/*.json: run `python bench/report.py`")
-    assert rendered.count("\n") <= report.MAX_LINES
+
+
+def test_no_table_cell_is_over_the_cap_and_every_footnote_is_said():
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
+    cells = [cell.strip() for line in text.splitlines() if line.startswith("|") for cell in line.strip("|").split(" | ")]
+    longest = max(cells, key=len)
+    assert len(longest) <= report.MAX_CELL, f"a cell of {len(longest)} characters: {longest[:80]}..."
+    marks = set(re.findall(r"\[\^(\d+)\](?!:)", text))
+    assert marks == set(re.findall(r"^\[\^(\d+)\]:", text, flags=re.M))
+
+
+def test_a_long_cell_keeps_its_first_words_and_its_text_goes_to_a_footnote():
+    notes = report.Footnotes()
+    settings = "spacy-cner default.cfg (its layers) + " + ",".join(f"training.key{i}={i}" for i in range(20))
+    columns, _, rows = notes.capped((["system", "F1"], ["left", "right"], [[settings, "90.00"], [settings, "91.00"]]))
+    assert rows[0][0] == rows[1][0] and rows[0][1] == "90.00" and rows[0][0].endswith(",…[^1]")
+    assert rows[0][0].startswith("spacy-cner default.cfg + training.key0=0,") and len(rows[0][0]) <= report.MAX_CELL
+    assert notes.flush() == [f"[^1]: {settings}", ""] and notes.flush() == []
+    assert notes.mark("short") == "short"
+    assert notes.mark("x (" + "y " * 70 + ")") == "x[^2]"
+
+
+def test_links_into_benchmarks_md_name_a_questions_anchor():
+    """Docstrings point at a question's section (BENCHMARKS.md#key, its key in bench/questions.toml)."""
+    anchors = set(re.findall(r'^<a id="([\w-]+)"></a>$', (ROOT / "BENCHMARKS.md").read_text(encoding="utf8"), flags=re.M))
+    assert {question.key for question in report.QUESTIONS} == anchors
+    for path in (ROOT / "spacy_cner").rglob("*.py"):
+        for key in re.findall(r"BENCHMARKS\.md#([\w-]+)", path.read_text(encoding="utf8")):
+            assert key in anchors, f"{path.relative_to(ROOT)}: no section BENCHMARKS.md#{key}"
 
 
 def test_readme_table_is_rendered_from_the_results():
