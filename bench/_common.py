@@ -9,7 +9,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 # bench/report.py renders BENCHMARKS.md and the README's results table from the files here.
@@ -177,13 +177,38 @@ def add_result_argument(parser, default: str) -> None:
                              f"default {default})")
 
 
-def save_result(name: Optional[str], figures, tables: str = "", notes: str = "") -> Optional[Path]:
+class Section(NamedTuple):
+    """What a bench script prints and saves: its title, notes and tables, each table as
+    {"columns", "align" ("left"/"right"), "rows"} of cells. save_result keeps them as they are (nothing is
+    parsed back from Markdown); markdown() is what the script prints."""
+    title: str
+    notes: str
+    tables: List[dict]
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title} ({datetime.date.today().isoformat()})", "", f"Command: `{command_line()}`  ",
+                 f"Machine: {machine_line()}  ", self.notes, ""]
+        for table in self.tables:
+            lines += ["| " + " | ".join(table["columns"]) + " |",
+                      "| " + " | ".join("---:" if a == "right" else "---" for a in table["align"]) + " |",
+                      *("| " + " | ".join(row) + " |" for row in table["rows"]), ""]
+        return "\n".join(lines)
+
+
+def table(columns: List[str], rows: List[List[str]], right: int = 1) -> dict:
+    """A Section's table: the first `right` columns left-aligned (labels), the others right-aligned (figures)."""
+    return {"columns": list(columns), "align": ["left" if i < right else "right" for i in range(len(columns))],
+            "rows": [list(row) for row in rows]}
+
+
+def save_result(name: Optional[str], figures, tables="", notes: str = "") -> Optional[Path]:
     """Write bench/results/<name>.json: the command, date, machine, code version and figures of this run.
 
     name (str): the file's name; None or "-" saves nothing.
     figures: the run's numbers, JSON-safe (paths become strings).
-    tables (str): the Markdown section the script printed: its first heading is the title, its pipe
-        tables are kept as columns and rows, its other lines (but Command and Machine) as notes.
+    tables (Union[Section, str]): the script's title, notes and tables; or (older scripts) the Markdown
+        section it printed: its first heading is the title, its pipe tables are kept as columns and rows,
+        its other lines (but Command and Machine) as notes.
     notes (str): more notes, after those of the Markdown.
     RETURNS (Optional[Path]): the file written.
     """
@@ -191,7 +216,10 @@ def save_result(name: Optional[str], figures, tables: str = "", notes: str = "")
         return None
     if not re.fullmatch(r"[\w.-]+", name):
         raise ValueError(f"Bad result name {name!r}: expected letters, digits, '_', '-' or '.' (it names a file)")
-    title, parsed, prose = parse_markdown(tables)
+    if isinstance(tables, Section):
+        title, parsed, prose = tables.title, tables.tables, tables.notes
+    else:
+        title, parsed, prose = parse_markdown(tables)
     if figures is None:  # the printed tables are the figures
         figures = {"tables": [table_figures(table) for table in parsed]}
     record = {

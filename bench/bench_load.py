@@ -13,7 +13,6 @@ median of each is reported ("load + first doc": with the slower of the two first
 pipeline's size on disk and its largest files.
 """
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -22,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import add_result_argument, machine_line, save_result
+from _common import Section, add_result_argument, save_result, table
 
 CHILD = """
 import json, sys, time
@@ -69,22 +68,20 @@ def main() -> None:
                 "mb": sum(size for size, _ in files) / 1e6,
                 "largest": ", ".join(f"{rel} {size / 1e6:.1f} MB" for size, rel in files[:2]),
             })
-    lines = [
-        f"### Load time and size ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_load.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
-        f"Median of {args.repeats} fresh processes, one thread; spacy and spacy_cner imported before the clock starts.",
-        "",
-        f"| pipeline files | spacy.load | first doc | first doc: {JOINED} | load + first doc | on disk | largest files |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    lines += [f"| {r['name']} | {r['load']:.2f} s | {r['first_doc']:.2f} s | {r['first_doc_joined']:.2f} s "
-              f"| {r['total']:.2f} s | {r['mb']:.1f} MB "
-              f"| {r['largest']} |" for r in rows]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"rows": rows, "repeats": args.repeats, "model": args.model}, table)
+    section = render(rows, args.repeats)
+    print(section.markdown())
+    save_result(args.result, {"rows": rows, "repeats": args.repeats, "model": args.model}, section)
+
+
+def render(rows: list, repeats: int) -> Section:
+    """One row per pipeline: its load, first docs, their sum, its size on disk and largest files."""
+    result = table(["pipeline files", "spacy.load", "first doc", f"first doc: {JOINED}", "load + first doc", "on disk",
+                    "largest files"],
+                   [[r["name"], f"{r['load']:.2f} s", f"{r['first_doc']:.2f} s", f"{r['first_doc_joined']:.2f} s",
+                     f"{r['total']:.2f} s", f"{r['mb']:.1f} MB", r["largest"]] for r in rows])
+    result["align"][-1] = "left"
+    return Section("Load time and size", f"Median of {repeats} fresh processes, one thread; spacy and spacy_cner "
+                   "imported before the clock starts.", [result])
 
 
 def _time(path: Path, text: str) -> dict:

@@ -15,12 +15,11 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_name] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import add_result_argument, machine_line, save_result  # noqa: E402
+from _common import Section, add_result_argument, save_result, table  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 ALONE = 200
@@ -36,11 +35,11 @@ def main() -> None:
 
     torch.set_num_threads(1)
     rows = [measure(model, test, args.repeats) for model, test in args.model]
-    table = render(rows, args)
-    print(table)
+    section = render(rows, args)
+    print(section.markdown())
     from spacy_cner.backends.precision import native_bfloat16
 
-    save_result(args.result, {"rows": rows, "native_bfloat16": native_bfloat16()}, table)
+    save_result(args.result, {"rows": rows, "native_bfloat16": native_bfloat16()}, section)
 
 
 def measure(model: Path, test: Path, repeats: int) -> dict:
@@ -83,36 +82,32 @@ def measure(model: Path, test: Path, repeats: int) -> dict:
     return row
 
 
-def render(rows: list, args) -> str:
+def render(rows: list, args) -> Section:
     """One row per test split (its models' mean F1 in each precision, the largest change of a model, the
     fewest docs tagged alike, and the mean speed-up)."""
     import statistics
 
-    lines = [
-        f"### crf_ner's precision \"bfloat16\" against float32 on trained pipelines ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_precision.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
+    notes = (
         f"One thread; nlp.pipe(batch_size=256) over each test split, best of {args.repeats}, alternating. \"same docs\": "
         f"the test docs tagged with the same entities (the fewest of the models); \"alone\": the first {ALONE} test "
-        "texts tagged one at a time in bfloat16 give the entities of the batched run (every model).",
-        "",
-        "| test split | models | texts | F1 float32 | F1 bfloat16 | largest change | same docs | alone "
-        "| bfloat16 / float32 chars/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
-    ]
+        "texts tagged one at a time in bfloat16 give the entities of the batched run (every model).")
+    cells = []
     for test in dict.fromkeys(row["test"] for row in rows):
         group = [row for row in rows if row["test"] == test]
         change = max((100 * (row["f"]["bfloat16"] - row["f"]["float32"]) for row in group), key=abs)
-        lines.append(
-            f"| {test} | {len(group)} | {group[0]['n_texts']:,} "
-            f"| {statistics.mean(100 * row['f']['float32'] for row in group):.2f} "
-            f"| {statistics.mean(100 * row['f']['bfloat16'] for row in group):.2f} | {change:+.2f} "
-            f"| {100 * min(row['same_docs'] for row in group):.2f}% "
-            f"| {'yes' if all(row['alone_as_batched'] for row in group) else 'NO'} "
-            f"| {statistics.mean(row['chars_per_s']['bfloat16'] / row['chars_per_s']['float32'] for row in group):.2f}x |"
-        )
-    return "\n".join(lines) + "\n"
+        cells.append([
+            test, str(len(group)), f"{group[0]['n_texts']:,}",
+            f"{statistics.mean(100 * row['f']['float32'] for row in group):.2f}",
+            f"{statistics.mean(100 * row['f']['bfloat16'] for row in group):.2f}", f"{change:+.2f}",
+            f"{100 * min(row['same_docs'] for row in group):.2f}%",
+            "yes" if all(row["alone_as_batched"] for row in group) else "NO",
+            f"{statistics.mean(row['chars_per_s']['bfloat16'] / row['chars_per_s']['float32'] for row in group):.2f}x",
+        ])
+    columns = ["test split", "models", "texts", "F1 float32", "F1 bfloat16", "largest change", "same docs", "alone",
+               "bfloat16 / float32 chars/s"]
+    result = table(columns, cells)
+    result["align"][7] = "left"
+    return Section("crf_ner's precision \"bfloat16\" against float32 on trained pipelines", notes, [result])
 
 
 if __name__ == "__main__":

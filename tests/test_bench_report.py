@@ -136,6 +136,25 @@ def test_save_result_records_the_run_and_report_shows_it(tmp_path, monkeypatch):
     assert "| ours | 1,234 |" in other and "python bench/bench_example.py --repeats 2" in other
 
 
+def test_a_section_is_saved_as_it_is_and_scripts_render_their_results_rows(tmp_path, monkeypatch):
+    """A script that passes a Section saves its tables as they are (no Markdown parsed back); bench_load's and
+    bench_precision's render() give, from a committed result's rows, the tables that result holds."""
+    import argparse
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    cells = common.table(["system", "chars/s"], [["ours", "1,234"]])
+    section = common.Section("An example", "One thread.", [cells])
+    record = json.loads(common.save_result("example", {"x": 1}, section).read_text(encoding="utf8"))
+    assert (record["title"], record["tables"], record["notes"]) == ("An example", [cells], "One thread.")
+    assert "| ours | 1,234 |" in section.markdown() and "| --- | ---: |" in section.markdown()
+    load = json.loads((BENCH / "results" / "load.json").read_text(encoding="utf8"))
+    assert _module("bench_load").render(load["figures"]["rows"], load["figures"]["repeats"]).tables == load["tables"]
+    precision = json.loads((BENCH / "results" / "precision_models.json").read_text(encoding="utf8"))
+    repeats = int(re.search(r"best of (\d+)", precision["notes"]).group(1))
+    rendered = _module("bench_precision").render(precision["figures"]["rows"], argparse.Namespace(repeats=repeats))
+    assert rendered.tables == precision["tables"] and rendered.notes in precision["notes"]
+
+
 def test_figures_from_a_table_read_numbers():
     table = {"columns": ["a", "b", "c", "d"], "align": [], "rows": [["**1,234**", "93.45 ± 0.79", "0.17%", "n/a"]]}
     assert common.table_figures(table) == [{"a": 1234, "b": 93.45, "b sd": 0.79, "c": 0.17, "d": "n/a"}]
