@@ -1,12 +1,15 @@
-"""The README's Python snippets run, in order, as a reader would run them after the quick start.
+"""The README's and every docs/*.md page's Python snippets run, in order, page by page, as a reader
+would run them after the quick start.
 
 The quick start's model is stood in for by a tiny pipeline trained here and saved where the
 demo writes its own (training/resume/demo/model-best). The bash snippets are commands of the
-project and of spaCy that CI runs elsewhere (the test command) or that need the full data.
+project and of spaCy that CI runs elsewhere (the test command) or that need the full data: each
+names a command, option and config setting that exists.
 """
 import re
 from pathlib import Path
 
+import pytest
 import spacy
 from spacy.training import Example
 from thinc.api import fix_random_seed
@@ -14,6 +17,8 @@ from thinc.api import fix_random_seed
 from conftest import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
+PAGES = [README, *sorted((REPO_ROOT / "docs").glob("*.md"))]
+README_MAX_LINES = 150  # a first screen; the rest is in docs/
 SENTENCE = "张三，男，1965年出生，现任北京大学光华管理学院教授。"
 ENTITIES = [
     (SENTENCE.index(text), SENTENCE.index(text) + len(text), label)
@@ -21,8 +26,20 @@ ENTITIES = [
 ]
 
 
-def python_snippets() -> list:
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S)
+def page_name(page: Path) -> str:
+    return page.relative_to(REPO_ROOT).as_posix()
+
+
+def python_snippets(page: Path = README) -> list:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf8"), flags=re.S)
+
+
+def bash_block(heading: str) -> str:
+    """The first bash block after `heading` on the one page that has it."""
+    found = [page for page in PAGES if heading in page.read_text(encoding="utf8")]
+    assert len(found) == 1, f"{heading!r} is on {[page_name(page) for page in found]}, not on one page"
+    pattern = re.escape(heading) + r".*?```bash\n(.*?)```"
+    return re.search(pattern, found[0].read_text(encoding="utf8"), flags=re.S).group(1)
 
 
 def demo_model(path: Path) -> None:
@@ -30,7 +47,10 @@ def demo_model(path: Path) -> None:
     nlp = spacy.blank("zh")
     model = {
         "@architectures": "spacy-cner.CRFTagger.v1",
-        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 32, "char_rows": 500, "bigram_rows": 500, "bigram_dropout": 0.0},
+        "tok2vec": {
+            "@architectures": "spacy-cner.CharBigramEmbed.v1",
+            "width": 32, "char_rows": 500, "bigram_rows": 500, "bigram_dropout": 0.0,
+        },
         "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
     }
     nlp.add_pipe("crf_ner", config={"model": model})
@@ -42,21 +62,70 @@ def demo_model(path: Path) -> None:
     nlp.to_disk(path)
 
 
-def test_readme_python_snippets_run(tmp_path, monkeypatch, capsys):
-    snippets = python_snippets()
-    assert len(snippets) >= 3
+# What a page's snippets print, where a reader is told what to expect.
+PRINTED = {
+    "README.md": ["('张三', 'NAME', "],  # the entities of the first snippet, with their probabilities
+    "docs/probabilities.md": ["北京大学\tORG\t"],  # the scored spans
+    "docs/annotate.md": ['{"text": "张三，现任北京大学教授。", "entities": ['],  # annotate's first row
+}
+
+
+def test_every_python_snippet_is_run():
+    pages = {page_name(page) for page in PAGES if python_snippets(page)}
+    assert {"README.md", *PRINTED} <= pages
+    assert sum(len(python_snippets(page)) for page in PAGES) >= 6
+
+
+@pytest.mark.parametrize("page", [page_name(page) for page in PAGES if python_snippets(page)])
+def test_python_snippets_run(page, tmp_path, monkeypatch, capsys):
+    """Each page's snippets run in order in one namespace of their own (a page does not lean on another's)."""
+    snippets = python_snippets(REPO_ROOT / page)
     demo_model(tmp_path / "training" / "resume" / "demo" / "model-best")
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for i, snippet in enumerate(snippets):
         try:
-            exec(compile(snippet, f"README.md python snippet {i + 1}", "exec"), namespace)
+            exec(compile(snippet, f"{page} python snippet {i + 1}", "exec"), namespace)
         except Exception as error:  # pragma: no cover - the message says which snippet
-            raise AssertionError(f"README python snippet {i + 1} failed: {error!r}\n{snippet}") from error
+            raise AssertionError(f"{page} python snippet {i + 1} failed: {error!r}\n{snippet}") from error
     printed = capsys.readouterr().out
-    assert "('张三', 'NAME')" in printed  # snippet 1's entities
-    assert "北京大学\tORG\t" in printed  # snippet 2's scored spans
-    assert '{"text": "张三，现任北京大学教授。", "entities": [' in printed  # the annotate snippet's first row
+    for expected in PRINTED.get(page, []):
+        assert expected in printed, (page, expected, printed[-2000:])
+
+
+def test_readme_is_a_first_screen():
+    """The README stays short, and a newcomer's two commands come first: the demo, then the tests."""
+    text = README.read_text(encoding="utf8")
+    lines = text.splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines: move sections to docs/"
+    demo = next(i for i, line in enumerate(lines) if "python -m spacy project run demo" in line)
+    marker = next(i for i, line in enumerate(lines) if line.startswith("<!-- test-command"))
+    assert demo < marker < 60 and "python -m pytest" in lines[marker + 2], lines[marker:marker + 3]
+
+
+def anchors(page: Path) -> set:
+    """A Markdown page's anchors: its `<a id>`s and its headings as GitHub slugs them."""
+    text = page.read_text(encoding="utf8")
+    slugs = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+             for heading in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+    return slugs | set(re.findall(r'<a id="([^"]+)">', text))
+
+
+def test_links_point_to_files_that_exist():
+    """Every relative link of the README and docs/ names a file or folder of the repository, and an anchor
+    of a Markdown page one that page has (BENCHMARKS.md's sections: their keys in bench/questions.toml)."""
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf8")):
+            path, _, anchor = target.partition("#")
+            if re.match(r"[a-z]+:", path):
+                continue
+            linked = page.parent / path if path else page
+            if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
+                broken.append(f"{page_name(page)}: {target}")
+    assert not broken, broken
+    linked = set(re.findall(r"\]\((docs/[^)#\s]+)", README.read_text(encoding="utf8")))
+    assert {page_name(page) for page in PAGES[1:]} <= linked, "a docs/ page the README does not link to"
 
 
 def test_readme_package_snippet_installs_what_it_builds(tmp_path):
@@ -66,7 +135,7 @@ def test_readme_package_snippet_installs_what_it_builds(tmp_path):
     import subprocess
     import sys
 
-    block = re.search(r"To ship a pipeline.*?```bash\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S).group(1)
+    block = bash_block("To ship a pipeline")
     build, install, check = block.strip().splitlines()
     demo_model(tmp_path / "training" / "resume" / "demo" / "model-best")
     result = subprocess.run(build.replace("python ", f"{sys.executable} "), shell=True, cwd=tmp_path,
@@ -90,10 +159,11 @@ def test_readme_package_snippet_installs_what_it_builds(tmp_path):
 
 
 def bash_commands() -> list:
-    """Every command of the README's bash snippets: continuation lines joined, comments dropped,
-    `a && b` split."""
+    """Every command of the README's and docs/'s bash snippets: continuation lines joined, comments
+    dropped, `a && b` split."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S):
+    text = "\n".join(page.read_text(encoding="utf8") for page in PAGES)
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
@@ -107,7 +177,7 @@ def test_readme_select_snippet_runs_as_written(tmp_path):
     import subprocess
     import sys
 
-    block = re.search(r"## Active learning.*?```bash\n(.*?)```", README.read_text(encoding="utf8"), flags=re.S).group(1)
+    block = bash_block("## Active learning")
     demo_model(tmp_path / "training" / "resume" / "demo" / "model-best")
     script = block.replace("python ", f"{sys.executable} ")
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
@@ -117,8 +187,9 @@ def test_readme_select_snippet_runs_as_written(tmp_path):
 
 
 def test_readme_bash_commands_name_what_exists():
-    """The README's other bash commands need the full data or a cluster: each names a project command
-    or workflow that exists, a spacy_cner command that exists, and config overrides the config has."""
+    """The README's and docs/'s other bash commands need the full data or a cluster: each names a project
+    command or workflow that exists, a spacy_cner command that exists with the options it is given, and
+    config overrides the config has."""
     import shlex
 
     import srsly
@@ -133,11 +204,19 @@ def test_readme_bash_commands_name_what_exists():
     checked = 0
     written = {}  # a config file that `init-config` wrote -> the shipped config it copied
     for command in bash_commands():
-        words = shlex.split(command)
+        words = shlex.split(command, comments=True)  # a trailing `# ...` is a comment, as in bash
         if words[:4] == ["python", "-m", "spacy", "project"]:
             assert words[4] == "run" and words[5] in runnable, command
         elif words[:3] == ["python", "-m", "spacy_cner"]:
             assert words[3] in cli_commands, command
+            cli_command, arguments = typer.main.get_command(app).commands[words[3]], words[4:]
+            if hasattr(cli_command, "commands"):  # a group: `pretrained fetch`
+                assert words[4] in cli_command.commands, command
+                cli_command, arguments = cli_command.commands[words[4]], words[5:]
+            if not cli_command.context_settings.get("ignore_unknown_options"):  # not spaCy's pass-through
+                options = {opt for param in cli_command.params for opt in param.opts + param.secondary_opts}
+                unknown = [word for word in arguments if word.startswith("-") and word.split("=")[0] not in options]
+                assert not unknown, f"{command}: {unknown} are not options of {words[3]}"
             if words[3] == "init-config":
                 name = next((b for a, b in zip(words, words[1:]) if a in ("--config", "-c")), "default")
                 written[words[4]] = f"configs/{name}.cfg"
@@ -145,7 +224,7 @@ def test_readme_bash_commands_name_what_exists():
             options = words[5:]
             overrides = {
                 option[2:]: value for option, value in zip(options, options[1:])
-                if option.startswith("--") and option != "--output"
+                if option.startswith("--") and option not in ("--output", "--gpu-id", "--code")  # spacy train's own
             }
             # Every overridden setting is one the config has (confection would add a new key silently).
             config = load_config(REPO_ROOT / written.get(words[4], words[4]))
@@ -157,4 +236,31 @@ def test_readme_bash_commands_name_what_exists():
         else:
             continue
         checked += 1
+    assert checked >= 8
+
+
+def test_config_snippets_name_registered_functions():
+    """Every ini snippet of the README and docs/ parses as a config, and every function it names
+    (`@architectures`, `@layers`, `@misc`, `@scorers`, ...) is registered."""
+    from confection import Config
+    from spacy.util import registry
+
+    def names(section):
+        for key, value in section.items():
+            if isinstance(value, dict):
+                yield from names(value)
+            elif key.startswith("@"):
+                yield key[1:], value
+
+    checked = 0
+    for page in PAGES:
+        for i, block in enumerate(re.findall(r"```ini\n(.*?)```", page.read_text(encoding="utf8"), flags=re.S)):
+            # A snippet shows its own sections only: their parents are added, empty, so that it parses.
+            headers = re.findall(r"^\[([^\]]+)\]$", block, flags=re.M)
+            parents = {".".join(h.split(".")[:n]) for h in headers for n in range(1, h.count(".") + 1)}
+            block = "".join(f"[{parent}]\n" for parent in sorted(parents - set(headers))) + block
+            config = Config().from_str(block, interpolate=False)
+            for registry_name, function in names(config):
+                assert registry.has(registry_name, function), f"{page_name(page)} ini snippet {i + 1}: {function}"
+                checked += 1
     assert checked >= 8

@@ -41,13 +41,14 @@ def test_config_learns_resume(tmp_path, config):
     assert scores["ents_f"] > CONFIGS[config][1]
     assert set(scores["ents_per_type"]) == {"CONT", "EDU", "LOC", "NAME", "ORG", "PRO", "RACE", "TITLE"}
     if config == "default":
-        # The README's snippets show the demo's model (600 steps of this config) on these sentences: each
+        # The README's and docs/'s snippets show the demo's model (600 steps of this config) on these sentences: each
         # must find entities there (李四在上海工作, no resume line, found none).
         import re
 
         from conftest import REPO_ROOT
 
-        text = (REPO_ROOT / "README.md").read_text(encoding="utf8")
+        pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+        text = "\n".join(page.read_text(encoding="utf8") for page in pages)
         samples = set(re.findall(r"(?:nlp|spacy\.load\([^)]*\))\((?:\"|')([^\"']+)(?:\"|')\)", text))
         samples.discard("百度是一家高科技公司")  # the LAC pipeline's sample, not the demo's
         assert "李四，女，汉族，本科学历，现任上海银行行长。" in samples
