@@ -15,7 +15,7 @@ from .layers.tener import TENEREncoder
 from .training.corpus_size import corpus_batch_size, corpus_max_epochs, corpus_patience, corpus_patience_v2
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 from .robustness.metrics import make_robust_ner_scorer
-from .shipped_configs import config_path
+from .training.shipped_configs import config_path
 from .tokenizer import LinearChineseTokenizer
 
 __all__ = [

@@ -24,7 +24,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d, Ints1d
 
-from .batching import batches_by_budget
+from .backends.batching import batches_by_budget
 from .tags import TagSet, preset_constraints
 
 # Characters after which a sentence ends (Chinese and ASCII), newlines included.

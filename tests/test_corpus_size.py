@@ -82,7 +82,7 @@ def test_default_config_shares_the_large_corpus_threshold_between_fgm_and_the_bu
     """configs/default.cfg: FGM's large_corpus is the token budget's (one number to change), and the
     budget of a large corpus buys the time its cheaper steps save (FGM at every second update:
     0.75 of a step's cost, so 15M / 0.75 = 20M tokens)."""
-    from spacy_cner.shipped_configs import config_path
+    from spacy_cner.training.shipped_configs import config_path
 
     config = spacy.util.load_config(config_path("default"), interpolate=True)
     attack, budget = config["components"]["crf_ner"]["adversarial"], config["training"]["max_epochs"]

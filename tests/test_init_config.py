@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import spacy_cner
 from spacy_cner.cli import app
-from spacy_cner.shipped_configs import config_names, config_path
+from spacy_cner.training.shipped_configs import config_names, config_path
 
 from conftest import REPO_ROOT
 

@@ -12,7 +12,7 @@ import srsly
 import typer
 from spacy.language import FactoryMeta, Language
 
-from ..shipped_configs import config_names, config_path
+from ..training.shipped_configs import config_names, config_path
 from ._app import _choices, app, msg
 
 ShippedConfig = _choices("ShippedConfig", config_names(), "The configs `init-config` writes.")
@@ -31,7 +31,7 @@ def init_config_command(
 ) -> None:
     """Write a shipped training config (configs/default.cfg unless --config), for `spacy train`.
     `spacy init config -p crf_ner` gives the factory's plain BiLSTM-CRF instead: no SoftLexicon, no
-    vectors, no FGM, no joined pairs, no fitted threshold (spacy_cner/shipped_configs.py says why)."""
+    vectors, no FGM, no joined pairs, no fitted threshold (spacy_cner/training/shipped_configs.py says why)."""
     text = config_path(config.value).read_text(encoding="utf8")
     if output == "-":
         typer.echo(text, nl=False)

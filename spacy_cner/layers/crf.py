@@ -9,7 +9,7 @@ from thinc.types import Floats1d, Floats2d, Ints1d
 from torch.nn.utils import parametrize
 from torchcrf import CRF as TorchCRF
 
-from ..batching import batches_by_budget
+from ..backends.batching import batches_by_budget
 from ..tags import allowed_transitions
 from ._torch import RebuildableModule, pad_batch, set_torch_module, torch_module, wrap_rebuildable
 from .forward_backward import forward_backward, pair_expectations

@@ -8,7 +8,7 @@ from thinc.api import Model
 from thinc.types import Floats1d, Floats2d
 from torch.nn.utils import parametrize
 
-from ..batching import batches_by_budget
+from ..backends.batching import batches_by_budget
 from ..tags import TagSet
 from ._torch import pad_batch, torch_module
 from .crf import FORBIDDEN, AllowedTags, CRFInput

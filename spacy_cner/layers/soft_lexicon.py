@@ -28,7 +28,7 @@ from thinc.api import Model, registry
 from thinc.types import Floats2d
 
 from ..lexicon import Lexicon, doc_text, token_spans
-from ..segmenter import jieba_words, load_jieba
+from ..pretrained.jieba_segmenter import jieba_words, load_jieba
 from .lexicon_slot import LexiconSlot, required_lexicon
 
 # Word positions, in feature order.
@@ -335,7 +335,7 @@ def char_word_vectors(lexicon: Lexicon, text: str, rows: numpy.ndarray, vectors:
 
 def softword_positions(text: str) -> numpy.ndarray:
     """Per character, its position in jieba's segmentation as one-hot B/M/E/S (float32 (len(text), 4)),
-    on rjieba where it gives jieba's words (spacy_cner/segmenter.py)."""
+    on rjieba where it gives jieba's words (spacy_cner/pretrained/jieba_segmenter.py)."""
     out = numpy.zeros((len(text), len(POSITIONS)), dtype="float32")
     start = 0
     for word in jieba_words(text):

@@ -22,8 +22,8 @@ from ..robustness.entity_attention import example_entity_ids
 from ..backends.rowwise_ops import training_products
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import tok2vec_mix_weights
-from ..labels import explain_labels
-from ..labels import label_descriptions as describe_labels
+from ..corpus.labels import explain_labels
+from ..corpus.labels import label_descriptions as describe_labels
 from ..lexicon import Lexicon
 from ..robustness.metrics import PipelineLink, PipelineScorer
 from ..tags import TagSet, aligned_ner, gold_constraints, validate_scheme
@@ -352,7 +352,7 @@ class CRFEntityRecognizer(TrainablePipe):
 
     @property
     def label_descriptions(self) -> Dict[str, str]:
-        """What each label means (spacy_cner.labels), as spacy.explain and the model card give it."""
+        """What each label means (spacy_cner.corpus.labels), as spacy.explain and the model card give it."""
         return dict(self.cfg.get("label_descriptions") or describe_labels(self.labels))
 
     @property

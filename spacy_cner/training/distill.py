@@ -47,7 +47,7 @@ from thinc.api import Model, torch2xp
 from thinc.types import Floats1d, Floats2d
 from torch.nn.utils import parametrize
 
-from ..batching import batches_by_budget
+from ..backends.batching import batches_by_budget
 from ..layers._torch import pad_batch, torch_module
 from ..layers.crf import FORBIDDEN
 from ..layers.crf_posteriors import LATTICE_BATCH_TOKENS

@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import reference
 from reference import logsumexp, valid_paths
-from spacy_cner.batching import batches_by_budget
+from spacy_cner.backends.batching import batches_by_budget
 from spacy_cner.layers import crf_posteriors
 from spacy_cner.layers import forward_backward as fb_module
 from spacy_cner.layers._torch import torch_module

@@ -9,7 +9,7 @@ from spacy_transformers.layers.hf_wrapper import HFWrapper
 from thinc.api import Model
 from thinc.types import Floats2d, Ints1d
 
-from ...batching import batches_by_budget
+from ...backends.batching import batches_by_budget
 from ...robustness.attention_window import check_window
 from ...robustness.entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
 from ...long_docs import Window

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_cner import segmenter
+from spacy_cner.pretrained import jieba_segmenter as segmenter
 from spacy_cner.layers.soft_lexicon import softword_positions
 
 from conftest import SHARED_DATA as DATA_DIR
@@ -107,7 +107,7 @@ def test_jiebas_dictionary_is_not_loaded_for_joined_letters_and_digits():
     needs_rjieba()
     code = (
         "import sys\n"
-        "from spacy_cner import segmenter\n"
+        "from spacy_cner.pretrained import jieba_segmenter as segmenter\n"
         "assert segmenter.jieba_words('kfr-35gw空调2013.11.18，C++和AT&T') == "
         "['kfr', '-', '35gw', '空调', '2013.11', '.', '18', '，', 'C++', '和', 'AT&T']\n"
         "jieba = sys.modules.get('jieba')\n"
@@ -133,7 +133,7 @@ def test_a_changed_jieba_dictionary_turns_rjieba_off():
     needs_rjieba()
     code = (
         "import jieba\n"
-        "from spacy_cner import segmenter\n"
+        "from spacy_cner.pretrained import jieba_segmenter as segmenter\n"
         "assert segmenter._rjieba() is not None\n"
         "segmenter.load_jieba()\n"
         "assert segmenter._rjieba() is not None  # loaded, unchanged\n"
@@ -150,7 +150,7 @@ def test_the_pristine_total_is_recorded_when_spacy_cner_loads_jieba():
     dict.txt, without reading the file again; a dictionary set before loading is not recorded."""
     code = (
         "import jieba\n"
-        "from spacy_cner import segmenter\n"
+        "from spacy_cner.pretrained import jieba_segmenter as segmenter\n"
         "segmenter.load_jieba()\n"
         "recorded = segmenter._PRISTINE_TOTAL\n"
         "assert recorded == jieba.dt.total\n"
@@ -160,7 +160,7 @@ def test_the_pristine_total_is_recorded_when_spacy_cner_loads_jieba():
     run_python(code)
     small = (
         "import jieba, pathlib, tempfile\n"
-        "from spacy_cner import segmenter\n"
+        "from spacy_cner.pretrained import jieba_segmenter as segmenter\n"
         "path = pathlib.Path(tempfile.mkdtemp()) / 'small.txt'\n"
         "path.write_text('北京 3 ns\\n欢迎 2 v\\n', encoding='utf8')\n"
         "jieba.set_dictionary(str(path))\n"

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spacy_cner.batching import batches_by_budget
+from spacy_cner.backends.batching import batches_by_budget
 
 LENGTHS = st.lists(st.integers(0, 50), max_size=30)
 
