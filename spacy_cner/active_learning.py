@@ -21,7 +21,7 @@ from .annotate.select import (  # noqa: F401
     write_selection,
 )
 from .annotate.select import select as select_job
-from .pipeline.uncertainty import SPAN_STRATEGIES, STRATEGIES, scoring_pipe, strategy_score  # noqa: F401
+from .annotate.uncertainty import SPAN_STRATEGIES, STRATEGIES, scoring_pipe, strategy_score  # noqa: F401
 
 
 def select(model: str, input_path: str, n: int, output: Path, *, batch_size: int = 256, n_process: int = 1,

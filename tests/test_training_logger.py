@@ -12,7 +12,7 @@ from spacy.training import Example
 from spacy.util import load_config, registry
 
 from conftest import REPO_ROOT, SMALL_CONFIG_OVERRIDES, TRAIN_DATA, make_examples, train_from_config, write_corpus
-from spacy_cner.pipeline.calibration import expected_calibration_error, reliability_bins
+from spacy_cner.training.reliability import expected_calibration_error, reliability_bins
 from spacy_cner.training.logger import plot_logger
 from spacy_cner.training.plots import Panel, Series, nice_ticks, svg_picture
 

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..pipeline.uncertainty import scoring_pipe
+from .uncertainty import scoring_pipe
 from .inputs import Row
 
 

@@ -5,7 +5,7 @@ and of every entity span. A strategy turns them into one score per text (higher:
 labelling); the top N texts, near-duplicates left out, go to the annotation tool with the model's
 entities pre-filled, in a format `python -m spacy_cner convert` reads back once they are annotated.
 
-Strategies (STRATEGIES): see spacy_cner.pipeline.uncertainty, where crf_ner computes them. The texts
+Strategies (STRATEGIES): see spacy_cner.annotate.uncertainty (crf_ner computes them). The texts
 are scored by a run of annotate (an AnnotateJob: the model and its engine's settings) into
 OUTPUT.scores/, whose shards and state select reads back.
 """
@@ -28,7 +28,7 @@ from spacy.tokens import Doc
 from ..corpus.formats import FORMATS, TOOL_FORMATS
 from ..corpus.json_files import write_json_records
 from ..corpus.record_fields import AnnotatedText, span_dicts
-from ..pipeline.uncertainty import STRATEGIES, scoring_pipe
+from .uncertainty import STRATEGIES, scoring_pipe
 from . import run_job
 from .inputs import Source, find_sources, input_sources
 from .job import AnnotateJob

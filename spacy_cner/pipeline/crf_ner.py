@@ -15,6 +15,7 @@ from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats1d, Floats2d
 from wasabi import msg
 
+from ..annotate.uncertainty import SPAN_STRATEGIES, STRATEGIES, strategy_score
 from ..training.adversarial import EmbeddingAttack
 from ..training.augment import MentionPool, join_pairs
 from ..training.distill import soft_targets, teacher_student_loss
@@ -57,7 +58,6 @@ from .lexicons import set_model_lexicon
 from .optimizer import apply_gradients
 from .resize import resize_output
 from .serialization import bytes_readers, bytes_writers, file_readers, file_writers, validate_save_weights
-from .uncertainty import SPAN_STRATEGIES, STRATEGIES, strategy_score
 
 default_model_config = """
 [model]
@@ -357,7 +357,7 @@ class CRFEntityRecognizer(TrainablePipe):
 
     @property
     def uncertainty(self) -> Optional[str]:
-        """Active learning: a strategy of spacy_cner.active_learning.STRATEGIES that sets
+        """Active learning: a strategy of spacy_cner.annotate.uncertainty.STRATEGIES that sets
         doc._.uncertainty on every doc (uncertainty_seed seeds the random one); None (the default):
         not computed. A run-time setting (`select` sets it), not saved with the pipe."""
         return getattr(self, "_uncertainty", None)  # a pipe pickled before the setting has none

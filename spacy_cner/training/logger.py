@@ -22,7 +22,7 @@ from spacy.training.loggers import console_logger_v3
 from spacy.util import registry, resolve_dot_names
 from wasabi import Printer
 
-from ..pipeline.calibration import expected_calibration_error, reliability_bins
+from .reliability import expected_calibration_error, reliability_bins
 from .plots import Panel, Series, svg_picture
 
 CURVE_DATA, CURVE_PICTURE = "training_curve.jsonl", "training_curve.svg"

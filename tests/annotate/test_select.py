@@ -15,7 +15,7 @@ import reference
 from spacy_cner.annotate.job import AnnotateJob
 from spacy_cner.annotate.select import (STRATEGIES, NearDuplicates, Typicality, pick, power_key, score_docs,
                                         select)
-from spacy_cner.pipeline.uncertainty import strategy_score
+from spacy_cner.annotate.uncertainty import strategy_score
 from spacy_cner.corpus.convert import iter_docs
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.tags import tags_to_spans

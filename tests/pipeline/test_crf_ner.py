@@ -1105,7 +1105,7 @@ HELD_OUT = [
 
 
 def test_fit_temperature_changes_probabilities_not_entities(tmp_path):
-    from spacy_cner.pipeline.calibration import expected_calibration_error
+    from spacy_cner.training.reliability import expected_calibration_error
 
     nlp = load_trained()
     ner = nlp.get_pipe("crf_ner")
