@@ -269,3 +269,32 @@ def test_config_snippets_name_registered_functions():
                 assert registry.has(registry_name, function), f"{page_name(page)} ini snippet {i + 1}: {function}"
                 checked += 1
     assert checked >= 8
+
+
+def test_readme_recipe_runs_as_written(tmp_path):
+    """The README's train-on-your-own-data recipe, as written, on the toy corpus in `char tag` files: convert,
+    train configs/default.cfg (shrunk and cut to a few steps: the only words added), evaluate, show-ents."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import SMALL_CONFIG_OVERRIDES, TRAIN_DATA
+    from spacy_cner.tags import spans_to_tags
+
+    (tmp_path / "mydata").mkdir()
+    for split, data in (("train", TRAIN_DATA * 2), ("dev", TRAIN_DATA), ("test", TRAIN_DATA)):
+        sentences = ["\n".join(f"{char} {tag}" for char, tag in zip(text, spans_to_tags(ents, len(text), "BIOES")))
+                     for text, ents in data]
+        (tmp_path / "mydata" / f"{split}.txt").write_text("\n\n".join(sentences) + "\n", encoding="utf8")
+    shutil.copytree(REPO_ROOT / "configs", tmp_path / "configs")
+    small = {**SMALL_CONFIG_OVERRIDES["default"], "training.max_steps": 10, "training.eval_frequency": 5}
+    printed = ""
+    for command in bash_block("## Training on your own data").strip().splitlines():
+        if command.startswith("python -m spacy train"):
+            command += "".join(f" --{key} {value}" for key, value in small.items())
+        command = command.replace("python ", f"{sys.executable} ", 1)
+        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+        assert result.returncode == 0, command + "\n" + result.stdout[-2000:] + result.stderr[-2000:]
+        printed += result.stdout
+    assert (tmp_path / "training" / "mine" / "model-best").is_dir()
+    assert "NER F" in printed and "张三，现任北京大学教授。" in printed  # evaluate's scores, show-ents' text
