@@ -23,7 +23,6 @@ import datetime  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
