@@ -80,6 +80,23 @@ def train_from_config(config: Union[str, Path], output: Path, overrides: Dict[st
     return output
 
 
+def trained_pipeline(path):
+    """A tiny crf_ner pipeline overfit to one sentence, saved at path; its example."""
+    nlp = spacy.blank("zh")
+    model = {
+        "@architectures": "spacy-cner.CRFTagger.v1",
+        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 100, "bigram_rows": 100, "bigram_dropout": 0.0},
+        "encoder": None,
+    }
+    nlp.add_pipe("crf_ner", config={"model": model})
+    examples = [Example.from_dict(nlp.make_doc("我在北京"), {"entities": [(2, 4, "LOC")]})]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(40):
+        nlp.update(examples, sgd=optimizer)
+    nlp.to_disk(path)
+    return examples
+
+
 # Every character the tests' texts use, plus Latin/digit wordpieces; deduplicated, in order.
 CHARACTERS = "我在北京市工作张三去了上海李四是阿里巴巴的员工王五住广州腾讯总部深圳，。！？；中国人民银行"
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

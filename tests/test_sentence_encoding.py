@@ -53,7 +53,10 @@ def test_it_learns_and_saves(tmp_path):
     loaded = spacy.load(tmp_path)
     assert loaded.get_pipe("crf_ner").model.attrs["sentence_encoding"] is True
     texts = [t for t, _ in SENTENCE_DATA] + ["", "。", "王五。"]
-    ents = lambda docs: [[(e.start, e.end, e.label_) for e in d.ents] for d in docs]
+
+    def ents(docs):
+        return [[(e.start, e.end, e.label_) for e in d.ents] for d in docs]
+
     assert ents(loaded.pipe(texts)) == ents(nlp.pipe(texts))
 
 

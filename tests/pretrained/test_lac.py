@@ -21,7 +21,6 @@ from spacy_cner.pretrained.paddle_tensor import read_tensor, write_tensor
 from spacy_cner.training.lac_vectors import combine, lac_table, make_lac_vectors
 from spacy_cner.training.vectors import VectorSettings
 
-from conftest import SHARED_DATA
 
 # A fabricated LAC vocabulary: a space first (as LAC's id 0), characters, words, OOV last.
 VOCAB = [" ", "张", "三", "北", "京", "上", "海", "万", "与", "1", "张三", "北京", "上海", "北京市", "OOV"]

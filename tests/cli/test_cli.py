@@ -4,6 +4,7 @@ import hashlib
 import srsly
 from typer.testing import CliRunner
 
+from conftest import REPO_ROOT, trained_pipeline
 from spacy_cner.cli import app
 
 runner = CliRunner()
@@ -65,26 +66,6 @@ def test_fetch_assets_takes_a_dataset_of_ones_own_in_place(tmp_path):
     assert "using the files there (weiboNER_2nd_conll.train)" in " ".join(result.output.split())
 
 
-def trained_pipeline(path):
-    """A tiny crf_ner pipeline overfit to one sentence, saved at path; its example."""
-    import spacy
-    from spacy.training import Example
-
-    nlp = spacy.blank("zh")
-    model = {
-        "@architectures": "spacy-cner.CRFTagger.v1",
-        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 100, "bigram_rows": 100, "bigram_dropout": 0.0},
-        "encoder": None,
-    }
-    nlp.add_pipe("crf_ner", config={"model": model})
-    examples = [Example.from_dict(nlp.make_doc("我在北京"), {"entities": [(2, 4, "LOC")]})]
-    optimizer = nlp.initialize(lambda: examples)
-    for _ in range(40):
-        nlp.update(examples, sgd=optimizer)
-    nlp.to_disk(path)
-    return examples
-
-
 def test_show_ents_prints_entities(tmp_path):
     trained_pipeline(tmp_path / "model")
     result = runner.invoke(app, ["show-ents", str(tmp_path / "model"), "我在北京"])
@@ -125,8 +106,6 @@ def test_evaluate_writes_the_entities_page_for_crf_ner(tmp_path):
 
 
 def test_debug_data_runs_the_named_entity_checks(tmp_path):
-    from pathlib import Path
-
     import spacy
     from spacy.tokens import DocBin
     from spacy.training import Example
@@ -135,7 +114,7 @@ def test_debug_data_runs_the_named_entity_checks(tmp_path):
     data = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("我在北京市工作", [(2, 5, "LOC")])]
     docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in data]
     DocBin(docs=docs).to_disk(tmp_path / "train.spacy")
-    config = Path(__file__).resolve().parents[1] / "configs" / "default.cfg"
+    config = REPO_ROOT / "configs" / "default.cfg"
     paths = ["--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "train.spacy")]
     result = runner.invoke(app, ["debug-data", str(config), *paths])
     assert "Named Entity Recognition" in result.output, result.output

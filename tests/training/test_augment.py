@@ -1,15 +1,22 @@
-"""Mention replacement (crf_ner's replace_mentions, spacy_cner.training.augment.MentionPool)."""
+"""Augmentation (spacy_cner.training.augment): mention replacement (crf_ner's replace_mentions, MentionPool) and
+training on joined pairs (join_pairs, crf_ner's join_examples)."""
 import pickle
 import random
 from collections import Counter
+from typing import List, Tuple
 
+import numpy
 import pytest
 import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
+from thinc.api import fix_random_seed
 
 import spacy_cner  # noqa: F401  (registers crf_ner)
-from spacy_cner.training.augment import MentionPool
+from conftest import make_examples
+from toy_pipe import pipe_config, train
+from spacy_cner.pipeline import crf_ner as crf_ner_module
+from spacy_cner.training.augment import MentionPool, join_pairs
 
 TRAIN = [
     ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
@@ -126,3 +133,61 @@ def test_crf_ner_trains_on_replaced_mentions(monkeypatch):
     ]  # the caller's examples are untouched
     with pytest.raises(ValueError, match="replace_mentions"):
         spacy.blank("zh").add_pipe("crf_ner", config={"replace_mentions": 2.0})
+
+
+# Training on joined pairs (join_examples)
+
+
+def _entity_texts(example: Example) -> List[Tuple[str, str]]:
+    return [(ent.text, ent.label_) for ent in example.reference.ents]
+
+
+def test_join_pairs_keeps_every_token_and_entity():
+    nlp = spacy.blank("zh")
+    examples = make_examples(nlp)
+    random.seed(1)
+    joined = join_pairs(examples, 1.0)
+    assert len(joined) == 3  # two pairs and the odd one out
+    assert sum(len(eg.predicted) for eg in joined) == sum(len(eg.predicted) for eg in examples)
+    texts = {eg.text for eg in examples}
+    pairs = [eg for eg in joined if eg.text not in texts]
+    assert len(pairs) == 2
+    for eg in pairs:
+        first = next(e for e in examples if eg.text.startswith(e.text))
+        second = next(e for e in examples if eg.text == first.text + e.text)
+        assert _entity_texts(eg) == _entity_texts(first) + _entity_texts(second)
+        # The joint is no sentence start: a text joined before tokenization has none there.
+        assert not eg.predicted[len(first.predicted)].is_sent_start
+        assert eg.get_aligned_ner() == first.get_aligned_ner() + second.get_aligned_ner()
+
+
+def test_join_pairs_share():
+    nlp = spacy.blank("zh")
+    examples = make_examples(nlp) * 20
+    random.seed(0)
+    assert join_pairs(examples, 0.0) == examples
+    n_joined = [100 - len(join_pairs(examples, 0.3)) for _ in range(200)]  # one fewer per pair
+    assert abs(numpy.mean(n_joined) - 15) < 1.0
+
+
+def test_join_examples_setting_trains_on_pairs(monkeypatch):
+    nlp = spacy.blank("zh")
+    with pytest.raises(ValueError, match="join_examples"):
+        nlp.add_pipe("crf_ner", config={"join_examples": 1.5})
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={**pipe_config("BIOES"), "join_examples": 1.0})
+    examples = make_examples(nlp)
+    seen = []
+
+    def spy(batch, share):
+        joined = join_pairs(batch, share)
+        seen.append([eg.text for eg in joined])
+        return joined
+
+    monkeypatch.setattr(crf_ner_module, "join_pairs", spy)
+    losses = train(nlp, examples, n_steps=60)
+    assert all(len(batch) == 3 for batch in seen)
+    assert len({tuple(sorted(batch)) for batch in seen}) > 5  # fresh pairs each step
+    assert losses[-1] < losses[0] / 5
+    assert nlp.evaluate(make_examples(nlp))["ents_f"] == 1.0

@@ -10,11 +10,11 @@ from spacy.training import Example
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
+from spacy_cner.cli.model_card import write_model_card
 from spacy_cner.corpus.labels import DATASET_LABELS, dataset_of, explain_labels, label_descriptions
 
 RESUME = DATASET_LABELS["Resume NER (Zhang and Yang 2018)"]
 KNOWN = {label for meanings in DATASET_LABELS.values() for label in meanings}
-from spacy_cner.cli.model_card import write_model_card
 
 CARD_DATA = [
     ("张三毕业于北京大学", [(0, 2, "NAME"), (5, 9, "EDU")]),

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from spacy_cner.annotate import annotate, find_sources, iter_lines, msgpack_hooks_looked_up_once, read_rows
 from spacy_cner.cli import app
 
-from test_cli import trained_pipeline
+from conftest import trained_pipeline
 
 runner = CliRunner()
 TEXTS = ["我在北京", "北京很大", "你好", "", "他从北京来到北京"]
@@ -188,7 +188,7 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
     import decimal
 
     pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
-    import pyarrow.parquet
+    import pyarrow.parquet  # noqa: F811  (the submodule, on the module importorskip gave)
 
     from spacy_cner.active_learning import select
 
@@ -263,7 +263,7 @@ def test_a_row_nested_too_deeply_for_parquet_is_a_bad_row_not_an_unreadable_shar
 
 def test_annotate_parquet_in_and_out(model, tmp_path):
     pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
-    import pyarrow.parquet
+    import pyarrow.parquet  # noqa: F811  (the submodule, on the module importorskip gave)
 
     table = pyarrow.table({"doc_id": ["a", "b", "c"], "text": ["我在北京", None, "北京很大"]})
     pyarrow.parquet.write_table(table, tmp_path / "in.parquet")
@@ -562,7 +562,7 @@ def test_ray_select_matches_local(model, tmp_path, local_ray):
 
 def test_ray_text_and_parquet(model, tmp_path, local_ray):
     pyarrow = pytest.importorskip("pyarrow")
-    import pyarrow.parquet
+    import pyarrow.parquet  # noqa: F811  (the submodule, on the module importorskip gave)
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "in.txt").write_bytes("\r\n".join(TEXTS + ["北京\u2028北京"]).encode("utf8"))

@@ -1,7 +1,6 @@
 """spacy-cner.PlotLogger.v1: spaCy's console log plus a training curve and a calibration plot (data and
 SVG) written into the training output folder; and the SVG charts and reliability bins it draws from."""
 import io
-import sys
 import xml.etree.ElementTree as ElementTree
 
 import numpy

@@ -9,8 +9,9 @@ from spacy.tokens import DocBin
 from spacy.util import load_config, registry
 
 import spacy_cner  # noqa: F401  (registers the function)
+from conftest import REPO_ROOT
 
-CONFIGS = Path(__file__).parent.parent / "configs"
+CONFIGS = REPO_ROOT / "configs"
 
 
 def write_corpus(path: Path, n_docs: int, text: str = "张三在北京工作") -> Path:

@@ -85,7 +85,10 @@ def test_config_with_vectors_trains_saves_and_keeps_them_frozen(vectors_model, t
     numpy.testing.assert_array_equal(nlp.vocab.vectors.data, before)
     nlp.to_disk(tmp_path / "model")
     loaded = spacy.load(tmp_path / "model")
-    ents = lambda doc: [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+
+    def ents(doc):
+        return [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+
     assert ents(loaded("张三去了上海")) == ents(nlp("张三去了上海"))
     # The vectors reach the output: other vectors, other emission scores.
     ner = loaded.get_pipe("crf_ner")
@@ -170,7 +173,6 @@ def reference_rows(doc, prev_bigram, sentence_bigrams):
 def test_bulk_lookup_equals_find_one_by_one(words, keys, prev_bigram, sentence_bigrams, mix):
     """The sorted-array lookup reads exactly Vectors.find's rows, for multi-character tokens,
     sentence ends and (a mix of 0) bigrams whose mixed keys collide."""
-    from spacy.tokens import Doc
 
     from spacy_cner.layers import ngram_vectors as module
 
