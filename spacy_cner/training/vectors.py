@@ -104,7 +104,7 @@ def train_char_bigram_vectors(
         their vectors (n_keys, width) float32, and how many of each kind.
     """
     try:
-        from gensim.models import Word2Vec
+        from gensim.models import Word2Vec  # noqa: F401  (here for the error; used in _word2vec)
     except ImportError as err:
         raise ImportError('Training vectors needs gensim (a requirement of spacy-cner): pip install "gensim>=4.3"') from err
     settings = settings or VectorSettings()
