@@ -84,6 +84,9 @@ def test_evaluate_a_context_blind_pipeline():
 def test_progress_shows_one_bar_at_a_time(capsys):
     """The two bars (sentences alone, joined pairs) were open at once and redrew each other with cursor
     movements, escape codes in a log file: now each closes before the next opens."""
+    from tqdm import tqdm
+
+    tqdm._instances.clear()  # a bar another test left open would give these a position, and cursor movements
     nlp = spacy.blank("zh")
     nlp.add_pipe("entity_ruler").add_patterns([{"label": "PER", "pattern": "张三"}])
     gold_docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in zip(TEXTS, GOLD)]
