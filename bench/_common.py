@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 # key: (name in the table, config in configs/ or None for spaCy's own)
 SYSTEMS = {
-    "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon+vectors from the train split BiLSTM-CRF, joined pairs)",
+    "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon+vectors from the train split BiLSTM-CRF, "
+                "joined pairs)",
                 "default.cfg"),
     "fast": ("spacy-cner fast.cfg (default.cfg without the vectors: the default until 2026-11-26)", "fast.cfg"),
     "bilstm": ("spacy-cner char_bigram.cfg (char+bigram BiLSTM-CRF, the previous default)", "char_bigram.cfg"),

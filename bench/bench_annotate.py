@@ -40,7 +40,8 @@ SELECT_N = 1000
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=ROOT / "bench" / "runs" / "datasets" / "resume" / "default" / "seed0" / "model-best")
+    parser.add_argument("--model", type=Path,
+                        default=ROOT / "bench" / "runs" / "datasets" / "resume" / "default" / "seed0" / "model-best")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--mb", type=float, default=50.0, help="corpus size in megabytes of UTF-8 text")
     parser.add_argument("--shards", type=int, default=8, help="input files (Ray reads files in parallel)")
@@ -49,7 +50,8 @@ def main() -> None:
     add_result_argument(parser, "annotate")
     args = parser.parse_args()
     if not args.model.exists():
-        sys.exit(f"No model at {args.model}: train one (bench/bench_datasets.py or `spacy project run all`) or pass --model")
+        sys.exit(f"No model at {args.model}: train one (bench/bench_datasets.py or `spacy project run all`) "
+                 "or pass --model")
     corpus, n_docs, n_chars = write_corpus(args.data, args.out / "corpus", args.mb, args.shards)
     print(f"corpus: {n_docs:,} docs, {n_chars:,} characters in {args.shards} files at {corpus}", flush=True)
     results = {}
@@ -106,7 +108,8 @@ def run_setup(model: Path, corpus: Path, out: Path, options: list, corpus_chars:
         command = [sys.executable, "-m", "spacy_cner", "select", str(model), str(corpus), "-n", str(SELECT_N),
                    "-o", str(out / "next.jsonl"), "--quiet", *options[1:]]
     else:
-        command = [sys.executable, "-m", "spacy_cner", "annotate", str(model), str(corpus), str(out), "--quiet", *options]
+        command = [sys.executable, "-m", "spacy_cner", "annotate", str(model), str(corpus), str(out), "--quiet",
+                   *options]
     env = {**os.environ, "RAY_worker_niceness": "0"}  # Ray's workers otherwise run at niceness 15
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -124,7 +127,8 @@ def run_setup(model: Path, corpus: Path, out: Path, options: list, corpus_chars:
         n_docs, n_chars = int(re.search(r"of ([0-9]+) texts selected", output).group(1)), corpus_chars
     else:
         n_docs = sum(1 for path in out.glob("*.jsonl") for _ in path.open(encoding="utf8"))
-        n_chars = sum(sum(len(json.loads(line)["text"]) for line in path.open(encoding="utf8")) for path in out.glob("*.jsonl"))
+        n_chars = sum(sum(len(json.loads(line)["text"]) for line in path.open(encoding="utf8"))
+                      for path in out.glob("*.jsonl"))
     workers = {pid: peak for pid, (peak, role) in peaks.items() if role == "worker"}
     if not workers:  # n_process 1: the annotating process is the driver itself
         workers = {pid: peak for pid, (peak, role) in peaks.items() if role == "driver"}
@@ -179,7 +183,8 @@ def render(results: dict, args: argparse.Namespace, n_docs: int, n_chars: int) -
     for setup, r in results.items():
         ratio = f"{r['chars_per_s'] / base:.2f}x" if base else "-"
         peak = f"{r['worker_peak_mb']:.0f}" if r["worker_peak_mb"] else "-"
-        lines.append(f"| {setup} | {r['seconds']:.1f} | {r['docs_per_s']:,.0f} | {r['chars_per_s']:,.0f} | {peak} | {r['n_workers']} | {ratio} |")
+        lines.append(f"| {setup} | {r['seconds']:.1f} | {r['docs_per_s']:,.0f} | {r['chars_per_s']:,.0f} | {peak} | "
+                     f"{r['n_workers']} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 

@@ -180,7 +180,8 @@ def render(results: dict, args: argparse.Namespace) -> str:
         f"Models: bench_datasets.py's `{args.system}` seed {args.seed} (model-best). ECE over the predicted entities "
         "(10 equal-width bins; right = exact match of a gold entity); the temperature is fitted on dev.",
         "",
-        "| dataset | temperature | dev ECE before / after | test ECE before / after | chars/s: best path / + span group / default | cost: + span group / default |",
+        "| dataset | temperature | dev ECE before / after | test ECE before / after "
+        "| chars/s: best path / + span group / default | cost: + span group / default |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, res in results.items():
@@ -209,7 +210,8 @@ def render(results: dict, args: argparse.Namespace) -> str:
         for name, runs in longs.items():
             for key, label in (("none", "off"), ("crf_ner", "on")):
                 r = runs[key]
-                lines.append(f"| {name} | {label} | {r['seconds']:.1f} | {r['peak_mb']:.0f} MB | {r['ents']:,} | {r['spans']:,} |")
+                lines.append(f"| {name} | {label} | {r['seconds']:.1f} | {r['peak_mb']:.0f} MB | {r['ents']:,} | "
+                             f"{r['spans']:,} |")
     return "\n".join(lines) + "\n"
 
 

@@ -96,7 +96,8 @@ def main() -> None:
         name, _, spec = variant.partition("=")
         base, _, settings = spec.partition(":")
         if not name or base not in SYSTEMS or name in SYSTEMS:
-            sys.exit(f"Bad --variant {variant!r}: expected NAME=SYSTEM:section.key=value,... with SYSTEM one of {list(SYSTEMS)}")
+            sys.exit(f"Bad --variant {variant!r}: expected NAME=SYSTEM:section.key=value,... with SYSTEM one of "
+                     f"{list(SYSTEMS)}")
         SYSTEMS[name] = (f"{SYSTEMS[base][0]} + {settings}", SYSTEMS[base][1])
         overrides[name] = [f"--{setting}" for setting in split_settings(settings)]
     args.systems = requested  # in the order asked for; no --systems: every system, then the variants
@@ -126,8 +127,8 @@ def main() -> None:
             if reads_own_vectors(configs[key], extra):
                 vectors_seconds = train_own_vectors(corpora[name]["path"] / "train.spacy", out / "vectors", seed)
                 extra += (f"--paths.vectors={out / 'vectors'}",)
-            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps, args.jobs > 1 or args.one_thread,
-                          extra=extra)
+            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps,
+                          args.jobs > 1 or args.one_thread, extra=extra)
             # The vectors are part of the system: their training counts in its training time.
             stats.update(seconds=stats["seconds"] + vectors_seconds, vectors_seconds=vectors_seconds)
             stats_path.write_text(json.dumps(stats), encoding="utf8")
@@ -295,9 +296,10 @@ def render(rows: list, corpora: dict, args: argparse.Namespace) -> str:
         f"Command: `{command.strip()}`  ",
         f"Machine: {machine}  ",
         f"Seeds {', '.join(map(str, args.seeds))}; {steps}; {args.jobs} trainings at a time"
-        f"{', one thread each' if args.jobs > 1 or args.one_thread else ''}. Test split, model chosen on dev; P, R, F1, R-F1 and "
-        "Asr are means over seeds (F1 with the sample standard deviation, then per seed); training time is "
-        "the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) over test, best of "
+        f"{', one thread each' if args.jobs > 1 or args.one_thread else ''}. Test split, model chosen on dev; "
+        "P, R, F1, R-F1 and Asr are means over seeds (F1 with the sample standard deviation, then per seed); "
+        "training time is the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) "
+        "over test, best of "
         f"{args.repeats}, the systems alternating. R seen / unseen: the recall of the test entities whose text "
         "and label occur as an entity in train, and of the others ("
         + "; ".join(f"{name} {_seen_counts(rows, name)}" for name in args.datasets) + ").",
@@ -307,7 +309,8 @@ def render(rows: list, corpora: dict, args: argparse.Namespace) -> str:
         + "; ".join(f"{name} {_count(c, 'train')} / {_count(c, 'dev')} (-{c['dev_removed']}) / {c['test']:,} "
                     f"(-{c['test_removed']})" for name, c in corpora.items()),
         "",
-        "| dataset | system | dev F1 | test P | test R | R seen / unseen | test F1 | F1 per seed | R-F1 | Asr | training | chars/s |",
+        "| dataset | system | dev F1 | test P | test R | R seen / unseen | test F1 | F1 per seed | R-F1 | Asr "
+        "| training | chars/s |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:

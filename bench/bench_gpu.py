@@ -28,7 +28,8 @@ from bench_transformer import training_schedule, write_random_bert
 # key: (name in the table, config, config overrides)
 SYSTEMS = {
     "bert_crf": ("BERT-CRF (bert_crf.cfg)", "bert_crf.cfg", "bert", []),
-    "nezha_df_at": ("NEZHA-BiLSTM-CRF + DF + FGM (nezha_bilstm_crf_df_at.cfg)", "nezha_bilstm_crf_df_at.cfg", "nezha", []),
+    "nezha_df_at": ("NEZHA-BiLSTM-CRF + DF + FGM (nezha_bilstm_crf_df_at.cfg)", "nezha_bilstm_crf_df_at.cfg", "nezha",
+                    []),
     "lebert": ("LEBERT (lebert.cfg, jieba lexicon)", "lebert.cfg", "bert", []),
 }
 
@@ -129,7 +130,8 @@ def main() -> None:
             ]
             stats = _child(TRAIN_CHILD, [str(ROOT / "configs" / config), str(out), str(gpu), *overrides], log)
             on_gpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), str(gpu), "3", "1"], log)
-            on_cpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), "-1", str(args.cpu_repeats), "0"], log)
+            on_cpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), "-1",
+                                         str(args.cpu_repeats), "0"], log)
             same = sum(a == b for a, b in zip(on_gpu["entities"], on_cpu["entities"])) / max(1, len(on_gpu["entities"]))
             results[f"{key}/{precision}"] = {
                 "name": name,
@@ -199,19 +201,22 @@ def render(results: dict, args: argparse.Namespace) -> str:
         "",
         f"Command: `python bench/bench_gpu.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {machine}  ",
-        f"Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), {args.steps} steps on Resume "
-        f"(initial_rate {args.learn_rate:g}, the encoder at "
-        f"{'the config' + chr(39) + 's 0.5' if args.encoder_rate_scale is None else args.encoder_rate_scale} times it); "
-        f"{args.evals} dev evaluations (each calibrating) inside training's time; GPU chars/s: the fastest of 3 passes, "
-        f"CPU chars/s: of {args.cpu_repeats}; agreement: test docs with the same entities on the CPU.",
+        f"Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), {args.steps} steps "
+        f"on Resume (initial_rate {args.learn_rate:g}, the encoder at "
+        f"{'the config' + chr(39) + 's 0.5' if args.encoder_rate_scale is None else args.encoder_rate_scale} "
+        f"times it); {args.evals} dev evaluations (each calibrating) inside training's time; GPU chars/s: the "
+        f"fastest of 3 passes, CPU chars/s: of {args.cpu_repeats}; agreement: test docs with the same entities "
+        f"on the CPU.",
         "",
-        "| system | precision | steps/s | peak GPU memory | inference chars/s (GPU) | (CPU) | test F1 | CPU-GPU agreement |",
+        "| system | precision | steps/s | peak GPU memory | inference chars/s (GPU) | (CPU) | test F1 "
+        "| CPU-GPU agreement |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results.values():
         lines.append(
             f"| {r['name']} | {r['precision']} | {r['steps_per_s']:.2f} | {r['peak_gpu_mb']:,.0f} MB | "
-            f"{r['chars_per_s']:,.0f} | {r['cpu_chars_per_s']:,.0f} | {100 * r['f']:.2f} | {100 * r['agreement']:.1f}% |"
+            f"{r['chars_per_s']:,.0f} | {r['cpu_chars_per_s']:,.0f} | {100 * r['f']:.2f} | "
+            f"{100 * r['agreement']:.1f}% |"
         )
     return "\n".join(lines) + "\n"
 

@@ -92,7 +92,8 @@ def main() -> None:
     ]
     for layer, name in seconds:
         lines.append(f"| {shapes[layer]} | {name} | {best[layer, name]:.2f} | "
-                     f"{best[layer, name] / best[layer, 'fp32']:.2f} | {alone[layer, name]:.1e} | {gap[layer, name]:.1e} |")
+                     f"{best[layer, name] / best[layer, 'fp32']:.2f} | {alone[layer, name]:.1e} | "
+                     f"{gap[layer, name]:.1e} |")
     table = "\n".join(lines) + "\n"
     print(table)
     figures = {"ms": {f"{layer} {name}": value for (layer, name), value in best.items()},

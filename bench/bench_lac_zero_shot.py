@@ -87,7 +87,8 @@ def main() -> None:
             run([sys.executable, "-m", "spacy_cner", "pretrained", "pipeline", str(path)]
                 + (["--sdist", args.sdist] if args.sdist else []), quiet=True)
         nlp = spacy.load(path)
-        figures = {name: score(nlp, list(gold_sentences(args.data / file, scheme, args.limit)), args.batch_size, args.timed)
+        figures = {name: score(nlp, list(gold_sentences(args.data / file, scheme, args.limit)), args.batch_size,
+                               args.timed)
                    for name, (file, scheme) in DATASETS.items()}
     rows = [f"| {name} | {f['sentences']:,} | {f['all']['p']:.2f} | {f['all']['r']:.2f} | **{f['all']['f']:.2f}** | "
             f"{f['PER']['f']:.2f} | {f['LOC']['f']:.2f} | {f['ORG']['f']:.2f} | {f['chars_per_s']:,.0f} | "

@@ -144,7 +144,8 @@ def render(training: dict, scores: dict, speeds: dict, args: argparse.Namespace)
         "wall time and peak RSS: means over seeds of the training process; inference: characters per "
         f"second of the seed-{seeds[0]} model over the test split (nlp.pipe, best of 3 passes, one process).",
         "",
-        "| system | test P | test R | test F1 | F1 per seed | training wall time | training peak RSS | inference chars/s |",
+        "| system | test P | test R | test F1 | F1 per seed | training wall time | training peak RSS "
+        "| inference chars/s |",
         "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
     for key in args.systems:

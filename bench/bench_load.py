@@ -53,7 +53,8 @@ def main() -> None:
             nlp.get_pipe("crf_ner").save_weights = setting
             nlp.to_disk(path)
         for name, path in (("saved again by this checkout", resaved),
-                           ("saved again, save_weights float16", half), ("saved again, save_weights int8-tables", tables8)):
+                           ("saved again, save_weights float16", half),
+                           ("saved again, save_weights int8-tables", tables8)):
             times = [_time(path, PLAIN) for _ in range(args.repeats)]
             joined = [_time(path, JOINED) for _ in range(args.repeats)]
             files = sorted(((p.stat().st_size, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file()),
@@ -64,7 +65,8 @@ def main() -> None:
                 "first_doc": statistics.median(t["first_doc"] for t in times),
                 "first_doc_joined": statistics.median(t["first_doc"] for t in joined),
                 "total": statistics.median(t["load"] for t in times + joined) + max(
-                    statistics.median(t["first_doc"] for t in times), statistics.median(t["first_doc"] for t in joined)),
+                    statistics.median(t["first_doc"] for t in times),
+                    statistics.median(t["first_doc"] for t in joined)),
                 "mb": sum(size for size, _ in files) / 1e6,
                 "largest": ", ".join(f"{rel} {size / 1e6:.1f} MB" for size, rel in files[:2]),
             })

@@ -55,7 +55,8 @@ def main() -> None:
         print(name, runs[name], file=sys.stderr)
     lines = ["### One 1,000,000-character doc: peak memory", "",
              "| code | peak RSS | seconds | entities |", "| --- | ---: | ---: | ---: |"]
-    lines += [f"| {name} | {run['peak_mb']:,.0f} MB | {run['seconds']:.1f} | {run['entities']:,} |" for name, run in runs.items()]
+    lines += [f"| {name} | {run['peak_mb']:,.0f} MB | {run['seconds']:.1f} | {run['entities']:,} |"
+              for name, run in runs.items()]
     table = "\n".join(lines) + "\n"
     print(table)
     save_result(args.result, {"model": str(args.model), "chars": args.chars, "runs": runs}, table)

@@ -132,7 +132,8 @@ def sentences(corpus: Path) -> list:
     from spacy.tokens import DocBin
 
     nlp = spacy.blank("zh")
-    return [doc.text for split in ("dev", "test") for doc in DocBin().from_disk(corpus / f"{split}.spacy").get_docs(nlp.vocab)]
+    return [doc.text for split in ("dev", "test")
+            for doc in DocBin().from_disk(corpus / f"{split}.spacy").get_docs(nlp.vocab)]
 
 
 def untrained_default(corpus: Path, path: Path) -> Path:
@@ -168,8 +169,8 @@ def render(results: dict, args: argparse.Namespace, model: Path) -> str:
         "",
         f"Command: `{command.strip()}`  ",
         f"Machine: {machine}  ",
-        f"Model: {'`' + str(args.model) + '`' if args.model else 'default.cfg initialized on Resume train, untrained'}. "
-        "Each row is a fresh process on one thread; peak RSS includes the loaded pipeline "
+        f"Model: {'`' + str(args.model) + '`' if args.model else 'default.cfg initialized on Resume train, untrained'}"
+        ". Each row is a fresh process on one thread; peak RSS includes the loaded pipeline "
         "(\"added\" is the peak minus the RSS after loading).",
         "",
         "| run | characters | time | chars/s | of short-text chars/s | peak RSS | added |",

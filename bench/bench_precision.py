@@ -88,9 +88,10 @@ def render(rows: list, args) -> Section:
     import statistics
 
     notes = (
-        f"One thread; nlp.pipe(batch_size=256) over each test split, best of {args.repeats}, alternating. \"same docs\": "
-        f"the test docs tagged with the same entities (the fewest of the models); \"alone\": the first {ALONE} test "
-        "texts tagged one at a time in bfloat16 give the entities of the batched run (every model).")
+        f"One thread; nlp.pipe(batch_size=256) over each test split, best of {args.repeats}, alternating. "
+        f"\"same docs\": the test docs tagged with the same entities (the fewest of the models); \"alone\": the "
+        f"first {ALONE} test texts tagged one at a time in bfloat16 give the entities of the batched run "
+        "(every model).")
     cells = []
     for test in dict.fromkeys(row["test"] for row in rows):
         group = [row for row in rows if row["test"] == test]

@@ -101,7 +101,8 @@ print("RESULT " + json.dumps(result))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50000)
-    parser.add_argument("--coretype", action="append", default=[], help="OPENBLAS_CORETYPE values (default: Haswell, Sandybridge)")
+    parser.add_argument("--coretype", action="append", default=[],
+                        help="OPENBLAS_CORETYPE values (default: Haswell, Sandybridge)")
     parser.add_argument("--models", nargs="*", type=Path, default=[], help="trained pipelines to score both ways")
     add_result_argument(parser, "products")
     args = parser.parse_args()
@@ -136,8 +137,8 @@ def main() -> None:
     if models:
         lines += [
             "",
-            "Trained pipelines (test split, one thread), per dataset the mean over its models: RowwiseOps' fixed blocks "
-            "against every product row by row.",
+            "Trained pipelines (test split, one thread), per dataset the mean over its models: RowwiseOps' fixed "
+            "blocks against every product row by row.",
             "",
             "| dataset | models | test F1, fixed blocks | test F1, row by row | largest change of a model "
             "| test docs with the same entities (fewest) |",

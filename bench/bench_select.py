@@ -390,7 +390,8 @@ def _train_and_score(work: Path, labelled: list, pool: list, corpus: Path, seed:
 def render_finals(finals: dict, args) -> str:
     steps = f"{args.final_steps:,} steps" if args.final_steps else "its own stopping rule"
     lines = [
-        f"### Active learning, simulated: the labelled sentences trained properly ({datetime.date.today().isoformat()})",
+        f"### Active learning, simulated: the labelled sentences trained properly "
+        f"({datetime.date.today().isoformat()})",
         "",
         f"Command: `python bench/bench_select.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {machine_line()}  ",

@@ -55,7 +55,8 @@ def main() -> None:
     for model in args.models:
         test = model.parents[2] / "corpus" / "test.spacy"
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        done = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test)], capture_output=True, text=True, env=env)
+        done = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test)], capture_output=True, text=True,
+                              env=env)
         if done.returncode != 0:
             sys.exit(f"Failed on {model}:\n{done.stderr[-3000:]}")
         found = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
@@ -63,20 +64,24 @@ def main() -> None:
                      "whole": found["False"], "predict": found["predict"]})
         print(json.dumps(rows[-1]), file=sys.stderr)
     lines = [
-        "### Predicting with each sentence encoded alone (sentence_encoding \"predict\") on pipelines trained without it",
+        "### Predicting with each sentence encoded alone (sentence_encoding \"predict\") on pipelines "
+        "trained without it",
         "",
         f"Command: `python bench/bench_sentence_encoding.py {' '.join(sys.argv[1:])}`  ",
         f"Machine: {machine_line()}  ",
         "Each model scored as trained (the encoder reads whole docs) and with sentence_encoding \"predict\", in one "
         "process, one thread; test split; R-F1 and Asr over adjacent test sentences joined.",
         "",
-        "| dataset | model | S-F1 whole / predict | R-F1 whole / predict | Asr whole / predict | chars/s predict / whole |",
+        "| dataset | model | S-F1 whole / predict | R-F1 whole / predict | Asr whole / predict "
+        "| chars/s predict / whole |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         whole, alone = row["whole"], row["predict"]
-        lines.append(f"| {row['dataset']} | {row['system']} {row['seed']} | {100 * whole['s_f']:.2f} / {100 * alone['s_f']:.2f} | "
-                     f"{100 * whole['r_f']:.2f} / {100 * alone['r_f']:.2f} | {100 * whole['asr']:.2f}% / {100 * alone['asr']:.2f}% | "
+        lines.append(f"| {row['dataset']} | {row['system']} {row['seed']} | "
+                     f"{100 * whole['s_f']:.2f} / {100 * alone['s_f']:.2f} | "
+                     f"{100 * whole['r_f']:.2f} / {100 * alone['r_f']:.2f} | "
+                     f"{100 * whole['asr']:.2f}% / {100 * alone['asr']:.2f}% | "
                      f"{alone['chars_per_s'] / whole['chars_per_s']:.2f}x |")
     table = "\n".join(lines) + "\n"
     print(table)

@@ -98,7 +98,8 @@ def render(rows: list, args: argparse.Namespace) -> str:
     ]
     for row in rows:
         scores = dict(row["curve"])
-        lines.append(f"| {row['system']} | " + " | ".join(f"{scores[s]:.2f}" if s in scores else "-" for s in steps) + " |")
+        lines.append(f"| {row['system']} | "
+                     + " | ".join(f"{scores[s]:.2f}" if s in scores else "-" for s in steps) + " |")
     return "\n".join(lines) + "\n"
 
 

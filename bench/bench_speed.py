@@ -174,8 +174,8 @@ def render(rows: list, args) -> str:
         "| dataset (runs) | texts | chars | ours chars/s | ours, bfloat16 | fast.cfg | spaCy ner "
         "| ours / spaCy | bfloat16 / spaCy | fast.cfg / spaCy | F1 ours / bfloat16 / spaCy | bfloat16: same docs "
         "| tokenizer | tok2vec | encoder | rest of predict | set_annotations |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: |",
     ]
     for row in rows:
         speed, stage, f = row["chars_per_s"], row["stages"], row["f"]

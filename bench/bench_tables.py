@@ -46,7 +46,8 @@ def main() -> None:
         f"Machine: {machine_line()}",
         "",
         f"| dataset | train chars | distinct bigrams | seen >= 2 | keys per row ({args.rows:,} rows) | "
-        "keys / tokens with no row of their own | test bigram tokens unseen in train | exact rows, MB (min 1 / min 2) |",
+        "keys / tokens with no row of their own | test bigram tokens unseen in train | "
+        "exact rows, MB (min 1 / min 2) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for name in args.datasets:

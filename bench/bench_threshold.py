@@ -90,7 +90,8 @@ def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> str:
         "(bench/bench_datasets.py); each decoded both ways. Test split alone (P, R, F1) and in adjacent joined "
         "pairs (R-F1, Asr): means over seeds; ΔF1 per seed in brackets.",
         "",
-        "| dataset | threshold | best path P / R / F1 | fitted P / R / F1 | ΔF1 | R-F1 best / fitted | Asr best / fitted |",
+        "| dataset | threshold | best path P / R / F1 | fitted P / R / F1 | ΔF1 | R-F1 best / fitted "
+        "| Asr best / fitted |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     deltas = []
@@ -109,14 +110,17 @@ def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> str:
         def prf(decoding: str) -> str:
             return " / ".join(f"{mean(decoding, 'standard', key):.2f}" for key in ("p", "r", "f"))
 
-        per_seed = [(metrics[(run, "fitted threshold")]["standard"]["f"] - metrics[(run, "best path")]["standard"]["f"]) * 100
+        per_seed = [(metrics[(run, "fitted threshold")]["standard"]["f"]
+                     - metrics[(run, "best path")]["standard"]["f"]) * 100
                     for run in runs]
         deltas.extend(per_seed)
         lines.append(
             f"| {name} | {statistics.mean(fitted[run]['threshold'] for run in runs):.3f} | {prf('best path')} | "
-            f"{prf('fitted threshold')} | {statistics.mean(per_seed):+.2f} ({', '.join(f'{d:+.2f}' for d in per_seed)}) | "
+            f"{prf('fitted threshold')} | {statistics.mean(per_seed):+.2f} "
+            f"({', '.join(f'{d:+.2f}' for d in per_seed)}) | "
             f"{mean('best path', 'robust', 'f'):.2f} / {mean('fitted threshold', 'robust', 'f'):.2f} | "
-            f"{mean('best path', 'attack_success_rate'):.2f}% / {mean('fitted threshold', 'attack_success_rate'):.2f}% |"
+            f"{mean('best path', 'attack_success_rate'):.2f}% / "
+            f"{mean('fitted threshold', 'attack_success_rate'):.2f}% |"
         )
     lines += ["", f"ΔF1 over all {len(deltas)} models: mean {statistics.mean(deltas):+.2f}, "
               f"least {min(deltas):+.2f}, most {max(deltas):+.2f}."]

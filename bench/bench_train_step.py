@@ -78,7 +78,8 @@ def main() -> None:
         checkout, name = key
         env = {var: value for var, value in os.environ.items() if not var.endswith("_NUM_THREADS")}
         if args.threads:
-            env.update({var: str(args.threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+            env.update({var: str(args.threads)
+                        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
         env["PYTHONPATH"] = str(checkout.resolve())
         command = [sys.executable, "-c", CHILD, str(args.config), str(args.corpus.resolve()), str(args.steps),
                    json.dumps(variants[name])]

@@ -44,7 +44,7 @@ for mode in sys.argv[3:]:
     result["f"][mode] = score(nlp, docs)
     result["same_docs"][mode] = sum(a == b for a, b in zip(found, entities(nlp, docs))) / max(1, len(docs))
 print("RESULT " + json.dumps(result))
-"""
+"""  # noqa: E501  (the child process's code, kept as it runs)
 MODES = ("float16", "int8-tables")
 
 
@@ -82,7 +82,8 @@ def main() -> None:
         "lexicon (pipe.to_bytes without the vocab).",
         "",
         "| dataset | models | test F1 float32 | " + " | ".join(f"test F1 {m}" for m in modes) + " | docs with the same "
-        "entities (fewest): " + " / ".join(modes) + " | crf_ner on disk as saved | crf_ner's bytes: " + " / ".join(modes) + " |",
+        "entities (fewest): " + " / ".join(modes) + " | crf_ner on disk as saved | crf_ner's bytes: "
+        + " / ".join(modes) + " |",
         "| --- | --- | ---: | " + " | ".join("---:" for _ in modes) + " | ---: | ---: | ---: |",
     ]
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
@@ -92,8 +93,8 @@ def main() -> None:
         same = " / ".join(f"{100 * min(r['same_docs'][m] for r in group):.2f}%" for m in modes)
         sizes = " / ".join(f"{mean(lambda r: r['saved_mb'][m]):.1f}" for m in modes)
         lines.append(f"| {dataset} | {', '.join(r['system'] + ' ' + r['seed'] for r in group)} | "
-                     f"{100 * mean(lambda r: r['f32']):.2f} | {scores} | {same} | {mean(lambda r: r['crf_ner_mb']):.1f} MB | "
-                     f"{sizes} MB |")
+                     f"{100 * mean(lambda r: r['f32']):.2f} | {scores} | {same} | "
+                     f"{mean(lambda r: r['crf_ner_mb']):.1f} MB | {sizes} MB |")
     table = "\n".join(lines) + "\n"
     print(table)
     save_result(args.result, {"rows": rows}, table)

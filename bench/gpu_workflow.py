@@ -88,7 +88,8 @@ def read_steps(work: Path) -> list:
     rows = []
     for line in path.read_text(encoding="utf8").splitlines() if path.exists() else []:
         name, status, code, seconds, note = (line.split("\t") + [""] * 5)[:5]
-        rows.append({"step": name, "status": status, "rc": int(code or 0), "seconds": float(seconds or 0), "note": note})
+        rows.append({"step": name, "status": status, "rc": int(code or 0), "seconds": float(seconds or 0),
+                     "note": note})
     return rows
 
 
@@ -129,10 +130,11 @@ def write_record(work: Path, output: Path) -> Path:
         f"Machine: {machine()['line']}, {gpu}  ",
         f"`spacy project run` fetch-assets, convert, train-transformer ({settings.get('config')}.cfg on a random "
         f"{settings.get('layers')}-layer, width-{settings.get('width')} {settings.get('kind')}, no pretrained weights; "
-        f"{settings.get('steps')} steps, warm-up {settings.get('warmup')}, dev evaluated every {settings.get('eval_frequency')}), "
-        f"evaluate, package, then distill (the student: configs/student.cfg, {settings.get('distill_steps')} steps; its "
-        f"seconds include the teacher's pass), on Resume; chars/s: the fastest of 3 passes of nlp.pipe over the test texts on the "
-        f"{device}; each step time-boxed (status timeout), the whole under {settings.get('budget')} s.",
+        f"{settings.get('steps')} steps, warm-up {settings.get('warmup')}, dev evaluated every "
+        f"{settings.get('eval_frequency')}), evaluate, package, then distill (the student: configs/student.cfg, "
+        f"{settings.get('distill_steps')} steps; its seconds include the teacher's pass), on Resume; chars/s: "
+        f"the fastest of 3 passes of nlp.pipe over the test texts on the {device}; each step time-boxed "
+        f"(status timeout), the whole under {settings.get('budget')} s.",
         "",
         "| step | status | seconds | note |",
         "| --- | --- | ---: | --- |",
@@ -142,7 +144,8 @@ def write_record(work: Path, output: Path) -> Path:
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     if metrics or train:
         cells = [str(settings.get("config")), str(settings.get("steps"))]
-        cells.append("-" if not train else f"{train['seconds']:.1f}" + ("" if train["status"] == "ok" else f" ({train['status']})"))
+        cells.append("-" if not train
+                     else f"{train['seconds']:.1f}" + ("" if train["status"] == "ok" else f" ({train['status']})"))
         cells += [f"{100 * metrics[key]:.2f}" if metrics and metrics.get(key) is not None else "-"
                   for key in ("ents_p", "ents_r", "ents_f")]
         cells.append(f"{speed['chars_per_s']:,.0f}" if speed else "-")

@@ -69,7 +69,8 @@ def main() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
     for name in args.configs:
         out = args.out / name
-        command = [sys.executable, "-c", CODE, str(ROOT / "configs" / f"{name}.cfg"), str(out), str(corpus), str(args.steps)]
+        command = [sys.executable, "-c", CODE, str(ROOT / "configs" / f"{name}.cfg"), str(out), str(corpus),
+                   str(args.steps)]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
         if result.returncode != 0:
             sys.exit(f"{name} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")

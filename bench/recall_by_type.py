@@ -44,7 +44,8 @@ def main() -> None:
             hits[key][1] += 1
             if not hit and len(missed[key]) < args.examples:
                 missed[key].append(ent.text)
-        false_positives.update(e.label_ for e in predicted.ents if (e.start_char, e.end_char, e.label_) not in reference)
+        false_positives.update(e.label_ for e in predicted.ents
+                               if (e.start_char, e.end_char, e.label_) not in reference)
     for (label, is_seen), (n_hit, n) in sorted(hits.items()):
         print(f"{label} {'seen' if is_seen else 'unseen'}: {n_hit} of {n} ({n_hit / n * 100:.1f}%); missed: "
               + ", ".join(missed[(label, is_seen)]))

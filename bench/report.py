@@ -67,7 +67,8 @@ def dataset_row(records: Records, name: str, dataset: str, system: str) -> Optio
     """The row of a bench_datasets result for one dataset and system (None if the result is missing)."""
     if name not in records:
         return None
-    return next((row for row in figure_rows(records[name]) if row["dataset"] == dataset and row["system"] == system), None)
+    return next((row for row in figure_rows(records[name]) if row["dataset"] == dataset and row["system"] == system),
+                None)
 
 
 def number(text) -> float:
@@ -162,8 +163,9 @@ def int8_speed(records: Records) -> Tuple[str, str]:
     if "lstm int8" in times:
         alone = records["int8"]["figures"]["first_row_alone_vs_batch"]
         text = (f"bench_int8 on {records['int8'].get('machine', {}).get('cpu', 'this machine')}, one thread, time / "
-                f"fp32: the LSTM {times['lstm int8']:.2f}x in int8 (dynamic) and {times['lstm bf16']:.2f}x in bfloat16, "
-                f"the Maxout product {times['linear int8']:.2f}x and {times['linear bf16']:.2f}x; a row's int8 output "
+                f"fp32: the LSTM {times['lstm int8']:.2f}x in int8 (dynamic) and "
+                f"{times['lstm bf16']:.2f}x in bfloat16, the Maxout product {times['linear int8']:.2f}x and "
+                f"{times['linear bf16']:.2f}x; a row's int8 output "
                 f"depends on its batch (up to {max(alone['lstm int8'], alone['linear int8']):.0e}): no int8 setting")
     ratios = {}
     for name in ("speed_one_thread", "speed_default_threads"):
@@ -173,7 +175,8 @@ def int8_speed(records: Records) -> Tuple[str, str]:
         if found:
             ratios[name] = found
             cpu = records[name].get("machine", {}).get("cpu", "")
-            text += (f"; precision \"bfloat16\" instead ({'one thread' if name == 'speed_one_thread' else 'default threads'}"
+            text += (f"; precision \"bfloat16\" instead "
+                     f"({'one thread' if name == 'speed_one_thread' else 'default threads'}"
                      f"{', on ' + cpu if cpu else ''}): " + ", ".join(f"{d} {r:.2f}x" for d, r in found.items()))
     if not ratios:
         return text, "not met"
@@ -187,7 +190,8 @@ def same_entities(records: Records) -> Tuple[str, str]:
     checks = ["rjieba: identical entities"]
     for name in ("speed_one_thread", "speed_default_threads"):
         rows = records.get(name, {}).get("figures", {}).get("rows", [])
-        for key, what in (("rjieba_same_entities", "rjieba and jieba"), ("rowwise_same_entities", "fixed blocks and row by row")):
+        for key, what in (("rjieba_same_entities", "rjieba and jieba"),
+                          ("rowwise_same_entities", "fixed blocks and row by row")):
             if rows and key in rows[0]:
                 same = all(row[key] for row in rows)
                 checks.append(f"{name}: {'the same' if same else 'DIFFERENT'} entities with {what}")
@@ -198,9 +202,10 @@ def same_entities(records: Records) -> Tuple[str, str]:
             f"{shift:.2f} ({mode})" for mode, shift in saved.items()) + f" of float32 on {_n_weights_models(records)} "
             "models (2 seeds of each dataset)")
     blocks = records.get("products", {}).get("figures", {}).get("models") or []
-    if not blocks:  # bench_products' run of 2026-11-27, retired to bench/HISTORY.md ("Matrix products per OpenBLAS kernel")
-        checks.append("fixed-block products (not exact): test F1 within 0.00 of row by row on 12 models, every test doc "
-                      "with the same entities (bench/HISTORY.md)")
+    # bench_products' run of 2026-11-27, retired to bench/HISTORY.md ("Matrix products per OpenBLAS kernel")
+    if not blocks:
+        checks.append("fixed-block products (not exact): test F1 within 0.00 of row by row on 12 models, "
+                      "every test doc with the same entities (bench/HISTORY.md)")
         saved = {**saved, "fixed blocks": 0.0}
     if blocks:
         shift = max(100 * abs(row["f"]["blocks"] - row["f"]["row by row"]) for row in blocks)
@@ -213,7 +218,8 @@ def same_entities(records: Records) -> Tuple[str, str]:
     status = "met so far" if saved and not too_far else "met so far (exact changes only)"
     return ("; ".join(checks) + "; training unchanged below 530k train tokens (the large-corpus rule and the "
             "3-epoch patience, issue 33)",
-            "not met: entities differ" if different else ("not met: a change moves F1 by over 0.1" if too_far else status))
+            "not met: entities differ" if different
+            else ("not met: a change moves F1 by over 0.1" if too_far else status))
 
 
 def _save_weights_shifts(records: Records) -> Dict[str, float]:
@@ -240,8 +246,8 @@ def int8_accuracy(records: Records) -> Tuple[str, str]:
     alone = all(row["alone_as_batched"] for row in rows)
     datasets = sorted({Path(row["test"]).parent.parent.name for row in rows})
     text = (f"precision \"bfloat16\" (int8 is not a setting, see above): test F1 within {worst:.2f} of float32 on "
-            f"{len(rows)} models ({', '.join(datasets)}), {100 * fewest:.2f}-{100 * most:.2f}% of test docs with the same "
-            f"entities, "
+            f"{len(rows)} models ({', '.join(datasets)}), {100 * fewest:.2f}-{100 * most:.2f}% of test docs "
+            f"with the same entities, "
             f"a doc alone as in its batch: {'yes' if alone else 'NO'}" + stored)
     return text, "met (bfloat16)" if worst <= 0.3 and alone else "not met"
 
@@ -272,8 +278,8 @@ def training_accuracy(records: Records) -> Tuple[str, str]:
     shares = [(share, row) for share, system in (("a half", "half"), ("a quarter", "quarter"))
               if (row := dataset_row(records, FGM_SHARE, "resume", system))]
     share_text = "".join(
-        f"; FGM's second pass on {share} of each batch (adversarial.share), Resume {row['f1']:.2f} ({row['f1'] - mean:+.2f}, "
-        f"dev {row['dev_f1']:.2f})" for share, row in shares)
+        f"; FGM's second pass on {share} of each batch (adversarial.share), Resume {row['f1']:.2f} "
+        f"({row['f1'] - mean:+.2f}, dev {row['dev_f1']:.2f})" for share, row in shares)
     return (f"tried, not adopted: FGM at every second step, Resume {tried['f1']:.2f} (3 seeds) against default.cfg's "
             f"{mean:.2f} ({tried['f1'] - mean:+.2f}, dev {tried['dev_f1']:.2f} against "
             f"{statistics.mean(row['dev_f1'] for row in base):.2f}){share_text}; adopted only above 1.5M train tokens "
@@ -316,8 +322,8 @@ def _more_seeds(records: Records, finals: List[Tuple[str, int, Dict[str, Dict[st
                 continue
             for n in sorted({n for seed in more.get(name, {}).values() for n in seed}, key=int):
                 values = [seed[n]["f"] for seed in seeds.values() if n in seed]
-                parts.append(f"{dataset}, {name}, {len(values)} seeds: {statistics.mean(values) * 100:.2f} at {int(n):,} "
-                             f"against random's {target * 100:.2f} at {stop:,} ({n_random} seeds)")
+                parts.append(f"{dataset}, {name}, {len(values)} seeds: {statistics.mean(values) * 100:.2f} "
+                             f"at {int(n):,} against random's {target * 100:.2f} at {stop:,} ({n_random} seeds)")
     return f". With more seeds ({MORE_SEEDS}): {'; '.join(parts)}" if parts else ""
 
 
@@ -475,7 +481,8 @@ def _lac_against(records: Records, dataset: str, goal: Callable[[float], float])
     seeds = len(best["seeds"])
     base = f", default {statistics.mean(default):.2f} ({len(default)} seeds)" if default else ""
     return (f"{dataset} {best['system']} {best['f1']:.2f} ({seeds} seed{'s' if seeds > 1 else ''}{base})",
-            "" if seeds >= 3 else f" ({seeds} seed of 3)", best["f1"] >= goal(statistics.mean(default) if default else 0.0))
+            "" if seeds >= 3 else f" ({seeds} seed of 3)",
+            best["f1"] >= goal(statistics.mean(default) if default else 0.0))
 
 
 def lac_resume(records: Records, goal: float) -> Tuple[str, str]:
@@ -521,7 +528,8 @@ def lac_size(records: Records) -> Tuple[str, str]:
 # ---- the comparison every dataset answers: default, TENER, spaCy's ner ----
 
 # row label: (default, TENER, spaCy's `ner`), each (result, dataset, system) or None
-COMPARISON = [(row["label"], *(tuple(row[system]) if system in row else None for system in ("default", "tener", "spacy")))
+COMPARISON = [(row["label"],
+               *(tuple(row[system]) if system in row else None for system in ("default", "tener", "spacy")))
               for row in DATA["comparison"]["rows"]]
 SAMPLED = {row["label"] for row in DATA["comparison"]["rows"] if row.get("sample")}  # train samples: no vectors row
 README_ROWS = DATA["comparison"]["readme_rows"]  # the README shows the full sets, MSRA the last of them
@@ -688,12 +696,14 @@ def source_lines(records: List[dict]) -> List[str]:
         if len(group) == 1:
             lines.append(source_line(group[0]))
             continue
-        runs = "; ".join(f"`{record['command']}` · {record['date'][:10]} · `{(record['code_version'].get('commit') or 'unknown')[:7]}`"
+        runs = "; ".join(f"`{record['command']}` · {record['date'][:10]} · "
+               f"`{(record['code_version'].get('commit') or 'unknown')[:7]}`"
                          + (" + uncommitted changes" if record["code_version"].get("dirty") else "")
                          for record in group)
         notes = group[0].get("notes")
         if notes:  # the first run's "Seeds N" says every run's seeds
-            seeds = [m.group(1) for record in group for m in [re.search(r"Seeds (\d+(?:, \d+)*)", record.get("notes", ""))] if m]
+            seeds = [m.group(1) for record in group
+                     for m in [re.search(r"Seeds (\d+(?:, \d+)*)", record.get("notes", ""))] if m]
             notes = re.sub(r"Seeds \d+(?:, \d+)*", "Seeds " + ", ".join(seeds), notes, count=1)
         lines.append(f"- {runs} · {group[0]['machine']['line']}" + (f". {notes}" if notes else ""))
     return lines
