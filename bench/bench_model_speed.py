@@ -25,13 +25,9 @@ def folder_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, required=True, help="a .spacy file with gold entities")
-    parser.add_argument("--model", action="append", required=True, help="NAME=PATH, the first is the reference")
-    parser.add_argument("--repeats", type=int, default=3)
-    add_result_argument(parser, "-")
-    args = parser.parse_args()
+def measure(models: dict, corpus: Path, repeats: int) -> tuple:
+    """Per model (NAME -> path), side by side on one thread: chars/s (best of repeats, the models alternating),
+    the ratio to the first model's, test F1 on corpus and size on disk. RETURNS (rows, texts, characters)."""
     import spacy
     import torch
     from spacy.scorer import Scorer
@@ -39,16 +35,15 @@ def main() -> None:
     from spacy.training import Example
 
     torch.set_num_threads(1)
-    models = dict(item.split("=", 1) for item in args.model)
     pipelines = {name: spacy.load(path) for name, path in models.items()}
-    gold = list(DocBin().from_disk(args.corpus).get_docs(next(iter(pipelines.values())).vocab))
+    gold = list(DocBin().from_disk(corpus).get_docs(next(iter(pipelines.values())).vocab))
     texts = [doc.text for doc in gold]
     n_chars = sum(map(len, texts))
     seconds = {name: [] for name in pipelines}
     predicted = {}
     for nlp in pipelines.values():
         list(nlp.pipe(texts[:256], batch_size=256))  # warm up (lazy tables, jieba's dictionary)
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for name, nlp in pipelines.items():
             start = time.perf_counter()
             predicted[name] = list(nlp.pipe(texts, batch_size=256))
@@ -58,14 +53,27 @@ def main() -> None:
     for name in pipelines:
         speed = n_chars / min(seconds[name])
         f = Scorer.score_spans([Example(doc, ref) for doc, ref in zip(predicted[name], gold)], "ents")["ents_f"]
-        rows.append({"model": name, "path": models[name], "chars_per_s": speed,
+        rows.append({"model": name, "path": str(models[name]), "chars_per_s": speed,
                      "ratio": speed / (n_chars / min(seconds[first])), "f": f, "mb": folder_mb(Path(models[name]))})
+    return rows, len(texts), n_chars
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, required=True, help="a .spacy file with gold entities")
+    parser.add_argument("--model", action="append", required=True, help="NAME=PATH, the first is the reference")
+    parser.add_argument("--repeats", type=int, default=3)
+    add_result_argument(parser, "-")
+    args = parser.parse_args()
+    models = dict(item.split("=", 1) for item in args.model)
+    rows, n_texts, n_chars = measure(models, args.corpus, args.repeats)
+    first = rows[0]["model"]
     lines = [
         f"### Inference speed and size side by side ({datetime.date.today().isoformat()})", "",
         f"Command: `python bench/bench_model_speed.py --corpus {args.corpus} "
         + " ".join(f"--model {m}" for m in args.model) + f" --repeats {args.repeats}`  ",
         f"Machine: {machine_line()}  ",
-        f"One thread; nlp.pipe(batch_size=256) over {len(texts):,} texts ({n_chars:,} characters), best of "
+        f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} texts ({n_chars:,} characters), best of "
         f"{args.repeats}, the models alternating; ratio: to {first}'s chars/s.", "",
         "| model | chars/s | ratio | test F1 | size on disk |", "| --- | ---: | ---: | ---: | ---: |",
     ]
