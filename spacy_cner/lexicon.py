@@ -72,7 +72,8 @@ class Lexicon:
             seen: Dict[str, int] = {}
             for i, word in enumerate(self.words):
                 if not word or any(c.isspace() for c in word):
-                    raise ValueError(f"Invalid lexicon word {word!r} (entry {i}): words are non-empty, without whitespace.")
+                    raise ValueError(f"Invalid lexicon word {word!r} (entry {i}): words are non-empty, "
+                                     "without whitespace.")
                 if word in seen:
                     raise ValueError(f"Lexicon word {word!r} occurs twice (entries {seen[word]} and {i}).")
                 seen[word] = i
@@ -88,7 +89,8 @@ class Lexicon:
                 raise ValueError(f"Got {len(tags)} tags for {len(self.words)} lexicon words.")
             if not _all_strings(tags) or "\n" in "".join(tags):
                 bad = next(i for i, tag in enumerate(tags) if not isinstance(tag, str) or "\n" in tag)
-                raise ValueError(f"Invalid tag {tags[bad]!r} of lexicon word {self.words[bad]!r}: tags are one-line strings.")
+                raise ValueError(f"Invalid tag {tags[bad]!r} of lexicon word {self.words[bad]!r}: "
+                                 "tags are one-line strings.")
         self.vectors = vectors
         self.frequencies = None if frequencies is None else numpy.asarray(frequencies, dtype="int64")
         self.tags = tags
@@ -235,7 +237,8 @@ class Lexicon:
                 if len(fields) > 1 and _is_int(fields[1]):
                     frequency = int(fields[1])
                 elif min_frequency is not None:
-                    raise ValueError(f"{path}, line {line_number}: min_frequency is set but the line has no frequency: {line.strip()!r}")
+                    raise ValueError(f"{path}, line {line_number}: min_frequency is set but the line has no "
+                                     f"frequency: {line.strip()!r}")
                 if len(fields) > 3 or (len(fields) == 3 and frequency is None):
                     raise ValueError(
                         f"{path}, line {line_number}: expected 'word [frequency] [tag]' or 'word<TAB>LABEL', "
@@ -511,7 +514,8 @@ def _add_gazetteer(
     )
     untyped = [word for word, tag in zip(gazetteer.words, gazetteer.tags or [""] * len(gazetteer)) if not tag]
     if untyped:
-        raise ValueError(f"Gazetteer {path}: {len(untyped)} words without a label, e.g. {untyped[0]!r}: write 'word<TAB>LABEL'.")
+        raise ValueError(f"Gazetteer {path}: {len(untyped)} words without a label, e.g. {untyped[0]!r}: "
+                         "write 'word<TAB>LABEL'.")
     pos_like = sorted({tag for tag in gazetteer.tags if entity_type(tag) != tag})
     if pos_like:
         raise ValueError(

@@ -78,7 +78,8 @@ class TagSet:
         if tag_set.names != list(tag_names):
             raise ValueError(
                 f"Tags {list(tag_names)[:12]} are not the tags of a scheme: expected 'O' first, then "
-                f"each label's {'/'.join(_PREFIXES[tag_set.scheme])} tags, such as {tag_set.names[:1 + len(_PREFIXES[tag_set.scheme])]}."
+                f"each label's {'/'.join(_PREFIXES[tag_set.scheme])} tags, such as "
+                f"{tag_set.names[:1 + len(_PREFIXES[tag_set.scheme])]}."
             )
         return tag_set
 
@@ -93,7 +94,8 @@ class TagSet:
     @cached_property
     def columns(self) -> Dict[str, numpy.ndarray]:
         index = self.index
-        return {p: numpy.asarray([index[f"{p}-{label}"] for label in self.labels], dtype="i") for p in _PREFIXES[self.scheme]}
+        return {p: numpy.asarray([index[f"{p}-{label}"] for label in self.labels], dtype="i")
+                for p in _PREFIXES[self.scheme]}
 
 
 def get_tag_names(labels: Iterable[str], scheme: str) -> List[str]:

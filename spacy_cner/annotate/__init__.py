@@ -45,8 +45,9 @@ from .records import doc_record, error_record, scores_key
 from .resume import STATE_DIR, check_output_folder, check_settings, model_fingerprint
 
 __all__ = [
-    "annotate", "run_job", "AnnotateJob", "Summary", "ENGINES", "INPUT_FORMATS", "OUTPUT_FORMATS", "TABLE_FORMATS", "STATE_DIR",
-    "Source", "Row", "find_sources", "input_sources", "iter_lines", "parse_line", "parse_fields", "read_rows", "count_rows",
+    "annotate", "run_job", "AnnotateJob", "Summary", "ENGINES", "INPUT_FORMATS", "OUTPUT_FORMATS", "TABLE_FORMATS",
+    "STATE_DIR", "Source", "Row", "find_sources", "input_sources", "iter_lines", "parse_line", "parse_fields",
+    "read_rows", "count_rows",
     "doc_record", "error_record", "scores_key", "ShardWriter", "model_fingerprint", "workers_die_with_parent",
     "msgpack_hooks_looked_up_once", "RayAnnotator",
 ]

@@ -15,7 +15,9 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 from ..corpus.problems import iter_lines
 
-INPUT_FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv", ".tsv": "tsv"}
+INPUT_FORMATS = {
+    ".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv", ".tsv": "tsv",
+}
 # The formats whose rows have columns, the text in one of them (--text-column).
 TABLE_FORMATS = ("jsonl", "parquet", "csv", "tsv")
 
@@ -51,18 +53,21 @@ def find_sources(input_path: str, input_format: str = "auto") -> List[Source]:
     RETURNS (List[Source]): The files in a stable order.
     """
     if input_format != "auto" and input_format not in INPUT_FORMATS.values():
-        raise ValueError(f"Unknown input format {input_format!r}: expected 'auto' or one of {sorted(set(INPUT_FORMATS.values()))}.")
+        raise ValueError(f"Unknown input format {input_format!r}: expected 'auto' or one of "
+                         f"{sorted(set(INPUT_FORMATS.values()))}.")
     path = Path(input_path)
     if path.is_file():
         root, paths = path.parent, [path]
     elif path.is_dir():
         root = path
-        paths = sorted(p for p in path.rglob("*") if p.is_file() and (input_format != "auto" or p.suffix in INPUT_FORMATS))
+        paths = sorted(p for p in path.rglob("*")
+                       if p.is_file() and (input_format != "auto" or p.suffix in INPUT_FORMATS))
     else:
         paths = sorted(Path(p) for p in glob.glob(input_path, recursive=True) if Path(p).is_file())
         root = Path(os.path.commonpath([p.parent for p in paths])) if paths else path.parent
     if not paths:
-        raise ValueError(f"No input files at {input_path!r}: expected a file, a folder holding {sorted(INPUT_FORMATS)} files, or a glob.")
+        raise ValueError(f"No input files at {input_path!r}: expected a file, a folder holding "
+                         f"{sorted(INPUT_FORMATS)} files, or a glob.")
     sources = []
     for file_path in paths:
         file_format = input_format if input_format != "auto" else INPUT_FORMATS.get(file_path.suffix)
@@ -105,7 +110,8 @@ def parse_line(line: bytes, file_format: str, entities_field: str, text_field: s
     try:
         fields = json.loads(decoded)
         if not isinstance(fields, dict):
-            return Row({"raw": decoded}, error=f"a JSON {type(fields).__name__}, not an object with a {text_field!r} field")
+            return Row({"raw": decoded},
+                       error=f"a JSON {type(fields).__name__}, not an object with a {text_field!r} field")
         surrogate = _lone_surrogate(fields)
     except json.JSONDecodeError as err:
         return Row({"raw": decoded}, error=f"not JSON ({err})")
@@ -121,7 +127,8 @@ def parse_fields(fields: Dict[str, Any], entities_field: str, text_field: str = 
     """A JSON object, Parquet or CSV row as a Row: its text_field must be a string, and entities_field
     must be free."""
     if text_field not in fields:
-        return Row(fields, error=f"no {text_field!r} field" + (" (--text-column names another)" if text_field == "text" else ""))
+        return Row(fields, error=f"no {text_field!r} field"
+                   + (" (--text-column names another)" if text_field == "text" else ""))
     if not isinstance(fields[text_field], str):
         return Row(fields, error=f"{text_field!r} is a {type(fields[text_field]).__name__}, not a string")
     if entities_field in fields or "error" in fields:
@@ -197,7 +204,8 @@ def _read_csv(source: Source, entities_field: str, text_field: str) -> Iterator[
             if None in fields:  # more values than the header names
                 extra = fields.pop(None)
                 fields = {**fields, "extra values": extra}
-                yield Row(_readable(fields), error=f"{len(extra)} more values than the header's {len(reader.fieldnames)} columns")
+                yield Row(_readable(fields),
+                          error=f"{len(extra)} more values than the header's {len(reader.fieldnames)} columns")
                 continue
             if _lone_surrogate(fields) is not None:
                 yield Row(_readable(fields), error="not UTF-8 (the bytes are kept as \\x escapes)")

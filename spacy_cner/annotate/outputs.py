@@ -199,7 +199,8 @@ class ShardWriter:
             self._count_as_error(record)
             kept.append({"raw": _raw_json(record),
                          "error": f"{where}: nested too deeply for a Parquet reader (Parquet's schema holds "
-                                  "100 levels, a list taking two); it is kept as JSON in 'raw' (or use --format jsonl)"})
+                                  "100 levels, a list taking two); it is kept as JSON in 'raw' "
+                                  "(or use --format jsonl)"})
         return kept
 
     def _count_as_error(self, record: Dict[str, Any]) -> None:

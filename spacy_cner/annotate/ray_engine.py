@@ -66,8 +66,11 @@ class RayAnnotator:
             elif self.output_format == "spacy":
                 results.append(pickle.dumps(("doc", row, doc.to_bytes())))
             else:
-                results.append(pickle.dumps(("record", doc_record(doc, row, self.entities_field, self.spans_key), len(row.text))))
-        return pyarrow.table({"path": pyarrow.array(paths, pyarrow.string()), "result": pyarrow.array(results, pyarrow.binary())})
+                results.append(
+                    pickle.dumps(("record", doc_record(doc, row, self.entities_field, self.spans_key), len(row.text)))
+                )
+        return pyarrow.table({"path": pyarrow.array(paths, pyarrow.string()),
+                              "result": pyarrow.array(results, pyarrow.binary())})
 
 
 def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -> None:
@@ -80,7 +83,8 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
         raise ImportError("The Ray engine needs Ray Data: pip install 'spacy-cner[ray]'") from err
     formats = {source.format for source in sources}
     if len(formats) > 1:
-        raise ValueError(f"The Ray engine reads one input format per job, found {sorted(formats)}: annotate each separately.")
+        raise ValueError(f"The Ray engine reads one input format per job, found {sorted(formats)}: "
+                         "annotate each separately.")
     file_format = formats.pop()
     pending = [source for source in sources if not writer.skip_complete(source)]
     if not pending:
@@ -105,7 +109,8 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
 
         for source in pending:
             if "path" in pyarrow.parquet.read_schema(source.path).names:
-                raise ValueError(f"{source.path} has a column 'path', which Ray Data uses to name each row's file: rename it.")
+                raise ValueError(f"{source.path} has a column 'path', which Ray Data uses to name each row's file: "
+                                 "rename it.")
         dataset = ray.data.read_parquet(paths, include_paths=True, **_IO_TASK)
     else:
         dataset = ray.data.read_binary_files(paths, include_paths=True, **_IO_TASK)

@@ -105,7 +105,8 @@ def changed_source(output_dir: Path, sources: List[Source]) -> Optional[Source]:
         done, begun = done_marker(output_dir, source), input_marker(output_dir, source)
         if done.exists():  # appended rows are resumed; its last shard is written again if need be
             previous = read_state(done)
-            if "size" in previous and content_fingerprint(source.path, previous["size"])["prefix_sha256"] != previous["sha256"]:
+            if "size" in previous and (content_fingerprint(source.path, previous["size"])["prefix_sha256"]
+                                       != previous["sha256"]):
                 return source
         elif begun.exists():
             previous = read_state(begun)

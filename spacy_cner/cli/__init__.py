@@ -2,7 +2,8 @@
 
 _app: the typer app and the choices its options take; corpus: convert, export, fetch-assets; evaluation:
 show-ents, robustness; annotation: annotate, select, train-vectors; spacy_tools: spaCy's evaluate and
-debug data with crf_ner pipes as `ner`, its package with a quiet build; pretrained: LAC's weights (fetch, vectors); distillation: distill. Importing them registers their commands, in this order.
+debug data with crf_ner pipes as `ner`, its package with a quiet build; pretrained: LAC's weights
+(fetch, vectors); distillation: distill. Importing them registers their commands, in this order.
 """
 # Importing the command modules registers their commands, listed by --help in this order.
 from . import corpus  # noqa: F401  isort:skip

@@ -1,4 +1,5 @@
-"""`distill`: a small, fast student pipeline trained on a trained crf_ner's soft targets (spacy_cner.training.distill)."""
+"""`distill`: a small, fast student pipeline trained on a trained crf_ner's soft targets
+(spacy_cner.training.distill)."""
 from pathlib import Path
 from typing import List, Optional
 
@@ -17,7 +18,8 @@ def distill_command(
     student_config: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
                                           help="The student's training config, e.g. configs/student.cfg."),
     train: Path = typer.Option(..., "--train", exists=True, dir_okay=False, readable=True,
-                               help="The train split (.spacy): its texts get the teacher's soft targets, its gold the gold loss."),
+                               help="The train split (.spacy): its texts get the teacher's soft targets, "
+                                    "its gold the gold loss."),
     dev: Path = typer.Option(..., "--dev", exists=True, dir_okay=False, readable=True,
                              help="The dev split (.spacy): model-best is chosen on its F1."),
     output: Path = typer.Option(..., "--output", "-o",
@@ -29,13 +31,19 @@ def distill_command(
         ".jsonl (a 'text' field), .parquet, .csv or .tsv file, a folder of them or a glob; '' is left out. "
         "Never a split that will be scored.",
     ),
-    temperature: float = typer.Option(1.0, "--temperature", help="The CRF scores of teacher and student are divided by it in the loss."),
-    gold_weight: float = typer.Option(0.5, "--gold-weight", help="Weight of the gold log-likelihood (train split) beside the KL; 0: soft targets only."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop training after N steps (default: the config's)."),
-    shard_size: int = typer.Option(10_000, "--shard-size", help="Teacher pass: texts per cached shard, the unit a restart skips."),
+    temperature: float = typer.Option(1.0, "--temperature",
+                                      help="The CRF scores of teacher and student are divided by it in the loss."),
+    gold_weight: float = typer.Option(0.5, "--gold-weight",
+                                      help="Weight of the gold log-likelihood (train split) beside the KL; "
+                                           "0: soft targets only."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps",
+                                            help="Stop training after N steps (default: the config's)."),
+    shard_size: int = typer.Option(10_000, "--shard-size",
+                                   help="Teacher pass: texts per cached shard, the unit a restart skips."),
     batch_size: int = typer.Option(256, "--batch-size", help="Teacher pass: texts per batch."),
     n_process: int = typer.Option(1, "--n-process", help="Teacher pass, local engine: nlp.pipe processes."),
-    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine", help="Teacher pass: local (nlp.pipe) or ray (Ray Data)."),
+    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine",
+                                          help="Teacher pass: local (nlp.pipe) or ray (Ray Data)."),
     address: Optional[str] = typer.Option(None, "--address", help="Teacher pass, Ray: cluster address."),
     workers: int = typer.Option(1, "--workers", help="Teacher pass, Ray: actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Teacher pass, Ray: GPUs per actor."),

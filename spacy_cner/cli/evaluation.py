@@ -51,7 +51,8 @@ def display_table(rows: Sequence[Sequence[str]], header: Sequence[str], aligns: 
 @app.command("robustness")
 def robustness_command(
     model: str = typer.Argument(..., help="Pipeline name or path."),
-    data: Path = typer.Argument(..., exists=True, dir_okay=False, help="Test corpus (.spacy), sentences in file order."),
+    data: Path = typer.Argument(..., exists=True, dir_okay=False,
+                                help="Test corpus (.spacy), sentences in file order."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json and report.html."),
     pairing: Pairing = typer.Option(Pairing("adjacent"), "--pairing", help="Which sentences to join."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random pairing."),

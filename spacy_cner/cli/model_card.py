@@ -46,7 +46,8 @@ def write_model_card(
     model_path = Path(model_path)
     meta_path = model_path / "meta.json"
     if not meta_path.exists():
-        raise ValueError(f"{model_path} has no meta.json: expected a pipeline saved by spaCy (nlp.to_disk, spacy train).")
+        raise ValueError(f"{model_path} has no meta.json: expected a pipeline saved by spaCy "
+                         "(nlp.to_disk, spacy train).")
     if output is not None:
         model_path = _copy_pipeline(model_path, Path(output))
         meta_path = model_path / "meta.json"
@@ -121,7 +122,8 @@ def _label_table(name: str, labels: List[str], descriptions: Mapping[str, str], 
     rows = ["| label | meaning | precision | recall | F1 |", "| --- | --- | ---: | ---: | ---: |"]
     for label in labels:
         scores = per_type.get(label) or {}
-        figures = [f"{scores[k] * 100:.2f}" if isinstance(scores.get(k), (int, float)) else "n/a" for k in ("p", "r", "f")]
+        figures = [f"{scores[k] * 100:.2f}" if isinstance(scores.get(k), (int, float)) else "n/a"
+                   for k in ("p", "r", "f")]
         rows.append(f"| `{label}` | {descriptions.get(label, 'n/a')} | " + " | ".join(figures) + " |")
     title = f"### Entity labels of `{name}`" if named else "### Entity labels"
     return f"{title}\n\nScores on the dev set the model was chosen on (spaCy's `ents_per_type`).\n\n" + "\n".join(rows)

@@ -1,4 +1,5 @@
-"""`pretrained fetch`, `pretrained vectors` and `pretrained pipeline`: Baidu LAC's weights from its PyPI sdist, hash-checked."""
+"""`pretrained fetch`, `pretrained vectors` and `pretrained pipeline`: Baidu LAC's weights from its PyPI
+sdist, hash-checked."""
 from pathlib import Path
 from typing import List, Optional
 
@@ -30,10 +31,13 @@ def fetch_command(sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDI
 def vectors_command(
     output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors)."),
     train_path: Optional[Path] = typer.Option(None, "--train", exists=True, dir_okay=False,
-                                              help="The train split (.spacy): its characters and bigrams LAC lacks are added (see --missing)."),
+                                              help="The train split (.spacy): its characters and bigrams LAC "
+                                                   "lacks are added (see --missing)."),
     text: Optional[List[Path]] = typer.Option(None, "--text", "-t", exists=True, dir_okay=False,
                                               help="Also unlabeled text of the domain, one per line (repeatable)."),
-    missing: str = typer.Option("trained", "--missing", help="none: LAC's keys only; trained: the corpus's other keys learnt in LAC's space; concat: self-trained vectors beside LAC's."),
+    missing: str = typer.Option("trained", "--missing",
+                                help="none: LAC's keys only; trained: the corpus's other keys learnt in LAC's space; "
+                                     "concat: self-trained vectors beside LAC's."),
     sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP),
     seed: int = typer.Option(0, "--seed", help="word2vec's seed (trained, concat)."),
 ) -> None:
@@ -49,7 +53,8 @@ def vectors_command(
         msg.fail(f"--missing must be one of {', '.join(MISSING)}, got {missing!r}.", exits=1)
     sources = ([train_path] if train_path else []) + list(text or [])
     if missing != "none" and not sources:
-        msg.fail(f"--missing {missing} learns the keys of a corpus: pass --train (and/or --text), or --missing none.", exits=1)
+        msg.fail(f"--missing {missing} learns the keys of a corpus: pass --train (and/or --text), "
+                 "or --missing none.", exits=1)
     if output_path.exists() and (not output_path.is_dir() or any(output_path.iterdir())):
         msg.fail(f"{output_path} exists and is not an empty folder: choose a new output folder.", exits=1)
     try:
@@ -70,7 +75,8 @@ def vectors_command(
 def pipeline_command(
     output_path: Path = typer.Argument(..., help="Folder for the pipeline (spacy.load(OUTPUT))."),
     sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP),
-    tokens: str = typer.Option("words", "--tokens", help="words: LAC's words as tokens; chars: one token per character."),
+    tokens: str = typer.Option("words", "--tokens",
+                               help="words: LAC's words as tokens; chars: one token per character."),
 ) -> None:
     """Write a ready pipeline, no training: LAC's tagger in torch gives words, POS tags (token.tag_) and
     PER/LOC/ORG/TIME entities (doc.ents); its weights are saved inside, so loading needs no sdist."""

@@ -20,7 +20,8 @@ ShippedConfig = _choices("ShippedConfig", config_names(), "The configs `init-con
 
 # spaCy's `evaluate` (its displaCy pages) and `debug data` (its named-entity checks) find
 # NER components by their factory's name, "ner": crf_ner pipes would be skipped silently.
-_SPACY_COMMAND = {"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True}, "add_help_option": False}
+_SPACY_COMMAND = {"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
+                  "add_help_option": False}
 
 
 @app.command("init-config")

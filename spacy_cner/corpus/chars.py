@@ -264,7 +264,8 @@ def _decode_bio(
                     f"end the {spans[-1][2]} entity and open a new {tag_label} entity here",
                 )
             else:
-                _missing_opening(problems, tags, i, "I", tag_label, lines, sentence, " (if the file is IOB1, use --scheme iob)")
+                _missing_opening(problems, tags, i, "I", tag_label, lines, sentence,
+                                 " (if the file is IOB1, use --scheme iob)")
         elif prefix == "B" and scheme == "iob" and not continues:
             problems(
                 "iob1_b_opening", lines[i], sentence,

@@ -48,7 +48,8 @@ def read_cluener(record: dict, line: int, sentence: int, problems: Problems):
             for offset in offsets if isinstance(offsets, list) else [offsets]:
                 where = f"{ent_type} {surface!r} at {json.dumps(offset)}"
                 if not is_int_pair(offset):
-                    invalid_span(problems, line, sentence, where, f"[start, end] with integer offsets, got {json.dumps(offset)}")
+                    invalid_span(problems, line, sentence, where,
+                                 f"[start, end] with integer offsets, got {json.dumps(offset)}")
                     continue
                 start, end = offset
                 candidates.append((ent_type, start, end + 1, surface, where + " (end inclusive)"))

@@ -23,7 +23,8 @@ def read_prodigy(record: dict, line: int, sentence: int, problems: Problems):
     if spans is None:
         return text, None
     def read(item) -> Optional[Tuple[str, int, int, Optional[str]]]:
-        if isinstance(item, dict) and is_int_pair([item.get("start"), item.get("end")]) and isinstance(item.get("label"), str):
+        if (isinstance(item, dict) and is_int_pair([item.get("start"), item.get("end")])
+                and isinstance(item.get("label"), str)):
             return item["label"], item["start"], item["end"], item.get("text")
         return None
 

@@ -59,7 +59,8 @@ def read_offset_records(
                 text, [span for span in checked if span is not None], line_no, index, problems
             )
         record_id = record.get("id") if isinstance(record, dict) else None
-        yield list(text), spans, record_id if isinstance(record_id, (str, int)) and not isinstance(record_id, bool) else None
+        yield list(text), spans, (record_id if isinstance(record_id, (str, int)) and not isinstance(record_id, bool)
+                                  else None)
         index += 1
 
 

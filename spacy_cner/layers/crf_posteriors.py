@@ -177,7 +177,8 @@ class _Lattice:
                 after[numpy.arange(len(keys)), I] = -numpy.inf
                 top = after.max(axis=1)
                 shift = numpy.where(numpy.isfinite(top), top, 0.0)[:, None]
-                summed = numpy.where(numpy.isfinite(top), top + numpy.log(numpy.exp(after - shift).sum(axis=1)), -numpy.inf)
+                summed = numpy.where(numpy.isfinite(top), top + numpy.log(numpy.exp(after - shift).sum(axis=1)),
+                                     -numpy.inf)
                 scores = scores + numpy.where(lasts + 1 >= lengths, beta[rows, lasts, last_tag], summed)
         return scores - self.log_z[rows]
 
@@ -250,4 +251,5 @@ def _lattices(
                 allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
                 emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
             alpha, beta, log_z = (t.cpu().numpy() for t in forward_backward(emit, mask, *scores))
-            yield group, _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z, [lengths[i] for i in group], tag_set)
+            yield group, _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z,
+                                  [lengths[i] for i in group], tag_set)

@@ -86,7 +86,9 @@ def scaled_forward_backward(emit, mask, transitions, start, end):
     log_z = (
         alpha_scale.gather(1, last)[:, 0]
         + end_max
-        + torch.log((alpha.gather(1, last.unsqueeze(2).expand(-1, -1, n_tags))[:, 0] * torch.exp(end - end_max)).sum(dim=1))
+        + torch.log(
+            (alpha.gather(1, last.unsqueeze(2).expand(-1, -1, n_tags))[:, 0] * torch.exp(end - end_max)).sum(dim=1)
+        )
     )
     beta_scale = torch.cumsum(torch.log(beta_totals), dim=1) + end_max
     beta_scale[:, 1:] += torch.cumsum(emit_max.gather(1, reverse)[:, :-1] + trans_max, dim=1)

@@ -68,7 +68,8 @@ def LacFeatures(
         raise ValueError(f"LacFeatures: projected_width must be null or >= 1, got {projected_width}.")
     if window_size < 2:
         raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
-    shim = InPlacePyTorchShim(LacEncoder(), serialize_model=serialize_rebuildable, deserialize_model=deserialize_rebuildable)
+    shim = InPlacePyTorchShim(LacEncoder(), serialize_model=serialize_rebuildable,
+                              deserialize_model=deserialize_rebuildable)
     attrs = {"hidden": hidden, "emissions": emissions, "projected_width": projected_width, "window_size": window_size,
              "sentences": sentences, "sdist": sdist, "last_batch": LastBatch()}
     params = {"P": None} if projected_width is not None else {}
@@ -176,13 +177,16 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
         run sorted by length in groups (GROUP_SIZE, GROUP_IDS), each padded to its longest."""
         assert self.tagger is not None
         device = self.network.crf_weights.device
-        results: List[numpy.ndarray] = [numpy.zeros((0, self.feature_width(hidden, emissions)), "float32")] * len(sequences)
+        results: List[numpy.ndarray] = (
+            [numpy.zeros((0, self.feature_width(hidden, emissions)), "float32")] * len(sequences)
+        )
         for group in length_groups([len(ids) for ids in sequences]):
             lengths = numpy.asarray([len(sequences[i]) for i in group], dtype="int64")
             padded = numpy.zeros((len(group), int(lengths.max())), dtype="int64")
             for row, i in enumerate(group):
                 padded[row, : lengths[row]] = sequences[i]
-            states, scores = self.network.encode(torch.from_numpy(padded).to(device), torch.from_numpy(lengths).to(device))
+            states, scores = self.network.encode(torch.from_numpy(padded).to(device),
+                                                 torch.from_numpy(lengths).to(device))
             features = torch.cat([states] * hidden + [scores] * emissions, dim=-1).float().cpu().numpy()
             for row, i in enumerate(group):
                 results[i] = features[row, : lengths[row]]

@@ -285,7 +285,8 @@ def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, C
 
 
 @contextmanager
-def lexicon_hook(adapter: Model, hf_model: torch.nn.Module, layer: int, ids: numpy.ndarray, is_train: bool) -> Iterator[None]:
+def lexicon_hook(adapter: Model, hf_model: torch.nn.Module, layer: int, ids: numpy.ndarray,
+                 is_train: bool) -> Iterator[None]:
     """LEBERT's placement inside a transformer: while the block runs, the output of layer `layer`
     (0: the embeddings) is replaced by the adapter's fusion of it with the lexicon words `ids`,
     (n_windows, length, max_words_per_char) as transformer.batch.window_batch makes them."""

@@ -159,8 +159,10 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
             )
         rows = model.attrs["vector_rows"].rows(lexicon, vectors)
         if not (rows >= 0).any():
-            raise ValueError("SoftLexicon.v2 has word_vectors = true but no lexicon word has a vector in the pipeline's vectors.")
-        logging.getLogger(__name__).info("SoftLexicon: %d of %d lexicon words have a vector", int((rows >= 0).sum()), len(rows))
+            raise ValueError("SoftLexicon.v2 has word_vectors = true but no lexicon word has a vector in the "
+                             "pipeline's vectors.")
+        logging.getLogger(__name__).info("SoftLexicon: %d of %d lexicon words have a vector",
+                                         int((rows >= 0).sum()), len(rows))
         vector_width = model.attrs.get("vector_width")
         if vector_width is not None:
             used = model.attrs["vector_rows"].table(vectors)[numpy.unique(rows[rows >= 0])]
@@ -234,8 +236,8 @@ def batch_features(
     for doc_spans, offset in zip(spans, offsets):
         doc_spans = numpy.asarray(doc_spans, dtype="int64").reshape(-1, 2)
         shifted.append(numpy.where((doc_spans[:, 1] > doc_spans[:, 0])[:, None], doc_spans + offset, doc_spans))
-    flat = token_features(lexicon, joined, numpy.concatenate(shifted) if shifted else numpy.zeros((0, 2), "int64"), softword,
-                          word_vectors)
+    flat = token_features(lexicon, joined, numpy.concatenate(shifted) if shifted else numpy.zeros((0, 2), "int64"),
+                      softword, word_vectors)
     bounds = numpy.cumsum([0] + [len(doc_spans) for doc_spans in shifted])
     return [flat[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
 

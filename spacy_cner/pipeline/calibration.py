@@ -43,7 +43,8 @@ class DevDecoding:
 
 
 @registry.misc("spacy-cner.calibrate.v1")
-def make_calibrator(path: Optional[str], temperature: bool = True, threshold: bool = True) -> Callable[[Language], Language]:
+def make_calibrator(path: Optional[str], temperature: bool = True,
+                    threshold: bool = True) -> Callable[[Language], Language]:
     """A [training.before_to_disk] callback: before each save of the pipeline, every crf_ner
     pipe fits, on the examples at path (the dev corpus, e.g. ${paths.dev}), the temperature of
     its entity probabilities (fit_temperature) and then the threshold its doc.ents are decoded

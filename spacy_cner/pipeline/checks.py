@@ -90,7 +90,10 @@ def check_calibration(cfg: Dict[str, Any], cfg_source: str, name: str) -> None:
         value = cfg.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not valid(value):
+        if (
+            isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not valid(value)
+        ):
             raise ValueError(
                 f"{cfg_source} of '{name}' has {key} = {value!r}: expected {expected} (or null). "
                 "Restore the cfg saved with the model, or set it to null and refit it on dev "

@@ -615,7 +615,8 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def _gold_loss(self, examples: List[Example], scores: List[Floats2d], scale: float,
                    weights: Optional[Floats1d] = None) -> Tuple[float, List[Floats2d]]:
-        """The negative log-likelihood of the gold tags times scale (and each example's times its weight) and d_scores."""
+        """The negative log-likelihood of the gold tags times scale (and each example's times its weight)
+        and d_scores."""
         # Within an update, the adversarial pass scores the same examples (or some of them) again:
         # reuse their constraints (the cache holds the examples, so their ids stay theirs).
         cache = self._gold_cache if self._gold_cache is not None else {}
@@ -652,7 +653,8 @@ class CRFEntityRecognizer(TrainablePipe):
             [initialize.components.crf_ner.lexicon] with spacy-cner.lexicon.v1. It is
             saved with the pipe; None keeps the lexicon a loaded pipe already has.
         label_descriptions (Optional[Dict[str, str]]): What each label means, for spacy.explain
-            and the model card; the meanings of the dataset the labels come from (labels.DATASET_LABELS) fill in the others.
+            and the model card; the meanings of the dataset the labels come from (labels.DATASET_LABELS)
+            fill in the others.
         """
         validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
         if nlp is not None:

@@ -150,7 +150,8 @@ def span_scores(
     return scores
 
 
-def tag_marginals(model: Model, tag_set: TagSet, docs: List[Doc], decoded: Decoded, temperature: float) -> List[Floats2d]:
+def tag_marginals(model: Model, tag_set: TagSet, docs: List[Doc], decoded: Decoded,
+                  temperature: float) -> List[Floats2d]:
     """Per doc, P(token t has tag j | doc) (n_tokens, n_tags), its segments' marginals joined (a long
     doc's segments are decoded apart, as their entity probabilities)."""
     found = token_marginals(model.get_ref("crf"), decoded.emissions, tag_set.scheme, decoded.allowed,
@@ -261,4 +262,5 @@ def set_doc_entities(
         entity_scores[key] = scores.get(key, 1.0 if ent.label_ not in labels else None)
         ent._.score = entity_scores[key]
     if spans_key is not None:
-        doc.spans[spans_key] = span_group(doc, spans_key, {**scores, **entity_scores}, list(entity_scores), candidate_threshold)
+        doc.spans[spans_key] = span_group(doc, spans_key, {**scores, **entity_scores}, list(entity_scores),
+                                          candidate_threshold)

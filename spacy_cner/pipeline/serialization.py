@@ -43,7 +43,8 @@ def bytes_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> D
     }
 
 
-def bytes_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str, exclude) -> Dict[str, Callable[[bytes], Any]]:
+def bytes_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str,
+                  exclude) -> Dict[str, Callable[[bytes], Any]]:
     """spacy.util.from_bytes's deserializers: cfg first, then the model checked against it."""
     return {
         "cfg": lambda b: cfg.update(srsly.json_loads(b)),
@@ -72,13 +73,15 @@ def file_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Di
     }
 
 
-def file_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str, exclude) -> Dict[str, Callable[[Path], Any]]:
+def file_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str,
+                 exclude) -> Dict[str, Callable[[Path], Any]]:
     """spacy.util.from_disk's deserializers; a missing "lexicon" file is a model without lexicon layers."""
     return {
         "cfg": lambda p: cfg.update(read_cfg(p)),
         "vocab": lambda p: vocab.from_disk(p, exclude=exclude),
         # The vocab was read before: the pipeline's (nlp.from_disk reads it first) or the pipe's own.
-        "model": lambda p: (load_model(model, cfg, p.read_bytes(), str(p)), check_vectors(vocab, cfg, _vectors_file(p))),
+        "model": lambda p: (load_model(model, cfg, p.read_bytes(), str(p)),
+                            check_vectors(vocab, cfg, _vectors_file(p))),
         "lexicon": lambda p: load_lexicons(model, p.read_bytes(), str(p), name) if p.exists() else None,
     }
 
@@ -169,7 +172,8 @@ def float16_model_bytes(model: Model, int8_tables: bool = False) -> bytes:
         for shim in node.shims:
             if not isinstance(shim, PyTorchShim):
                 raise ValueError(f"save_weights 'float16' saves torch modules and thinc's parameters; the layer "
-                                 f"{node.name!r} holds a {type(shim).__name__}: set crf_ner's save_weights to 'float32'.")
+                                 f"{node.name!r} holds a {type(shim).__name__}: set crf_ner's save_weights "
+                                 "to 'float32'.")
     msg["shims"] = [[_float16_shim(data) for data in shims] for shims in msg["shims"]]
     msg = convert_recursive(is_xp_array, partial(model.ops.to_numpy, byte_order="<"), msg)
     msg["params"] = [
@@ -228,8 +232,11 @@ def _float32_model(model: Model, data: bytes) -> None:
         params = msg["params"][int(index)]
         params[name] = params[name].astype(numpy.float32) * scale.astype(numpy.float32)[:, None]
     msg["params"] = [
-        {name: value.astype(numpy.float32) if isinstance(value, numpy.ndarray) and value.dtype == numpy.float16 else value
-         for name, value in params.items()}
+        {
+            name: value.astype(numpy.float32)
+            if isinstance(value, numpy.ndarray) and value.dtype == numpy.float16 else value
+            for name, value in params.items()
+        }
         for params in msg["params"]
     ]
     model.from_dict(convert_recursive(is_xp_array, model.ops.asarray, msg))

@@ -55,10 +55,12 @@ def check_file(path: Union[str, Path], sdist: Sdist) -> Path:
         raise ValueError(f"{path}: no such file (expected {sdist.filename}).")
     size = path.stat().st_size
     if size != sdist.size:
-        raise ValueError(f"{path}: {size:,} bytes, expected {sdist.size:,} ({sdist.filename}). Delete it and fetch again.")
+        raise ValueError(f"{path}: {size:,} bytes, expected {sdist.size:,} ({sdist.filename}). "
+                         "Delete it and fetch again.")
     found = sha256_of(path)
     if found != sdist.sha256:
-        raise ValueError(f"{path}: sha256 {found}, expected {sdist.sha256} ({sdist.filename}). Delete it and fetch again.")
+        raise ValueError(f"{path}: sha256 {found}, expected {sdist.sha256} ({sdist.filename}). "
+                         "Delete it and fetch again.")
     return path
 
 

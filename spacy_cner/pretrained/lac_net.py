@@ -99,7 +99,9 @@ class BiGRULayer(nn.Module):
         outputs = gate_inputs.new_empty(2, gate_inputs.shape[1], gate_inputs.shape[2], H)
         for step in range(gate_inputs.shape[2]):
             x = gate_inputs[:, :, step]  # shape: (2, batch, 3H)
-            update_reset = torch.baddbmm(x[..., : 2 * H], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
+            update_reset = (
+                torch.baddbmm(x[..., : 2 * H], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
+            )
             update, reset = update_reset[..., :H], update_reset[..., H:]
             # paddle_tanh in place: 2 sigmoid(clip(2 x)) - 1.
             candidate = torch.baddbmm(x[..., 2 * H :], reset * hidden, state_weight)
@@ -157,7 +159,8 @@ class LacNetwork(nn.Module):
 
     def encode(self, ids: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """ids (batch, length) and lengths (batch,) -> the top BiGRU layer's states (batch, length, 2H), forward
-        direction first, and the emission scores (batch, length, tags); padding rows hold values no caller should read."""
+        direction first, and the emission scores (batch, length, tags); padding rows hold values no caller
+        should read."""
         hidden = self.embedding(ids)
         for layer in self.layers:
             hidden = layer(hidden, lengths)

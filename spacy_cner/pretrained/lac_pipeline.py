@@ -217,7 +217,8 @@ class LacTokenizer(DummyTokenizer):
         """The docs of texts, LAC run over batch_size texts at a time."""
         if self.tagger is None:
             raise ValueError("LacTokenizer has no weights: load a pipeline written by `python -m spacy_cner "
-                             "pretrained pipeline`, or build one with spacy_cner.pretrained.lac_pipeline.build_pipeline.")
+                             "pretrained pipeline`, or build one with "
+                             "spacy_cner.pretrained.lac_pipeline.build_pipeline.")
         batch: List[str] = []
         for text in texts:
             _check_encodable(text)
@@ -278,7 +279,8 @@ def build_pipeline(lac: LacFiles, tokens: str = "words", window_size: int = 256)
     component.tagger = tagger_from_sdist(lac)
     nlp.meta.update({"name": "lac", "version": "2.1.2", "description": DESCRIPTION, "license": "Apache-2.0",
                      "author": "Baidu NLP (LAC); converted by spacy_cner", "url": LAC_CREDIT["url"]})
-    nlp.meta["sources"] = [source for source in nlp.meta.get("sources") or [] if source.get("name") != PIPELINE_CREDIT["name"]]
+    nlp.meta["sources"] = [source for source in nlp.meta.get("sources") or []
+                           if source.get("name") != PIPELINE_CREDIT["name"]]
     nlp.meta["sources"].append(dict(PIPELINE_CREDIT))
     return nlp
 

@@ -20,7 +20,8 @@ import numpy
 DTYPES: Dict[int, str] = {0: "bool", 1: "<i2", 2: "<i4", 3: "<i8", 4: "<f2", 5: "<f4", 6: "<f8", 20: "u1", 21: "i1"}
 
 
-def read_tensor(data: bytes, name: str, shape: Optional[Sequence[int]] = None, dtype: Optional[str] = None) -> numpy.ndarray:
+def read_tensor(data: bytes, name: str, shape: Optional[Sequence[int]] = None,
+                dtype: Optional[str] = None) -> numpy.ndarray:
     """The array a paddle tensor file holds.
 
     data (bytes): The file's bytes.

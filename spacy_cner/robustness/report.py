@@ -98,7 +98,8 @@ def _chart(scores: RobustnessScores) -> str:
             f1 = prf.f * 100
             svg.append(f"<rect x='{left}' y='{y}' width='{f1 * scale:.1f}' height='{bar - 1}' fill='{colours[name]}'>"
                        f"<title>{html.escape(label)} {heading} {f1:.2f}</title></rect>")
-            svg.append(f"<text x='{left + f1 * scale + 4:.1f}' y='{y + bar - 2}' font-size='9'>{heading} {f1:.1f}</text>")
+            svg.append(f"<text x='{left + f1 * scale + 4:.1f}' y='{y + bar - 2}' font-size='9'>"
+                       f"{heading} {f1:.1f}</text>")
             y += bar
         y += gap
     svg.append("</svg>")

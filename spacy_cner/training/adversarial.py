@@ -94,7 +94,8 @@ class EmbeddingAttack:
             raise ValueError(f"Adversarial `share` is the share of a batch attacked, in (0, 1], got {self.share!r}.")
         if not (isinstance(self.large_corpus, int) and self.large_corpus >= 0):
             raise ValueError(
-                f"Adversarial `large_corpus` must be a number of tokens >= 0 (0: no corpus is large), got {self.large_corpus!r}."
+                f"Adversarial `large_corpus` must be a number of tokens >= 0 (0: no corpus is large), "
+                f"got {self.large_corpus!r}."
             )
 
     def every_for(self, corpus_tokens: Optional[int]) -> int:

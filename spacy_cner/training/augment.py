@@ -90,7 +90,8 @@ class MentionPool:
             return eg
         _append(reference[position:], words, spaces, tags, starts)
         has_starts = reference.has_annotation("SENT_START")
-        new_reference = Doc(reference.vocab, words=words, spaces=spaces, ents=tags, sent_starts=starts if has_starts else None)
+        new_reference = Doc(reference.vocab, words=words, spaces=spaces, ents=tags,
+                            sent_starts=starts if has_starts else None)
         return Example(Doc(predicted.vocab, words=words, spaces=spaces), new_reference)
 
 

@@ -188,7 +188,8 @@ def corpus_patience(steps: int, epochs: float, corpus: Optional[Union[str, Path]
     """
     if steps < 0 or epochs < 0 or batch_words <= 0:
         raise ValueError(
-            f"spacy-cner.patience.v1 needs steps >= 0, epochs >= 0 and batch_words > 0, got {steps}, {epochs}, {batch_words}."
+            f"spacy-cner.patience.v1 needs steps >= 0, epochs >= 0 and batch_words > 0, "
+            f"got {steps}, {epochs}, {batch_words}."
         )
     if corpus is None or not epochs:
         return steps
@@ -210,5 +211,6 @@ def corpus_patience_v2(
         raise ValueError(f"spacy-cner.patience.v2 needs steps >= 0 and epochs >= 0, got {steps}, {epochs}.")
     if corpus is None or not epochs:
         return corpus_patience(steps, epochs, None, batch_words)
-    words = words_per_batch(corpus_tokens(corpus, "spacy-cner.patience.v2"), batch_words, max_batch_words, steps_per_epoch)
+    words = words_per_batch(corpus_tokens(corpus, "spacy-cner.patience.v2"), batch_words, max_batch_words,
+                            steps_per_epoch)
     return corpus_patience(steps, epochs, corpus, words)

@@ -382,7 +382,8 @@ class SoftTargetsWriter:
 
 
 @registry.readers("spacy-cner.distill_corpus.v1")
-def create_distill_corpus(path: Path, gold: Optional[Path] = None, gold_weight: float = 0.5) -> Callable[[Language], Iterator[Example]]:
+def create_distill_corpus(path: Path, gold: Optional[Path] = None,
+                          gold_weight: float = 0.5) -> Callable[[Language], Iterator[Example]]:
     """Training examples from a teacher folder (distill's OUTPUT/teacher): each annotated doc with its soft
     targets (doc.user_data[SOFT_TARGETS]); a doc of the train split gets its gold doc as reference, and
     the gold log-likelihood beside its targets at gold_weight. Empty and bad rows are left out.
@@ -403,7 +404,8 @@ def create_distill_corpus(path: Path, gold: Optional[Path] = None, gold_weight: 
         meta = srsly.read_json(meta_path)
         tags = tuple(meta["tags"])
         gold_docs = list(DocBin().from_disk(gold).get_docs(nlp.vocab)) if gold is not None else []
-        # The shards of the inputs given now: <input name>.<index>.spacy (an earlier call's other texts are kept, unread).
+        # The shards of the inputs given now: <input name>.<index>.spacy (an earlier call's other texts are
+        # kept, unread).
         inputs = {path.with_suffix("").name for path in (folder / TEACHER_INPUTS).iterdir()}
         shards = [p for p in sorted((folder / TEACHER_SHARDS).glob("*.spacy")) if p.name.rsplit(".", 2)[0] in inputs]
         for shard in shards:
@@ -416,9 +418,9 @@ def create_distill_corpus(path: Path, gold: Optional[Path] = None, gold_weight: 
                 if index is not None and index < len(gold_docs):
                     if gold_docs[index].text != doc.text:
                         raise ValueError(
-                            f"{shard}: its text {doc.text[:40]!r} is doc {index} of the train split the teacher read, but "
-                            f"doc {index} of {gold} is {gold_docs[index].text[:40]!r}: pass the same train split as when "
-                            "the teacher's targets were computed (or a new output folder)."
+                            f"{shard}: its text {doc.text[:40]!r} is doc {index} of the train split the teacher "
+                            f"read, but doc {index} of {gold} is {gold_docs[index].text[:40]!r}: pass the same "
+                            "train split as when the teacher's targets were computed (or a new output folder)."
                         )
                     example = Example(predicted, gold_docs[index])
                     weight = gold_weight

@@ -85,10 +85,13 @@ def _panel(panel: Panel) -> List[str]:
 
     out = [f'<text x="{PANEL_WIDTH / 2:.1f}" y="18" text-anchor="middle" font-size="13">{escape(panel.title)}</text>']
     for tick in nice_ticks(x_low, x_high):
-        out.append(f'<line x1="{to_x(tick):.1f}" y1="{top}" x2="{to_x(tick):.1f}" y2="{top + plot_height}" stroke="#eee"/>')
-        out.append(f'<text x="{to_x(tick):.1f}" y="{top + plot_height + 14}" text-anchor="middle">{_number(tick)}</text>')
+        out.append(f'<line x1="{to_x(tick):.1f}" y1="{top}" x2="{to_x(tick):.1f}" y2="{top + plot_height}" '
+                   'stroke="#eee"/>')
+        out.append(f'<text x="{to_x(tick):.1f}" y="{top + plot_height + 14}" text-anchor="middle">'
+                   f'{_number(tick)}</text>')
     for tick in nice_ticks(y_low, y_high):
-        out.append(f'<line x1="{left}" y1="{to_y(tick):.1f}" x2="{left + plot_width}" y2="{to_y(tick):.1f}" stroke="#eee"/>')
+        out.append(f'<line x1="{left}" y1="{to_y(tick):.1f}" x2="{left + plot_width}" y2="{to_y(tick):.1f}" '
+                   'stroke="#eee"/>')
         out.append(f'<text x="{left - 4}" y="{to_y(tick) + 4:.1f}" text-anchor="end">{_number(tick)}</text>')
     out.append(f'<rect x="{left}" y="{top}" width="{plot_width}" height="{plot_height}" fill="none" stroke="#444"/>')
     out.append(f'<text x="{left + plot_width / 2:.1f}" y="{top + plot_height + 30}" text-anchor="middle">'

@@ -89,8 +89,8 @@ def stable_hash(text: str) -> int:
 
 
 def train_char_bigram_vectors(
-    texts: Sequence[str], settings: Optional[VectorSettings] = None, fixed: Optional[Mapping[str, numpy.ndarray]] = None,
-    progress: bool = False,
+    texts: Sequence[str], settings: Optional[VectorSettings] = None,
+    fixed: Optional[Mapping[str, numpy.ndarray]] = None, progress: bool = False,
 ) -> Tuple[List[str], numpy.ndarray, Dict[str, int]]:
     """Skip-gram vectors of the characters and of the bigrams of texts.
 
@@ -106,7 +106,8 @@ def train_char_bigram_vectors(
     try:
         from gensim.models import Word2Vec  # noqa: F401  (here for the error; used in _word2vec)
     except ImportError as err:
-        raise ImportError('Training vectors needs gensim (a requirement of spacy-cner): pip install "gensim>=4.3"') from err
+        raise ImportError('Training vectors needs gensim (a requirement of spacy-cner): '
+                          'pip install "gensim>=4.3"') from err
     settings = settings or VectorSettings()
     if not any(texts):
         raise ValueError("No text to train vectors on: the inputs are empty.")
