@@ -85,7 +85,8 @@ def trained_pipeline(path):
     nlp = spacy.blank("zh")
     model = {
         "@architectures": "spacy-cner.CRFTagger.v1",
-        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 100, "bigram_rows": 100, "bigram_dropout": 0.0},
+        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 100,
+                    "bigram_rows": 100, "bigram_dropout": 0.0},
         "encoder": None,
     }
     nlp.add_pipe("crf_ner", config={"model": model})

@@ -40,7 +40,8 @@ def test_benchmarks_md_is_rendered_from_the_results():
 
 def test_no_table_cell_is_over_the_cap_and_every_footnote_is_said():
     text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
-    cells = [cell.strip() for line in text.splitlines() if line.startswith("|") for cell in line.strip("|").split(" | ")]
+    cells = [cell.strip() for line in text.splitlines() if line.startswith("|")
+             for cell in line.strip("|").split(" | ")]
     longest = max(cells, key=len)
     assert len(longest) <= report.MAX_CELL, f"a cell of {len(longest)} characters: {longest[:80]}..."
     marks = set(re.findall(r"\[\^(\d+)\](?!:)", text))
@@ -60,7 +61,8 @@ def test_a_long_cell_keeps_its_first_words_and_its_text_goes_to_a_footnote():
 
 def test_links_into_benchmarks_md_name_a_questions_anchor():
     """Docstrings point at a question's section (BENCHMARKS.md#key, its key in bench/questions.toml)."""
-    anchors = set(re.findall(r'^<a id="([\w-]+)"></a>$', (ROOT / "BENCHMARKS.md").read_text(encoding="utf8"), flags=re.M))
+    anchors = set(re.findall(r'^<a id="([\w-]+)"></a>$', (ROOT / "BENCHMARKS.md").read_text(encoding="utf8"),
+                             flags=re.M))
     assert {question.key for question in report.QUESTIONS} == anchors
     for path in (ROOT / "spacy_cner").rglob("*.py"):
         for key in re.findall(r"BENCHMARKS\.md#([\w-]+)", path.read_text(encoding="utf8")):
@@ -127,7 +129,9 @@ def test_save_result_records_the_run_and_report_shows_it(tmp_path, monkeypatch):
     assert record["machine"]["cores"] >= 1 and record["machine"]["line"]
     assert set(record["code_version"]) == {"commit", "dirty"}
     assert record["figures"] == {"chars_per_s": 1234.5, "model": str(tmp_path)}
-    assert record["tables"] == [{"columns": ["system", "chars/s"], "align": ["left", "right"], "rows": [["ours", "1,234"]]}]
+    assert record["tables"] == [
+        {"columns": ["system", "chars/s"], "align": ["left", "right"], "rows": [["ours", "1,234"]]}
+    ]
     assert record["notes"] == "One thread. Ours is fast."
     assert common.save_result("-", {}, markdown) is None
     # A result no question names yet is rendered after the questions, with its source.
@@ -187,7 +191,8 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     measured, status = report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})
     assert status == "not met" and "resume not reached (3 seeds; random's 83.33)" in measured
     assert measured.endswith(": none")
-    later = {dataset: {**strategies, "entropy (warm)": curve(lambda n: n / 1700)} for dataset, strategies in warm.items()}
+    later = {dataset: {**strategies, "entropy (warm)": curve(lambda n: n / 1700)}
+             for dataset, strategies in warm.items()}
     measured, status = report.labels_saved({"select": {"figures": {"curves": later, "stop": 2000}}})
     assert status == "not met" and "resume 1,600 (3 seeds; random's 83.33)" in measured
     assert measured.endswith(": none (closest: entropy (warm), on every dataset with at most 80% of random's labels)")
@@ -225,13 +230,16 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     assert status == "not met (trained to the stopping rule: 2 of 3 datasets)"
     assert "trained from scratch to default.cfg's stopping rule: fewest labels" in measured
     assert "resume 1,200 (3 seeds; random's 80.00)" in measured.split("stopping rule:")[1]
-    finals["msra"] = {"random": final(lambda n: n / 2500, (2000,)), "entropy (warm)": final(lambda n: n / 1400, (1200,))}
+    finals["msra"] = {"random": final(lambda n: n / 2500, (2000,)),
+                      "entropy (warm)": final(lambda n: n / 1400, (1200,))}
     measured, status = report.labels_saved(both)
     assert status == "met" and measured.endswith("(3 seeds): entropy (warm)")  # no warm caveat: finals train alike
     finals["msra"]["entropy (warm)"] = final(lambda n: n / 1600, (1200,))  # 75.0 < 80.0
     assert report.labels_saved(both)[1] == "not met"
     _, _, rows = report.select_table(both, ("finals",))
-    assert [row[:2] + row[-1:] for row in rows[:2]] == [["resume", "random", "2,000"], ["resume", "entropy (warm)", "1,200"]]
+    assert [row[:2] + row[-1:] for row in rows[:2]] == [
+        ["resume", "random", "2,000"], ["resume", "entropy (warm)", "1,200"]
+    ]
     columns, _, rows = report.select_table(both, ("curves", "finals"))  # the rounds' rows, then the finals'
     assert len(rows) == 6 + 6 and rows[6][1] == "random" + report.FINALS and rows[7][-1] == "1,200"
     # The finals of another variant, in a result of their own: one entry per dataset, the curves merged.
@@ -285,7 +293,8 @@ def test_the_ranking_speed_target_reads_select_beside_annotate():
 
 def test_the_accuracy_target_reads_the_saved_weights_shifts():
     """A save_weights setting (not exact) meets the accuracy target only within 0.1 F1 of float32 on every model."""
-    rows = [{"f32": 0.9, "f": {"float16": 0.9, "int8-tables": 0.9002}}, {"f32": 0.8, "f": {"float16": 0.8001, "int8-tables": 0.8}}]
+    rows = [{"f32": 0.9, "f": {"float16": 0.9, "int8-tables": 0.9002}},
+            {"f32": 0.8, "f": {"float16": 0.8001, "int8-tables": 0.8}}]
     records = {"weights16": {"figures": {"rows": rows}}}
     measured, status = report.same_entities(records)
     assert status == "met so far" and "within 0.01 (float16), 0.02 (int8-tables) of float32 on 2 models" in measured
@@ -295,10 +304,12 @@ def test_the_accuracy_target_reads_the_saved_weights_shifts():
     measured, status = report.same_entities(records)  # the fixed-block products' retired run still counts
     assert status == "met so far" and "within 0.00 of row by row on 12 models" in measured and "HISTORY" in measured
     # The fixed-block products (bench_products --models) against row by row: not exact either.
-    models = [{"f": {"blocks": 0.9, "row by row": 0.9003}, "same_docs": 0.998}, {"f": {"blocks": 0.8, "row by row": 0.8}, "same_docs": 1.0}]
+    models = [{"f": {"blocks": 0.9, "row by row": 0.9003}, "same_docs": 0.998},
+              {"f": {"blocks": 0.8, "row by row": 0.8}, "same_docs": 1.0}]
     records["products"] = {"figures": {"models": models}}
     measured, status = report.same_entities(records)
-    assert status == "met so far" and "test F1 within 0.03 of row by row on 2 models, 99.80-100% of test docs" in measured
+    assert status == "met so far"
+    assert "test F1 within 0.03 of row by row on 2 models, 99.80-100% of test docs" in measured
     models[0]["f"]["blocks"] = 0.8985
     assert report.same_entities(records)[1] == "not met: a change moves F1 by over 0.1"
 
@@ -306,14 +317,18 @@ def test_the_accuracy_target_reads_the_saved_weights_shifts():
 def test_the_msra_robustness_target_shows_the_rescored_models():
     """The MSRA R-F1 target adds bench_sentence_encoding's MSRA rows (whole docs -> each sentence alone)."""
     records = {name: json.loads((report.RESULTS / f"{name}.json").read_text(encoding="utf8"))
-               for name, _ in report.MSRA_DEFAULT + report.MSRA_BEFORE + report.MSRA_FAST if (report.RESULTS / f"{name}.json").exists()}
+               for name, _ in report.MSRA_DEFAULT + report.MSRA_BEFORE + report.MSRA_FAST
+               if (report.RESULTS / f"{name}.json").exists()}
     if not records:
         pytest.skip("no MSRA results in bench/results")
     before, _ = report.msra_robustness(records)
-    rows = [{"dataset": "msra", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.9953}, "predict": {"r_f": 0.9975}},
-            {"dataset": "resume", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.99}, "predict": {"r_f": 1.0}}]
+    rows = [{"dataset": "msra", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.9953},
+             "predict": {"r_f": 0.9975}},
+            {"dataset": "resume", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.99},
+             "predict": {"r_f": 1.0}}]
     measured, status = report.msra_robustness({**records, "sentence_encoding": {"figures": {"rows": rows}}})
-    assert measured.startswith(before) and "default.cfg before the rule seed 2 99.53 -> 99.75" in measured and "resume" not in measured
+    assert measured.startswith(before) and "default.cfg before the rule seed 2 99.53 -> 99.75" in measured
+    assert "resume" not in measured
     assert status.endswith('with "predict": 99.75-99.75 on the 1 re-scored model')
 
 
@@ -420,7 +435,8 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert [r["warm_from"] for r in rounds[1:]] == [rounds[0]["model"], rounds[1]["model"]]
     assert rounds[2]["labelled"][:10] == rounds[0]["labelled"] == first["labelled"] + rounds[0]["labelled"][5:]
     assert select._done({"toy": {"random (warm)": {"0": curve}}}, "toy", "random (warm)", 0, args)
-    assert select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy (warm, explore 0.2)"
+    assert (select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2))
+            == "entropy (warm, explore 0.2)")
     assert select.curve_name("entropy", argparse.Namespace(warm_start=False, explore=0.2)) == "entropy (explore 0.2)"
     assert select._folder("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy-warm-explore0.2"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy (warm, power 1)"
@@ -473,7 +489,8 @@ def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(t
     monkeypatch.setattr(select, "train", fake_train)
     monkeypatch.setattr(select, "evaluate", lambda models, *a, **k: {"model": {"f": 0.25 + 0.01 * len(trained)}})
     args = argparse.Namespace(out=tmp_path, seeds=[0], strategies=["random", "entropy"], warm_start=True,
-                              explore=0.2, stop=20, final_sizes=[10, 15], random_final_sizes=[15], final_steps=0, max_steps=7, jobs=1)
+                              explore=0.2, stop=20, final_sizes=[10, 15], random_final_sizes=[15], final_steps=0,
+                              max_steps=7, jobs=1)
     pool, order = select._pool(corpus, 0)
     chosen = [order[i] for i in (3, 1, 4, 0, 5, 9, 2, 6, 8, 7)]
     rounds = tmp_path / "toy" / "entropy-warm-explore0.2" / "seed0" / "n10"
@@ -619,12 +636,14 @@ def test_bench_select_plot_draws_each_curves_mean_and_sd_band(tmp_path, monkeypa
 
 def test_runs_of_one_command_for_other_seeds_share_a_source_line():
     def record(seed, commit, command=None, notes=None):
-        return {"command": command or f"python bench/bench_datasets.py --out runs/x_s{seed} --seeds {seed} --result x_seed{seed}",
+        return {"command": command or f"python bench/bench_datasets.py --out runs/x_s{seed} --seeds {seed} "
+                                      f"--result x_seed{seed}",
                 "date": "2026-11-27T01:00:00", "machine": {"line": "2 cores"},
                 "code_version": {"commit": commit * 40, "dirty": False},
                 "notes": notes if notes is not None else f"Seeds {seed}; one thread."}
 
-    lines = report.source_lines([record(1, "a"), record(2, "b"), record(3, "c", command="python bench/other.py --seeds 3")])
+    lines = report.source_lines([record(1, "a"), record(2, "b"),
+                                 record(3, "c", command="python bench/other.py --seeds 3")])
     assert len(lines) == 2
     assert "--seeds 1" in lines[0] and "--seeds 2" in lines[0] and "`aaaaaaa`" in lines[0] and "`bbbbbbb`" in lines[0]
     assert "Seeds 1, 2; one thread." in lines[0]
@@ -636,7 +655,8 @@ def test_runs_of_one_command_for_other_seeds_share_a_source_line():
 def test_the_comparison_has_msras_row_from_its_seed_runs():
     """MSRA's seeds are one result each: the comparison (and the README) shows their mean and sd."""
     def seed_run(name, system, f1):
-        return name, {"figures": {"rows": [{"dataset": "msra", "system": system, "f1": f1, "r_f1": 99.5, "seeds": [0]}]}}
+        return name, {"figures": {"rows": [{"dataset": "msra", "system": system, "f1": f1, "r_f1": 99.5,
+                                            "seeds": [0]}]}}
 
     records = dict([seed_run(name, system, f1) for (name, system), f1 in zip(report.MSRA_DEFAULT, (91.0, 92.0, 93.0))]
                    + [seed_run(*report.MSRA_SPACY[0], 80.0)])

@@ -71,7 +71,8 @@ def test_mixed_precision_skips_overflowed_steps(name, request):
 
     spacy.require_gpu(0)
     try:
-        extra = {"vars.mixed_precision": True, "components.crf_ner.model.tok2vec.grad_scaler_config": {"init_scale": 2.0**40}}
+        extra = {"vars.mixed_precision": True,
+                 "components.crf_ner.model.tok2vec.grad_scaler_config": {"init_scale": 2.0**40}}
         nlp = small_config_pipeline(name, request, extra)
         ner = nlp.get_pipe("crf_ner")
         fix_random_seed(0)

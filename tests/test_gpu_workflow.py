@@ -70,7 +70,8 @@ def test_record_writes_the_steps_so_far(tmp_path):
                 "code_version": {"commit": "abc", "dirty": None}}
     (work / "settings.json").write_text(json.dumps(settings))
     (work / "gpu.txt").write_text("NVIDIA H100 80GB HBM3 (81559 MiB, driver 580.159.04)\n")
-    (work / "steps.tsv").write_text("pytest-gpu\tok\t0\t55.2\t\ntrain-transformer\ttimeout\t124\t300.0\tstopped after 300 s\n")
+    (work / "steps.tsv").write_text("pytest-gpu\tok\t0\t55.2\t\n"
+                                    "train-transformer\ttimeout\t124\t300.0\tstopped after 300 s\n")
     output = tmp_path / "out" / "gpu_workflow.json"
     args = [sys.executable, str(BENCH / "gpu_workflow.py"), "record", str(work), str(output)]
     subprocess.run(args, check=True, cwd=REPO_ROOT)

@@ -16,7 +16,8 @@ def words_at(lexicon, text, cap):
 
 
 def test_word_list_with_frequencies_and_tags(tmp_path):
-    path = write(tmp_path / "dict.txt", "\ufeff南京 300 ns\n南京市 200 ns\n\n长江大桥 50\n市 999 n\n长江 100 ns\n长江 7\n")
+    path = write(tmp_path / "dict.txt",
+                 "\ufeff南京 300 ns\n南京市 200 ns\n\n长江大桥 50\n市 999 n\n长江 100 ns\n长江 7\n")
     lexicon, stats = Lexicon.from_word_list(path)
     assert lexicon.words == ["南京", "南京市", "长江大桥", "长江"]
     assert lexicon.frequencies.tolist() == [300, 200, 50, 100]

@@ -83,7 +83,8 @@ def test_predict_reads_each_sentence_alone_only_when_predicting(encoder, tmp_pat
 @pytest.mark.parametrize("value", [True, "predict"])
 def test_needs_an_encoder(value):
     nlp = spacy.blank("zh")
-    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": None, "sentence_encoding": value}
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": None,
+             "sentence_encoding": value}
     with pytest.raises(ValueError, match="needs an encoder"):
         nlp.add_pipe("crf_ner", config={"model": model})
 
@@ -100,7 +101,8 @@ def test_entity_attention_per_sentence():
     fix_random_seed(0)
     nlp = spacy.blank("zh")
     tener = {**ENCODERS["tener"], "entity_attention_scale": 0.5}
-    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": tener, "sentence_encoding": True}
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": TOK2VEC, "encoder": tener,
+             "sentence_encoding": True}
     nlp.add_pipe("crf_ner", config={"model": model})
     examples = make_examples(nlp, SENTENCE_DATA)
     optimizer = nlp.initialize(lambda: examples)

@@ -86,7 +86,8 @@ def predictions(docs) -> List[Dict]:
             "types": [token.ent_type_ for token in doc],
             "spans": [
                 (span.start, span.end, span.label_, round(float(score), 5))
-                for span, score in zip(doc.spans.get("crf_ner", []), doc.spans["crf_ner"].attrs["scores"] if "crf_ner" in doc.spans else [])
+                for span, score in zip(doc.spans.get("crf_ner", []),
+                                       doc.spans["crf_ner"].attrs["scores"] if "crf_ner" in doc.spans else [])
             ],
         }
         for doc in docs

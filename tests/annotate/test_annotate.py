@@ -64,7 +64,9 @@ def test_annotate_text_file_keeps_every_line_and_scores(model, tmp_path):
     assert any(row["entities"] for row in rows)
     scores = [e["score"] for row in rows for e in row["entities"]]
     assert all(0.0 < score <= 1.0 + 1e-6 for score in scores)
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.jsonl")) == ["docs.00000.jsonl", "docs.00001.jsonl", "docs.00002.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.jsonl")) == [
+        "docs.00000.jsonl", "docs.00001.jsonl", "docs.00002.jsonl"
+    ]
     assert (summary.docs, summary.errors, summary.shards_written, summary.shards_skipped) == (7, 0, 3, 0)
     assert summary.chars == sum(len(text) for text in texts)
 
@@ -74,7 +76,8 @@ def test_annotate_n_process_2_matches_one_process(model, tmp_path):
     texts = TEXTS * 3
     (tmp_path / "docs.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
     annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "one", shard_size=4)
-    summary = annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "two", shard_size=4, n_process=2, batch_size=2)
+    summary = annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "two", shard_size=4, n_process=2,
+                       batch_size=2)
     assert read_jsonl(tmp_path / "two") == read_jsonl(tmp_path / "one")
     assert summary.docs == len(texts)
     assert "get_all" not in vars(srsly.msgpack_decoders)
@@ -276,13 +279,16 @@ def test_annotate_parquet_in_and_out(model, tmp_path):
 
 def test_annotate_docbin_output(model, tmp_path):
     (tmp_path / "in.jsonl").write_text(
-        json.dumps({"id": 7, "text": "我在北京"}, ensure_ascii=False) + "\n" + json.dumps({"id": 8}) + "\n", encoding="utf8"
+        json.dumps({"id": 7, "text": "我在北京"}, ensure_ascii=False) + "\n" + json.dumps({"id": 8}) + "\n",
+        encoding="utf8",
     )
     annotate(str(model), str(tmp_path / "in.jsonl"), tmp_path / "out", output_format="spacy")
     nlp = spacy.load(model)
     docs = list(DocBin().from_disk(tmp_path / "out" / "in.00000.spacy").get_docs(nlp.vocab))
     assert [doc.text for doc in docs] == ["我在北京", ""]
-    assert [(e.text, e.label_) for e in docs[0].ents] == [(t, label) for _, _, label, t in expected_entities(model, ["我在北京"])[0]]
+    assert [(e.text, e.label_) for e in docs[0].ents] == [
+        (t, label) for _, _, label, t in expected_entities(model, ["我在北京"])[0]
+    ]
     assert docs[0].user_data["fields"] == {"id": 7, "text": "我在北京"}
     assert "line 2" in docs[1].user_data["error"] and docs[1].user_data["fields"] == {"id": 8}
 
@@ -380,7 +386,8 @@ def test_resume_after_an_input_changed_is_exact_or_refused(model, tmp_path):
 
     killed_run()
     source.write_text("\n".join(["新的一行"] + texts) + "\n", encoding="utf8")
-    with pytest.raises(ValueError, match=r"a\.txt changed since its shards in .*out were written .* To start over, delete"):
+    with pytest.raises(ValueError,
+                       match=r"a\.txt changed since its shards in .*out were written .* To start over, delete"):
         annotate(str(model), str(source), out, shard_size=5)
     assert len(read_jsonl(out)) == 15  # nothing written from the new content
     source.write_text("\n".join(texts) + "\n", encoding="utf8")  # the old content again: resumes
@@ -443,7 +450,8 @@ def test_annotate_command(model, tmp_path):
     assert "not UTF-8" in rows[2]["error"] and rows[2]["raw"] == "\\xff\\xfe" and len(rows) == 3
     bad = runner.invoke(app, ["annotate", str(model), str(tmp_path / "missing.txt"), str(tmp_path / "out2"), "-q"])
     assert bad.exit_code == 1 and "No input files" in bad.output
-    unused = runner.invoke(app, ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out3"), "-q", "--workers", "4"])
+    unused = runner.invoke(app, ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out3"), "-q",
+                                 "--workers", "4"])
     assert unused.exit_code == 1 and "--workers is not used by the local engine: add --engine ray" in unused.output
     with pytest.raises(ValueError, match="--n-process, --gpu-id are not used by the ray engine"):
         annotate(str(model), str(tmp_path / "in.txt"), tmp_path / "out4", engine="ray", n_process=2, gpu_id=0)
@@ -466,7 +474,8 @@ def test_annotate_never_writes_into_an_input_file_or_a_folder_it_did_not_make(mo
         text = " ".join(result.output.split())
         assert result.exit_code == 1 and said in text and text.count("✘") == 1, result.output
         assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert (data / "a.txt").read_text(encoding="utf8") == "我在北京\n" and sorted(p.name for p in data.iterdir()) == ["a.txt", "b.txt"]
+    assert (data / "a.txt").read_text(encoding="utf8") == "我在北京\n"
+    assert sorted(p.name for p in data.iterdir()) == ["a.txt", "b.txt"]
     assert [p.name for p in others.iterdir()] == ["a.00000.jsonl"]
     (tmp_path / "empty").mkdir()
     assert annotate(str(model), str(data), tmp_path / "empty").docs == 2
@@ -494,7 +503,9 @@ def test_annotate_and_select_refuse_batch_size_0_and_unwritable_outputs(model, t
     assert not (tmp_path / "out").exists() and not (tmp_path / "next.jsonl").exists()
 
 
-ray = pytest.importorskip("ray", reason="the Ray engine tests need Ray Data: pip install 'spacy-cner[ray]' (CI installs it)")
+ray = pytest.importorskip(
+    "ray", reason="the Ray engine tests need Ray Data: pip install 'spacy-cner[ray]' (CI installs it)"
+)
 
 
 def test_ray_address_with_no_cluster_is_one_line(model, tmp_path, monkeypatch):
@@ -534,10 +545,13 @@ def test_ray_matches_local_run(model, tmp_path, local_ray):
     (tmp_path / "in" / "b.jsonl").write_text("\n".join(lines[25:]) + "\n", encoding="utf8")
     (tmp_path / "in" / "empty.jsonl").write_text("", encoding="utf8")
     local = annotate(str(model), str(tmp_path / "in"), tmp_path / "local", shard_size=10)
-    remote = annotate(str(model), str(tmp_path / "in"), tmp_path / "ray", shard_size=10, engine="ray", workers=2, batch_size=4)
+    remote = annotate(str(model), str(tmp_path / "in"), tmp_path / "ray", shard_size=10, engine="ray", workers=2,
+                      batch_size=4)
     assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local")
     assert len(read_jsonl(tmp_path / "ray")) == 40
-    assert (remote.docs, remote.errors, remote.shards_written) == (local.docs, local.errors, local.shards_written) == (38, 2, 5)
+    assert (remote.docs, remote.errors, remote.shards_written) == (local.docs, local.errors, local.shards_written) == (
+        38, 2, 5
+    )
     assert (tmp_path / "ray" / ".annotate" / "done" / "empty.json").exists()
 
 
@@ -570,12 +584,14 @@ def test_ray_text_and_parquet(model, tmp_path, local_ray):
     annotate(str(model), str(tmp_path / "t"), tmp_path / "ray", shard_size=3, engine="ray")
     assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local") and len(read_jsonl(tmp_path / "ray")) == 6
     (tmp_path / "p").mkdir()
-    pyarrow.parquet.write_table(pyarrow.table({"n": [1, 2, 3], "text": ["我在北京", "北京很大", None]}), tmp_path / "p" / "in.parquet")
+    pyarrow.parquet.write_table(pyarrow.table({"n": [1, 2, 3], "text": ["我在北京", "北京很大", None]}),
+                                tmp_path / "p" / "in.parquet")
     annotate(str(model), str(tmp_path / "p"), tmp_path / "pl", output_format="parquet")
     annotate(str(model), str(tmp_path / "p"), tmp_path / "pr", output_format="parquet", engine="ray")
     local_rows = pyarrow.parquet.read_table(tmp_path / "pl" / "in.00000.parquet").to_pylist()
     assert pyarrow.parquet.read_table(tmp_path / "pr" / "in.00000.parquet").to_pylist() == local_rows
-    assert local_rows[2]["error"].endswith("'text' is a NoneType, not a string") or "not a string" in local_rows[2]["error"]
+    assert (local_rows[2]["error"].endswith("'text' is a NoneType, not a string")
+            or "not a string" in local_rows[2]["error"])
 
 
 def _actor_pids():
@@ -597,7 +613,8 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     texts = [f"{i}我在北京，北京很大" for i in range(3000)]
     (tmp_path / "in").mkdir()
     for part in range(3):
-        (tmp_path / "in" / f"{part}.txt").write_text("\n".join(texts[part * 1000:(part + 1) * 1000]) + "\n", encoding="utf8")
+        (tmp_path / "in" / f"{part}.txt").write_text("\n".join(texts[part * 1000:(part + 1) * 1000]) + "\n",
+                                                     encoding="utf8")
     killed = []
     done = threading.Event()
 
@@ -614,7 +631,8 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     killer = threading.Thread(target=kill_one_actor)
     killer.start()
     try:
-        summary = annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray", workers=2, batch_size=8)
+        summary = annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray",
+                           workers=2, batch_size=8)
     finally:
         finished = time.time()
         done.set()

@@ -168,14 +168,15 @@ def test_select_explore_draws_a_share_at_random(model_dir, tmp_path, pool):
     best = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (-scores[i], i))]
     draws = []
     for seed in (0, 1, 2):
-        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None,
-                         seed=seed)
+        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3,
+                         diversity=None, seed=seed)
         records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         assert (summary.selected, summary.drawn) == (10, 3) and len({r["text"] for r in records}) == 10
         assert [r["text"] for r in records[:7]] == best[:7] and not any("explore" in r["select"] for r in records[:7])
         assert all(r["select"]["explore"] is True and r["text"] not in best[:7] for r in records[7:])
         draws.append([r["text"] for r in records[7:]])
-    again = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None, seed=2)
+    again = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None,
+                   seed=2)
     assert [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()][7:] == draws[2]
     assert again.drawn == 3 and len({tuple(d) for d in draws}) > 1  # seeded: the same draw again, another seed another
     assert any(text not in best[:10] for draw in draws for text in draw)  # drawn, not the next of the ranking
@@ -213,8 +214,8 @@ def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path, pool):
     score_of = dict(zip(texts, scores))
     draws = []
     for seed in (0, 1, 2, 0):
-        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", power=1.0, diversity=None,
-                         seed=seed)
+        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", power=1.0,
+                         diversity=None, seed=seed)
         records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         assert (summary.selected, summary.drawn) == (10, 0) and len({r["text"] for r in records}) == 10
         assert all(r["select"]["power"] == 1.0 and r["select"]["score"] == pytest.approx(score_of[r["text"]])
@@ -292,8 +293,9 @@ def annotated_export(record, output_format, index):
         kept = {key: value for key, value in record.items() if key != "label"}
         return {"id": index + 1, **kept, "entities": entities, "relations": [], "Comments": []}
     if output_format == "labelstudio":
-        return {**record, "id": index + 1, "annotations": [{"id": index + 1, "result": record["predictions"][0]["result"],
-                                                            "was_cancelled": False}]}
+        return {**record, "id": index + 1,
+                "annotations": [{"id": index + 1, "result": record["predictions"][0]["result"],
+                                 "was_cancelled": False}]}
     return record
 
 
@@ -428,8 +430,8 @@ def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(mode
                       (pool, "is a folder"), (pool / "a.txt" / "next.jsonl", "a.txt is a file, not a folder")):
         with pytest.raises(ValueError, match=said):
             select(AnnotateJob(str(model_dir)), str(pool), 2, out, strategy="entropy")
-    single = subprocess.run([sys.executable, "-m", "spacy_cner", "select", str(model_dir), str(pool / "a.txt"), "-n", "2",
-                             "-o", str(pool / "a.txt"), "-q"], capture_output=True, text=True)
+    single = subprocess.run([sys.executable, "-m", "spacy_cner", "select", str(model_dir), str(pool / "a.txt"),
+                             "-n", "2", "-o", str(pool / "a.txt"), "-q"], capture_output=True, text=True)
     assert single.returncode == 1 and "is one of the input files" in " ".join(single.stdout.split())
     assert "Traceback" not in single.stderr
     assert {p: p.read_bytes() for p in pool.iterdir()} == before
@@ -469,7 +471,8 @@ def test_select_shows_annotate_progress_bar_with_a_total(model_dir, tmp_path, mo
     monkeypatch.setattr(tqdm, "tqdm", Recorder)
     source = tmp_path / "pool.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
-    select(AnnotateJob(str(model_dir)), str(source), 2, tmp_path / "next.jsonl", strategy="entropy", progress=True, shard_size=2)
+    select(AnnotateJob(str(model_dir)), str(source), 2, tmp_path / "next.jsonl", strategy="entropy", progress=True,
+           shard_size=2)
     assert bars == [(6, 6)]
 
 

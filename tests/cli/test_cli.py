@@ -77,7 +77,8 @@ def test_display_table_aligns_cjk_by_display_width():
     from spacy_cner.cli import display_table, display_width
 
     assert display_width("北京a\u0301") == 5  # 2 + 2 + 1 + a combining accent
-    table = display_table([("北京市", "LOC", "2", "5"), ("ab", "PER", "10", "12")], ("entity", "label", "start", "end"), "llrr")
+    table = display_table([("北京市", "LOC", "2", "5"), ("ab", "PER", "10", "12")], ("entity", "label", "start", "end"),
+                          "llrr")
     lines = table.splitlines()
     label_columns = {display_width(line[: line.index(label)]) for line, label in zip(lines[2:], ("LOC", "PER"))}
     assert len(label_columns) == 1 and display_width(lines[0][: lines[0].index("label")]) in label_columns

@@ -26,7 +26,8 @@ CARD_DATA = [
 @pytest.fixture
 def fresh_glossary(monkeypatch):
     """spaCy's glossary as it is without spacy_cner's additions, restored after the test."""
-    clean = {k: v for k, v in glossary.GLOSSARY.items() if k not in KNOWN or k in ("NR", "NT", "PER", "LOC", "ORG", "MISC")}
+    clean = {k: v for k, v in glossary.GLOSSARY.items()
+             if k not in KNOWN or k in ("NR", "NT", "PER", "LOC", "ORG", "MISC")}
     clean.pop("FOOD", None)
     monkeypatch.setattr(glossary, "GLOSSARY", clean)
     return clean
@@ -81,7 +82,8 @@ def test_a_loaded_pipeline_teaches_spacy_explain_its_labels(tmp_path, fresh_glos
     assert "FOOD" not in glossary.GLOSSARY
     nlp = spacy.load(path)
     assert spacy.explain("FOOD") == "Dish or food"
-    assert spacy.explain("EDU") is None  # NAME, EDU and FOOD are no known dataset's labels: EDU's meaning is not guessed
+    # NAME, EDU and FOOD are no known dataset's labels: EDU's meaning is not guessed
+    assert spacy.explain("EDU") is None
     assert nlp.get_pipe("crf_ner").label_descriptions["FOOD"] == "Dish or food"
 
 
@@ -104,7 +106,9 @@ def test_model_card_in_meta_and_the_package_readme(tmp_path, fresh_glossary):
     readme = package.generate_readme(saved)
     assert notes in readme and "Resume NER (Zhang and Yang 2018)" in readme
     # Written again: one source of that name, the same card.
-    assert write_model_card(path, source_name="Resume NER (Zhang and Yang 2018)")["sources"][0]["name"].startswith("Resume")
+    assert write_model_card(path, source_name="Resume NER (Zhang and Yang 2018)")["sources"][0]["name"].startswith(
+        "Resume"
+    )
     assert len(srsly.read_json(path / "meta.json")["sources"]) == 1
 
 
@@ -161,7 +165,8 @@ def test_model_card_output_never_deletes_what_it_did_not_write(tmp_path, monkeyp
     others.mkdir()
     (others / "notes.txt").write_text("mine", encoding="utf8")
     result = CliRunner().invoke(app, ["model-card", str(path), "--output", str(others)])
-    assert result.exit_code == 1 and "holds files this command did not write (notes.txt)" in " ".join(result.output.split())
+    assert result.exit_code == 1
+    assert "holds files this command did not write (notes.txt)" in " ".join(result.output.split())
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == {**before, others / "notes.txt": b"mine"}
     card = tmp_path / "card"
     card.mkdir()  # empty: fine

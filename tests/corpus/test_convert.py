@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from spacy_cner.corpus.convert import ConversionStats, decode_tags, detect_format, detect_scheme, iter_docs, read_sentences
+from spacy_cner.corpus.convert import (ConversionStats, decode_tags, detect_format, detect_scheme, iter_docs,
+                                       read_sentences)
 
 from conftest import SHARED_DATA as DATA_DIR
 

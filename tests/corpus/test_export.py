@@ -129,7 +129,8 @@ def test_doccano_ids_come_back_through_convert_and_export(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["convert", str(source), str(tmp_path / "corpus.spacy")])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["export", str(tmp_path / "corpus.spacy"), str(tmp_path / "out.jsonl"), "-f", "doccano"])
+    result = runner.invoke(app, ["export", str(tmp_path / "corpus.spacy"), str(tmp_path / "out.jsonl"),
+                                 "-f", "doccano"])
     assert result.exit_code == 0, result.output
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text("utf8").splitlines()]
     assert written == records

@@ -46,7 +46,8 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
         result = subprocess.run(args, capture_output=True, text=True, cwd=project)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         rows = list(srsly.read_jsonl(project / "annotations" / "resume_small" / "test.00000.jsonl"))
-        test_docs = list(DocBin().from_disk(project / "corpus" / "resume" / "test.spacy").get_docs(spacy.blank("zh").vocab))
+        test_docs = list(DocBin().from_disk(project / "corpus" / "resume" / "test.spacy")
+                         .get_docs(spacy.blank("zh").vocab))
         assert [row["text"] for row in rows] == [doc.text for doc in test_docs]
         assert all("label" in row and isinstance(row["entities"], list) for row in rows)
     nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")

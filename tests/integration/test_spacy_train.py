@@ -152,7 +152,8 @@ def test_spacy_train_and_the_saved_pipeline_carries_its_lexicon(name, tmp_path, 
         "scores = nlp.get_pipe('crf_ner').model.predict([nlp.make_doc(texts[0])])[0].ravel().tolist()\n"
         "print(json.dumps([ents, scores]))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": ""})
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={"HF_HUB_OFFLINE": "1", "PATH": ""})
     assert result.returncode == 0, result.stderr[-3000:]
     ents, loaded_scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert ents == expected

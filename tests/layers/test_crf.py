@@ -338,7 +338,8 @@ def test_pair_expectations_sum_term_by_term_where_a_side_overflows():
     before, after = (torch.from_numpy(rng.normal(size=(50, 4))) for _ in range(2))
     transitions, weight = torch.from_numpy(rng.normal(size=(4, 4))), torch.from_numpy(rng.normal(size=50))
     direct = (torch.exp(before[:, :, None] + transitions + after[:, None, :]) * weight[:, None, None]).sum(dim=0)
-    numpy.testing.assert_allclose(pair_expectations(before, after, transitions, weight).numpy(), direct.numpy(), rtol=1e-10)
+    numpy.testing.assert_allclose(pair_expectations(before, after, transitions, weight).numpy(), direct.numpy(),
+                                  rtol=1e-10)
     # Row 0: the likely tag before cannot go to the likely tags after, and the others are
     # 3,000 nats less likely: one product of exponentials overflows (inf * 0).
     before[0], after[0] = torch.tensor([0.0, -3000, -3000, -3000]), torch.tensor([-3000, 1500.0, 1500.0, 1500.0])
@@ -451,7 +452,8 @@ def is_entity(path, tag_names, scheme, start, end, label):
     """Whether tokens start..end - 1 of the tag path form one entity of label."""
     tags = [tag_names[i] for i in path]
     if scheme == "BIOES":
-        want = [f"S-{label}"] if end - start == 1 else [f"B-{label}"] + [f"I-{label}"] * (end - start - 2) + [f"E-{label}"]
+        want = ([f"S-{label}"] if end - start == 1
+                else [f"B-{label}"] + [f"I-{label}"] * (end - start - 2) + [f"E-{label}"])
         return tags[start:end] == want
     want = [f"B-{label}"] + [f"I-{label}"] * (end - start - 1)
     return tags[start:end] == want and (end == len(tags) or tags[end] != f"I-{label}")

@@ -27,7 +27,8 @@ TEXTS = ["张三去了北京市工作", "", "上海", "阿里巴巴的员工 在
 
 
 def make_layer(**settings):
-    block = "".join(f"{key} = {value if isinstance(value, str) else str(value).lower()}\n" for key, value in settings.items())
+    block = "".join(f"{key} = {value if isinstance(value, str) else str(value).lower()}\n"
+                    for key, value in settings.items())
     return registry.resolve(Config().from_str(f'[m]\n@layers = "spacy-cner.LacFeatures.v1"\n{block}'))["m"]
 
 
@@ -66,7 +67,8 @@ def reference_chars(tagger, text):
 
 def per_token(chars, doc):
     """Rows per character as rows per token: the mean over its characters, zeros for whitespace."""
-    return numpy.asarray([numpy.zeros(chars.shape[1]) if token.is_space else chars[token.idx : token.idx + len(token)].mean(axis=0)
+    return numpy.asarray([numpy.zeros(chars.shape[1]) if token.is_space
+                          else chars[token.idx : token.idx + len(token)].mean(axis=0)
                           for token in doc], dtype="float32").reshape(len(doc), chars.shape[1])
 
 
@@ -113,7 +115,9 @@ def test_each_sentence_and_window_is_read_alone(fake_lac_sdist):
     windows = split_windows([], len(long_text), 6)
     assert len(windows) > 2 and windows[1].start < windows[0].end  # overlapping
     for window in windows:
-        own = reference_chars(tagger, long_text[window.start : window.end])[window.own_start - window.start : window.own_end - window.start]
+        own = reference_chars(tagger, long_text[window.start : window.end])[
+            window.own_start - window.start : window.own_end - window.start
+        ]
         numpy.testing.assert_allclose(windowed[window.own_start : window.own_end], own, rtol=1e-5, atol=1e-6)
 
 

@@ -83,8 +83,8 @@ def test_word_vectors_match_the_reference(text, with_frequencies):
     lexicon = Lexicon(WORDS + ["巴"], frequencies=(FREQUENCIES + [5]) if with_frequencies else None, tags=TAGS + ["n"])
     vectors = numpy.random.default_rng(0).normal(size=(7, 3)).astype("float32")
     rows = numpy.asarray([0, 1, -1, 2, 3, 4, -1, 5, -1, 6, 0, 2], dtype="int64")  # 京市, 巴巴, 员工: none
-    assert_allclose(char_word_vectors(lexicon, text, rows, vectors), reference_word_vectors(lexicon, text, rows, vectors),
-                    rtol=1e-5, atol=1e-6)
+    assert_allclose(char_word_vectors(lexicon, text, rows, vectors),
+                    reference_word_vectors(lexicon, text, rows, vectors), rtol=1e-5, atol=1e-6)
 
 
 def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(tmp_path):

@@ -71,7 +71,8 @@ def test_misaligned_gold():
 def word_pipeline(segmenter: str, **settings) -> spacy.Language:
     """The trained character pipeline's crf_ner in a pipeline with another segmenter."""
     trained = load_trained()
-    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer", "segmenter": segmenter}}})
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer",
+                                                          "segmenter": segmenter}}})
     nlp.add_pipe("crf_ner", source=trained)
     ner = nlp.get_pipe("crf_ner")
     for key, value in settings.items():
@@ -124,7 +125,8 @@ def test_a_character_model_tags_pkuseg_docs_on_their_characters(tmp_path):
     (tmp_path / "train.txt").write_text(segmented * 60, encoding="utf8")
     (tmp_path / "test.txt").write_text(segmented, encoding="utf8")
     pkuseg.train(str(tmp_path / "train.txt"), str(tmp_path / "test.txt"), str(tmp_path / "pkuseg"), train_iter=5)
-    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer", "segmenter": "pkuseg"}}})
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer",
+                                                          "segmenter": "pkuseg"}}})
     nlp.tokenizer.initialize(pkuseg_model=str(tmp_path / "pkuseg"))
     nlp.add_pipe("crf_ner", source=load_trained())
     text = "李四是阿里巴巴的员工"

@@ -119,7 +119,9 @@ def test_calibrate_callback_fits_on_dev_and_scores_the_saved_pipeline(tmp_path):
     make(path=str(tmp_path / "dev.spacy"))(nlp)
     assert ner.entity_threshold is not None
     scores = nlp.evaluate(make_examples(nlp, HELD_OUT))
-    assert nlp.meta["performance"] == {**{key: scores[key] for key in ("ents_f", "ents_p", "ents_r")}, "crf_ner_loss": 5.0}
+    assert nlp.meta["performance"] == {
+        **{key: scores[key] for key in ("ents_f", "ents_p", "ents_r")}, "crf_ner_loss": 5.0
+    }
     # The temperature-only callback of older configs fits no threshold.
     ner.cfg["fitted_threshold"] = None
     registry.misc.get("spacy-cner.fit_temperature.v1")(path=str(tmp_path / "dev.spacy"))(nlp)

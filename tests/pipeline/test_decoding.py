@@ -174,7 +174,8 @@ def test_a_long_docs_windows_go_to_the_model_in_small_calls(monkeypatch):
     expected = [(e.start, e.end, e.label_) for e in nlp(text).ents]
     calls = []
     predict = type(ner.model).predict
-    monkeypatch.setattr(type(ner.model), "predict", lambda model, docs: calls.append(sum(map(len, docs))) or predict(model, docs))
+    monkeypatch.setattr(type(ner.model), "predict",
+                        lambda model, docs: calls.append(sum(map(len, docs))) or predict(model, docs))
     monkeypatch.setattr(long_docs, "WINDOW_BATCH_TOKENS", 30)
     monkeypatch.setattr(long_docs, "EMISSION_BATCH_TOKENS", 1000)
     assert [(e.start, e.end, e.label_) for e in nlp(text).ents] == expected
@@ -215,7 +216,8 @@ def test_long_doc_keeps_a_preset_entity_across_a_sentence_end():
     doc.ents = [Span(doc, period - 2, period + 3, "ORG")]  # "工作。张三"
     tagged = nlp.get_pipe("crf_ner")(doc)
     assert (period - 2, period + 3, "ORG") in [(e.start, e.end, e.label_) for e in tagged.ents]
-    assert is_valid_sequence(nlp.get_pipe("crf_ner").predict([doc]).tag_ids[0].tolist(), nlp.get_pipe("crf_ner").tag_names)
+    ner = nlp.get_pipe("crf_ner")
+    assert is_valid_sequence(ner.predict([doc]).tag_ids[0].tolist(), ner.tag_names)
 
 
 def test_long_doc_window_setting():
@@ -254,7 +256,8 @@ def test_scoring_settings():
     nlp = load_trained()
     text = "王五在阿里巴巴上海总部，张三李四"
     with_scores = nlp(text)
-    probabilities = {(e.start, e.end, e.label_): scored(with_scores)[(e.start, e.end, e.label_)] for e in with_scores.ents}
+    probabilities = {(e.start, e.end, e.label_): scored(with_scores)[(e.start, e.end, e.label_)]
+                     for e in with_scores.ents}
     assert len(probabilities) >= 2
     ner = nlp.get_pipe("crf_ner")
     ner.spans_key = None
@@ -273,7 +276,8 @@ def test_scoring_settings():
     ner.spans_key, ner.candidate_threshold, ner.ents_threshold = "scores", 1.5, None
     only_ents = nlp(text)
     assert set(scored(only_ents, "scores")) == set(probabilities)
-    for bad in ({"candidate_threshold": 0}, {"candidate_threshold": 0.0001}, {"ents_threshold": 1.5}, {"ents_threshold": 0}):
+    for bad in ({"candidate_threshold": 0}, {"candidate_threshold": 0.0001}, {"ents_threshold": 1.5},
+                {"ents_threshold": 0}):
         with pytest.raises(ValueError, match=list(bad)[0]):
             spacy.blank("zh").add_pipe("crf_ner", config=bad)
 

@@ -49,11 +49,13 @@ def hidden_states(tok2vec_model, doc, hooked: bool):
     max_length, offset = window_geometry(hf.transformer.config, hf.tokenizer, tok2vec_model.attrs["window_size"])
     adapter = tok2vec_model.get_ref("lexicon_adapter")
     plan = plan_doc(doc, hf.tokenizer, max_length, adapter)
-    batch = window_batch(hf.tokenizer, [(plan, plan.windows[0])], offset, max_words_per_char=adapter.attrs["max_words_per_char"])
+    batch = window_batch(hf.tokenizer, [(plan, plan.windows[0])], offset,
+                         max_words_per_char=adapter.attrs["max_words_per_char"])
     inputs = {key: torch.as_tensor(batch[key]) for key in ("input_ids", "attention_mask")}
     with torch.no_grad():
         if hooked:
-            with lexicon_hook(adapter, hf.transformer, tok2vec_model.attrs["lexicon_layer"], batch["word_ids"], is_train=False):
+            with lexicon_hook(adapter, hf.transformer, tok2vec_model.attrs["lexicon_layer"], batch["word_ids"],
+                              is_train=False):
                 return hf.transformer(**inputs, output_hidden_states=True).hidden_states, batch
         return hf.transformer(**inputs, output_hidden_states=True).hidden_states, batch
 
@@ -169,7 +171,8 @@ def test_pipe_n_process_with_the_adapter(tmp_path):
         nlp.update(examples, sgd=optimizer)
     texts = [t for t, _ in TRAIN_DATA[:4]] * 3 + TEXTS
     expected = entities(nlp, texts)
-    multi = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, n_process=2, batch_size=2)]
+    multi = [[(e.start_char, e.end_char, e.label_) for e in doc.ents]
+             for doc in nlp.pipe(texts, n_process=2, batch_size=2)]
     assert multi == expected
 
 
@@ -180,7 +183,8 @@ def test_pipe_bytes_carry_the_lexicon():
         nlp.update(examples, sgd=optimizer)
     data = nlp.get_pipe("crf_ner").to_bytes()
     fresh = spacy.blank("zh")
-    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": {**CPU_TOK2VEC, "lexicon_adapter": ADAPTER}, "encoder": None}
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": {**CPU_TOK2VEC, "lexicon_adapter": ADAPTER},
+             "encoder": None}
     pipe = fresh.add_pipe("crf_ner", config={"model": model})
     pipe.from_bytes(data)
     adapter = pipe.model.get_ref("tok2vec").get_ref("lexicon_adapter")

@@ -103,9 +103,13 @@ def test_save_weights_float16_with_a_transformer(request, tmp_path):
     nlp.to_disk(tmp_path)
     assert (tmp_path / "crf_ner" / "model").stat().st_size < 0.6 * full
     loaded = spacy.load(tmp_path).get_pipe("crf_ner")
-    assert {p.dtype for node in loaded.model.walk() for shim in node.shims for p in shim._model.parameters()} == {torch.float32}
-    assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in loaded.pipe([nlp.make_doc(t) for t in TEXTS])] == [
-        [(e.start, e.end, e.label_) for e in doc.ents] for doc in ner.pipe([nlp.make_doc(t) for t in TEXTS])]
+    assert {p.dtype for node in loaded.model.walk() for shim in node.shims for p in shim._model.parameters()} == {
+        torch.float32
+    }
+    assert (
+        [[(e.start, e.end, e.label_) for e in doc.ents] for doc in loaded.pipe([nlp.make_doc(t) for t in TEXTS])]
+        == [[(e.start, e.end, e.label_) for e in doc.ents] for doc in ner.pipe([nlp.make_doc(t) for t in TEXTS])]
+    )
     with pytest.raises(ValueError, match="set crf_ner's save_weights to 'float32'"):
         _float16_shim(srsly.msgpack_dumps({"config": {}, "state": b"not torch"}))
 

@@ -23,7 +23,9 @@ ALPHABET += list("，。！？；：“”（）《》、…—～/:@") + ["😀
 
 
 def needs_rjieba():
-    return pytest.importorskip("rjieba", reason="rjieba is optional a requirement of spacy-cner that the fallback to jieba does without")
+    return pytest.importorskip(
+        "rjieba", reason="rjieba is optional a requirement of spacy-cner that the fallback to jieba does without"
+    )
 
 
 def run_python(code: str) -> None:

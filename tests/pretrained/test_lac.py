@@ -70,7 +70,8 @@ def fake_lac(tmp_path, monkeypatch):
 
 # --- the paddle tensor reader ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype,shape", [("float32", (3, 5)), ("int64", (7,)), ("float64", (2, 1, 3)), ("int32", (0, 4))])
+@pytest.mark.parametrize("dtype,shape",
+                         [("float32", (3, 5)), ("int64", (7,)), ("float64", (2, 1, 3)), ("int32", (0, 4))])
 def test_tensor_round_trip(dtype, shape):
     array = (numpy.arange(int(numpy.prod(shape))) * 3 - 5).astype(dtype).reshape(shape)
     read = read_tensor(write_tensor(array), "x")
@@ -225,7 +226,8 @@ def test_combine_none_trained_and_concat(fake_lac):
     keys, rows, data = lac_table(open_lac(fake_lac))
     embeddings = fake_embeddings()
     for key, row in zip(keys, rows):
-        numpy.testing.assert_array_equal(data[row], embeddings[VOCAB.index({"萬": "万", "與": "与", "１": "1"}.get(key, key))])
+        numpy.testing.assert_array_equal(data[row],
+                                         embeddings[VOCAB.index({"萬": "万", "與": "与", "１": "1"}.get(key, key))])
     settings = VectorSettings(width=3, epochs=2, min_count=2, seed=0)
     same = combine(keys, rows, data, TEXTS, "none", settings)
     assert same[0] == keys and same[3] == {"lac_keys": len(keys), "added_keys": 0, "width": WIDTH}
@@ -300,7 +302,8 @@ def test_the_lac_config_trains_with_lac_vectors_and_saves_them(fake_lac, tmp_pat
     nlp = spacy.load(tmp_path / "out" / "model-last")
     vectors = nlp.vocab.vectors
     assert vectors.shape[1] == WIDTH and vectors.data.dtype == numpy.float16
-    numpy.testing.assert_array_equal(vectors[nlp.vocab.strings["北京"]], fake_embeddings()[VOCAB.index("北京")].astype("float16"))
+    numpy.testing.assert_array_equal(vectors[nlp.vocab.strings["北京"]],
+                                     fake_embeddings()[VOCAB.index("北京")].astype("float16"))
     assert vectors.find(key="工作") >= 0  # the toy corpus's own bigram, learnt
     assert any("LAC" in source["name"] for source in nlp.meta["sources"])
     assert nlp("张三去了北京").ents is not None

@@ -49,7 +49,11 @@ def test_gru_matches_paddles_step_by_step_reference_in_a_padded_batch(reverse):
         expected = reference_gru(gate_inputs[row, :length].astype("float64"), weight, bias, reverse)
         numpy.testing.assert_allclose(output[row, :length], expected, atol=2e-6)
     # The column blocks of [H, 3H] are not paddle's layout: reading them so gives other states.
-    assert not numpy.allclose(output[0, :5], reference_gru(gate_inputs[0, :5], weight.reshape(3, H, H).transpose(1, 0, 2).reshape(H, 3 * H), bias, reverse), atol=1e-3)
+    assert not numpy.allclose(
+        output[0, :5],
+        reference_gru(gate_inputs[0, :5], weight.reshape(3, H, H).transpose(1, 0, 2).reshape(H, 3 * H), bias, reverse),
+        atol=1e-3,
+    )
 
 
 def test_flip_within_reverses_each_sequence_inside_its_length():
@@ -133,11 +137,13 @@ def test_tagger_ids_and_reading_tags_as_lac_does():
     segmenter = DictionarySegmenter(["张三", "北京市"], total_count=10)
     tag = {name: LAC_TAGS.index(name) for name in ("PER-B", "v-B", "LOC-B", "m-B", "O")}
     # 张三|去|北|京|市|１ -> ids 张三, 去, then 北京市 is not in word.dic: its characters, 市 OOV; １ -> 1.
-    network = FixedPaths({7: [tag["PER-B"], tag["v-B"], tag["LOC-B"], tag["LOC-B"] + 1, tag["LOC-B"] + 1, tag["O"], tag["m-B"]]})
+    network = FixedPaths({7: [tag["PER-B"], tag["v-B"], tag["LOC-B"], tag["LOC-B"] + 1, tag["LOC-B"] + 1, tag["O"],
+                              tag["m-B"]]})
     tagger = LacTagger(network, lexicon, segmenter)
     words, tags = tagger(["张三去北京市１x"])[0]
     assert network.seen == [[7, 3, 4, 5, 9, 6, 9]]  # 张三 one id; 北 京 市(OOV); １ as 1; x OOV
-    assert words == ["张三", "去", "北京市１", "x"] and tags == ["PER", "v", "", "m"]  # O continues a word; its last tag wins
+    # O continues a word; its last tag wins
+    assert words == ["张三", "去", "北京市１", "x"] and tags == ["PER", "v", "", "m"]
     assert tagger([""]) == [([], [])]
 
 

@@ -13,7 +13,8 @@ from spacy_cner.cli import app
 from spacy_cner.pretrained import fetch
 from spacy_cner.long_docs import SENTENCE_ENDS
 from spacy_cner.pretrained.lac import LacFiles, network_shapes, open_lac
-from spacy_cner.pretrained.lac_analyzer import ENTITY_POS, segmenter_from_sdist, tagger_from_sdist, text_windows, words_and_tags
+from spacy_cner.pretrained.lac_analyzer import (ENTITY_POS, segmenter_from_sdist, tagger_from_sdist, text_windows,
+                                                words_and_tags)
 from spacy_cner.pretrained.lac_pipeline import LacTaggerComponent, LacTokenizer, build_pipeline
 from spacy_cner.pretrained.paddle_tensor import write_tensor
 
@@ -23,7 +24,8 @@ POS = "a ad an c d f m n nr ns nt nw nz p q r s t u v vd vn w xc".split()
 # tag.dic as LAC 2.1.2 writes it: B/I of 24 POS, then the entity names on the ids of nr, ns, nt, t, then O.
 TAG_DIC = ([f"{2 * i + j}\t{pos}-{'BI'[j]}" for i, pos in enumerate(POS) for j in range(2)]
            + [f"{16 + j}\tPER-{'BI'[j]}" for j in range(2)] + [f"{18 + j}\tLOC-{'BI'[j]}" for j in range(2)]
-           + [f"{20 + j}\tORG-{'BI'[j]}" for j in range(2)] + [f"{34 + j}\tTIME-{'BI'[j]}" for j in range(2)] + ["48\tO"])
+           + [f"{20 + j}\tORG-{'BI'[j]}" for j in range(2)] + [f"{34 + j}\tTIME-{'BI'[j]}" for j in range(2)]
+           + ["48\tO"])
 LAC_TAGS = [f"{pos}-{b}" for pos in POS for b in "BI"] + ["O"]
 for ident, name in ((16, "PER"), (18, "LOC"), (20, "ORG"), (34, "TIME")):
     LAC_TAGS[ident], LAC_TAGS[ident + 1] = f"{name}-B", f"{name}-I"
@@ -57,7 +59,8 @@ def fake_network_tensors(model: str, seed: int = 0) -> dict:
 def network_files(seed: int = 0) -> dict:
     files = {}
     for model in SIZES:
-        files.update({f"{model}/model/{name}": write_tensor(value) for name, value in fake_network_tensors(model, seed).items()})
+        files.update({f"{model}/model/{name}": write_tensor(value)
+                      for name, value in fake_network_tensors(model, seed).items()})
     files["lac_model/conf/tag.dic"] = ("\n".join(TAG_DIC) + "\n").encode("utf8")
     files["lac_model/conf/small_seg.dic"] = ("\n".join(SEG_DIC) + "\n").encode("utf8")
     files["seg_model/conf/tag.dic"] = "".join(f"{i}\t{tag}\n" for i, tag in enumerate(SEG_TAGS)).encode("utf8")
@@ -110,8 +113,12 @@ def test_pipeline_tags_as_the_tagger_saves_and_loads_offline(fake_lac_networks, 
     for text, doc, (words, tags) in zip(TEXTS, docs, tagger(TEXTS)):
         assert doc.text == text
         assert [t.text for t in doc if not t.is_space] == [w.strip() for w in words if w.strip()]
-        assert [t.tag_ for t in doc if not t.is_space] == [ENTITY_POS.get(tag, tag) for w, tag in zip(words, tags) if w.strip()]
-        assert [(e.text, e.label_) for e in doc.ents] == [(w.strip(), tag) for w, tag in zip(words, tags) if tag in ENTITY_POS]
+        assert [t.tag_ for t in doc if not t.is_space] == [
+            ENTITY_POS.get(tag, tag) for w, tag in zip(words, tags) if w.strip()
+        ]
+        assert [(e.text, e.label_) for e in doc.ents] == [
+            (w.strip(), tag) for w, tag in zip(words, tags) if tag in ENTITY_POS
+        ]
     assert any(doc.ents for doc in docs)
     assert nlp.meta["sources"][-1]["license"] == "Apache-2.0" and "LAC" in nlp.meta["description"]
     nlp.to_disk(tmp_path / "pipeline")
@@ -132,12 +139,15 @@ def test_chars_gives_a_token_per_character_with_its_words_tag_and_the_same_entit
         for token in by_char:
             word = next(w for w in by_word if w.idx <= token.idx < w.idx + max(len(w.text_with_ws), 1))
             assert token.tag_ == word.tag_
-        assert [(e.start_char, e.end_char, e.label_) for e in by_char.ents] == [(e.start_char, e.end_char, e.label_) for e in by_word.ents]
+        assert [(e.start_char, e.end_char, e.label_) for e in by_char.ents] == [
+            (e.start_char, e.end_char, e.label_) for e in by_word.ents
+        ]
 
 
 def test_make_doc_keeps_whitespace_spacy_style_and_entities_off_it():
     """As spaCy's tokenizers: a single space after a word becomes its token's whitespace, other whitespace a
-    token of its own (with the tag of the LAC word holding it); an entity word loses its surrounding whitespace; LAC's "" tag (O) stays empty."""
+    token of its own (with the tag of the LAC word holding it); an entity word loses its surrounding whitespace;
+    LAC's "" tag (O) stays empty."""
     tokenizer = LacTokenizer(spacy.blank("zh").vocab)
     text = "张三 在  北京 ok"
     words, tags = ["张三 ", "在", "  ", "北京 ", "ok"], ["PER", "p", "w", "LOC", ""]
@@ -192,13 +202,15 @@ def test_a_tokenizer_without_weights_or_files_says_what_to_do(tmp_path):
     with pytest.raises(ValueError, match="cfg.json, lexicon.json, segment_dictionary.json, weights.npz missing"):
         LacTokenizer(spacy.blank("zh").vocab).from_disk(tmp_path)
     with pytest.raises(ValueError, match="tokens must be one of"):
-        spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.LacTokenizer.v1", "tokens": "bytes"}}})
+        spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.LacTokenizer.v1",
+                                                        "tokens": "bytes"}}})
 
 
 def test_cli_writes_a_pipeline_that_loads(fake_lac_networks, tmp_path):
     runner = CliRunner()
     out = tmp_path / "zh_lac"
-    result = runner.invoke(app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks), "--tokens", "chars"])
+    result = runner.invoke(app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks),
+                                 "--tokens", "chars"])
     assert result.exit_code == 0, result.output
     nlp = spacy.load(out)
     assert nlp.config["components"]["lac_tagger"]["tokens"] == "chars" and len(nlp("张三去了北京市")) == 7
@@ -243,9 +255,12 @@ def test_torch_lac_reproduces_lacs_own_outputs():
     # The pipeline reads each sentence alone: it agrees with LAC reading the whole text except where a text
     # holds a sentence end before its last character (1 of the 313: "...侧漏！选自己...").
     for record, doc in zip(reference, nlp.pipe(texts)):
-        expected = [(w.strip(), ENTITY_POS.get(t, t)) for w, t in zip(record["lac_words"], record["lac_tags"]) if w.strip()]
+        expected = [(w.strip(), ENTITY_POS.get(t, t))
+                    for w, t in zip(record["lac_words"], record["lac_tags"]) if w.strip()]
         if [(t.text, t.tag_) for t in doc if not t.is_space] != expected:
             assert any(char in SENTENCE_ENDS for char in record["text"][:-1]), record["text"]
     doc = nlp("百度是一家高科技公司")  # the README's example
-    assert [(t.text, t.tag_) for t in doc] == [("百度", "nt"), ("是", "v"), ("一家", "m"), ("高科技", "n"), ("公司", "n")]
+    assert [(t.text, t.tag_) for t in doc] == [
+        ("百度", "nt"), ("是", "v"), ("一家", "m"), ("高科技", "n"), ("公司", "n")
+    ]
     assert [(e.text, e.label_) for e in doc.ents] == [("百度", "ORG")]

@@ -75,7 +75,8 @@ def test_tener_scales_scores_in_training_only():
     untouched, _ = plain.begin_update((X, ids))
     for x, i, a, b in zip(X, ids, trained, untouched):
         numpy.testing.assert_allclose(a, with_scale(plain, x, entity_scale(i, 2.0)), rtol=1e-5, atol=1e-6)
-        numpy.testing.assert_allclose(b, with_scale(plain, x, numpy.ones((len(x), len(x)), "float32")), rtol=1e-5, atol=1e-6)
+        numpy.testing.assert_allclose(b, with_scale(plain, x, numpy.ones((len(x), len(x)), "float32")),
+                                      rtol=1e-5, atol=1e-6)
     assert not numpy.allclose(trained[0], untouched[0], atol=1e-4)
 
 
@@ -122,7 +123,8 @@ def test_tagger_cuts_the_gold_ids_as_it_cuts_the_sentences(monkeypatch, sentence
 
     seen = []
     original = tener_module.entity_scale
-    monkeypatch.setattr(tener_module, "entity_scale", lambda ids, beta: seen.append(ids.tolist()) or original(ids, beta))
+    monkeypatch.setattr(tener_module, "entity_scale",
+                        lambda ids, beta: seen.append(ids.tolist()) or original(ids, beta))
     model, _ = tagger(2.0, sentence_encoding)
     doc = spacy.blank("zh").make_doc("张三去了。上海很大")  # the sentence ends after "。"
     ids = numpy.asarray([0, 0, -1, 1, 1, 1, 2, 2, -1], dtype="i")
@@ -260,7 +262,8 @@ def test_cl_changes_training_only(kind, request):
         (enhanced, examples, sgd_a), (plain, _, sgd_b) = tener_pipeline(3.0), tener_pipeline(0.0)
     else:
         path = request.getfixturevalue(f"tiny_{kind}")
-        (enhanced, examples, sgd_a), (plain, _, sgd_b) = transformer_pipeline(path, 3.0), transformer_pipeline(path, 0.0)
+        (enhanced, examples, sgd_a), (plain, _, sgd_b) = (transformer_pipeline(path, 3.0),
+                                                          transformer_pipeline(path, 0.0))
     texts = [text for text, _ in TRAIN_DATA[:3]]
     numpy.testing.assert_array_equal(parameters(enhanced), parameters(plain))
     a = [enhanced.get_pipe("crf_ner").model.predict([enhanced.make_doc(t)])[0] for t in texts]

@@ -72,14 +72,17 @@ def test_cjk_glyphs_render_in_chromium(tmp_path):
     )
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()]
     dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
-    assert '<div id="out">GLYPHS</div>' in dom, "CJK characters render as empty boxes: install a CJK font (Debian: fonts-noto-cjk)"
+    assert '<div id="out">GLYPHS</div>' in dom, (
+        "CJK characters render as empty boxes: install a CJK font (Debian: fonts-noto-cjk)"
+    )
 
 
 def test_too_few_sentences(tmp_path):
     nlp = spacy.blank("zh")
     nlp.to_disk(tmp_path / "model")
     DocBin(docs=[nlp.make_doc("张三")]).to_disk(tmp_path / "one.spacy")
-    result = CliRunner().invoke(app, ["robustness", str(tmp_path / "model"), str(tmp_path / "one.spacy"), "-o", str(tmp_path / "out")])
+    result = CliRunner().invoke(app, ["robustness", str(tmp_path / "model"), str(tmp_path / "one.spacy"),
+                                      "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert "needs at least 2" in result.output
 
@@ -111,7 +114,8 @@ def test_gpu_id_without_cupy_fails_in_one_line(tmp_path):
     nlp = spacy.blank("zh")
     nlp.to_disk(tmp_path / "model")
     DocBin(docs=[nlp.make_doc("张三"), nlp.make_doc("李四")]).to_disk(tmp_path / "two.spacy")
-    args = ["robustness", str(tmp_path / "model"), str(tmp_path / "two.spacy"), "-o", str(tmp_path / "out"), "--gpu-id", "0"]
+    args = ["robustness", str(tmp_path / "model"), str(tmp_path / "two.spacy"), "-o", str(tmp_path / "out"),
+            "--gpu-id", "0"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert "CuPy is not installed" in result.output and "spacy-cner[cuda]" in result.output

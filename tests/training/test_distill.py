@@ -49,7 +49,8 @@ def make_crf(tag_names, seed):
 def raw_scores(model, requires_grad=False):
     """The CRF's raw start, transition and end scores as float64 tensors."""
     crf = torch_module(model)
-    return [crf.parametrizations[name].original.detach().double().clone().requires_grad_(requires_grad) for name in NAMES]
+    return [crf.parametrizations[name].original.detach().double().clone().requires_grad_(requires_grad)
+            for name in NAMES]
 
 
 def path_scores(scores, emissions, paths):
@@ -293,7 +294,8 @@ def stored_targets(shards):
 def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
     """`distill` killed in its teacher pass (after its first shard) and run again: the shards written
     before are kept as they were (not recomputed), the rest written, the targets those of one pass."""
-    texts = [f"{name}在{place}工作" for name, place in itertools.product(["张三", "李四", "王五"] * 50, ["北京市", "上海", "深圳", "广州"])]
+    texts = [f"{name}在{place}工作"
+             for name, place in itertools.product(["张三", "李四", "王五"] * 50, ["北京市", "上海", "深圳", "广州"])]
     (tmp_path / "many.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
     output = tmp_path / "out"
     command = [sys.executable, "-m", "spacy_cner", "distill", str(corpus["teacher"]), str(STUDENT_CONFIG),
@@ -313,7 +315,9 @@ def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
     assert process.returncode != 0 or list(shards.glob("text_*_many.*.spacy")), output_before_kill
     before = {path.name: path.stat().st_mtime_ns for path in shards.glob("*.spacy")}
     n_shards = -(-len(texts) // 25)
-    assert 1 <= sum(fnmatch(name, "text_*_many.*") for name in before) < n_shards, "the kill came after the teacher pass"
+    assert 1 <= sum(fnmatch(name, "text_*_many.*") for name in before) < n_shards, (
+        "the kill came after the teacher pass"
+    )
     pipeline_meta = (output / "teacher" / "pipeline" / "meta.json").stat().st_mtime_ns
     result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
