@@ -17,6 +17,7 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
+import math  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -80,10 +81,12 @@ def write_picture(path: Path, rows: list, teacher_row: dict) -> None:
 
     points = sorted((row["unlabeled_chars"], 100 * row["f"]) for row in rows if row["role"] == "student")
     xs = [x for x, _ in points]
+    scores = [y for _, y in points] + [100 * teacher_row["f"]]
     panel = Panel("Students' test F1", "unlabeled characters the teacher labelled", "test F1",
                   [Series("students", xs, [y for _, y in points]),
                    Series(f"teacher ({teacher_row['model']})", [xs[0], xs[-1]], [100 * teacher_row["f"]] * 2,
-                          dashed=True)])
+                          dashed=True)],
+                  y_range=(math.floor(min(scores)) - 2, math.ceil(max(scores)) + 1))
     path.write_text(svg_picture([panel]), encoding="utf8")
 
 
