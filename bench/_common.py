@@ -9,7 +9,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 # bench/report.py renders BENCHMARKS.md and the README's results table from the files here.
@@ -179,60 +179,123 @@ def add_result_argument(parser, default: str) -> None:
 
 
 class Section(NamedTuple):
-    """What a bench script prints and saves: its title, notes and tables, each table as
-    {"columns", "align" ("left"/"right"), "rows"} of cells. save_result keeps them as they are (nothing is
-    parsed back from Markdown); markdown() is what the script prints."""
+    """What a bench script prints and saves: its title, notes and tables, each table a list of rows as
+    {column: value}, the values data (numbers rounded to what the table shows, text, lists; rows_table says
+    how each is shown). save_result keeps the rows as they are and bench/report.py renders BENCHMARKS.md's
+    tables from them, so a result file holds no Markdown; markdown() is what the script prints."""
     title: str
     notes: str
-    tables: List[dict]
+    tables: List[List[dict]]
 
     def markdown(self) -> str:
         lines = [f"### {self.title} ({datetime.date.today().isoformat()})", "", f"Command: `{command_line()}`  ",
                  f"Machine: {machine_line()}  ", self.notes, ""]
-        for table in self.tables:
-            lines += ["| " + " | ".join(table["columns"]) + " |",
-                      "| " + " | ".join("---:" if a == "right" else "---" for a in table["align"]) + " |",
-                      *("| " + " | ".join(row) + " |" for row in table["rows"]), ""]
+        for rows in self.tables:
+            if rows:
+                lines += markdown_table(rows_table(rows)) + [""]
         return "\n".join(lines)
 
 
-def table(columns: List[str], rows: List[List[str]], right: int = 1) -> dict:
-    """A Section's table: the first `right` columns left-aligned (labels), the others right-aligned (figures)."""
-    return {"columns": list(columns), "align": ["left" if i < right else "right" for i in range(len(columns))],
-            "rows": [list(row) for row in rows]}
+def rows_table(rows: List[dict]) -> Tuple[List[str], List[str], List[List[str]]]:
+    """A table's rows ({column: value}) as (columns, align, cells): one renderer for what scripts print and
+    what bench/report.py writes, so the two cannot drift. Columns come in the rows' key order (a key first
+    seen in a later row goes after); "X sd" is shown in X's cell as "X ± sd"; a float column shows the most
+    decimals any of its values has (the script rounds to what it means), thousands with commas; a list is
+    its items joined by " / " where the column's name says "a / b", else by ", "; None is an empty cell.
+    Columns of text only are left-aligned, the others right-aligned."""
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    columns = [key for key in keys if not (key.endswith(" sd") and key[:-3] in keys)]
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, dict):
+                raise ValueError(f"Table row {row!r}: column {key!r} holds a dict, expected a number, text, "
+                                 "a list or None (one cell per column: flatten it into columns)")
+    decimals = {column: max((_decimals(value) for row in rows for key in (column, f"{column} sd")
+                             for value in _items(row.get(key))), default=0) for column in columns}
+    cells = []
+    for row in rows:
+        line = []
+        for column in columns:
+            joiner = " / " if " / " in column else ", "
+            cell = _cell(row.get(column), decimals[column], joiner)
+            if row.get(f"{column} sd") is not None and cell:
+                cell += " ± " + _cell(row[f"{column} sd"], decimals[column], joiner)
+            line.append(cell)
+        cells.append(line)
+    align = ["left" if all(isinstance(v, str) for row in rows for v in _items(row.get(column))) else "right"
+             for column in columns]
+    return columns, align, cells
 
 
-def save_result(name: Optional[str], figures, tables="", notes: str = "") -> Optional[Path]:
-    """Write bench/results/<name>.json: the command, date, machine, code version and figures of this run.
+def markdown_table(table: Tuple[List[str], List[str], List[List[str]]]) -> List[str]:
+    """(columns, align, cells) as the lines of a Markdown pipe table."""
+    columns, align, cells = table
+    return [
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join("---:" if a == "right" else "---" for a in align) + " |",
+        *("| " + " | ".join(row) + " |" for row in cells),
+    ]
+
+
+def _items(value) -> list:
+    """A cell's values: a list's items, nothing for None, else the value alone."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _decimals(value) -> int:
+    """The decimals a float was rounded to (its shortest repr); 0 for anything else."""
+    if isinstance(value, bool) or not isinstance(value, float):
+        return 0
+    text = repr(value)
+    return 0 if "e" in text or "." not in text else len(text.split(".")[1])
+
+
+def _cell(value, decimals: int, joiner: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return joiner.join(_cell(item, decimals, joiner) for item in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return repr(value) if "e" in repr(value) else f"{value:,.{decimals}f}"
+    return str(value)
+
+
+def save_result(name: Optional[str], figures, section: Optional[Section] = None, notes: str = "") -> Optional[Path]:
+    """Write bench/results/<name>.json: the command, date, machine and code version of this run, its figures
+    and the rows of its tables, all data (bench/report.py renders the tables; no Markdown is saved).
 
     name (str): the file's name; None or "-" saves nothing.
     figures: the run's numbers, JSON-safe (paths become strings).
-    tables (Union[Section, str]): the script's title, notes and tables; or (older scripts) the Markdown
-        section it printed: its first heading is the title, its pipe tables are kept as columns and rows,
-        its other lines (but Command and Machine) as notes.
-    notes (str): more notes, after those of the Markdown.
+    section (Section): the script's title, notes and tables as rows of {column: value}.
+    notes (str): more notes, after the section's.
     RETURNS (Optional[Path]): the file written.
     """
+    if section is not None and not isinstance(section, Section):
+        raise TypeError(f"save_result's section: expected a Section (title, notes, tables of row dicts), got "
+                        f"{type(section).__name__}: results hold rows, not Markdown (print_section prints them)")
     if not name or name == "-":
         return None
     if not re.fullmatch(r"[\w.-]+", name):
         raise ValueError(f"Bad result name {name!r}: expected letters, digits, '_', '-' or '.' (it names a file)")
-    if isinstance(tables, Section):
-        title, parsed, prose = tables.title, tables.tables, tables.notes
-    else:
-        title, parsed, prose = parse_markdown(tables)
-    if figures is None:  # the printed tables are the figures
-        figures = {"tables": [table_figures(table) for table in parsed]}
+    section = section or Section("", "", [])
+    for rows in section.tables:
+        rows_table(rows)  # a cell it cannot show fails here, not later in bench/report.py
     record = {
         "name": name,
-        "title": title,
+        "title": section.title,
         "command": command_line(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "code_version": code_version(),
         "figures": _json_safe(figures),
-        "tables": parsed,
-        "notes": " ".join(part for part in (prose, notes) if part),
+        "table_rows": _json_safe(section.tables),
+        "notes": " ".join(part for part in (section.notes, notes) if part),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
@@ -266,59 +329,6 @@ def code_version() -> dict:
 
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
-
-
-def parse_markdown(text: str):
-    """A printed Markdown section as (title, tables, prose): the first heading without its date, each
-    pipe table as {"columns", "align", "rows"}, and the other lines but Command and Machine, joined."""
-    title, tables, prose, rows = "", [], [], None
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("|"):
-            cells = [cell.strip() for cell in line.strip("|").split("|")]
-            if rows is None:
-                rows = {"columns": cells, "align": [], "rows": []}
-                tables.append(rows)
-            elif not rows["align"] and all(re.fullmatch(r":?-+:?", cell) for cell in cells):
-                rows["align"] = ["right" if cell.endswith(":") else "left" for cell in cells]
-            else:
-                rows["rows"].append(cells)
-            continue
-        rows = None
-        if line.startswith("#") and not title:
-            title = re.sub(r"\s*\(\d{4}-\d{2}-\d{2}\)$", "", line.lstrip("#").strip())
-        elif line and not line.startswith(("Command:", "Machine:")):
-            prose.append(line)
-    return title, tables, " ".join(prose)
-
-
-def table_figures(table: dict) -> list:
-    """A parsed table's rows as {column: value}, numbers read as numbers (cell_value)."""
-    rows = []
-    for cells in table["rows"]:
-        row = {}
-        for column, cell in zip(table["columns"], cells):
-            value = cell_value(cell)
-            if isinstance(value, tuple):  # "mean ± sd"
-                row[column], row[f"{column} sd"] = value
-            else:
-                row[column] = value
-        rows.append(row)
-    return rows
-
-
-def cell_value(cell: str):
-    """A table cell as a number where it is one: "**1,234**" -> 1234, "0.17%" -> 0.17, "13.5 min" -> 13.5,
-    "1.96x" -> 1.96, "93.45 ± 0.79" -> (93.45, 0.79); anything else stays the text."""
-    text = cell.replace("**", "").strip()
-    match = re.fullmatch(r"([-+]?[\d,]*\.?\d+)\s*±\s*(\d*\.?\d+)", text)
-    if match:
-        return float(match.group(1).replace(",", "")), float(match.group(2))
-    match = re.fullmatch(r"([-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+)\s*(%|x|min|s|ms|MB|GB)?", text)
-    if not match:
-        return cell
-    number = match.group(1).replace(",", "")
-    return float(number) if "." in number else int(number)
 
 
 def _json_safe(value):

@@ -11,7 +11,6 @@ included), docs/s and chars/s, the peak resident memory of each worker process (
 children, or Ray's annotator actors; the driver for n_process 1), and the speed-up over local1.
 """
 import argparse
-import datetime
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, save_result
+from _common import ROOT, Section, add_result_argument, save_result
 
 SETUPS = {
     "local1": ["--engine", "local", "--n-process", "1"],
@@ -60,10 +59,10 @@ def main() -> None:
         print(setup, json.dumps(results[setup]), flush=True)
         if results[setup]["docs"] != n_docs:
             sys.exit(f"{setup} annotated {results[setup]['docs']} docs of {n_docs}")
-    table = render(results, args, n_docs, n_chars)
-    print(table)
+    section = render(results, args, n_docs, n_chars)
+    print(section.markdown())
     figures = {"setups": results, "docs": n_docs, "chars": n_chars, "mb": args.mb, "model": args.model}
-    save_result(args.result, figures, table)
+    save_result(args.result, figures, section)
 
 
 def write_corpus(data: Path, folder: Path, megabytes: float, n_shards: int):
@@ -164,28 +163,18 @@ def sample_peaks(driver: int, ray: bool, peaks: dict, done: threading.Event) -> 
         time.sleep(0.5)
 
 
-def render(results: dict, args: argparse.Namespace, n_docs: int, n_chars: int) -> str:
-    command = "python bench/bench_annotate.py " + " ".join(sys.argv[1:])
-    machine = machine_line()
+def render(results: dict, args: argparse.Namespace, n_docs: int, n_chars: int) -> Section:
     base = results.get("local1", {}).get("chars_per_s")
-    lines = [
-        f"### annotate: local and Ray ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{command}`  ",
-        f"Machine: {machine}  ",
-        f"Corpus: {n_docs:,} docs, {n_chars:,} characters ({args.mb:g} MB of UTF-8) in {args.shards} text files; "
-        f"model {args.model.relative_to(ROOT) if args.model.is_relative_to(ROOT) else args.model}. Wall time includes "
-        "loading the pipeline (and starting Ray); peak memory is the largest resident set of one worker process.",
-        "",
-        "| setup | wall s | docs/s | chars/s | peak MB per worker | workers | vs local1 |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for setup, r in results.items():
-        ratio = f"{r['chars_per_s'] / base:.2f}x" if base else "-"
-        peak = f"{r['worker_peak_mb']:.0f}" if r["worker_peak_mb"] else "-"
-        lines.append(f"| {setup} | {r['seconds']:.1f} | {r['docs_per_s']:,.0f} | {r['chars_per_s']:,.0f} | {peak} | "
-                     f"{r['n_workers']} | {ratio} |")
-    return "\n".join(lines) + "\n"
+    notes = (f"Corpus: {n_docs:,} docs, {n_chars:,} characters ({args.mb:g} MB of UTF-8) in {args.shards} text "
+             f"files; model {args.model.relative_to(ROOT) if args.model.is_relative_to(ROOT) else args.model}. "
+             "Wall time includes loading the pipeline (and starting Ray); peak memory is the largest resident set "
+             "of one worker process.")
+    rows = [{"setup": setup, "wall s": round(r["seconds"], 1), "docs/s": round(r["docs_per_s"]),
+             "chars/s": round(r["chars_per_s"]),
+             "peak MB per worker": round(r["worker_peak_mb"]) if r["worker_peak_mb"] else None,
+             "workers": r["n_workers"], "vs local1 (x)": round(r["chars_per_s"] / base, 2) if base else None}
+            for setup, r in results.items()]
+    return Section("annotate: local and Ray", notes, [rows])
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ doc of that many characters (test texts joined) is tagged with and without proba
 each in its own process: seconds and peak memory.
 """
 import argparse
-import datetime
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, save_result
+from _common import ROOT, Section, add_result_argument, save_result
 
 THRESHOLDS = (0.0, 0.3, 0.5, 0.7, 0.9, 0.95)
 RAW_OUTCOMES = ("dev_before", "dev_after", "test_before", "test_after")
@@ -128,11 +127,11 @@ def main() -> None:
             }
     if args.figure:
         reliability_figure(results, args.figure)
-    table = render(results, args)
-    print(table)
+    section = render(results, args)
+    print(section.markdown())
     # Without the per-entity (probability, right) lists the reliability diagram is drawn from.
     figures = {name: {k: v for k, v in res.items() if k not in RAW_OUTCOMES} for name, res in results.items()}
-    save_result(args.result or "confidence_" + "-".join(args.datasets), figures, table)
+    save_result(args.result or "confidence_" + "-".join(args.datasets), figures, section)
 
 
 def _child(code: str, argv: list, env: dict) -> dict:
@@ -171,48 +170,37 @@ def reliability_figure(results: dict, path: Path) -> None:
     print(f"Wrote {path}", file=sys.stderr)
 
 
-def render(results: dict, args: argparse.Namespace) -> str:
-    lines = [
-        f"### Entity probabilities: calibration, thresholds, cost ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_confidence.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
-        f"Models: bench_datasets.py's `{args.system}` seed {args.seed} (model-best). ECE over the predicted entities "
-        "(10 equal-width bins; right = exact match of a gold entity); the temperature is fitted on dev.",
-        "",
-        "| dataset | temperature | dev ECE before / after | test ECE before / after "
-        "| chars/s: best path / + span group / default | cost: + span group / default |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
+def render(results: dict, args: argparse.Namespace) -> Section:
+    notes = (f"Models: bench_datasets.py's `{args.system}` seed {args.seed} (model-best). ECE over the predicted "
+             "entities (10 equal-width bins; right = exact match of a gold entity); the temperature is fitted on dev. "
+             "Default: doc.ents at the model's fitted threshold (ents_threshold \"fitted\") and the span group, the "
+             "configs' default; it computes no best path (empty: no fitted threshold). Cost: the time added, in %. "
+             "Second table: test precision / recall / F1 when the best path's entities below the threshold are left "
+             "out (at the fitted temperature).")
+    main_rows, threshold_rows, long_rows = [], [], []
     for name, res in results.items():
         speed = res["chars_per_s"]
         off, on, default = speed["off"], speed["on"], speed.get("default")
-        lines.append(
-            f"| {name} | {res['temperature']:.2f} | {res['ece_dev_before']:.3f} / {res['ece_dev_after']:.3f} | "
-            f"{res['ece_test_before']:.3f} / {res['ece_test_after']:.3f} | {off:,.0f} / {on:,.0f} / "
-            f"{f'{default:,.0f}' if default else 'no fitted threshold'} | {100 * (off / on - 1):+.0f}% / "
-            f"{f'{100 * (off / default - 1):+.0f}%' if default else '-'} time |"
-        )
-    lines += ["", "Default: doc.ents at the model's fitted threshold (ents_threshold \"fitted\") and the span "
-              "group, the configs' default; it computes no best path.", "",
-              "Test precision / recall / F1 when the best path's entities below the threshold are left "
-              "out (at the fitted temperature):", ""]
-    header = "| dataset | " + " | ".join(f">= {t:g}" for t in THRESHOLDS) + " |"
-    lines += [header, "| --- |" + " ---: |" * len(THRESHOLDS)]
-    for name, res in results.items():
-        cells = [f"{100 * p:.1f} / {100 * r:.1f} / {100 * f:.1f}" for _, p, r, f in res["thresholds"]]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    longs = {name: res["long"] for name, res in results.items() if "long" in res}
-    if longs:
-        lines += ["", f"One doc of {args.long_chars:,} characters (test texts joined), one thread:", "",
-                  "| dataset | probabilities | seconds | peak RSS | entities | scored spans |",
-                  "| --- | --- | ---: | ---: | ---: | ---: |"]
-        for name, runs in longs.items():
+        main_rows.append({
+            "dataset": name, "temperature": round(res["temperature"], 2),
+            "dev ECE before / after": [round(res["ece_dev_before"], 3), round(res["ece_dev_after"], 3)],
+            "test ECE before / after": [round(res["ece_test_before"], 3), round(res["ece_test_after"], 3)],
+            "chars/s: best path / + span group / default": [round(off), round(on), round(default) if default else None],
+            "cost %: + span group / default": [round(100 * (off / on - 1)),
+                                               round(100 * (off / default - 1)) if default else None],
+        })
+        threshold_rows.append({"dataset": name, **{f">= {t:g}": [round(100 * p, 1), round(100 * r, 1),
+                                                                 round(100 * f, 1)]
+                                                   for t, (_, p, r, f) in zip(THRESHOLDS, res["thresholds"])}})
+        if "long" in res:
             for key, label in (("none", "off"), ("crf_ner", "on")):
-                r = runs[key]
-                lines.append(f"| {name} | {label} | {r['seconds']:.1f} | {r['peak_mb']:.0f} MB | {r['ents']:,} | "
-                             f"{r['spans']:,} |")
-    return "\n".join(lines) + "\n"
+                r = res["long"][key]
+                long_rows.append({"dataset": name, "probabilities": label, "seconds": round(r["seconds"], 1),
+                                  "peak RSS MB": round(r["peak_mb"]), "entities": r["ents"],
+                                  "scored spans": r["spans"]})
+    if long_rows:
+        notes += f" Third table: one doc of {args.long_chars:,} characters (test texts joined), one thread."
+    return Section("Entity probabilities: calibration, thresholds, cost", notes, [main_rows, threshold_rows, long_rows])
 
 
 if __name__ == "__main__":

@@ -25,11 +25,9 @@ that many train and dev sentences, to see how a system does on a small corpus su
 1,350 train and 270 dev sentences; test is kept whole.
 """
 import argparse
-import datetime
 import json
 import os
 import random
-import shlex
 import statistics
 import subprocess
 import sys
@@ -38,7 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import (ROOT, SYSTEMS, add_result_argument, evaluate, machine_line, run, save_result, spacy_ner_config,
+from _common import (ROOT, SYSTEMS, Section, add_result_argument, evaluate, run, save_result, spacy_ner_config,
                      split_settings, train)
 from bench_robustness import score as robustness_score
 
@@ -155,11 +153,11 @@ def main() -> None:
         {"scores": results, "corpora": corpora, "training": {"/".join(map(str, k)): v for k, v in training.items()}},
         indent=2, default=str), encoding="utf8")
     rows = summary(results, training, args)
-    table = render(rows, corpora, args)
-    print(table)
+    section = render(rows, corpora, args)
+    print(section.markdown())
     counts = {name: {k: v for k, v in c.items() if k != "path"} for name, c in corpora.items()}
     figures = {"rows": rows, "corpora": counts, "max_steps": args.max_steps, "scores": results}
-    save_result(args.result or result_name(args), figures, table)
+    save_result(args.result or result_name(args), figures, section)
 
 
 def seeds_of(training: dict, name: str, key: str) -> list:
@@ -285,16 +283,10 @@ def summary(results: dict, training: dict, args: argparse.Namespace) -> list:
     return rows
 
 
-def render(rows: list, corpora: dict, args: argparse.Namespace) -> str:
-    # Quoted as a shell needs it (a variant's JSON value holds braces, quotes and commas).
-    command = "python bench/bench_datasets.py " + shlex.join(sys.argv[1:])
-    machine = machine_line()
+def render(rows: list, corpora: dict, args: argparse.Namespace) -> Section:
+    """The table's rows (means over seeds, in percent) and the notes saying how they were measured."""
     steps = f"at most {args.max_steps} steps" if args.max_steps else "the configs' own stopping rules"
-    lines = [
-        f"### Datasets: {', '.join(args.systems)} on {', '.join(args.datasets)} ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{command.strip()}`  ",
-        f"Machine: {machine}  ",
+    notes = (
         f"Seeds {', '.join(map(str, args.seeds))}; {steps}; {args.jobs} trainings at a time"
         f"{', one thread each' if args.jobs > 1 or args.one_thread else ''}. Test split, model chosen on dev; "
         "P, R, F1, R-F1 and Asr are means over seeds (F1 with the sample standard deviation, then per seed); "
@@ -302,26 +294,22 @@ def render(rows: list, corpora: dict, args: argparse.Namespace) -> str:
         "over test, best of "
         f"{args.repeats}, the systems alternating. R seen / unseen: the recall of the test entities whose text "
         "and label occur as an entity in train, and of the others ("
-        + "; ".join(f"{name} {_seen_counts(rows, name)}" for name in args.datasets) + ").",
-        "",
+        + "; ".join(f"{name} {_seen_counts(rows, name)}" for name in args.datasets) + "). "
         "Sentences (train / dev / test after removing dev and test sentences found in train"
         + (", then keeping a random sample" if args.train_sentences or args.dev_sentences else "") + "): "
         + "; ".join(f"{name} {_count(c, 'train')} / {_count(c, 'dev')} (-{c['dev_removed']}) / {c['test']:,} "
-                    f"(-{c['test_removed']})" for name, c in corpora.items()),
-        "",
-        "| dataset | system | dev F1 | test P | test R | R seen / unseen | test F1 | F1 per seed | R-F1 | Asr "
-        "| training | chars/s |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for row in rows:
-        spread = f" ± {row['f1_sd']:.2f}" if row["f1_sd"] is not None else ""
-        lines.append(
-            f"| {row['dataset']} | {row['name']} | {row['dev_f1']:.2f} | {row['p']:.2f} | {row['r']:.2f} | "
-            f"{row['r_seen']:.1f} / {row['r_unseen']:.1f} | {row['f1']:.2f}{spread} | "
-            f"{', '.join(f'{f:.2f}' for f in row['f1_per_seed'])} | {row['r_f1']:.2f} | {row['asr']:.2f}% | "
-            f"{row['training_min']:.1f} min | {row['chars_per_s']:,.0f} |"
-        )
-    return "\n".join(lines) + "\n"
+                    f"(-{c['test_removed']})" for name, c in corpora.items())
+    )
+    table = [{
+        "dataset": row["dataset"], "system": row["name"], "dev F1": round(row["dev_f1"], 2),
+        "test P": round(row["p"], 2), "test R": round(row["r"], 2),
+        "R seen / unseen": [round(row["r_seen"], 1), round(row["r_unseen"], 1)],
+        "test F1": round(row["f1"], 2), "test F1 sd": round(row["f1_sd"], 2) if row["f1_sd"] is not None else None,
+        "F1 per seed": [round(f, 2) for f in row["f1_per_seed"]], "R-F1": round(row["r_f1"], 2),
+        "Asr %": round(row["asr"], 2), "training min": round(row["training_min"], 1),
+        "chars/s": round(row["chars_per_s"]),
+    } for row in rows]
+    return Section(f"Datasets: {', '.join(args.systems)} on {', '.join(args.datasets)}", notes, [table])
 
 
 def _seen_counts(rows: list, dataset: str) -> str:

@@ -16,12 +16,10 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_name] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
 import math  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import ROOT, add_result_argument, machine_line, save_result  # noqa: E402
+from _common import ROOT, Section, add_result_argument, save_result  # noqa: E402
 from bench_model_speed import measure  # noqa: E402
 
 
@@ -52,27 +50,18 @@ def main() -> None:
         row["unlabeled_chars"] = students[row["model"]][0] if row["model"] in students else None
         row["ratio_to_teacher"] = row["chars_per_s"] / teacher_row["chars_per_s"]
         row["f_minus_teacher"] = row["f"] - teacher_row["f"]
-    lines = [
-        f"### Distillation: students against their teacher ({datetime.date.today().isoformat()})", "",
-        "Command: `python bench/bench_distill.py " + " ".join(sys.argv[1:]) + "`  ",
-        f"Machine: {machine_line()}  ",
-        f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} test texts ({n_chars:,} characters), best of "
-        f"{args.repeats}, the models alternating. {args.note}", "",
-        "| model | role | unlabeled chars | test F1 | F1 - teacher | chars/s | x reference | x teacher | size |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for row in rows:
-        unlabeled = f"{row['unlabeled_chars']:,}" if row["unlabeled_chars"] is not None else ""
-        lines.append(f"| {row['model']} | {row['role']} | {unlabeled} | {100 * row['f']:.2f} | "
-                     f"{100 * row['f_minus_teacher']:+.2f} | {row['chars_per_s']:,.0f} | {row['ratio']:.2f}x | "
-                     f"{row['ratio_to_teacher']:.2f}x | {row['mb']:.1f} MB |")
+    notes = (f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} test texts ({n_chars:,} characters), best of "
+             f"{args.repeats}, the models alternating. {args.note}")
+    table = [{"model": row["model"], "role": row["role"], "unlabeled chars": row["unlabeled_chars"],
+              "test F1": round(100 * row["f"], 2), "F1 - teacher": round(100 * row["f_minus_teacher"], 2),
+              "chars/s": round(row["chars_per_s"]), "x reference": round(row["ratio"], 2),
+              "x teacher": round(row["ratio_to_teacher"], 2), "size MB": round(row["mb"], 1)} for row in rows]
     if args.picture:
         write_picture(args.picture, rows, teacher_row)
-        lines += ["", f"![Students' test F1 against the unlabeled characters their teacher labelled]"
-                      f"({args.picture.resolve().relative_to(ROOT)})"]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, table)
+        notes += f" Picture: {args.picture.resolve().relative_to(ROOT)}."
+    section = Section("Distillation: students against their teacher", notes, [table])
+    print(section.markdown())
+    save_result(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, section)
 
 
 def write_picture(path: Path, rows: list, teacher_row: dict) -> None:

@@ -15,14 +15,13 @@ entities are the same when the saved model runs on the CPU. Without a CUDA GPU (
 CuPy) it says so and exits 0.
 """
 import argparse
-import datetime
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, prepare_corpus, save_result
+from _common import ROOT, Section, add_result_argument, prepare_corpus, save_result
 from bench_transformer import training_schedule, write_random_bert
 
 # key: (name in the table, config, config overrides)
@@ -146,10 +145,10 @@ def main() -> None:
             print(json.dumps({key: results[f"{key}/{precision}"]}), file=sys.stderr)
             # What has finished so far, kept if a time limit cuts the later runs off.
             (args.out / "partial_results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
-    table = render(results, args)
-    print(table)
+    section = render(results, args)
+    print(section.markdown())
     if not args.cpu_smoke:
-        save_result(args.result, results, table)
+        save_result(args.result, results, section)
 
 
 def write_random_nezha(data: Path, path: Path, layers: int, width: int) -> Path:
@@ -194,31 +193,18 @@ def _child(code: str, argv: list, log: Path) -> dict:
     return json.loads(found[-1][len("RESULT "):])
 
 
-def render(results: dict, args: argparse.Namespace) -> str:
-    machine = f"{machine_line()}, {_gpu_name()}"
-    lines = [
-        f"### GPU: bert-base-sized random encoders (spacy train --gpu-id 0), {datetime.date.today().isoformat()}",
-        "",
-        f"Command: `python bench/bench_gpu.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine}  ",
-        f"Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), {args.steps} steps "
-        f"on Resume (initial_rate {args.learn_rate:g}, the encoder at "
-        f"{'the config' + chr(39) + 's 0.5' if args.encoder_rate_scale is None else args.encoder_rate_scale} "
-        f"times it); {args.evals} dev evaluations (each calibrating) inside training's time; GPU chars/s: the "
-        f"fastest of 3 passes, CPU chars/s: of {args.cpu_repeats}; agreement: test docs with the same entities "
-        f"on the CPU.",
-        "",
-        "| system | precision | steps/s | peak GPU memory | inference chars/s (GPU) | (CPU) | test F1 "
-        "| CPU-GPU agreement |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in results.values():
-        lines.append(
-            f"| {r['name']} | {r['precision']} | {r['steps_per_s']:.2f} | {r['peak_gpu_mb']:,.0f} MB | "
-            f"{r['chars_per_s']:,.0f} | {r['cpu_chars_per_s']:,.0f} | {100 * r['f']:.2f} | "
-            f"{100 * r['agreement']:.1f}% |"
-        )
-    return "\n".join(lines) + "\n"
+def render(results: dict, args: argparse.Namespace) -> Section:
+    notes = (f"GPU: {_gpu_name()}. Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), "
+             f"{args.steps} steps on Resume (initial_rate {args.learn_rate:g}, the encoder at "
+             f"{'the config' + chr(39) + 's 0.5' if args.encoder_rate_scale is None else args.encoder_rate_scale} "
+             f"times it); {args.evals} dev evaluations (each calibrating) inside training's time; GPU chars/s: the "
+             f"fastest of 3 passes, CPU chars/s: of {args.cpu_repeats}; agreement: test docs with the same entities "
+             f"on the CPU.")
+    rows = [{"system": r["name"], "precision": r["precision"], "steps/s": round(r["steps_per_s"], 2),
+             "peak GPU memory MB": round(r["peak_gpu_mb"]), "inference chars/s (GPU)": round(r["chars_per_s"]),
+             "(CPU)": round(r["cpu_chars_per_s"]), "test F1": round(100 * r["f"], 2),
+             "CPU-GPU agreement %": round(100 * r["agreement"], 1)} for r in results.values()]
+    return Section("GPU: bert-base-sized random encoders (spacy train --gpu-id 0)", notes, [rows])
 
 
 def _gpu_name() -> str:

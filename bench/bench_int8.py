@@ -19,14 +19,12 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import copy  # noqa: E402
-import datetime  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
 import torch  # noqa: E402
 
-from _common import add_result_argument, machine_line, save_result  # noqa: E402
+from _common import Section, add_result_argument, save_result  # noqa: E402
 
 
 def main() -> None:
@@ -77,31 +75,21 @@ def main() -> None:
     said = {True: "yes", False: "no", None: "unknown"}
     shapes = {"lstm": "one direction of the default's BiLSTM (LSTM 128 -> 128), 64 docs x 50 tokens",
               "linear": "the tok2vec's Maxout product (370 -> 384), a block of 512 rows"}
-    lines = [
-        f"### int8 and bfloat16 against fp32 for the default's products ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_int8.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}, torch {torch.__version__}, CPU capability {cpu['capability']}, "
-        f"AMX {said[cpu['amx_tile']]}, AVX512-BF16 {said[cpu['avx512_bf16']]}, VNNI {said[cpu['vnni']]}  ",
-        f"One thread, best of {args.repeats}, alternating. int8: torch.ao.quantization.quantize_dynamic; bf16: "
-        "weights and inputs in bfloat16.",
-        "",
-        "| product | precision | ms | time / fp32 | first row alone against in the batch: largest difference "
-        "| largest difference from fp32 |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for layer, name in seconds:
-        lines.append(f"| {shapes[layer]} | {name} | {best[layer, name]:.2f} | "
-                     f"{best[layer, name] / best[layer, 'fp32']:.2f} | {alone[layer, name]:.1e} | "
-                     f"{gap[layer, name]:.1e} |")
-    table = "\n".join(lines) + "\n"
-    print(table)
+    notes = (f"torch {torch.__version__}, CPU capability {cpu['capability']}, AMX {said[cpu['amx_tile']]}, "
+             f"AVX512-BF16 {said[cpu['avx512_bf16']]}, VNNI {said[cpu['vnni']]}. One thread, best of {args.repeats}, "
+             "alternating. int8: torch.ao.quantization.quantize_dynamic; bf16: weights and inputs in bfloat16.")
+    rows = [{"product": shapes[layer], "precision": name, "ms": round(best[layer, name], 2),
+             "time / fp32": round(best[layer, name] / best[layer, "fp32"], 2),
+             "first row alone against in the batch: largest difference": float(f"{alone[layer, name]:.1e}"),
+             "largest difference from fp32": float(f"{gap[layer, name]:.1e}")} for layer, name in seconds]
+    section = Section("int8 and bfloat16 against fp32 for the default's products", notes, [rows])
+    print(section.markdown())
     figures = {"ms": {f"{layer} {name}": value for (layer, name), value in best.items()},
                "over_fp32_time": {f"{layer} {name}": best[layer, name] / best[layer, "fp32"] for layer, name in best},
                "first_row_alone_vs_batch": {f"{layer} {name}": value for (layer, name), value in alone.items()},
                "largest_difference_from_fp32": {f"{layer} {name}": value for (layer, name), value in gap.items()},
                "cpu": cpu, "torch": torch.__version__}
-    save_result(args.result, figures, table)
+    save_result(args.result, figures, section)
 
 
 if __name__ == "__main__":

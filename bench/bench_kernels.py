@@ -14,14 +14,11 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_name] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
 
-from _common import add_result_argument, machine_line, save_result  # noqa: E402
+from _common import Section, add_result_argument, save_result  # noqa: E402
 
 
 def best_ms(function, repeats: int) -> float:
@@ -62,20 +59,11 @@ def main() -> None:
     ms[name] = best_ms(lambda: scaled_forward_backward(emit, mask, *scores), args.repeats)
     for kernel, value in ms.items():
         print(f"{kernel}: {value:.2f} ms")
-    lines = [
-        f"### Training-step kernels ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_kernels.py {shlex.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
-        f"One thread, best of {args.repeats} after a warm-up call; spacy_cner from {source}.",
-        "",
-        "| kernel | ms |",
-        "| --- | ---: |",
-        *(f"| {kernel} | {value:.2f} |" for kernel, value in ms.items()),
-    ]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"ms": ms, "spacy_cner_from": source}, table)
+    section = Section("Training-step kernels",
+                      f"One thread, best of {args.repeats} after a warm-up call; spacy_cner from {source}.",
+                      [[{"kernel": kernel, "ms": round(value, 2)} for kernel, value in ms.items()]])
+    print(section.markdown())
+    save_result(args.result, {"ms": ms, "spacy_cner_from": source}, section)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import add_result_argument, machine_line, save_result  # noqa: E402
+from _common import Section, add_result_argument, save_result  # noqa: E402
 
 SETTINGS = {
     "hidden + emissions": {},
@@ -71,23 +71,20 @@ def main() -> None:
         best = min(seconds)
         figures["settings"][name] = {"settings": settings, "seconds": best, "chars_per_s": n_chars / best,
                                      "width": layer.get_dim("nO")}
-        rows.append(f"| {name} | {layer.get_dim('nO')} | {n_chars / best:,.0f} |")
+        rows.append({"Setting": name, "Features per token": layer.get_dim("nO"), "Chars/s": round(n_chars / best)})
     start = time.perf_counter()
     for text in texts:
         encoder.tagger.ids(text)
     analysis = time.perf_counter() - start
     figures["text_analysis_chars_per_s"] = n_chars / analysis
-    table = "\n".join([
-        f"## LacFeatures.v1 alone: chars/s on {len(texts):,} MSRA test sentences ({n_chars:,} chars)", "",
-        f"Command: python {' '.join(sys.argv)}", f"Machine: {machine_line()}", "",
-        "| Setting | Features per token | Chars/s |", "|---|---:|---:|", *rows, "",
+    section = Section(
+        f"LacFeatures.v1 alone: chars/s on {len(texts):,} MSRA test sentences ({n_chars:,} chars)",
         f"One thread, batches of {args.batch_size} docs, best of {args.repeats}. LAC's text analysis (dictionary "
-        f"segmentation into ids) alone: {n_chars / analysis:,.0f} chars/s; the rest is the BiGRU network.",
-    ])
+        f"segmentation into ids) alone: {n_chars / analysis:,.0f} chars/s; the rest is the BiGRU network.", [rows])
     load = os.getloadavg()[0]
     figures["load_average"] = load
-    print(table)
-    save_result(args.result, figures, table, notes=f"Load average {load:.1f} at the end, on {os.cpu_count()} cores: "
+    print(section.markdown())
+    save_result(args.result, figures, section, notes=f"Load average {load:.1f} at the end, on {os.cpu_count()} cores: "
                 "on a shared machine the settings (of about equal cost: the BiGRU dominates) differ by its noise.")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import add_result_argument, machine_line, run, save_result  # noqa: E402
+from _common import Section, add_result_argument, run, save_result  # noqa: E402
 
 # name: (file under --data, tag scheme)
 DATASETS = {"msra": ("msra/test.char.bmes", "bmes"), "peoples_daily": ("peoples_daily/example.test", "bio")}
@@ -90,21 +90,18 @@ def main() -> None:
         figures = {name: score(nlp, list(gold_sentences(args.data / file, scheme, args.limit)), args.batch_size,
                                args.timed)
                    for name, (file, scheme) in DATASETS.items()}
-    rows = [f"| {name} | {f['sentences']:,} | {f['all']['p']:.2f} | {f['all']['r']:.2f} | **{f['all']['f']:.2f}** | "
-            f"{f['PER']['f']:.2f} | {f['LOC']['f']:.2f} | {f['ORG']['f']:.2f} | {f['chars_per_s']:,.0f} | "
-            f"{f['one_by_one_chars_per_s']:,.0f} |"
-            for name, f in figures.items()]
-    table = "\n".join([
-        "## LAC's ready pipeline zero-shot (no training): test P/R/F1", "",
-        f"Command: python {' '.join(sys.argv)}", f"Machine: {machine_line()}", "",
-        "| Test split | Sentences | P | R | F1 | PER F1 | LOC F1 | ORG F1 | Chars/s nlp.pipe | Chars/s one by one |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
+    rows = [{"Test split": name, "Sentences": f["sentences"], "P": round(f["all"]["p"], 2),
+             "R": round(f["all"]["r"], 2),
+             "F1": round(f["all"]["f"], 2), "PER F1": round(f["PER"]["f"], 2), "LOC F1": round(f["LOC"]["f"], 2),
+             "ORG F1": round(f["ORG"]["f"], 2), "Chars/s nlp.pipe": round(f["chars_per_s"]),
+             "Chars/s one by one": round(f["one_by_one_chars_per_s"])} for name, f in figures.items()]
+    section = Section(
+        "LAC's ready pipeline zero-shot (no training): test P/R/F1",
         "Exact character spans; MSRA's NR/NS/NT read as PER/LOC/ORG, LAC's TIME entities dropped. Chars/s, one "
         f"thread: nlp.pipe (batch_size {args.batch_size}: LAC reads the sentences of a batch together), and nlp(text) "
-        f"over the first {args.timed} sentences one at a time.",
-    ])
-    print(table)
-    save_result(args.result, figures, table)
+        f"over the first {args.timed} sentences one at a time.", [rows])
+    print(section.markdown())
+    save_result(args.result, figures, section)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,12 @@ Each measurement runs in a child process: wall time and the growth of its peak r
 memory. Matching throughput: Lexicon.match over every character of Resume test.
 """
 import argparse
-import datetime
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, save_result
+from _common import ROOT, Section, add_result_argument, save_result
 
 CHILD = """
 import json, resource, sys, time
@@ -55,9 +54,9 @@ def main() -> None:
         "jieba dict.txt": measure("jieba", "", test, args.cap),
         f"synthetic word2vec, {args.words:,} x {args.dim}": measure("word2vec", synthetic, test, args.cap),
     }
-    table = render(results, args)
-    print(table)
-    save_result(args.result, results, table)
+    section = render(results, args)
+    print(section.markdown())
+    save_result(args.result, results, section)
 
 
 def write_vectors(path: Path, n_words: int, dim: int) -> Path:
@@ -89,24 +88,14 @@ def measure(kind: str, path, data: Path, cap: int) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def render(results: dict, args: argparse.Namespace) -> str:
-    machine = machine_line()
-    lines = [
-        f"### Lexicon loading and matching ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{('python bench/bench_lexicon.py ' + ' '.join(sys.argv[1:])).strip()}`  ",
-        f"Machine: {machine}  ",
-        f"One child process per lexicon; matching: every character of Resume test, max_words_per_char {args.cap}.",
-        "",
-        "| lexicon | words | load | index build | peak RSS growth | saved size | matching chars/s | words per char |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for name, r in results.items():
-        lines.append(
-            f"| {name} | {r['words']:,} | {r['load_s']:.1f} s | {r['index_s']:.1f} s | {r['peak_mb']:.0f} MB | "
-            f"{r['bytes_mb']:.0f} MB | {r['chars_per_s']:,.0f} | {r['pairs_per_char']:.2f} |"
-        )
-    return "\n".join(lines) + "\n"
+def render(results: dict, args: argparse.Namespace) -> Section:
+    rows = [{"lexicon": name, "words": r["words"], "load s": round(r["load_s"], 1),
+             "index build s": round(r["index_s"], 1),
+             "peak RSS growth MB": round(r["peak_mb"]), "saved size MB": round(r["bytes_mb"]),
+             "matching chars/s": round(r["chars_per_s"]), "words per char": round(r["pairs_per_char"], 2)}
+            for name, r in results.items()]
+    return Section("Lexicon loading and matching", "One child process per lexicon; matching: every character of "
+                   f"Resume test, max_words_per_char {args.cap}.", [rows])
 
 
 if __name__ == "__main__":

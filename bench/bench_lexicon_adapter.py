@@ -15,14 +15,12 @@ and training stats are already in --out is not trained again (nor scored again w
 test_scores.json is newer than its training stats).
 """
 import argparse
-import datetime
 import json
 import statistics
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, evaluate, machine_line, prepare_corpus, save_result, train
+from _common import ROOT, Section, add_result_argument, evaluate, prepare_corpus, save_result, train
 from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config in configs/, is a BERT system)
@@ -93,9 +91,9 @@ def main() -> None:
     # Inference speed of each system's first-seed model, the systems alternating.
     first = {key: args.out / key / f"seed{args.seeds[0]}" / "model-best" for key in args.systems}
     speeds = {key: result["chars_per_s"] for key, result in evaluate(first, list(first), corpus, 3).items()}
-    table = render(training, scores, speeds, args)
-    print(table)
-    save_result(args.result, {"training": training, "scores": scores, "chars_per_s": speeds}, table)
+    section = render(training, scores, speeds, args)
+    print(section.markdown())
+    save_result(args.result, {"training": training, "scores": scores, "chars_per_s": speeds}, section)
 
 
 def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:
@@ -119,10 +117,8 @@ def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:
     return scores
 
 
-def render(training: dict, scores: dict, speeds: dict, args: argparse.Namespace) -> str:
-    """The Markdown table, with the command, date and machine."""
-    command = "python bench/bench_lexicon_adapter.py " + " ".join(sys.argv[1:])
-    machine = machine_line()
+def render(training: dict, scores: dict, speeds: dict, args: argparse.Namespace) -> Section:
+    """The table's rows (means over seeds) and notes."""
     seeds = args.seeds
     if args.jobs > 1:
         threads = (
@@ -131,36 +127,31 @@ def render(training: dict, scores: dict, speeds: dict, args: argparse.Namespace)
         )
     else:
         threads = "one training at a time"
-    lines = [
-        f"### Resume NER, Lexicon Adapter on and off ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{command.strip()}`  ",
-        f"Machine: {machine}  ",
+    notes = (
         f"Seeds {', '.join(map(str, seeds))} ({threads}). CPU systems {args.max_steps} steps; random BERT "
         f"({args.layers} layers, width {args.width}, the same initial weights for every seed) "
         f"{args.bert_steps} steps with bench_transformer.py's schedule. Lexicon: jieba's dictionary, "
         "word embeddings hashed and trained from scratch. Test split, model chosen on dev; P, R and F1 "
         "are means over seeds, F1 with the sample standard deviation, then each seed's F1; "
         "wall time and peak RSS: means over seeds of the training process; inference: characters per "
-        f"second of the seed-{seeds[0]} model over the test split (nlp.pipe, best of 3 passes, one process).",
-        "",
-        "| system | test P | test R | test F1 | F1 per seed | training wall time | training peak RSS "
-        "| inference chars/s |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
-    ]
+        f"second of the seed-{seeds[0]} model over the test split (nlp.pipe, best of 3 passes, one process)."
+    )
+    rows = []
     for key in args.systems:
         per_seed = [scores[(key, seed)] for seed in seeds]
         runs = [training[(key, seed)] for seed in seeds]
         f1 = [s["f"] * 100 for s in per_seed]
-        spread = f" ± {statistics.stdev(f1):.2f}" if len(f1) > 1 else ""
-        lines.append(
-            f"| {SYSTEMS[key][0]} | {statistics.mean(s['p'] for s in per_seed) * 100:.2f} | "
-            f"{statistics.mean(s['r'] for s in per_seed) * 100:.2f} | "
-            f"{statistics.mean(f1):.2f}{spread} | {', '.join(f'{f:.2f}' for f in f1)} | "
-            f"{statistics.mean(r['seconds'] for r in runs) / 60:.1f} min | "
-            f"{statistics.mean(r['peak_mb'] for r in runs):.0f} MB | {speeds[key]:,.0f} |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append({
+            "system": SYSTEMS[key][0], "test P": round(statistics.mean(s["p"] for s in per_seed) * 100, 2),
+            "test R": round(statistics.mean(s["r"] for s in per_seed) * 100, 2),
+            "test F1": round(statistics.mean(f1), 2),
+            "test F1 sd": round(statistics.stdev(f1), 2) if len(f1) > 1 else None,
+            "F1 per seed": [round(f, 2) for f in f1],
+            "training wall time min": round(statistics.mean(r["seconds"] for r in runs) / 60, 1),
+            "training peak RSS MB": round(statistics.mean(r["peak_mb"] for r in runs)),
+            "inference chars/s": round(speeds[key]),
+        })
+    return Section("Resume NER, Lexicon Adapter on and off", notes, [rows])
 
 
 if __name__ == "__main__":

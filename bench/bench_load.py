@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import Section, add_result_argument, save_result, table
+from _common import Section, add_result_argument, save_result
 
 CHILD = """
 import json, sys, time
@@ -77,11 +77,10 @@ def main() -> None:
 
 def render(rows: list, repeats: int) -> Section:
     """One row per pipeline: its load, first docs, their sum, its size on disk and largest files."""
-    result = table(["pipeline files", "spacy.load", "first doc", f"first doc: {JOINED}", "load + first doc", "on disk",
-                    "largest files"],
-                   [[r["name"], f"{r['load']:.2f} s", f"{r['first_doc']:.2f} s", f"{r['first_doc_joined']:.2f} s",
-                     f"{r['total']:.2f} s", f"{r['mb']:.1f} MB", r["largest"]] for r in rows])
-    result["align"][-1] = "left"
+    result = [{"pipeline files": r["name"], "spacy.load s": round(r["load"], 2),
+               "first doc s": round(r["first_doc"], 2),
+               f"first doc: {JOINED} s": round(r["first_doc_joined"], 2), "load + first doc s": round(r["total"], 2),
+               "on disk MB": round(r["mb"], 1), "largest files": r["largest"]} for r in rows]
     return Section("Load time and size", f"Median of {repeats} fresh processes, one thread; spacy and spacy_cner "
                    "imported before the clock starts.", [result])
 

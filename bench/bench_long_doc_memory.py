@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, convert, save_result
+from _common import ROOT, Section, add_result_argument, convert, save_result
 
 CHILD = r"""
 import json, resource, sys, time
@@ -53,13 +53,11 @@ def main() -> None:
                              env=env, capture_output=True, text=True, check=True, cwd="/")
         runs[name] = json.loads(out.stdout.strip().splitlines()[-1])
         print(name, runs[name], file=sys.stderr)
-    lines = ["### One 1,000,000-character doc: peak memory", "",
-             "| code | peak RSS | seconds | entities |", "| --- | ---: | ---: | ---: |"]
-    lines += [f"| {name} | {run['peak_mb']:,.0f} MB | {run['seconds']:.1f} | {run['entities']:,} |"
-              for name, run in runs.items()]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"model": str(args.model), "chars": args.chars, "runs": runs}, table)
+    section = Section(f"One {args.chars:,}-character doc: peak memory", "",
+                      [[{"code": name, "peak RSS MB": round(run["peak_mb"]), "seconds": round(run["seconds"], 1),
+                         "entities": run["entities"]} for name, run in runs.items()]])
+    print(section.markdown())
+    save_result(args.result, {"model": str(args.model), "chars": args.chars, "runs": runs}, section)
 
 
 if __name__ == "__main__":

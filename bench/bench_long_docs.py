@@ -18,14 +18,13 @@ Without --model, default.cfg is initialized on Resume train (random weights: the
 time and memory as a trained model, but the entity comparisons then mean little).
 """
 import argparse
-import datetime
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, convert, machine_line, save_result
+from _common import ROOT, Section, add_result_argument, convert, save_result
 
 CHILD = r"""
 import json, resource, sys, time
@@ -122,9 +121,9 @@ def main() -> None:
         "repeated": child(task="long", chars=args.repeated_chars, repeat="李"),
     }
     (args.out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf8")
-    table = render(results, args, model)
-    print(table)
-    save_result(args.result, {"runs": results, "model": model}, table)
+    section = render(results, args, model)
+    print(section.markdown())
+    save_result(args.result, {"runs": results, "model": model}, section)
 
 
 def sentences(corpus: Path) -> list:
@@ -152,45 +151,38 @@ def untrained_default(corpus: Path, path: Path) -> Path:
     return path
 
 
-def render(results: dict, args: argparse.Namespace, model: Path) -> str:
-    command = "python bench/bench_long_docs.py " + " ".join(sys.argv[1:])
-    machine = machine_line()
+def render(results: dict, args: argparse.Namespace, model: Path) -> Section:
     short = results["short"]
     short_speed = short["chars"] / short["seconds"]
 
-    def row(name: str, r: dict) -> str:
+    def row(name: str, r: dict) -> dict:
         speed = r["chars"] / r["seconds"]
-        return (f"| {name} | {r['chars']:,} | {r['seconds']:.1f} s | {speed:,.0f} | "
-                f"{speed / short_speed * 100:.0f}% | {r['peak_mb']:.0f} MB | {r['peak_mb'] - r['base_mb']:.0f} MB |")
+        return {"run": name, "characters": r["chars"], "time s": round(r["seconds"], 1), "chars/s": round(speed),
+                "of short-text chars/s %": round(speed / short_speed * 100), "peak RSS MB": round(r["peak_mb"]),
+                "added MB": round(r["peak_mb"] - r["base_mb"])}
 
     mixed = results["mixed"]
-    lines = [
-        f"### Long documents ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{command.strip()}`  ",
-        f"Machine: {machine}  ",
+    notes = (
         f"Model: {'`' + str(args.model) + '`' if args.model else 'default.cfg initialized on Resume train, untrained'}"
         ". Each row is a fresh process on one thread; peak RSS includes the loaded pipeline "
-        "(\"added\" is the peak minus the RSS after loading).",
-        "",
-        "| run | characters | time | chars/s | of short-text chars/s | peak RSS | added |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "(\"added\" is the peak minus the RSS after loading). "
+        f"Mixed batch: a {args.mixed_chars:,}-char doc and 255 sentences in one nlp.pipe batch took "
+        f"{mixed['together_s']:.2f} s; apart (the doc, then the sentences) {mixed['apart_s']:.2f} s "
+        f"(ratio {mixed['together_s'] / mixed['apart_s']:.2f}); entities "
+        f"{'identical' if mixed['same_entities'] else 'DIFFERENT'} either way. Peak RSS {mixed['peak_mb']:.0f} MB. "
+        f"The repeated-character docs had {results['repeated_short']['n_spans']:,} and "
+        f"{results['repeated']['n_spans']:,} scored spans in their span group (at most len / candidate_threshold "
+        "per label)."
+    )
+    rows = [
         row("short sentences, nlp.pipe(batch_size=256)", short),
         row(f"one {args.chars:,}-char doc (long_doc_window 512)", results["long"]),
         row(f"one {args.whole_chars:,}-char doc (long_doc_window 512)", results["whole_windowed"]),
         row(f"one {args.whole_chars:,}-char doc (long_doc_window 0: whole, as before)", results["whole"]),
         row("\"李\" * 5,000 (one character repeated, no punctuation)", results["repeated_short"]),
         row(f"\"李\" * {args.repeated_chars:,}", results["repeated"]),
-        "",
-        f"Mixed batch: a {args.mixed_chars:,}-char doc and 255 sentences in one nlp.pipe batch took "
-        f"{mixed['together_s']:.2f} s; apart (the doc, then the sentences) {mixed['apart_s']:.2f} s "
-        f"(ratio {mixed['together_s'] / mixed['apart_s']:.2f}); entities "
-        f"{'identical' if mixed['same_entities'] else 'DIFFERENT'} either way. Peak RSS {mixed['peak_mb']:.0f} MB.",
-        f"The repeated-character docs had {results['repeated_short']['n_spans']:,} and "
-        f"{results['repeated']['n_spans']:,} scored spans in their span group (at most len / candidate_threshold "
-        "per label).",
     ]
-    return "\n".join(lines) + "\n"
+    return Section("Long documents", notes, [rows])
 
 
 if __name__ == "__main__":

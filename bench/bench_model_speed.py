@@ -14,11 +14,10 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_name] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import add_result_argument, machine_line, save_result  # noqa: E402
+from _common import Section, add_result_argument, save_result  # noqa: E402
 
 
 def folder_mb(path: Path) -> float:
@@ -68,20 +67,13 @@ def main() -> None:
     models = dict(item.split("=", 1) for item in args.model)
     rows, n_texts, n_chars = measure(models, args.corpus, args.repeats)
     first = rows[0]["model"]
-    lines = [
-        f"### Inference speed and size side by side ({datetime.date.today().isoformat()})", "",
-        f"Command: `python bench/bench_model_speed.py --corpus {args.corpus} "
-        + " ".join(f"--model {m}" for m in args.model) + f" --repeats {args.repeats}`  ",
-        f"Machine: {machine_line()}  ",
-        f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} texts ({n_chars:,} characters), best of "
-        f"{args.repeats}, the models alternating; ratio: to {first}'s chars/s.", "",
-        "| model | chars/s | ratio | test F1 | size on disk |", "| --- | ---: | ---: | ---: | ---: |",
-    ]
-    lines += [f"| {r['model']} | {r['chars_per_s']:,.0f} | {r['ratio']:.2f}x | {100 * r['f']:.2f} | {r['mb']:.1f} MB |"
-              for r in rows]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, table)
+    notes = (f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} texts ({n_chars:,} characters), best of "
+             f"{args.repeats}, the models alternating; ratio: to {first}'s chars/s.")
+    table = [{"model": r["model"], "chars/s": round(r["chars_per_s"]), "ratio": round(r["ratio"], 2),
+              "test F1": round(100 * r["f"], 2), "size on disk MB": round(r["mb"], 1)} for r in rows]
+    section = Section("Inference speed and size side by side", notes, [table])
+    print(section.markdown())
+    save_result(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, section)
 
 
 if __name__ == "__main__":

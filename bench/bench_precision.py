@@ -19,7 +19,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import Section, add_result_argument, save_result, table  # noqa: E402
+from _common import Section, add_result_argument, save_result  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 ALONE = 200
@@ -92,22 +92,20 @@ def render(rows: list, args) -> Section:
         f"\"same docs\": the test docs tagged with the same entities (the fewest of the models); \"alone\": the "
         f"first {ALONE} test texts tagged one at a time in bfloat16 give the entities of the batched run "
         "(every model).")
-    cells = []
+    result = []
     for test in dict.fromkeys(row["test"] for row in rows):
         group = [row for row in rows if row["test"] == test]
         change = max((100 * (row["f"]["bfloat16"] - row["f"]["float32"]) for row in group), key=abs)
-        cells.append([
-            test, str(len(group)), f"{group[0]['n_texts']:,}",
-            f"{statistics.mean(100 * row['f']['float32'] for row in group):.2f}",
-            f"{statistics.mean(100 * row['f']['bfloat16'] for row in group):.2f}", f"{change:+.2f}",
-            f"{100 * min(row['same_docs'] for row in group):.2f}%",
-            "yes" if all(row["alone_as_batched"] for row in group) else "NO",
-            f"{statistics.mean(row['chars_per_s']['bfloat16'] / row['chars_per_s']['float32'] for row in group):.2f}x",
-        ])
-    columns = ["test split", "models", "texts", "F1 float32", "F1 bfloat16", "largest change", "same docs", "alone",
-               "bfloat16 / float32 chars/s"]
-    result = table(columns, cells)
-    result["align"][7] = "left"
+        result.append({
+            "test split": test, "models": len(group), "texts": group[0]["n_texts"],
+            "F1 float32": round(statistics.mean(100 * row["f"]["float32"] for row in group), 2),
+            "F1 bfloat16": round(statistics.mean(100 * row["f"]["bfloat16"] for row in group), 2),
+            "largest change": round(change, 2),
+            "same docs %": round(100 * min(row["same_docs"] for row in group), 2),
+            "alone": all(row["alone_as_batched"] for row in group),
+            "bfloat16 / float32 chars/s": round(statistics.mean(
+                row["chars_per_s"]["bfloat16"] / row["chars_per_s"]["float32"] for row in group), 2),
+        })
     return Section("crf_ner's precision \"bfloat16\" against float32 on trained pipelines", notes, [result])
 
 

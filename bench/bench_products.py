@@ -16,15 +16,13 @@ OUT/DATASET/corpus/test.spacy with RowwiseOps' fixed blocks and with every produ
 round differently): test F1 of each and the share of test docs with the same entities. One thread.
 """
 import argparse
-import datetime
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-from _common import add_result_argument, machine_line, save_result
+from _common import Section, add_result_argument, save_result
 
 CHILD = """
 import json, time
@@ -113,47 +111,36 @@ def main() -> None:
         done = subprocess.run([sys.executable, "-c", CHILD, str(args.rows)], env=env, capture_output=True, text=True)
         results[coretype] = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
     names = next(([name for name in r if name != "blocks checked invariant"] for r in results.values() if r), [])
-    header = " | ".join(f"{c}: seconds | same alone?" for c in coretypes)
-    lines = [
-        f"### Matrix products, per OpenBLAS kernel ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{shlex.join(['python', 'bench/bench_products.py', *sys.argv[1:]])}`  ",
-        f"Machine: {machine_line()}  ",
-        f"({args.rows:,} x 220) @ (220 x 384) on one thread, best of 3. RowwiseOps' blocks checked invariant "
-        "(else it multiplies row by row): " + ", ".join(f"{c} {'yes' if r and r['blocks checked invariant'] else 'no'}"
-                                                       for c, r in results.items()) + ".",
-        "",
-        f"| product | {header} |",
-        "| --- |" + " ---: | --- |" * len(coretypes),
-    ]
+    notes = (f"({args.rows:,} x 220) @ (220 x 384) on one thread, best of 3; empty: the kernel crashed. RowwiseOps' "
+             "blocks checked invariant (else it multiplies row by row): "
+             + ", ".join(f"{c} {'yes' if r and r['blocks checked invariant'] else 'no'}" for c, r in results.items())
+             + ".")
+    kernels = []
     for name in names:
-        cells = []
+        row = {"product": name}
         for coretype in coretypes:
             result = results[coretype]
-            cells.append("crashed | -" if result is None else
-                         f"{result[name]['seconds']:.3f} | {'yes' if result[name]['same'] else '**no**'}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            row[f"{coretype}: seconds"] = None if result is None else round(result[name]["seconds"], 3)
+            row[f"{coretype}: same alone?"] = None if result is None else result[name]["same"]
+        kernels.append(row)
     models = [score_model(model) for model in args.models]
+    trained = []
     if models:
-        lines += [
-            "",
-            "Trained pipelines (test split, one thread), per dataset the mean over its models: RowwiseOps' fixed "
-            "blocks against every product row by row.",
-            "",
-            "| dataset | models | test F1, fixed blocks | test F1, row by row | largest change of a model "
-            "| test docs with the same entities (fewest) |",
-            "| --- | --- | ---: | ---: | ---: | ---: |",
-        ]
+        notes += (" Second table: trained pipelines (test split, one thread), per dataset the mean over its models: "
+                  "RowwiseOps' fixed blocks against every product row by row.")
         for dataset in dict.fromkeys(row["dataset"] for row in models):
             group = [row for row in models if row["dataset"] == dataset]
             mean = lambda mode: 100 * sum(row["f"][mode] for row in group) / len(group)  # noqa: E731
-            largest = max(100 * abs(row["f"]["blocks"] - row["f"]["row by row"]) for row in group)
-            same = 100 * min(row["same_docs"] for row in group)
-            lines.append(f"| {dataset} | {', '.join(row['model'] for row in group)} | {mean('blocks'):.2f} "
-                         f"| {mean('row by row'):.2f} | {largest:.2f} | {same:.2f}% |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"rows": args.rows, "kernels": results, "models": models}, table)
+            trained.append({
+                "dataset": dataset, "models": ", ".join(row["model"] for row in group),
+                "test F1, fixed blocks": round(mean("blocks"), 2), "test F1, row by row": round(mean("row by row"), 2),
+                "largest change of a model": round(max(100 * abs(row["f"]["blocks"] - row["f"]["row by row"])
+                                                       for row in group), 2),
+                "test docs with the same entities (fewest) %": round(100 * min(row["same_docs"] for row in group), 2),
+            })
+    section = Section("Matrix products, per OpenBLAS kernel", notes, [kernels, trained])
+    print(section.markdown())
+    save_result(args.result, {"rows": args.rows, "kernels": results, "models": models}, section)
 
 
 def score_model(model: Path) -> dict:

@@ -12,13 +12,12 @@ model and training stats are already in --out is not trained again (nor scored a
 when its metrics are newer than its model).
 """
 import argparse
-import datetime
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, prepare_corpus, run, save_result, train
+from _common import ROOT, Section, add_result_argument, prepare_corpus, run, save_result, train
 from bench_transformer import our_config, training_schedule, write_random_bert
 
 # key: (name in the table, config, extra overrides (formatted with the arguments), is a BERT system)
@@ -93,9 +92,9 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         training = dict(zip(args.systems, pool.map(train_run, args.systems)))
     scores = {key: score(args.out / key, corpus, args.reuse) for key in args.systems}
-    table = render(training, scores, settings, args)
-    print(table)
-    save_result(args.result, {"training": training, "scores": scores, "settings": settings}, table)
+    section = render(training, scores, settings, args)
+    print(section.markdown())
+    save_result(args.result, {"training": training, "scores": scores, "settings": settings}, section)
 
 
 def score(system_dir: Path, corpus: Path, reuse: bool) -> dict:
@@ -109,31 +108,21 @@ def score(system_dir: Path, corpus: Path, reuse: bool) -> dict:
     return json.loads((output / "metrics.json").read_text(encoding="utf8"))
 
 
-def render(training: dict, scores: dict, settings: dict, args: argparse.Namespace) -> str:
-    """The Markdown table, with the command, date and machine."""
-    command = "python bench/bench_robustness.py " + " ".join(sys.argv[1:])
-    machine = machine_line()
-    lines = [
-        f"### Resume NER robustness (Table 4), {datetime.date.today().isoformat()}",
-        "",
-        f"Command: `{command.strip()}`  ",
-        f"Machine: {machine}  ",
-        f"Seed {args.seed}; CPU systems {args.max_steps} steps, random BERT ({args.layers} layers, width "
-        f"{args.width}) {args.bert_steps} steps; model chosen on dev; test split alone (S-F1) and as "
-        "adjacent joined pairs (P-F1, R-F1, Asr).",
-        "",
-        "| system | S-F1 | P-F1 | R-F1 | Asr | changed entities | training wall time |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+def render(training: dict, scores: dict, settings: dict, args: argparse.Namespace) -> Section:
+    """The table's rows (one per system) and notes."""
+    notes = (f"Seed {args.seed}; CPU systems {args.max_steps} steps, random BERT ({args.layers} layers, width "
+             f"{args.width}) {args.bert_steps} steps; model chosen on dev; test split alone (S-F1) and as "
+             "adjacent joined pairs (P-F1, R-F1, Asr).")
+    rows = []
     for key in args.systems:
         metrics = scores[key]
-        lines.append(
-            f"| {SYSTEMS[key][0].format(**settings)} | {metrics['standard']['f'] * 100:.2f} | "
-            f"{metrics['perturbed']['f'] * 100:.2f} | {metrics['robust']['f'] * 100:.2f} | "
-            f"{metrics['attack_success_rate'] * 100:.3f}% | {len(metrics['changed'])} | "
-            f"{training[key]['seconds'] / 60:.1f} min |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append({
+            "system": SYSTEMS[key][0].format(**settings), "S-F1": round(metrics["standard"]["f"] * 100, 2),
+            "P-F1": round(metrics["perturbed"]["f"] * 100, 2), "R-F1": round(metrics["robust"]["f"] * 100, 2),
+            "Asr %": round(metrics["attack_success_rate"] * 100, 3), "changed entities": len(metrics["changed"]),
+            "training wall time min": round(training[key]["seconds"] / 60, 1),
+        })
+    return Section("Resume NER robustness (Table 4)", notes, [rows])
 
 
 if __name__ == "__main__":

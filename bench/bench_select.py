@@ -39,7 +39,6 @@ options: with --final-sizes no round is trained. The result then holds these fin
 at --stop.
 """
 import argparse
-import datetime
 import json
 import random
 import shutil
@@ -49,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
-from _common import ROOT, add_result_argument, evaluate, machine_line, save_result, train
+from _common import ROOT, Section, add_result_argument, evaluate, save_result, train
 from bench_datasets import DATASETS, DEV_FROM_TEST, _write, prepare
 from report import is_random
 
@@ -103,13 +102,13 @@ def main() -> None:
         # The rounds ran before (their round.json files hold what each strategy labelled): the finals only.
         finals = {dataset: train_finals(dataset, _prepared(dataset, args), args) for dataset in args.datasets}
         (args.out / "finals.json").write_text(json.dumps(finals, indent=1), encoding="utf8")
-        table = render_finals(finals, args)
-        print(table)
-        save_result(args.result, {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
-                                  "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
-                                  "dev_sentences": args.dev_sentences, "explore": args.explore,
-                                  "power": args.power, "density": args.density, "warm_start": args.warm_start},
-                    table)
+        section = render_finals(finals, args)
+        figures = {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
+                   "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
+                   "dev_sentences": args.dev_sentences, "explore": args.explore,
+                   "power": args.power, "density": args.density, "warm_start": args.warm_start}
+        print_select(section, figures, ("finals",))
+        save_result(args.result, figures, section)
         return
     results = _load(args.out / "results.json")
     for dataset in args.datasets:
@@ -124,14 +123,14 @@ def main() -> None:
                 results.setdefault(dataset, {}).setdefault(curve_name(strategy, args), {})[str(seed)] = curve
                 (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
-    table = render(results, args)
-    print(table)
+    section = render(results, args)
     sizes = {"warm_start": args.warm_start, "explore": args.explore, "power": args.power, "density": args.density,
              "start": args.start,
              "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
              "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
              "dev_sentences": args.dev_sentences}
-    save_result(args.result, {"curves": results, **sizes}, table)
+    print_select(section, {"curves": results, "stop": args.stop}, ("curves",))
+    save_result(args.result, {"curves": results, **sizes}, section)
 
 
 def _prepared(dataset: str, args) -> Path:
@@ -387,26 +386,27 @@ def _train_and_score(work: Path, labelled: list, pool: list, corpus: Path, seed:
             "model": str(model)}
 
 
-def render_finals(finals: dict, args) -> str:
+def render_finals(finals: dict, args) -> Section:
+    """The finals' title and notes; their table is report.select_table's, rendered from the figures (printed with
+    print_select)."""
     steps = f"{args.final_steps:,} steps" if args.final_steps else "its own stopping rule"
-    lines = [
-        f"### Active learning, simulated: the labelled sentences trained properly "
-        f"({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_select.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
+    return Section(
+        "Active learning, simulated: the labelled sentences trained properly",
         f"The sentences each curve had labelled at each size (random: the seed's first N of the shuffled train split; "
         f"a ranking strategy: what its rounds chose, {args.max_steps} steps a round) trained from scratch with "
         f"configs/default.cfg to {steps} (one thread, the model kept on dev, its vectors trained on the labelled "
         "sentences), scored on the whole test split; test F1, mean ± sd over the seeds. \"reaches random\": the "
-        f"fewest labelled sentences at which the strategy's mean F1 is at least random's at {args.stop:,}.",
-        "",
-    ]
+        f"fewest labelled sentences at which the strategy's mean F1 is at least random's at {args.stop:,}.", [])
+
+
+def print_select(section: Section, figures: dict, keys: tuple) -> str:
+    """section's Markdown and the table BENCHMARKS.md shows (report.select_table of the figures), printed;
+    RETURNS the text."""
     from report import markdown_table, select_table
 
-    lines += markdown_table(select_table({"select_final": {"figures": {"finals": finals, "stop": args.stop}}},
-                                         ("finals",)))
-    return "\n".join(lines) + "\n"
+    text = section.markdown() + "\n".join(markdown_table(select_table({"select": {"figures": figures}}, keys))) + "\n"
+    print(text)
+    return text
 
 
 def warm_config(source: Path, path: Path) -> Path:
@@ -468,18 +468,15 @@ def plot(curves: dict, dataset: str, path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
-def render(results: dict, args) -> str:
+def render(results: dict, args) -> Section:
+    """The rounds' title and notes; their table is report.select_table's, rendered from the figures."""
     random_sizes = ", ".join(f"{n:,}" for n in _random_sizes(args))
     cuts = [f"the ranking strategies stop at {args.strategy_stop:,} labelled sentences"] if args.strategy_stop else []
     if args.pool:
         cuts.append(f"each round ranks a random {args.pool:,} of the unlabelled pool")
     if args.dev_sentences:
         cuts.append(f"each round's model is chosen on a random {args.dev_sentences:,} dev sentences")
-    lines = [
-        f"### Active learning, simulated ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_select.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
+    notes = (
         f"configs/default.cfg retrained from scratch each round ({args.max_steps} steps, one thread, the model kept "
         f"on dev, its vectors trained on the labelled sentences), scored on the whole test split; test F1, mean ± sd "
         f"over the seeds. The first {args.start:,} sentences are a seeded random sample, the same for every "
@@ -494,13 +491,8 @@ def render(results: dict, args) -> str:
                                                                    for name in curves) else "")
         + (" \"power B\": each ranked round's sentences are drawn from its candidates with probabilities "
            "proportional to their scores to the power B instead of taken from the top." if any(
-               "power" in name for curves in results.values() for name in curves) else ""),
-        "",
-    ]
-    from report import markdown_table, select_table  # the table BENCHMARKS.md shows
-
-    lines += markdown_table(select_table({"select": {"figures": {"curves": results, "stop": args.stop}}}))
-    return "\n".join(lines) + "\n"
+               "power" in name for curves in results.values() for name in curves) else ""))
+    return Section("Active learning, simulated", notes, [])
 
 
 if __name__ == "__main__":

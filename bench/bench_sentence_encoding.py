@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import add_result_argument, machine_line, save_result
+from _common import Section, add_result_argument, save_result
 
 CHILD = """
 import json, sys, time
@@ -63,29 +63,18 @@ def main() -> None:
         rows.append({"dataset": model.parents[2].name, "system": model.parents[1].name, "seed": model.parent.name,
                      "whole": found["False"], "predict": found["predict"]})
         print(json.dumps(rows[-1]), file=sys.stderr)
-    lines = [
-        "### Predicting with each sentence encoded alone (sentence_encoding \"predict\") on pipelines "
-        "trained without it",
-        "",
-        f"Command: `python bench/bench_sentence_encoding.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
+    table = [{"dataset": row["dataset"], "model": f"{row['system']} {row['seed']}",
+              "S-F1 whole / predict": [round(100 * row["whole"]["s_f"], 2), round(100 * row["predict"]["s_f"], 2)],
+              "R-F1 whole / predict": [round(100 * row["whole"]["r_f"], 2), round(100 * row["predict"]["r_f"], 2)],
+              "Asr % whole / predict": [round(100 * row["whole"]["asr"], 2), round(100 * row["predict"]["asr"], 2)],
+              "chars/s predict / whole": round(row["predict"]["chars_per_s"] / row["whole"]["chars_per_s"], 2)}
+             for row in rows]
+    section = Section(
+        "Predicting with each sentence encoded alone (sentence_encoding \"predict\") on pipelines trained without it",
         "Each model scored as trained (the encoder reads whole docs) and with sentence_encoding \"predict\", in one "
-        "process, one thread; test split; R-F1 and Asr over adjacent test sentences joined.",
-        "",
-        "| dataset | model | S-F1 whole / predict | R-F1 whole / predict | Asr whole / predict "
-        "| chars/s predict / whole |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for row in rows:
-        whole, alone = row["whole"], row["predict"]
-        lines.append(f"| {row['dataset']} | {row['system']} {row['seed']} | "
-                     f"{100 * whole['s_f']:.2f} / {100 * alone['s_f']:.2f} | "
-                     f"{100 * whole['r_f']:.2f} / {100 * alone['r_f']:.2f} | "
-                     f"{100 * whole['asr']:.2f}% / {100 * alone['asr']:.2f}% | "
-                     f"{alone['chars_per_s'] / whole['chars_per_s']:.2f}x |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"rows": rows}, table)
+        "process, one thread; test split; R-F1 and Asr over adjacent test sentences joined.", [table])
+    print(section.markdown())
+    save_result(args.result, {"rows": rows}, section)
 
 
 if __name__ == "__main__":

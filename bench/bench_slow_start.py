@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, prepare_corpus, save_result, split_settings, train
+from _common import ROOT, Section, add_result_argument, prepare_corpus, save_result, split_settings, train
 from bench_gpu import write_random_nezha
 from bench_transformer import training_schedule, write_random_bert
 
@@ -72,9 +72,9 @@ def main() -> None:
         curve = dev_curve((out / "train.log").read_text(encoding="utf8"))
         rows.append({"system": name, "key": run_key, "seconds": time.perf_counter() - start, "curve": curve})
         print(json.dumps(rows[-1]), file=sys.stderr)
-    table = render(rows, args)
-    print(table)
-    save_result(args.result, {"rows": rows}, table)
+    section = render(rows, args)
+    print(section.markdown())
+    save_result(args.result, {"rows": rows}, section)
 
 
 def dev_curve(log: str) -> list:
@@ -83,24 +83,15 @@ def dev_curve(log: str) -> list:
     return [(int(m.group(1)), float(m.group(2))) for m in map(pattern.match, log.splitlines()) if m]
 
 
-def render(rows: list, args: argparse.Namespace) -> str:
+def render(rows: list, args: argparse.Namespace) -> Section:
     steps = sorted({step for row in rows for step, _ in row["curve"] if step})
-    lines = [
-        f"### The first {args.steps} steps from a random {args.layers}-layer width-{args.width} encoder (CPU)",
-        "",
-        f"Command: `python bench/bench_slow_start.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
+    table = [{"system": row["system"], **{f"step {step}": round(dict(row["curve"])[step], 2)
+                                          if step in dict(row["curve"]) else None for step in steps}}
+             for row in rows]
+    return Section(
+        f"The first {args.steps} steps from a random {args.layers}-layer width-{args.width} encoder (CPU)",
         f"Resume, dev F1 after each number of steps; initial_rate {args.learn_rate} (the encoder at the configs' "
-        f"0.5 of it), warm-up over 5% of the steps, linear decay; one thread.",
-        "",
-        "| system | " + " | ".join(f"step {step}" for step in steps) + " |",
-        "| --- | " + " | ".join("---:" for _ in steps) + " |",
-    ]
-    for row in rows:
-        scores = dict(row["curve"])
-        lines.append(f"| {row['system']} | "
-                     + " | ".join(f"{scores[s]:.2f}" if s in scores else "-" for s in steps) + " |")
-    return "\n".join(lines) + "\n"
+        f"0.5 of it), warm-up over 5% of the steps, linear decay; one thread.", [table])
 
 
 if __name__ == "__main__":

@@ -32,11 +32,10 @@ if ONE_THREAD:
         os.environ[_name] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import add_result_argument, machine_line, save_result, spacy_ner_config, train  # noqa: E402
+from _common import Section, add_result_argument, save_result, spacy_ner_config, train  # noqa: E402
 
 
 def main() -> None:
@@ -56,10 +55,10 @@ def main() -> None:
         for dataset in sorted(p for p in runs.iterdir() if (p / "default" / "seed0" / "model-best").exists()):
             rows.append(measure(dataset, args))
             print(rows[-1], file=sys.stderr)
-    table = render(rows, args)
-    print(table)
+    section = render(rows, args)
+    print(section.markdown())
     name = args.result or ("speed_one_thread" if ONE_THREAD else "speed_default_threads")
-    save_result(name, {"threads": 1 if ONE_THREAD else torch_threads(), "rows": rows}, table)
+    save_result(name, {"threads": 1 if ONE_THREAD else torch_threads(), "rows": rows}, section)
 
 
 def measure(dataset: Path, args) -> dict:
@@ -156,44 +155,34 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def render(rows: list, args) -> str:
-    """The Markdown section: speeds, ratios, test F1, bfloat16's agreement and our stage shares per dataset."""
-    lines = [
-        f"### Inference speed against spaCy's `ner` ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_speed.py {' '.join(f'--runs {r}' for r in args.runs)} --repeats {args.repeats}"
-        f"{'' if ONE_THREAD else ' --threads 0'}`  ",
-        f"Machine: {machine_line()}  ",
-        ("One thread (OMP, MKL and OpenBLAS threads 1, torch 1)" if ONE_THREAD else
-         f"The libraries' default threads (torch {torch_threads()})")
-        + "; nlp.pipe(batch_size=256) over the test texts, "
-        f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg, in float32 and "
-        "with precision \"bfloat16\"; fast.cfg where the runs hold one). Test F1 of each; \"same docs\": the test "
-        "docs bfloat16 gives the same entities as float32. Stage shares are ours' (float32).",
-        "",
-        "| dataset (runs) | texts | chars | ours chars/s | ours, bfloat16 | fast.cfg | spaCy ner "
-        "| ours / spaCy | bfloat16 / spaCy | fast.cfg / spaCy | F1 ours / bfloat16 / spaCy | bfloat16: same docs "
-        "| tokenizer | tok2vec | encoder | rest of predict | set_annotations |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: |",
-    ]
+def render(rows: list, args) -> Section:
+    """The table's rows: speeds, ratios, test F1, bfloat16's agreement and our stage shares per dataset."""
+    notes = (("One thread (OMP, MKL and OpenBLAS threads 1, torch 1)" if ONE_THREAD else
+              f"The libraries' default threads (torch {torch_threads()})")
+             + "; nlp.pipe(batch_size=256) over the test texts, "
+             f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg, in float32 "
+             "and with precision \"bfloat16\"; fast.cfg where the runs hold one; empty: none). Test F1 of each; "
+             "\"same docs\": the test docs bfloat16 gives the same entities as float32. Stage shares are ours' "
+             "(float32), in %.")
+    table = []
     for row in rows:
         speed, stage, f = row["chars_per_s"], row["stages"], row["f"]
         total = sum(stage.values())
-        shares = " | ".join(f"{stage[k] / total:.0%}" for k in
-                            ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations"))
         spacy_speed = speed["spaCy ner"]
         fast = speed.get("ours, fast.cfg")
         bf16 = speed["ours, bfloat16"]
-        lines.append(
-            f"| {row['dataset']} ({Path(row['runs']).name}) | {row['n_texts']:,} | {row['n_chars']:,} "
-            f"| {speed['ours']:,.0f} | {bf16:,.0f} | {f'{fast:,.0f}' if fast else 'n/a'} "
-            f"| {spacy_speed:,.0f} | {speed['ours'] / spacy_speed:.2f}x | {bf16 / spacy_speed:.2f}x "
-            f"| {f'{fast / spacy_speed:.2f}x' if fast else 'n/a'} "
-            f"| {100 * f['ours']:.2f} / {100 * f['ours, bfloat16']:.2f} / {100 * f['spaCy ner']:.2f} "
-            f"| {100 * row['bfloat16_same_docs']:.2f}% | {shares} |"
-        )
-    return "\n".join(lines) + "\n"
+        table.append({
+            "dataset (runs)": f"{row['dataset']} ({Path(row['runs']).name})", "texts": row["n_texts"],
+            "chars": row["n_chars"], "ours chars/s": round(speed["ours"]), "ours, bfloat16": round(bf16),
+            "fast.cfg": round(fast) if fast else None, "spaCy ner": round(spacy_speed),
+            "ours / spaCy": round(speed["ours"] / spacy_speed, 2), "bfloat16 / spaCy": round(bf16 / spacy_speed, 2),
+            "fast.cfg / spaCy": round(fast / spacy_speed, 2) if fast else None,
+            "F1 ours / bfloat16 / spaCy": [round(100 * f[key], 2) for key in ("ours", "ours, bfloat16", "spaCy ner")],
+            "bfloat16: same docs %": round(100 * row["bfloat16_same_docs"], 2),
+            **{key: round(100 * stage[key] / total) for key in
+               ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations")},
+        })
+    return Section("Inference speed against spaCy's `ner`", notes, [table])
 
 
 if __name__ == "__main__":

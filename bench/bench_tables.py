@@ -12,14 +12,12 @@ table sends to its unknown row), and the rows and MB of the exact tables (CharBi
 two tables of 64 floats a row) at min_count 1 and 2.
 """
 import argparse
-import datetime
-import shlex
 import sys
 from pathlib import Path
 
 import numpy
 
-from _common import ROOT, add_result_argument, machine_line, save_result
+from _common import ROOT, Section, add_result_argument, save_result
 from bench_datasets import DATASETS, DEV_FROM_TEST, prepare
 
 
@@ -39,17 +37,7 @@ def main() -> None:
 
     keys_layer = ngram_keys(True, 0.0, True)
     ops = NumpyOps()
-    lines = [
-        f"### Bigram tables: distinct keys and collisions ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_tables.py {shlex.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}",
-        "",
-        f"| dataset | train chars | distinct bigrams | seen >= 2 | keys per row ({args.rows:,} rows) | "
-        "keys / tokens with no row of their own | test bigram tokens unseen in train | "
-        "exact rows, MB (min 1 / min 2) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
+    rows, figures = [], {"rows_of_table": args.rows, "datasets": {}}
     for name in args.datasets:
         if not (args.data / name / DATASETS[name][0][0]).exists():
             print(f"No {name} in {args.data}: skipped", file=sys.stderr)
@@ -70,14 +58,20 @@ def main() -> None:
         unseen = float((~numpy.isin(columns["test"], keys)).mean())
         exact = [int((counts >= m).sum()) + 1 for m in (1, 2)]
         mb = [2 * n * 64 * 4 / 1e6 for n in exact]
-        lines.append(
-            f"| {name} | {len(train):,} | {len(keys):,} | {exact[1] - 1:,} | {len(keys) * 4 / args.rows:.1f} | "
-            f"{shared.mean() * 100:.1f}% / {token_shared * 100:.1f}% | {unseen * 100:.1f}% | "
-            f"{exact[0]:,}, {mb[0]:.1f} / {exact[1]:,}, {mb[1]:.1f} |"
-        )
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, None, table)
+        figures["datasets"][name] = {"train_chars": len(train), "distinct": len(keys), "seen_twice": exact[1] - 1,
+                                     "keys_sharing_rows": float(shared.mean()), "tokens_sharing_rows": token_shared,
+                                     "test_unseen": unseen, "exact_rows": exact, "exact_mb": mb}
+        rows.append({
+            "dataset": name, "train chars": len(train), "distinct bigrams": len(keys), "seen >= 2": exact[1] - 1,
+            f"keys per row ({args.rows:,} rows)": round(len(keys) * 4 / args.rows, 1),
+            "keys / tokens with no row of their own %": [round(shared.mean() * 100, 1), round(token_shared * 100, 1)],
+            "test bigram tokens unseen in train %": round(unseen * 100, 1),
+            "exact rows (min 1)": exact[0], "MB (min 1)": round(mb[0], 1),
+            "exact rows (min 2)": exact[1], "MB (min 2)": round(mb[1], 1),
+        })
+    section = Section("Bigram tables: distinct keys and collisions", "", [rows])
+    print(section.markdown())
+    save_result(args.result, figures, section)
 
 
 if __name__ == "__main__":

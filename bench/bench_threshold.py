@@ -12,14 +12,12 @@ pairs by `python -m spacy_cner robustness` (S-F1 = test F1, R-F1, Asr). No train
 is the only difference.
 """
 import argparse
-import datetime
-import shlex
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, SYSTEMS, add_result_argument, machine_line, save_result
+from _common import ROOT, SYSTEMS, Section, add_result_argument, save_result
 from bench_robustness import score as robustness_score
 
 DECODINGS = {"best path": None, "fitted threshold": "fitted"}
@@ -50,9 +48,9 @@ def main() -> None:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         metrics = dict(zip(jobs, pool.map(robustness, jobs)))
-    table = render(metrics, fitted, args)
-    print(table)
-    save_result(args.result or f"threshold_{args.runs.name}", {"metrics": metrics, "fitted": fitted}, table)
+    section = render(metrics, fitted, args)
+    print(section.markdown())
+    save_result(args.result or f"threshold_{args.runs.name}", {"metrics": metrics, "fitted": fitted}, section)
 
 
 def save_copies(dataset_dir: Path, run_dir: Path) -> dict:
@@ -78,23 +76,8 @@ def save_copies(dataset_dir: Path, run_dir: Path) -> dict:
     return fit
 
 
-def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> str:
-    command = "python bench/bench_threshold.py " + shlex.join(sys.argv[1:])
-    lines = [
-        f"### Entity threshold fitted on dev against the best path{': ' + args.title if args.title else ''} "
-        f"({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{command.strip()}`  ",
-        f"Machine: {machine_line()}  ",
-        f"Models: {SYSTEMS[args.system][0]}, seeds {', '.join(map(str, args.seeds))}, from `{args.runs}` "
-        "(bench/bench_datasets.py); each decoded both ways. Test split alone (P, R, F1) and in adjacent joined "
-        "pairs (R-F1, Asr): means over seeds; ΔF1 per seed in brackets.",
-        "",
-        "| dataset | threshold | best path P / R / F1 | fitted P / R / F1 | ΔF1 | R-F1 best / fitted "
-        "| Asr best / fitted |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    deltas = []
+def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> Section:
+    rows, deltas = [], []
     for name in args.datasets:
         runs = [(name, seed) for seed in args.seeds]
 
@@ -107,24 +90,29 @@ def render(metrics: dict, fitted: dict, args: argparse.Namespace) -> str:
                 values.append(value * 100)
             return statistics.mean(values)
 
-        def prf(decoding: str) -> str:
-            return " / ".join(f"{mean(decoding, 'standard', key):.2f}" for key in ("p", "r", "f"))
+        def prf(decoding: str) -> list:
+            return [round(mean(decoding, "standard", key), 2) for key in ("p", "r", "f")]
 
         per_seed = [(metrics[(run, "fitted threshold")]["standard"]["f"]
                      - metrics[(run, "best path")]["standard"]["f"]) * 100
                     for run in runs]
         deltas.extend(per_seed)
-        lines.append(
-            f"| {name} | {statistics.mean(fitted[run]['threshold'] for run in runs):.3f} | {prf('best path')} | "
-            f"{prf('fitted threshold')} | {statistics.mean(per_seed):+.2f} "
-            f"({', '.join(f'{d:+.2f}' for d in per_seed)}) | "
-            f"{mean('best path', 'robust', 'f'):.2f} / {mean('fitted threshold', 'robust', 'f'):.2f} | "
-            f"{mean('best path', 'attack_success_rate'):.2f}% / "
-            f"{mean('fitted threshold', 'attack_success_rate'):.2f}% |"
-        )
-    lines += ["", f"ΔF1 over all {len(deltas)} models: mean {statistics.mean(deltas):+.2f}, "
-              f"least {min(deltas):+.2f}, most {max(deltas):+.2f}."]
-    return "\n".join(lines) + "\n"
+        rows.append({
+            "dataset": name, "threshold": round(statistics.mean(fitted[run]["threshold"] for run in runs), 3),
+            "best path P / R / F1": prf("best path"), "fitted P / R / F1": prf("fitted threshold"),
+            "ΔF1": round(statistics.mean(per_seed), 2), "ΔF1 per seed": [round(d, 2) for d in per_seed],
+            "R-F1 best / fitted": [round(mean("best path", "robust", "f"), 2),
+                                   round(mean("fitted threshold", "robust", "f"), 2)],
+            "Asr % best / fitted": [round(mean("best path", "attack_success_rate"), 2),
+                                    round(mean("fitted threshold", "attack_success_rate"), 2)],
+        })
+    notes = (f"Models: {SYSTEMS[args.system][0]}, seeds {', '.join(map(str, args.seeds))}, from `{args.runs}` "
+             "(bench/bench_datasets.py); each decoded both ways. Test split alone (P, R, F1) and in adjacent joined "
+             "pairs (R-F1, Asr): means over seeds. "
+             f"ΔF1 over all {len(deltas)} models: mean {statistics.mean(deltas):+.2f}, "
+             f"least {min(deltas):+.2f}, most {max(deltas):+.2f}.")
+    return Section(f"Entity threshold fitted on dev against the best path{': ' + args.title if args.title else ''}",
+                   notes, [rows])
 
 
 if __name__ == "__main__":

@@ -13,16 +13,14 @@ libraries' defaults, as a user's `spacy train` runs) one at a time. Compare rows
 time includes reading the corpus, as spacy train's loop does; it excludes initialize.
 """
 import argparse
-import datetime
 import json
 import os
-import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, machine_line, save_result, split_settings
+from _common import ROOT, Section, add_result_argument, save_result, split_settings
 
 CHILD = """
 import json, sys, time
@@ -89,26 +87,18 @@ def main() -> None:
 
     with ThreadPoolExecutor(max_workers=2 if args.threads == 1 else 1) as pool:
         results = dict(zip(runs, pool.map(run, runs)))
-    lines = [
-        f"### Training steps: {args.config.name} on {args.corpus.name} ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/bench_train_step.py {shlex.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
-        f"{args.steps} steps of nlp.update from the config's initialize, batcher, dropout and optimizer; "
-        + ("one thread per process, two processes at a time." if args.threads == 1 else
-           f"{args.threads or 'default'} threads per process (OMP, MKL, OpenBLAS), one process at a time."),
-        "",
-        "| checkout | variant | steps | seconds | ms per step |",
-        "| --- | --- | ---: | ---: | ---: |",
-    ]
-    for (checkout, name), result in results.items():
-        lines.append(f"| {_describe(checkout)} | {name} | {result['steps']} | {result['seconds']:.1f} | "
-                     f"{1000 * result['seconds'] / result['steps']:.0f} |")
-    table = "\n".join(lines) + "\n"
-    print(table)
     rows = [{"checkout": _describe(checkout), "variant": name, **result}
             for (checkout, name), result in results.items()]
-    save_result(args.result or f"train_step_{args.corpus.name}_threads{args.threads}", {"rows": rows}, table)
+    table = [{"checkout": row["checkout"], "variant": row["variant"], "steps": row["steps"],
+              "seconds": round(row["seconds"], 1), "ms per step": round(1000 * row["seconds"] / row["steps"])}
+             for row in rows]
+    section = Section(
+        f"Training steps: {args.config.name} on {args.corpus.name}",
+        f"{args.steps} steps of nlp.update from the config's initialize, batcher, dropout and optimizer; "
+        + ("one thread per process, two processes at a time." if args.threads == 1 else
+           f"{args.threads or 'default'} threads per process (OMP, MKL, OpenBLAS), one process at a time."), [table])
+    print(section.markdown())
+    save_result(args.result or f"train_step_{args.corpus.name}_threads{args.threads}", {"rows": rows}, section)
 
 
 def _value(text: str):

@@ -15,7 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, add_result_argument, evaluate, machine_line, prepare_corpus, save_result, train
+from _common import ROOT, Section, add_result_argument, evaluate, prepare_corpus, save_result, train
 
 # key: (name in the table, config, settings the config text gets)
 SYSTEMS = {
@@ -68,9 +68,9 @@ def main() -> None:
         training = dict(zip(args.systems, pool.map(train_run, args.systems)))
     models = {key: args.out / key / "model-best" for key in args.systems}
     scores = evaluate(models, list(args.systems), corpus, args.repeats)
-    table = render(training, scores, args)
-    print(table)
-    save_result(args.result, {"training": training, "scores": scores}, table)
+    section = render(training, scores, args)
+    print(section.markdown())
+    save_result(args.result, {"training": training, "scores": scores}, section)
 
 
 def training_schedule(steps: int, learn_rate: float) -> list:
@@ -125,30 +125,15 @@ def spacy_transformers_config(path: Path) -> Path:
     return path
 
 
-def render(training: dict, scores: dict, args: argparse.Namespace) -> str:
-    import datetime
-
-    command = "python bench/bench_transformer.py " + " ".join(sys.argv[1:])
-    machine = machine_line()
-    lines = [
-        f"### Resume NER, random {args.layers}-layer BERT (width {args.width}), "
-        f"{args.max_steps} steps ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `{command.strip()}`  ",
-        f"Machine: {machine}  ",
-        "Test split, model chosen on dev. Inference: `nlp.pipe(batch_size=256)` over the test texts, "
-        f"best of {args.repeats} passes, the systems alternating.",
-        "",
-        "| system | test P | test R | test F1 | training wall time | training peak RSS | inference chars/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for key in args.systems:
-        s, t = scores[key], training[key]
-        lines.append(
-            f"| {SYSTEMS[key][0]} | {s['p'] * 100:.2f} | {s['r'] * 100:.2f} | {s['f'] * 100:.2f} | "
-            f"{t['seconds'] / 60:.1f} min | {t['peak_mb']:.0f} MB | {s['chars_per_s']:,.0f} |"
-        )
-    return "\n".join(lines) + "\n"
+def render(training: dict, scores: dict, args: argparse.Namespace) -> Section:
+    rows = [{"system": SYSTEMS[key][0], "test P": round(scores[key]["p"] * 100, 2),
+             "test R": round(scores[key]["r"] * 100, 2), "test F1": round(scores[key]["f"] * 100, 2),
+             "training wall time min": round(training[key]["seconds"] / 60, 1),
+             "training peak RSS MB": round(training[key]["peak_mb"]),
+             "inference chars/s": round(scores[key]["chars_per_s"])} for key in args.systems]
+    return Section(f"Resume NER, random {args.layers}-layer BERT (width {args.width}), {args.max_steps} steps",
+                   "Test split, model chosen on dev. Inference: `nlp.pipe(batch_size=256)` over the test texts, "
+                   f"best of {args.repeats} passes, the systems alternating.", [rows])
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import add_result_argument, machine_line, save_result
+from _common import Section, add_result_argument, save_result
 
 CHILD = """
 import json, sys
@@ -71,33 +71,27 @@ def main() -> None:
         rows.append({"dataset": model.parents[2].name, "system": model.parent.parent.name, "seed": model.parent.name,
                      **found, "crf_ner_mb": size / 2**20})
         print(json.dumps(rows[-1]), file=sys.stderr)
-    lines = [
-        "### crf_ner's weights saved with save_weights " + " and ".join(modes) + " (trained default pipelines)",
-        "",
-        f"Command: `python bench/bench_weights16.py {' '.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
-        "float16: every float32 weight of crf_ner rounded to float16; int8-tables: the embedding tables in int8 (a "
-        "scale per row), the other weights in float16; computed in float32 once loaded (what the setting saves and "
-        "loads); test split; one thread. Per dataset, the mean over its models; crf_ner's bytes: its model and "
-        "lexicon (pipe.to_bytes without the vocab).",
-        "",
-        "| dataset | models | test F1 float32 | " + " | ".join(f"test F1 {m}" for m in modes) + " | docs with the same "
-        "entities (fewest): " + " / ".join(modes) + " | crf_ner on disk as saved | crf_ner's bytes: "
-        + " / ".join(modes) + " |",
-        "| --- | --- | ---: | " + " | ".join("---:" for _ in modes) + " | ---: | ---: | ---: |",
-    ]
+    table = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         group = [r for r in rows if r["dataset"] == dataset]
         mean = lambda get: sum(get(r) for r in group) / len(group)  # noqa: E731
-        scores = " | ".join(f"{100 * mean(lambda r: r['f'][m]):.2f}" for m in modes)
-        same = " / ".join(f"{100 * min(r['same_docs'][m] for r in group):.2f}%" for m in modes)
-        sizes = " / ".join(f"{mean(lambda r: r['saved_mb'][m]):.1f}" for m in modes)
-        lines.append(f"| {dataset} | {', '.join(r['system'] + ' ' + r['seed'] for r in group)} | "
-                     f"{100 * mean(lambda r: r['f32']):.2f} | {scores} | {same} | "
-                     f"{mean(lambda r: r['crf_ner_mb']):.1f} MB | {sizes} MB |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, {"rows": rows}, table)
+        table.append({
+            "dataset": dataset, "models": ", ".join(r["system"] + " " + r["seed"] for r in group),
+            "test F1 float32": round(100 * mean(lambda r: r["f32"]), 2),
+            **{f"test F1 {m}": round(100 * mean(lambda r: r["f"][m]), 2) for m in modes},
+            f"docs with the same entities (fewest) %: {' / '.join(modes)}": [
+                round(100 * min(r["same_docs"][m] for r in group), 2) for m in modes],
+            "crf_ner on disk as saved MB": round(mean(lambda r: r["crf_ner_mb"]), 1),
+            f"crf_ner's bytes MB: {' / '.join(modes)}": [round(mean(lambda r: r["saved_mb"][m]), 1) for m in modes],
+        })
+    section = Section(
+        "crf_ner's weights saved with save_weights " + " and ".join(modes) + " (trained default pipelines)",
+        "float16: every float32 weight of crf_ner rounded to float16; int8-tables: the embedding tables in int8 (a "
+        "scale per row), the other weights in float16; computed in float32 once loaded (what the setting saves and "
+        "loads); test split; one thread. Per dataset, the mean over its models; crf_ner's bytes: its model and "
+        "lexicon (pipe.to_bytes without the vocab).", [table])
+    print(section.markdown())
+    save_result(args.result, {"rows": rows}, section)
 
 
 if __name__ == "__main__":

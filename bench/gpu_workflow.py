@@ -5,7 +5,7 @@ Usage: python bench/gpu_workflow.py encoder --data DIR --out DIR [--kind bert] [
        python bench/gpu_workflow.py record WORK OUT_JSON
 
 `record` runs after every step of the script and rewrites OUT_JSON (the shape of bench/results/*.json:
-command, date, machine with the GPU that nvidia-smi names, code version, figures, tables) from what
+command, date, machine with the GPU that nvidia-smi names, code version, figures, the rows of its tables) from what
 the steps left in WORK: steps.tsv (one line a step: name, status, exit code, seconds, note), the
 settings in settings.json, the evaluate metrics, speed.json and gpu.txt. A step that failed or ran
 out of time is a row with its status; the figures it would have given are left out.
@@ -16,7 +16,10 @@ import json
 import time
 from pathlib import Path
 
-from _common import _json_safe, code_version, machine, parse_markdown
+from _common import _json_safe, code_version, machine
+
+# The test scores' columns: (column, key of spaCy's scores).
+TEST_COLUMNS = (("test P", "ents_p"), ("test R", "ents_r"), ("test F1", "ents_f"))
 
 
 def main() -> None:
@@ -122,54 +125,47 @@ def write_record(work: Path, output: Path) -> Path:
         figures["student_test"] = {key: student.get(key) for key in ("ents_p", "ents_r", "ents_f", "speed")}
     figures["wall_seconds"] = sum(row["seconds"] for row in steps)
     device = "GPU" if settings.get("gpu_id", -1) >= 0 else "CPU"
-    lines = [
-        f"### The transformer workflow of project.yml on a {device} (gpu_id {settings.get('gpu_id')}), "
-        f"{datetime.date.today().isoformat()}",
-        "",
-        f"Command: `{settings.get('command', 'bash bench/gpu_workflow.sh')}`  ",
-        f"Machine: {machine()['line']}, {gpu}  ",
-        f"`spacy project run` fetch-assets, convert, train-transformer ({settings.get('config')}.cfg on a random "
-        f"{settings.get('layers')}-layer, width-{settings.get('width')} {settings.get('kind')}, no pretrained weights; "
-        f"{settings.get('steps')} steps, warm-up {settings.get('warmup')}, dev evaluated every "
+    notes = (
+        f"GPU: {gpu}. `spacy project run` fetch-assets, convert, train-transformer ({settings.get('config')}.cfg on a "
+        f"random {settings.get('layers')}-layer, width-{settings.get('width')} {settings.get('kind')}, no pretrained "
+        f"weights; {settings.get('steps')} steps, warm-up {settings.get('warmup')}, dev evaluated every "
         f"{settings.get('eval_frequency')}), evaluate, package, then distill (the student: configs/student.cfg, "
         f"{settings.get('distill_steps')} steps; its seconds include the teacher's pass), on Resume; chars/s: "
         f"the fastest of 3 passes of nlp.pipe over the test texts on the {device}; each step time-boxed "
-        f"(status timeout), the whole under {settings.get('budget')} s.",
-        "",
-        "| step | status | seconds | note |",
-        "| --- | --- | ---: | --- |",
-    ]
-    lines += [f"| {row['step']} | {row['status']} | {row['seconds']:.1f} | {row['note']} |" for row in steps]
-    lines += ["", "| system | steps | training seconds | test P | test R | test F1 | chars/s |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        f"(status timeout), the whole under {settings.get('budget')} s. Empty cells: not measured."
+    )
+    step_rows = [{"step": row["step"], "status": row["status"], "seconds": round(row["seconds"], 1),
+                  "note": row["note"]} for row in steps]
+    systems = []
+
+    def percent(found, key):
+        return round(100 * found[key], 2) if found and found.get(key) is not None else None
+
     if metrics or train:
-        cells = [str(settings.get("config")), str(settings.get("steps"))]
-        cells.append("-" if not train
-                     else f"{train['seconds']:.1f}" + ("" if train["status"] == "ok" else f" ({train['status']})"))
-        cells += [f"{100 * metrics[key]:.2f}" if metrics and metrics.get(key) is not None else "-"
-                  for key in ("ents_p", "ents_r", "ents_f")]
-        cells.append(f"{speed['chars_per_s']:,.0f}" if speed else "-")
-        lines.append("| " + " | ".join(cells) + " |")
+        systems.append({
+            "system": str(settings.get("config")), "steps": settings.get("steps"),
+            "training seconds": round(train["seconds"], 1) if train else None,
+            "training status": train["status"] if train else None,
+            **{column: percent(metrics, key) for column, key in TEST_COLUMNS},
+            "chars/s": round(speed["chars_per_s"]) if speed else None,
+        })
     distill = by_name.get("distill")
     if distill and distill["status"] != "skipped":
-        cells = [f"student ({settings.get('config')} distilled)", str(settings.get("distill_steps")),
-                 f"{distill['seconds']:.1f}" + ("" if distill["status"] == "ok" else f" ({distill['status']})")]
-        cells += [f"{100 * student[key]:.2f}" if student and student.get(key) is not None else "-"
-                  for key in ("ents_p", "ents_r", "ents_f")]
-        cells.append("-")
-        lines.append("| " + " | ".join(cells) + " |")
-    table = "\n".join(lines) + "\n"
-    title, tables, prose = parse_markdown(table)
+        systems.append({
+            "system": f"student ({settings.get('config')} distilled)", "steps": settings.get("distill_steps"),
+            "training seconds": round(distill["seconds"], 1), "training status": distill["status"],
+            **{column: percent(student, key) for column, key in TEST_COLUMNS}, "chars/s": None,
+        })
     record = {
         "name": output.stem,
-        "title": title,
+        "title": f"The transformer workflow of project.yml on a {device} (gpu_id {settings.get('gpu_id')})",
         "command": settings.get("command", "bash bench/gpu_workflow.sh"),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {**machine(), "gpu": gpu},
         "code_version": settings.get("code_version") or code_version(),
         "figures": _json_safe(figures),
-        "tables": tables,
-        "notes": prose,
+        "table_rows": [step_rows, systems],
+        "notes": notes,
     }
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")

@@ -8,13 +8,10 @@ R seen / unseen). Prints one line per (label, seen) with the hits, the test enti
 and the first missed ones, then the false positives per label; saves the table as a result.
 """
 import argparse
-import datetime
-import shlex
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import add_result_argument, machine_line, save_result
+from _common import Section, add_result_argument, save_result
 
 
 def main() -> None:
@@ -50,27 +47,19 @@ def main() -> None:
         print(f"{label} {'seen' if is_seen else 'unseen'}: {n_hit} of {n} ({n_hit / n * 100:.1f}%); missed: "
               + ", ".join(missed[(label, is_seen)]))
     print("false positives:", dict(false_positives.most_common()))
-    lines = [
-        f"### Recall per entity type, seen and unseen in train ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/recall_by_type.py {shlex.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
-        "Seen: the entity's text and label occur as an entity in train.",
-        "",
-        "| label | in train | found | test entities | recall | false positives |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    shown = set()  # a label's false positives on its first row
+    table, shown = [], set()  # a label's false positives on its first row
     for (label, is_seen), (n_hit, n) in sorted(hits.items()):
-        lines.append(f"| {label} | {'seen' if is_seen else 'unseen'} | {n_hit:,} | {n:,} | {n_hit / n * 100:.1f}% | "
-                     f"{'' if label in shown else false_positives[label]} |")
+        table.append({"label": label, "in train": "seen" if is_seen else "unseen", "found": n_hit,
+                      "test entities": n, "recall %": round(n_hit / n * 100, 1),
+                      "false positives": None if label in shown else false_positives[label]})
         shown.add(label)
     recall = [{"label": label, "seen": is_seen, "found": n_hit, "entities": n, "missed": missed[(label, is_seen)]}
               for (label, is_seen), (n_hit, n) in sorted(hits.items())]
     figures = {"recall": recall, "false_positives": dict(false_positives), "model": args.model}
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, figures, table)
+    section = Section("Recall per entity type, seen and unseen in train",
+                      "Seen: the entity's text and label occur as an entity in train.", [table])
+    print(section.markdown())
+    save_result(args.result, figures, section)
 
 
 if __name__ == "__main__":

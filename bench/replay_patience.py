@@ -11,14 +11,11 @@ best score and the step it would stop at. Runs that ended for another reason (ma
 max_epochs) replay only up to their last evaluation.
 """
 import argparse
-import datetime
 import re
-import shlex
-import sys
 from pathlib import Path
 from typing import List, Tuple
 
-from _common import add_result_argument, machine_line, save_result
+from _common import Section, add_result_argument, save_result
 
 # A score row of spaCy's console logger with one component: epoch, step, loss, then the first
 # score (ents_f for crf_ner's configs). Rows of more components have more loss columns.
@@ -48,33 +45,26 @@ def main() -> None:
     parser.add_argument("--reference", type=int, default=1600)
     add_result_argument(parser, "replay_patience")
     args = parser.parse_args()
-    lines = [
-        f"### Shorter patiences replayed on finished trainings ({datetime.date.today().isoformat()})",
-        "",
-        f"Command: `python bench/replay_patience.py {shlex.join(sys.argv[1:])}`  ",
-        f"Machine: {machine_line()}  ",
-        f"Best dev score and steps under a patience of {args.reference:,}; for each shorter one the change in the best "
-        "score and the step the run would stop at.",
-        "",
-        "| log | steps | best dev | " + " | ".join(f"patience {p}: change / stop" for p in args.patience) + " |",
-        "| --- | ---: | ---: | " + " | ".join("---:" for _ in args.patience) + " |",
-    ]
-    figures = {"reference": args.reference, "logs": {}}
+    table, figures = [], {"reference": args.reference, "logs": {}}
     for path in args.logs:
         points = curve(path)
         if not points:
-            lines.append(f"| {path} | no score rows | | " + " | ".join("" for _ in args.patience) + " |")
+            table.append({"log": str(path), "steps": "no score rows"})
             continue
         best, steps = replay(points, args.reference)
-        cells, figures["logs"][str(path)] = [], {"steps": steps, "best": best, "patience": {}}
+        row, figures["logs"][str(path)] = {"log": str(path), "steps": steps, "best dev": round(best, 2)}, {
+            "steps": steps, "best": best, "patience": {}}
         for patience in args.patience:
             score, stop = replay(points, patience)
-            cells.append(f"{score - best:+.2f} / {stop:,}")
+            row[f"patience {patience}: change / stop"] = [round(score - best, 2), stop]
             figures["logs"][str(path)]["patience"][str(patience)] = {"best": score, "stop": stop}
-        lines.append(f"| {path} | {steps:,} | {best:.2f} | " + " | ".join(cells) + " |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    save_result(args.result, figures, table)
+        table.append(row)
+    section = Section(
+        "Shorter patiences replayed on finished trainings",
+        f"Best dev score and steps under a patience of {args.reference:,}; for each shorter one the change in the best "
+        "score and the step the run would stop at.", [table])
+    print(section.markdown())
+    save_result(args.result, figures, section)
 
 
 if __name__ == "__main__":

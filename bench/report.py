@@ -3,7 +3,8 @@
 Usage: python bench/report.py [--check]
 
 Every bench script saves what it measured as bench/results/<name>.json, with the command, date,
-machine and code version (bench/_common.py, `save_result`); a file transcribed from the notebook of
+machine and code version, its tables as rows of data (bench/_common.py, `save_result`; this renders them with
+the scripts' own `rows_table`); a file transcribed from the notebook of
 earlier runs (bench/HISTORY.md) or from a commit message says so in `transcribed_from`. This script
 renders, current numbers first: where each open issue's targets stand, then a table per question,
 each with the runs it comes from, then any result no question names yet; and the README's results
@@ -26,6 +27,10 @@ except ImportError:  # Python 3.10: tomli is tomllib's package before 3.11
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "bench") not in sys.path:  # run as `python bench/report.py` or imported by the tests
+    sys.path.insert(0, str(ROOT / "bench"))
+from _common import markdown_table, rows_table  # noqa: E402  (one renderer: scripts print what this writes)
+
 RESULTS = ROOT / "bench" / "results"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 README = ROOT / "README.md"
@@ -58,7 +63,8 @@ class Question(NamedTuple):
 # ---- reading the figures, whichever way a result holds them ----
 
 def figure_rows(record: dict) -> List[dict]:
-    """A result's rows: the script's `rows`, or its first table's rows read as numbers."""
+    """A result's rows: the script's `rows`, or (LEGACY: results whose script saved no figures) its first
+    table's rows read as numbers when it was saved."""
     figures = record["figures"]
     return figures["rows"] if "rows" in figures else figures["tables"][0]
 
@@ -647,15 +653,6 @@ def _without_first_parenthesis(text: str) -> str:
     return text
 
 
-def markdown_table(table: Table) -> List[str]:
-    columns, align, rows = table
-    return [
-        "| " + " | ".join(columns) + " |",
-        "| " + " | ".join("---:" if a == "right" else "---" for a in align) + " |",
-        *("| " + " | ".join(row) + " |" for row in rows),
-    ]
-
-
 def source_line(record: dict) -> str:
     """Where a result comes from: command, date, machine, commit, and what was transcribed."""
     version = record["code_version"]
@@ -709,14 +706,34 @@ def source_lines(records: List[dict]) -> List[str]:
     return lines
 
 
+def record_tables(record: dict) -> List[Table]:
+    """A result's tables, rendered from its rows (`table_rows`: one list of {column: value} per table, what
+    save_result writes) by the renderer the scripts print with; bench_select's from its curves (select_table)."""
+    figures = record.get("figures") or {}
+    keys = tuple(key for key in ("curves", "finals") if key in figures)
+    if keys and "stop" in figures:
+        return [select_table({"select": record}, keys)]
+    if "table_rows" in record:
+        return [rows_table(rows) for rows in record["table_rows"] if rows]
+    return _legacy_tables(record)
+
+
+def _legacy_tables(record: dict) -> List[Table]:
+    """LEGACY: a result saved before save_result took rows (2026-11-29) holds its tables as the cells of the
+    Markdown its script printed (`tables`: {"columns", "align", "rows"}), shown as they are: its figures do
+    not hold every cell (rounding, units, "**", columns changed across the script's versions), and those files
+    are history, not rewritten. A rerun of the script replaces one with rows."""
+    return [(table["columns"], table["align"], table["rows"]) for table in record.get("tables", [])]
+
+
 def result_tables(records: Records, question: Question) -> List[Table]:
     """The first table of each result; tables with the same columns become one, a label column first."""
     tables: List[Table] = []
     for name, label in question.results:
-        if name not in records or not records[name]["tables"]:
+        found = record_tables(records[name]) if name in records else []
+        if not found:
             continue
-        table = records[name]["tables"][0]
-        columns, align, rows = _without_single_seed_column(table["columns"], table["align"], table["rows"])
+        columns, align, rows = _without_single_seed_column(*found[0])
         if question.label:
             columns, align, rows = [question.label, *columns], ["left", *align], [[label, *row] for row in rows]
         if tables and tables[-1][0] == columns:
@@ -789,8 +806,8 @@ def render_benchmarks(records: Records) -> str:
         lines += ["## Other results (no question in bench/report.py names them yet)", ""]
         for name in others:
             lines += [f"### {records[name]['title'] or name}", ""]
-            for table in records[name]["tables"]:
-                lines += markdown_table(notes.capped((table["columns"], table["align"], table["rows"]))) + [""]
+            for table in record_tables(records[name]):
+                lines += markdown_table(notes.capped(table)) + [""]
                 lines += notes.flush()
             lines += [source_line(records[name]), ""]
     lines += ["Earlier results, the variants tried and why each default is what it is: "

@@ -91,7 +91,7 @@ def test_every_result_says_where_it_comes_from(path):
     datetime.date.fromisoformat(record["date"][:10])
     assert record["machine"]["line"].strip()
     assert "commit" in record["code_version"] and "dirty" in record["code_version"]
-    assert record["figures"] and record["tables"]
+    assert record["figures"] and (record.get("table_rows") or record.get("tables"))
     if record.get("code_version", {}).get("commit") is None:
         assert record.get("transcribed_from"), "a result without a commit must say where it was transcribed from"
 
@@ -116,52 +116,76 @@ def test_transcribed_results_point_at_a_history_section():
 
 
 def test_save_result_records_the_run_and_report_shows_it(tmp_path, monkeypatch):
+    """A result holds data: figures and its tables' rows, no Markdown; the report renders the rows."""
     monkeypatch.setattr(common, "RESULTS", tmp_path)
     monkeypatch.setattr(sys, "argv", [str(BENCH / "bench_example.py"), "--repeats", "2"])
-    markdown = "\n".join([
-        "### An example (2026-01-01)", "", "Command: `python bench/bench_example.py`  ", "Machine: x  ",
-        "One thread.", "", "| system | chars/s |", "| --- | ---: |", "| ours | 1,234 |", "", "Ours is fast.",
-    ])
-    path = common.save_result("example", {"chars_per_s": 1234.5, "model": tmp_path}, markdown)
+    section = common.Section("An example", "One thread.", [[{"system": "ours", "chars/s": 1234}]])
+    path = common.save_result("example", {"chars_per_s": 1234.5, "model": tmp_path}, section, notes="Ours is fast.")
     record = json.loads(path.read_text(encoding="utf8"))
     assert record["command"] == "python bench/bench_example.py --repeats 2"
     assert record["title"] == "An example"
     assert record["machine"]["cores"] >= 1 and record["machine"]["line"]
     assert set(record["code_version"]) == {"commit", "dirty"}
     assert record["figures"] == {"chars_per_s": 1234.5, "model": str(tmp_path)}
-    assert record["tables"] == [
-        {"columns": ["system", "chars/s"], "align": ["left", "right"], "rows": [["ours", "1,234"]]}
-    ]
+    assert record["table_rows"] == [[{"system": "ours", "chars/s": 1234}]] and "tables" not in record
     assert record["notes"] == "One thread. Ours is fast."
-    assert common.save_result("-", {}, markdown) is None
+    assert common.save_result("-", {}, section) is None
     # A result no question names yet is rendered after the questions, with its source.
     text = report.render_benchmarks({**report.load_records(), "example": record})
     other = text[text.index("## Other results"):]
-    assert "| ours | 1,234 |" in other and "python bench/bench_example.py --repeats 2" in other
+    assert "| ours | 1,234 |" in other and "| --- | ---: |" in other
+    assert "python bench/bench_example.py --repeats 2" in other
+    assert "| ours | 1,234 |" in section.markdown()  # what the script prints is what the report writes
 
 
-def test_a_section_is_saved_as_it_is_and_scripts_render_their_results_rows(tmp_path, monkeypatch):
-    """A script that passes a Section saves its tables as they are (no Markdown parsed back); bench_load's and
-    bench_precision's render() give, from a committed result's rows, the tables that result holds."""
+def test_save_result_takes_no_markdown(tmp_path, monkeypatch):
+    """The Markdown a script used to pass is refused (rows only), and so is a cell no table can show."""
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    with pytest.raises(TypeError, match="not Markdown"):
+        common.save_result("example", {}, "| system | chars/s |\n| --- | ---: |\n| ours | 1,234 |")
+    with pytest.raises(ValueError, match="holds a dict"):
+        common.save_result("example", {}, common.Section("x", "", [[{"system": "ours", "f": {"p": 1.0}}]]))
+    assert not list(tmp_path.iterdir())
+
+
+def test_rows_render_as_a_table_in_their_order():
+    """Columns in the rows' key order (later keys after), "X sd" into X's cell, a float column at its most
+    decimals, thousands with commas, lists joined by " / " where the column says so, empty for None."""
+    rows = [{"system": "ours", "F1": 93.4, "F1 sd": 0.5, "chars/s": 12345, "P / R": [90.1, 88.25], "seeds": [0, 1],
+             "alone": True},
+            {"system": "spaCy", "F1": 91.25, "chars/s": None, "P / R": [89.0, 87.5], "seeds": [2], "alone": False,
+             "note": "late"}]
+    columns, align, cells = common.rows_table(rows)
+    assert columns == ["system", "F1", "chars/s", "P / R", "seeds", "alone", "note"]
+    assert align == ["left", "right", "right", "right", "right", "right", "left"]
+    assert cells[0] == ["ours", "93.40 ± 0.50", "12,345", "90.10 / 88.25", "0, 1", "yes", ""]
+    assert cells[1] == ["spaCy", "91.25", "", "89.00 / 87.50", "2", "no", "late"]
+    assert common.rows_table([{"x": 1234.5}, {"x": 3e-05}])[2] == [["1,234.5"], ["3e-05"]]
+    # The report reads such a result's rows; a legacy result (cells of the printed Markdown) as it was saved.
+    assert report.record_tables({"table_rows": [rows, []]}) == [(columns, align, cells)]
+    legacy = {"tables": [{"columns": ["a"], "align": ["right"], "rows": [["**1**"]]}]}
+    assert report.record_tables(legacy) == [(["a"], ["right"], [["**1**"]])]
+
+
+@pytest.mark.parametrize("script", ["bench_load", "bench_precision"])
+def test_scripts_rows_hold_the_numbers_their_legacy_tables_showed(script):
+    """bench_load's and bench_precision's rows, rendered from a committed result's figures, give the numbers of
+    the cells that result saved when scripts saved Markdown (the units now in the column names)."""
     import argparse
 
-    monkeypatch.setattr(common, "RESULTS", tmp_path)
-    cells = common.table(["system", "chars/s"], [["ours", "1,234"]])
-    section = common.Section("An example", "One thread.", [cells])
-    record = json.loads(common.save_result("example", {"x": 1}, section).read_text(encoding="utf8"))
-    assert (record["title"], record["tables"], record["notes"]) == ("An example", [cells], "One thread.")
-    assert "| ours | 1,234 |" in section.markdown() and "| --- | ---: |" in section.markdown()
-    load = json.loads((BENCH / "results" / "load.json").read_text(encoding="utf8"))
-    assert _module("bench_load").render(load["figures"]["rows"], load["figures"]["repeats"]).tables == load["tables"]
-    precision = json.loads((BENCH / "results" / "precision_models.json").read_text(encoding="utf8"))
-    repeats = int(re.search(r"best of (\d+)", precision["notes"]).group(1))
-    rendered = _module("bench_precision").render(precision["figures"]["rows"], argparse.Namespace(repeats=repeats))
-    assert rendered.tables == precision["tables"] and rendered.notes in precision["notes"]
-
-
-def test_figures_from_a_table_read_numbers():
-    table = {"columns": ["a", "b", "c", "d"], "align": [], "rows": [["**1,234**", "93.45 ± 0.79", "0.17%", "n/a"]]}
-    assert common.table_figures(table) == [{"a": 1234, "b": 93.45, "b sd": 0.79, "c": 0.17, "d": "n/a"}]
+    name = {"bench_load": "load", "bench_precision": "precision_models"}[script]
+    record = json.loads((BENCH / "results" / f"{name}.json").read_text(encoding="utf8"))
+    figures = record["figures"]
+    if script == "bench_load":
+        section = _module(script).render(figures["rows"], figures["repeats"])
+    else:
+        repeats = int(re.search(r"best of (\d+)", record["notes"]).group(1))
+        section = _module(script).render(figures["rows"], argparse.Namespace(repeats=repeats))
+        assert section.notes in record["notes"]
+    _, _, cells = common.rows_table(section.tables[0])
+    numbers = lambda text: re.findall(r"[-+]?\d[\d,]*\.?\d*", text.replace("+", ""))  # noqa: E731
+    assert [[numbers(cell) for cell in row] for row in cells] == [
+        [numbers(cell) for cell in row] for row in record["tables"][0]["rows"]]
 
 
 def test_the_active_learning_target_reads_bench_selects_figures():
@@ -511,7 +535,8 @@ def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(t
     assert len(trained) == 6 and {steps for _, _, steps, _ in trained[3:]} == {50}
     # The finals' table: the fewest labels at which a strategy's mean reaches random's at --stop.
     finals["entropy (warm, explore 0.2)"]["0"]["10"]["f"] = finals["random"]["0"]["20"]["f"]
-    table = select.render_finals({"toy": finals}, args)
+    table = select.print_select(select.render_finals({"toy": finals}, args), {"finals": {"toy": finals},
+                                                                              "stop": args.stop}, ("finals",))
     assert "| toy | entropy (warm, explore 0.2) | 1 |" in table and table.rstrip().endswith("| 10 |")
 
 

@@ -78,13 +78,18 @@ def test_record_writes_the_steps_so_far(tmp_path):
     record = json.loads(output.read_text())
     assert record["name"] == "gpu_workflow" and record["code_version"]["commit"] == "abc"
     assert record["machine"]["gpu"].startswith("NVIDIA H100") and record["machine"]["cpu"]
-    assert [row[:2] for row in record["tables"][0]["rows"]] == [["pytest-gpu", "ok"], ["train-transformer", "timeout"]]
-    assert record["tables"][1]["rows"] == [["bert_crf", "200", "300.0 (timeout)", "-", "-", "-", "-"]]
+    assert [(row["step"], row["status"]) for row in record["table_rows"][0]] == [
+        ("pytest-gpu", "ok"), ("train-transformer", "timeout")]
+    assert record["table_rows"][1] == [{"system": "bert_crf", "steps": 200, "training seconds": 300.0,
+                                        "training status": "timeout", "test P": None, "test R": None, "test F1": None,
+                                        "chars/s": None}]
+    assert "tables" not in record
     assert "test" not in record["figures"] and "train_seconds" not in record["figures"]
     # Then evaluate and the speed pass finish: their figures join the record.
     (work / "metrics.json").write_text(json.dumps({"ents_p": 0.8, "ents_r": 0.78, "ents_f": 0.79, "speed": 20000.0}))
     (work / "speed.json").write_text(json.dumps({"chars_per_s": 23456.7}))
     subprocess.run(args, check=True, cwd=REPO_ROOT)
     record = json.loads(output.read_text())
-    assert record["tables"][1]["rows"][0][-4:] == ["80.00", "78.00", "79.00", "23,457"]
+    assert [record["table_rows"][1][0][key] for key in ("test P", "test R", "test F1", "chars/s")] == [
+        80.0, 78.0, 79.0, 23457]
     assert record["figures"]["chars_per_s"] == pytest.approx(23456.7)
