@@ -1,5 +1,8 @@
-"""What the benchmarks share: the systems, corpus conversion, training in a child process,
-evaluation, the machine line every table carries, and the result file every run saves."""
+"""What the benchmarks share, so that a script holds only its question: the systems, the arguments
+(--data, --out, --result), one-thread settings, corpus conversion, training in a child process (once per
+run folder, several at a time), evaluation and child processes that answer in JSON, the machine line every
+table carries, and the result file every run saves."""
+import argparse
 import datetime
 import json
 import os
@@ -8,10 +11,15 @@ import re
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
+# The datasets (one folder each, as in the shared data's README) that --data reads by default.
+DATA = ROOT.parent / "shared" / "data"
+# What the BLAS and OpenMP thread pools read, once, when numpy and torch are imported.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # bench/report.py renders BENCHMARKS.md and the README's results table from the files here.
 RESULTS = ROOT / "bench" / "results"
 # key: (name in the table, config in configs/ or None for spaCy's own)
@@ -24,6 +32,32 @@ SYSTEMS = {
     "tener": ("spacy-cner tener.cfg (char+bigram TENER-CRF)", "tener.cfg"),
     "spacy": ("spaCy ner (init config -l zh -p ner -o efficiency)", None),
 }
+
+
+def add_data_argument(parser: argparse.ArgumentParser, dataset: str = "") -> None:
+    """--data DIR: the shared data (../shared/data), or one dataset's folder in it."""
+    default = DATA / dataset if dataset else DATA
+    parser.add_argument("--data", type=Path, default=default, help=f"default {default}")
+
+
+def add_out_argument(parser: argparse.ArgumentParser, name: str) -> None:
+    """--out DIR: where the script's corpora, trainings and models go (bench/runs/NAME)."""
+    default = ROOT / "bench" / "runs" / name
+    parser.add_argument("--out", type=Path, default=default, help=f"working folder (default {default})")
+
+
+def add_result_argument(parser, default: str) -> None:
+    """--result NAME: the run's figures go to bench/results/NAME.json ("-": nowhere)."""
+    parser.add_argument("--result", default=default,
+                        help=f"save the figures as bench/results/NAME.json, replacing that file ('-': do not save; "
+                             f"default {default})")
+
+
+def single_thread(environ=os.environ):
+    """Set every thread pool of environ to one thread and return it: os.environ before numpy and torch are
+    imported (they read it once), or a child process's copy ({**os.environ, ...})."""
+    environ.update(dict.fromkeys(THREAD_VARIABLES, "1"))
+    return environ
 
 
 def prepare_corpus(data: Path, out: Path) -> Path:
@@ -136,6 +170,47 @@ def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_t
     return json.loads(run(command, env=env).strip().splitlines()[-1])
 
 
+def train_once(config: Path, corpus: Path, out: Path, seed: int, max_steps: int, one_thread: bool,
+               extra: tuple = (), reuse: bool = True) -> dict:
+    """train() into out, unless reuse and out already holds a model-best and its training_stats.json (then
+    those stats); the stats are written to out/training_stats.json."""
+    stats_path = out / "training_stats.json"
+    if reuse and stats_path.exists() and (out / "model-best").exists():
+        return json.loads(stats_path.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    stats = train(config, corpus, out, seed, max_steps, one_thread, extra)
+    stats_path.write_text(json.dumps(stats))
+    return stats
+
+
+def run_all(function: Callable, runs: Sequence, jobs: int, waves: bool = False) -> dict:
+    """{run: function(run)}, --jobs runs at a time (threads that wait on child processes). waves: the next
+    --jobs runs start only when all of the last have ended (runs meant to share the machine side by side)."""
+    results = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for start in range(0, len(runs), jobs if waves else max(len(runs), 1)):
+            batch = runs[start:start + jobs] if waves else runs
+            results.update(zip(batch, pool.map(function, batch)))
+    return results
+
+
+def run_child(code: str, *arguments, env: Optional[dict] = None, failure: str = "") -> dict:
+    """Run `python -c code arguments...` and return the JSON of the last stdout line it starts with "RESULT "
+    (a child process: its peak memory and thread settings are its own). Exits with its stderr if it fails."""
+    done = subprocess.run([sys.executable, "-c", code, *map(str, arguments)], capture_output=True, text=True,
+                          env=env)
+    if done.returncode != 0:
+        sys.exit(f"Failed{failure}:\n{done.stderr[-3000:]}")
+    return json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+
+
+def trained_model(model: Path) -> Dict[str, object]:
+    """A model-best of bench_datasets.py (OUT/DATASET/SYSTEM/seedN/model-best): its dataset, system and seed
+    names, and its test split (OUT/DATASET/corpus/test.spacy)."""
+    return {"dataset": model.parents[2].name, "system": model.parents[1].name, "seed": model.parent.name,
+            "test": model.parents[2] / "corpus" / "test.spacy"}
+
+
 def run(command: list, quiet: bool = False, env: dict = None) -> str:
     """Run a command, echoing its output unless quiet; raise on failure."""
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
@@ -169,13 +244,6 @@ def split_settings(settings: str) -> List[str]:
 def machine_line() -> str:
     """The machine line of a benchmark table."""
     return f"{platform.machine()}, {cpu_count()} CPU cores, {platform.python_version()}, {cpu_name()}"
-
-
-def add_result_argument(parser, default: str) -> None:
-    """--result NAME: the run's figures go to bench/results/NAME.json ("-": nowhere)."""
-    parser.add_argument("--result", default=default,
-                        help=f"save the figures as bench/results/NAME.json, replacing that file ('-': do not save; "
-                             f"default {default})")
 
 
 class Section(NamedTuple):
@@ -264,6 +332,12 @@ def _cell(value, decimals: int, joiner: str) -> str:
     if isinstance(value, float):
         return repr(value) if "e" in repr(value) else f"{value:,.{decimals}f}"
     return str(value)
+
+
+def publish(name: Optional[str], figures, section: Section, notes: str = "") -> Optional[Path]:
+    """Print the section's Markdown, then save_result (what every bench script ends with)."""
+    print(section.markdown())
+    return save_result(name, figures, section, notes)
 
 
 def save_result(name: Optional[str], figures, section: Optional[Section] = None, notes: str = "") -> Optional[Path]:

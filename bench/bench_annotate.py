@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, save_result
+from _common import ROOT, Section, add_data_argument, add_out_argument, add_result_argument, publish
 
 SETUPS = {
     "local1": ["--engine", "local", "--n-process", "1"],
@@ -41,10 +41,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path,
                         default=ROOT / "bench" / "runs" / "datasets" / "resume" / "default" / "seed0" / "model-best")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    add_data_argument(parser)
     parser.add_argument("--mb", type=float, default=50.0, help="corpus size in megabytes of UTF-8 text")
     parser.add_argument("--shards", type=int, default=8, help="input files (Ray reads files in parallel)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "annotate")
+    add_out_argument(parser, "annotate")
     parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS))
     add_result_argument(parser, "annotate")
     args = parser.parse_args()
@@ -59,10 +59,8 @@ def main() -> None:
         print(setup, json.dumps(results[setup]), flush=True)
         if results[setup]["docs"] != n_docs:
             sys.exit(f"{setup} annotated {results[setup]['docs']} docs of {n_docs}")
-    section = render(results, args, n_docs, n_chars)
-    print(section.markdown())
     figures = {"setups": results, "docs": n_docs, "chars": n_chars, "mb": args.mb, "model": args.model}
-    save_result(args.result, figures, section)
+    publish(args.result, figures, render(results, args, n_docs, n_chars))
 
 
 def write_corpus(data: Path, folder: Path, megabytes: float, n_shards: int):

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, save_result
+from _common import ROOT, Section, add_result_argument, publish
 
 THRESHOLDS = (0.0, 0.3, 0.5, 0.7, 0.9, 0.95)
 RAW_OUTCOMES = ("dev_before", "dev_after", "test_before", "test_after")
@@ -127,11 +127,9 @@ def main() -> None:
             }
     if args.figure:
         reliability_figure(results, args.figure)
-    section = render(results, args)
-    print(section.markdown())
     # Without the per-entity (probability, right) lists the reliability diagram is drawn from.
     figures = {name: {k: v for k, v in res.items() if k not in RAW_OUTCOMES} for name, res in results.items()}
-    save_result(args.result or "confidence_" + "-".join(args.datasets), figures, section)
+    publish(args.result or "confidence_" + "-".join(args.datasets), figures, render(results, args))
 
 
 def _child(code: str, argv: list, env: dict) -> dict:

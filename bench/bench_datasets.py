@@ -29,16 +29,13 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import (ROOT, SYSTEMS, Section, add_result_argument, evaluate, run, save_result, spacy_ner_config,
-                     split_settings, train)
-from bench_robustness import score as robustness_score
+from _common import (ROOT, SYSTEMS, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
+                     publish, run, run_all, spacy_ner_config, split_settings, train)
 
 # name: (train, dev, test file names, convert arguments)
 DATASETS = {
@@ -59,8 +56,8 @@ DEV_FROM_TEST = {"peoples_daily": 700}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "datasets")
+    add_data_argument(parser)
+    add_out_argument(parser, "datasets")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--systems", nargs="+", default=None,
                         help=f"of {list(SYSTEMS)} (default: all of them, then the variants)")
@@ -132,8 +129,7 @@ def main() -> None:
             stats_path.write_text(json.dumps(stats), encoding="utf8")
         return json.loads(stats_path.read_text(encoding="utf8"))
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        training = dict(zip(runs, pool.map(train_run, runs)))
+    training = run_all(train_run, runs, args.jobs)
     results = {}
     for name in args.datasets:
         models = {f"{key}/seed{seed}": args.out / name / key / f"seed{seed}" / "model-best"
@@ -153,11 +149,21 @@ def main() -> None:
         {"scores": results, "corpora": corpora, "training": {"/".join(map(str, k)): v for k, v in training.items()}},
         indent=2, default=str), encoding="utf8")
     rows = summary(results, training, args)
-    section = render(rows, corpora, args)
-    print(section.markdown())
     counts = {name: {k: v for k, v in c.items() if k != "path"} for name, c in corpora.items()}
     figures = {"rows": rows, "corpora": counts, "max_steps": args.max_steps, "scores": results}
-    save_result(args.result or result_name(args), figures, section)
+    publish(args.result or result_name(args), figures, render(rows, corpora, args))
+
+
+def robustness_score(system_dir: Path, corpus: Path, reuse: bool) -> dict:
+    """`python -m spacy_cner robustness` on a run's model-best: its metrics.json (kept with reuse when newer
+    than the model)."""
+    output = system_dir / "robustness"
+    metrics = output / "metrics.json"
+    if reuse and metrics.exists() and metrics.stat().st_mtime > (system_dir / "model-best").stat().st_mtime:
+        return json.loads(metrics.read_text(encoding="utf8"))
+    run([sys.executable, "-m", "spacy_cner", "robustness", str(system_dir / "model-best"),
+         str(corpus / "test.spacy"), "--output", str(output)], quiet=True)
+    return json.loads(metrics.read_text(encoding="utf8"))
 
 
 def seeds_of(training: dict, name: str, key: str) -> list:
@@ -191,11 +197,8 @@ def reads_own_vectors(config: Path, extra: tuple) -> bool:
 def train_own_vectors(train: Path, out: Path, seed: int) -> float:
     """`python -m spacy_cner train-vectors` on the train split (one thread, this seed); returns its wall time."""
     start = time.perf_counter()
-    command = [sys.executable, "-m", "spacy_cner", "train-vectors", str(train), str(out), "--seed", str(seed)]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-    if result.returncode != 0:
-        sys.exit(f"Failed ({result.returncode}): {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    run([sys.executable, "-m", "spacy_cner", "train-vectors", str(train), str(out), "--seed", str(seed)], quiet=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     return time.perf_counter() - start
 
 

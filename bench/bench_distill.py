@@ -10,16 +10,14 @@ Each student is `python -m spacy_cner distill TEACHER configs/student.cfg --trai
 `ner`) comes first in the speed run, so every ratio is to its chars/s; the students' ratio to the teacher is
 given too (bench_model_speed.measure).
 """
-import os
+from _common import ROOT, Section, add_result_argument, publish, single_thread
 
-for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_name] = "1"
+single_thread()  # before numpy and torch are imported: their thread pools read the setting once
 
 import argparse  # noqa: E402
 import math  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import ROOT, Section, add_result_argument, save_result  # noqa: E402
 from bench_model_speed import measure  # noqa: E402
 
 
@@ -60,8 +58,7 @@ def main() -> None:
         write_picture(args.picture, rows, teacher_row)
         notes += f" Picture: {args.picture.resolve().relative_to(ROOT)}."
     section = Section("Distillation: students against their teacher", notes, [table])
-    print(section.markdown())
-    save_result(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, section)
+    publish(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, section)
 
 
 def write_picture(path: Path, rows: list, teacher_row: dict) -> None:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, prepare_corpus, save_result
+from _common import ROOT, Section, add_data_argument, add_out_argument, add_result_argument, prepare_corpus, save_result
 from bench_transformer import training_schedule, write_random_bert
 
 # key: (name in the table, config, config overrides)
@@ -76,8 +76,8 @@ print("RESULT " + json.dumps(out), flush=True)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "gpu")
+    add_data_argument(parser, "resume")
+    add_out_argument(parser, "gpu")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--width", type=int, default=768)
@@ -103,10 +103,7 @@ def main() -> None:
     if not (args.data / "train.char.bmes").exists():
         sys.exit(f"No Resume data in {args.data}: pass --data DIR (see its SOURCE.md)")
     corpus = prepare_corpus(args.data, args.out / "corpus")
-    encoders = {
-        "bert": write_random_bert(args.data, args.out / f"bert-{args.layers}x{args.width}", args.layers, args.width),
-        "nezha": write_random_nezha(args.data, args.out / f"nezha-{args.layers}x{args.width}", args.layers, args.width),
-    }
+    encoders = write_random_encoders(args.data, args.out, args.layers, args.width)
     precisions = ["fp32"] if args.cpu_smoke else args.precisions
     results = {}
     log = args.out / "children.log"
@@ -149,6 +146,12 @@ def main() -> None:
     print(section.markdown())
     if not args.cpu_smoke:
         save_result(args.result, results, section)
+
+
+def write_random_encoders(data: Path, out: Path, layers: int, width: int) -> dict:
+    """{"bert": ..., "nezha": ...}: a random BERT and NEZHA of this size in out (bert-LxW, nezha-LxW)."""
+    return {"bert": write_random_bert(data, out / f"bert-{layers}x{width}", layers, width),
+            "nezha": write_random_nezha(data, out / f"nezha-{layers}x{width}", layers, width)}
 
 
 def write_random_nezha(data: Path, path: Path, layers: int, width: int) -> Path:

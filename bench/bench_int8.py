@@ -12,10 +12,9 @@ whether the first row's outputs are the same alone and in the batch (dynamic qua
 each input tensor by its own range, so a doc's result can depend on its batch) and how far each is
 from fp32.
 """
-import os
+from _common import Section, add_result_argument, publish, single_thread
 
-for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_name] = "1"
+single_thread()  # before numpy and torch are imported: their thread pools read the setting once
 
 import argparse  # noqa: E402
 import copy  # noqa: E402
@@ -23,8 +22,6 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import torch  # noqa: E402
-
-from _common import Section, add_result_argument, save_result  # noqa: E402
 
 
 def main() -> None:
@@ -82,14 +79,12 @@ def main() -> None:
              "time / fp32": round(best[layer, name] / best[layer, "fp32"], 2),
              "first row alone against in the batch: largest difference": float(f"{alone[layer, name]:.1e}"),
              "largest difference from fp32": float(f"{gap[layer, name]:.1e}")} for layer, name in seconds]
-    section = Section("int8 and bfloat16 against fp32 for the default's products", notes, [rows])
-    print(section.markdown())
     figures = {"ms": {f"{layer} {name}": value for (layer, name), value in best.items()},
                "over_fp32_time": {f"{layer} {name}": best[layer, name] / best[layer, "fp32"] for layer, name in best},
                "first_row_alone_vs_batch": {f"{layer} {name}": value for (layer, name), value in alone.items()},
                "largest_difference_from_fp32": {f"{layer} {name}": value for (layer, name), value in gap.items()},
                "cpu": cpu, "torch": torch.__version__}
-    save_result(args.result, figures, section)
+    publish(args.result, figures, Section("int8 and bfloat16 against fp32 for the default's products", notes, [rows]))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Section, add_result_argument, save_result  # noqa: E402
+from _common import Section, add_data_argument, add_result_argument, publish  # noqa: E402
 
 SETTINGS = {
     "hidden + emissions": {},
@@ -29,7 +29,7 @@ SETTINGS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "msra")
+    add_data_argument(parser, "msra")
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=2)
@@ -83,9 +83,8 @@ def main() -> None:
         f"segmentation into ids) alone: {n_chars / analysis:,.0f} chars/s; the rest is the BiGRU network.", [rows])
     load = os.getloadavg()[0]
     figures["load_average"] = load
-    print(section.markdown())
-    save_result(args.result, figures, section, notes=f"Load average {load:.1f} at the end, on {os.cpu_count()} cores: "
-                "on a shared machine the settings (of about equal cost: the BiGRU dominates) differ by its noise.")
+    publish(args.result, figures, section, notes=f"Load average {load:.1f} at the end, on {os.cpu_count()} cores: "
+            "on a shared machine the settings (of about equal cost: the BiGRU dominates) differ by its noise.")
 
 
 if __name__ == "__main__":

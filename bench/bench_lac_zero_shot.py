@@ -15,7 +15,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Section, add_result_argument, run, save_result  # noqa: E402
+from _common import Section, add_data_argument, add_result_argument, publish, run  # noqa: E402
 
 # name: (file under --data, tag scheme)
 DATASETS = {"msra": ("msra/test.char.bmes", "bmes"), "peoples_daily": ("peoples_daily/example.test", "bio")}
@@ -66,7 +66,7 @@ def score(nlp, sentences, batch_size: int, timed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    add_data_argument(parser)
     parser.add_argument("--pipeline", type=Path, default=None, help="a pipeline written by `pretrained pipeline` "
                         "(default: written into a temporary folder)")
     parser.add_argument("--sdist", default=None, help="a local LAC-2.1.2.tar.gz (default: the cached or fetched one)")
@@ -100,8 +100,7 @@ def main() -> None:
         "Exact character spans; MSRA's NR/NS/NT read as PER/LOC/ORG, LAC's TIME entities dropped. Chars/s, one "
         f"thread: nlp.pipe (batch_size {args.batch_size}: LAC reads the sentences of a batch together), and nlp(text) "
         f"over the first {args.timed} sentences one at a time.", [rows])
-    print(section.markdown())
-    save_result(args.result, figures, section)
+    publish(args.result, figures, section)
 
 
 if __name__ == "__main__":

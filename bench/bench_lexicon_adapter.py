@@ -17,11 +17,11 @@ test_scores.json is newer than its training stats).
 import argparse
 import json
 import statistics
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, evaluate, prepare_corpus, save_result, train
-from bench_transformer import our_config, training_schedule, write_random_bert
+from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
+                     prepare_corpus, publish, run_all, train_once)
+from bench_transformer import our_config, random_bert_overrides, write_random_bert
 
 # key: (name in the table, config in configs/, is a BERT system)
 SYSTEMS = {
@@ -34,8 +34,8 @@ SYSTEMS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "lexicon_adapter")
+    add_data_argument(parser, "resume")
+    add_out_argument(parser, "lexicon_adapter")
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--max-steps", type=int, default=2000, help="training steps of the CPU systems")
@@ -65,35 +65,21 @@ def main() -> None:
         key, seed = run
         _, config_name, is_bert = SYSTEMS[key]
         out = args.out / key / f"seed{seed}"
-        stats_path = out / "training_stats.json"
-        if args.reuse and stats_path.exists() and (out / "model-best").exists():
-            return json.loads(stats_path.read_text())
-        out.mkdir(parents=True, exist_ok=True)
         config, steps, overrides = ROOT / "configs" / config_name, args.max_steps, []
         if is_bert:
+            out.mkdir(parents=True, exist_ok=True)
             config = our_config(config_name, {}, out / config_name)
-            # bench_transformer.py's: a random encoder trains at the same rate as the layers above it.
-            overrides = training_schedule(args.bert_steps, 5e-4) + [
-                f"--vars.transformer={bert_dir}", "--components.crf_ner.tok2vec_learn_rate_scale=1.0"
-            ]
-            steps = args.bert_steps
-        stats = train(config, corpus, out, seed, steps, args.jobs > 1, tuple(overrides))
-        stats_path.write_text(json.dumps(stats))
-        return stats
+            overrides, steps = random_bert_overrides(args.bert_steps, 5e-4, bert_dir), args.bert_steps
+        return train_once(config, corpus, out, seed, steps, args.jobs > 1, tuple(overrides), reuse=args.reuse)
 
     # In waves of --jobs runs: a pair starts together, the next one when both are done.
-    training = {}
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for start in range(0, len(runs), args.jobs):
-            wave = runs[start:start + args.jobs]
-            training.update(zip(wave, pool.map(train_run, wave)))
+    training = run_all(train_run, runs, args.jobs, waves=True)
     scores = score(runs, args.out, corpus, args.reuse)
     # Inference speed of each system's first-seed model, the systems alternating.
     first = {key: args.out / key / f"seed{args.seeds[0]}" / "model-best" for key in args.systems}
     speeds = {key: result["chars_per_s"] for key, result in evaluate(first, list(first), corpus, 3).items()}
-    section = render(training, scores, speeds, args)
-    print(section.markdown())
-    save_result(args.result, {"training": training, "scores": scores, "chars_per_s": speeds}, section)
+    publish(args.result, {"training": training, "scores": scores, "chars_per_s": speeds},
+            render(training, scores, speeds, args))
 
 
 def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:

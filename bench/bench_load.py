@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import Section, add_result_argument, save_result
+from _common import Section, add_result_argument, publish
 
 CHILD = """
 import json, sys, time
@@ -71,8 +71,7 @@ def main() -> None:
                 "largest": ", ".join(f"{rel} {size / 1e6:.1f} MB" for size, rel in files[:2]),
             })
     section = render(rows, args.repeats)
-    print(section.markdown())
-    save_result(args.result, {"rows": rows, "repeats": args.repeats, "model": args.model}, section)
+    publish(args.result, {"rows": rows, "repeats": args.repeats, "model": args.model}, section)
 
 
 def render(rows: list, repeats: int) -> Section:

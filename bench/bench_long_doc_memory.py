@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, convert, save_result
+from _common import ROOT, Section, add_data_argument, add_out_argument, add_result_argument, convert, publish
 
 CHILD = r"""
 import json, resource, sys, time
@@ -37,8 +37,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--before", type=Path, default=None, help="a worktree of the code to compare with")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "long_doc_memory")
+    add_data_argument(parser, "resume")
+    add_out_argument(parser, "long_doc_memory")
     parser.add_argument("--chars", type=int, default=1_000_000)
     add_result_argument(parser, "long_doc_memory")
     args = parser.parse_args()
@@ -56,8 +56,7 @@ def main() -> None:
     section = Section(f"One {args.chars:,}-character doc: peak memory", "",
                       [[{"code": name, "peak RSS MB": round(run["peak_mb"]), "seconds": round(run["seconds"], 1),
                          "entities": run["entities"]} for name, run in runs.items()]])
-    print(section.markdown())
-    save_result(args.result, {"model": str(args.model), "chars": args.chars, "runs": runs}, section)
+    publish(args.result, {"model": str(args.model), "chars": args.chars, "runs": runs}, section)
 
 
 if __name__ == "__main__":

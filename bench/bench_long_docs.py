@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, convert, save_result
+from _common import ROOT, Section, add_data_argument, add_out_argument, add_result_argument, convert, publish
 
 CHILD = r"""
 import json, resource, sys, time
@@ -86,8 +86,8 @@ print(json.dumps(out))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=None, help="a trained pipeline; default: default.cfg, untrained")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "long_docs")
+    add_data_argument(parser, "resume")
+    add_out_argument(parser, "long_docs")
     parser.add_argument("--chars", type=int, default=1_000_000)
     parser.add_argument("--mixed-chars", type=int, default=20_000)
     parser.add_argument("--whole-chars", type=int, default=100_000, help="doc length for long_doc_window 0")
@@ -122,8 +122,7 @@ def main() -> None:
     }
     (args.out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf8")
     section = render(results, args, model)
-    print(section.markdown())
-    save_result(args.result, {"runs": results, "model": model}, section)
+    publish(args.result, {"runs": results, "model": model}, section)
 
 
 def sentences(corpus: Path) -> list:

@@ -8,16 +8,13 @@ process on one thread (OMP, MKL, OpenBLAS and torch); each model's chars/s, its 
 its test F1 on the corpus and its folder's size on disk. Speed does not depend on how long a model trained,
 so a short-trained model stands in for a full one of the same config where only speed is read.
 """
-import os
+from _common import Section, add_result_argument, publish, single_thread
 
-for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_name] = "1"
+single_thread()  # before numpy and torch are imported: their thread pools read the setting once
 
 import argparse  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-
-from _common import Section, add_result_argument, save_result  # noqa: E402
 
 
 def folder_mb(path: Path) -> float:
@@ -72,8 +69,7 @@ def main() -> None:
     table = [{"model": r["model"], "chars/s": round(r["chars_per_s"]), "ratio": round(r["ratio"], 2),
               "test F1": round(100 * r["f"], 2), "size on disk MB": round(r["mb"], 1)} for r in rows]
     section = Section("Inference speed and size side by side", notes, [table])
-    print(section.markdown())
-    save_result(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, section)
+    publish(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, section)
 
 
 if __name__ == "__main__":

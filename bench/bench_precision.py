@@ -9,17 +9,15 @@ then, in bfloat16, its first 200 test texts one at a time (their entities must b
 batched run: a doc's result does not depend on its batch). Issue 34's reduced-precision targets:
 test F1 within 0.3 of float32 on every dataset; chars/s against spaCy's `ner` is bench_speed.py's.
 """
-import os
+from _common import Section, add_result_argument, save_result, single_thread
 
-for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_name] = "1"
+single_thread()  # before numpy and torch are imported: their thread pools read the setting once
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from _common import Section, add_result_argument, save_result  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 ALONE = 200

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import Section, add_result_argument, save_result
+from _common import Section, add_result_argument, publish, run_child, single_thread, trained_model
 
 CHILD = """
 import json, time
@@ -138,21 +138,15 @@ def main() -> None:
                                                        for row in group), 2),
                 "test docs with the same entities (fewest) %": round(100 * min(row["same_docs"] for row in group), 2),
             })
-    section = Section("Matrix products, per OpenBLAS kernel", notes, [kernels, trained])
-    print(section.markdown())
-    save_result(args.result, {"rows": args.rows, "kernels": results, "models": models}, section)
+    publish(args.result, {"rows": args.rows, "kernels": results, "models": models},
+            Section("Matrix products, per OpenBLAS kernel", notes, [kernels, trained]))
 
 
 def score_model(model: Path) -> dict:
     """Test F1 with fixed blocks and row by row, and the share of docs with the same entities."""
-    test = model.parents[2] / "corpus" / "test.spacy"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", MODEL_CHILD, str(model), str(test)], env=env, capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        sys.exit(f"Failed on {model}:\n{done.stderr[-3000:]}")
-    found = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
-    row = {"dataset": model.parents[2].name, "model": f"{model.parents[1].name} {model.parent.name}", **found}
+    run = trained_model(model)
+    found = run_child(MODEL_CHILD, model, run["test"], env=single_thread({**os.environ}), failure=f" on {model}")
+    row = {"dataset": run["dataset"], "model": f"{run['system']} {run['seed']}", **found}
     print(row, file=sys.stderr)
     return row
 

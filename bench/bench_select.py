@@ -48,15 +48,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
-from _common import ROOT, Section, add_result_argument, evaluate, save_result, train
+from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
+                     save_result, train)
 from bench_datasets import DATASETS, DEV_FROM_TEST, _write, prepare
 from report import is_random
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "select")
+    add_data_argument(parser)
+    add_out_argument(parser, "select")
     parser.add_argument("--datasets", nargs="+", default=["resume", "youku", "msra"], choices=sorted(DATASETS))
     parser.add_argument("--strategies", nargs="+", default=["random", "entropy", "least-confident", "expected-count"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])

@@ -13,11 +13,10 @@ bench_datasets scores them); chars/s: nlp.pipe over the test texts, the faster o
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-from _common import Section, add_result_argument, save_result
+from _common import Section, add_result_argument, publish, run_child, single_thread, trained_model
 
 CHILD = """
 import json, sys, time
@@ -53,14 +52,9 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for model in args.models:
-        test = model.parents[2] / "corpus" / "test.spacy"
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        done = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test)], capture_output=True, text=True,
-                              env=env)
-        if done.returncode != 0:
-            sys.exit(f"Failed on {model}:\n{done.stderr[-3000:]}")
-        found = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
-        rows.append({"dataset": model.parents[2].name, "system": model.parents[1].name, "seed": model.parent.name,
+        run = trained_model(model)
+        found = run_child(CHILD, model, run["test"], env=single_thread({**os.environ}), failure=f" on {model}")
+        rows.append({"dataset": run["dataset"], "system": run["system"], "seed": run["seed"],
                      "whole": found["False"], "predict": found["predict"]})
         print(json.dumps(rows[-1]), file=sys.stderr)
     table = [{"dataset": row["dataset"], "model": f"{row['system']} {row['seed']}",
@@ -73,8 +67,7 @@ def main() -> None:
         "Predicting with each sentence encoded alone (sentence_encoding \"predict\") on pipelines trained without it",
         "Each model scored as trained (the encoder reads whole docs) and with sentence_encoding \"predict\", in one "
         "process, one thread; test split; R-F1 and Asr over adjacent test sentences joined.", [table])
-    print(section.markdown())
-    save_result(args.result, {"rows": rows}, section)
+    publish(args.result, {"rows": rows}, section)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, prepare_corpus, save_result, split_settings, train
-from bench_gpu import write_random_nezha
-from bench_transformer import training_schedule, write_random_bert
+from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, prepare_corpus, publish,
+                     split_settings, train)
+from bench_gpu import write_random_encoders
+from bench_transformer import training_schedule
 
 # key: (name in the table, config, encoder)
 SYSTEMS = {
@@ -36,8 +36,8 @@ SYSTEMS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "slow_start")
+    add_data_argument(parser, "resume")
+    add_out_argument(parser, "slow_start")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--width", type=int, default=128)
@@ -50,10 +50,7 @@ def main() -> None:
     add_result_argument(parser, "slow_start")
     args = parser.parse_args()
     corpus = prepare_corpus(args.data, args.out)
-    encoders = {
-        "bert": write_random_bert(args.data, args.out / f"bert-{args.layers}x{args.width}", args.layers, args.width),
-        "nezha": write_random_nezha(args.data, args.out / f"nezha-{args.layers}x{args.width}", args.layers, args.width),
-    }
+    encoders = write_random_encoders(args.data, args.out, args.layers, args.width)
     runs = [(key, SYSTEMS[key][0], key, []) for key in args.systems]
     for variant in args.variant:
         name, settings = variant.split(":", 1)
@@ -72,9 +69,7 @@ def main() -> None:
         curve = dev_curve((out / "train.log").read_text(encoding="utf8"))
         rows.append({"system": name, "key": run_key, "seconds": time.perf_counter() - start, "curve": curve})
         print(json.dumps(rows[-1]), file=sys.stderr)
-    section = render(rows, args)
-    print(section.markdown())
-    save_result(args.result, {"rows": rows}, section)
+    publish(args.result, {"rows": rows}, render(rows, args))
 
 
 def dev_curve(log: str) -> list:

@@ -21,21 +21,19 @@ batching, the CRF's forward-backward and entity probabilities) and set_annotatio
 1); --threads 0 leaves the libraries' defaults, as a user's nlp.pipe runs (torch takes the cores for
 the BiLSTM; spaCy's `ner` multiplies on one thread either way).
 """
-import os
 import sys
+
+from _common import Section, add_result_argument, publish, single_thread, spacy_ner_config, train
 
 # Before numpy and torch are imported: their thread pools read these once.
 _ARGS = " ".join(sys.argv[1:]).replace("=", " ").split()
 ONE_THREAD = "--threads" not in _ARGS or _ARGS[_ARGS.index("--threads") + 1 :][:1] != ["0"]
 if ONE_THREAD:
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[_name] = "1"
+    single_thread()
 
 import argparse  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-
-from _common import Section, add_result_argument, save_result, spacy_ner_config, train  # noqa: E402
 
 
 def main() -> None:
@@ -55,10 +53,8 @@ def main() -> None:
         for dataset in sorted(p for p in runs.iterdir() if (p / "default" / "seed0" / "model-best").exists()):
             rows.append(measure(dataset, args))
             print(rows[-1], file=sys.stderr)
-    section = render(rows, args)
-    print(section.markdown())
     name = args.result or ("speed_one_thread" if ONE_THREAD else "speed_default_threads")
-    save_result(name, {"threads": 1 if ONE_THREAD else torch_threads(), "rows": rows}, section)
+    publish(name, {"threads": 1 if ONE_THREAD else torch_threads(), "rows": rows}, render(rows, args))
 
 
 def measure(dataset: Path, args) -> dict:

@@ -13,18 +13,17 @@ two tables of 64 floats a row) at min_count 1 and 2.
 """
 import argparse
 import sys
-from pathlib import Path
 
 import numpy
 
-from _common import ROOT, Section, add_result_argument, save_result
+from _common import Section, add_data_argument, add_out_argument, add_result_argument, publish
 from bench_datasets import DATASETS, DEV_FROM_TEST, prepare
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "corpora")
+    add_data_argument(parser)
+    add_out_argument(parser, "corpora")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--rows", type=int, default=20000, help="rows of the hashed bigram table (default.cfg's)")
     add_result_argument(parser, "bigram_collisions")
@@ -70,8 +69,7 @@ def main() -> None:
             "exact rows (min 2)": exact[1], "MB (min 2)": round(mb[1], 1),
         })
     section = Section("Bigram tables: distinct keys and collisions", "", [rows])
-    print(section.markdown())
-    save_result(args.result, figures, section)
+    publish(args.result, figures, section)
 
 
 if __name__ == "__main__":

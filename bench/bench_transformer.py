@@ -10,12 +10,11 @@ steps, then linear decay), batch size and dropout. It measures what the architec
 add on top of one encoder, and the cost of each, not the accuracy of a pretrained model.
 """
 import argparse
-import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, Section, add_result_argument, evaluate, prepare_corpus, save_result, train
+from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
+                     prepare_corpus, publish, run, run_all, train_once)
 
 # key: (name in the table, config, settings the config text gets)
 SYSTEMS = {
@@ -29,8 +28,8 @@ FGM_BLOCK = '\n[components.crf_ner.adversarial]\n@misc = "spacy-cner.fgm.v1"\nep
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "transformer")
+    add_data_argument(parser, "resume")
+    add_out_argument(parser, "transformer")
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
@@ -52,25 +51,17 @@ def main() -> None:
                                 "--training.accumulate_gradient=1", "--training.batcher.discard_oversize=false"]
         else:
             config = our_config(config_name, settings, args.out / f"{key}.cfg")
-            # The encoder is random: it gets the same rate as the layers above it.
-            extra = schedule + [f"--vars.transformer={model_dir}", "--components.crf_ner.tok2vec_learn_rate_scale=1.0"]
+            extra = random_bert_overrides(args.max_steps, args.learn_rate, model_dir)
         runs[key] = (config, extra)
 
     def train_run(key: str) -> dict:
         config, extra = runs[key]
-        out = args.out / key
-        out.mkdir(parents=True, exist_ok=True)
-        stats = train(config, corpus, out, 0, args.max_steps, args.jobs > 1, tuple(extra))
-        (out / "training_stats.json").write_text(json.dumps(stats))
-        return stats
+        return train_once(config, corpus, args.out / key, 0, args.max_steps, args.jobs > 1, tuple(extra), reuse=False)
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        training = dict(zip(args.systems, pool.map(train_run, args.systems)))
+    training = run_all(train_run, list(args.systems), args.jobs)
     models = {key: args.out / key / "model-best" for key in args.systems}
     scores = evaluate(models, list(args.systems), corpus, args.repeats)
-    section = render(training, scores, args)
-    print(section.markdown())
-    save_result(args.result, {"training": training, "scores": scores}, section)
+    publish(args.result, {"training": training, "scores": scores}, render(training, scores, args))
 
 
 def training_schedule(steps: int, learn_rate: float) -> list:
@@ -83,6 +74,13 @@ def training_schedule(steps: int, learn_rate: float) -> list:
         "--training.batcher.size=2000",
         f"--training.eval_frequency={max(1, steps // 6)}",
     ]
+
+
+def random_bert_overrides(steps: int, learn_rate: float, bert_dir: Path) -> list:
+    """training_schedule, the random encoder in bert_dir, and its learning rate that of the layers above it
+    (a random encoder has nothing to keep)."""
+    return training_schedule(steps, learn_rate) + [f"--vars.transformer={bert_dir}",
+                                                   "--components.crf_ner.tok2vec_learn_rate_scale=1.0"]
 
 
 def write_random_bert(data: Path, path: Path, layers: int, width: int) -> Path:
@@ -118,8 +116,6 @@ def our_config(config_name: str, settings: dict, path: Path) -> Path:
 
 def spacy_transformers_config(path: Path) -> Path:
     """spaCy's transformer NER config for Chinese, as `spacy init config -G` writes it."""
-    from _common import run
-
     run([sys.executable, "-m", "spacy", "init", "config", str(path), "-l", "zh", "-p", "ner", "-G", "--force"],
         quiet=True)
     return path

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import Section, add_result_argument, save_result
+from _common import Section, add_result_argument, publish, run_child, single_thread, trained_model
 
 CHILD = """
 import json, sys
@@ -55,20 +55,14 @@ def main() -> None:
     add_result_argument(parser, "weights16")
     args = parser.parse_args()
     import os
-    import subprocess
 
     modes = args.save_weights
     rows = []
     for model in args.models:
-        test = model.parents[2] / "corpus" / "test.spacy"
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        result = subprocess.run([sys.executable, "-c", CHILD, str(model), str(test), *modes],
-                                capture_output=True, text=True, env=env)
-        if result.returncode != 0:
-            sys.exit(f"Failed on {model}:\n{result.stderr[-3000:]}")
-        found = json.loads([line for line in result.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+        run = trained_model(model)
+        found = run_child(CHILD, model, run["test"], *modes, env=single_thread({**os.environ}), failure=f" on {model}")
         size = sum(f.stat().st_size for f in (model / "crf_ner").rglob("*") if f.is_file())
-        rows.append({"dataset": model.parents[2].name, "system": model.parent.parent.name, "seed": model.parent.name,
+        rows.append({"dataset": run["dataset"], "system": run["system"], "seed": run["seed"],
                      **found, "crf_ner_mb": size / 2**20})
         print(json.dumps(rows[-1]), file=sys.stderr)
     table = []
@@ -90,8 +84,7 @@ def main() -> None:
         "scale per row), the other weights in float16; computed in float32 once loaded (what the setting saves and "
         "loads); test split; one thread. Per dataset, the mean over its models; crf_ner's bytes: its model and "
         "lexicon (pipe.to_bytes without the vocab).", [table])
-    print(section.markdown())
-    save_result(args.result, {"rows": rows}, section)
+    publish(args.result, {"rows": rows}, section)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,8 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-from _common import ROOT
+from _common import ROOT, add_data_argument, add_out_argument
 
 CODE = """
 import hashlib, json, sys
@@ -52,8 +51,8 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=["default", "tener"])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--sentences", type=int, default=300)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "resume")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "digest")
+    add_data_argument(parser, "resume")
+    add_out_argument(parser, "digest")
     args = parser.parse_args()
     if not (args.data / "train.char.bmes").exists():
         sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")

@@ -11,7 +11,7 @@ import argparse
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import Section, add_result_argument, save_result
+from _common import Section, add_result_argument, publish
 
 
 def main() -> None:
@@ -58,8 +58,7 @@ def main() -> None:
     figures = {"recall": recall, "false_positives": dict(false_positives), "model": args.model}
     section = Section("Recall per entity type, seen and unseen in train",
                       "Seen: the entity's text and label occur as an entity in train.", [table])
-    print(section.markdown())
-    save_result(args.result, figures, section)
+    publish(args.result, figures, section)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from _common import ROOT
+from _common import add_data_argument, add_out_argument
 
 from spacy_cner.corpus.convert import iter_docs
 from spacy_cner.training.vectors import VectorSettings, train_char_bigram_vectors, vectors_pipeline
@@ -58,8 +58,8 @@ def unlabeled_files(data: Path, datasets: Optional[List[str]] = None) -> List[Pa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "runs" / "vectors")
+    add_data_argument(parser)
+    add_out_argument(parser, "vectors")
     parser.add_argument("--datasets", nargs="+", default=None, help="folders of --data to read (default: all but msra)")
     parser.add_argument("--width", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=10)

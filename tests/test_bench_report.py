@@ -718,3 +718,88 @@ def test_the_reduced_precision_targets_read_bfloat16s_results():
     measured, status = report.int8_speed(records)
     assert "precision \"bfloat16\" instead (one thread, on Some CPU): resume 2.25x" in measured
     assert status == "not met: -1.75x"
+
+
+def test_publish_prints_the_section_and_saves_its_rows(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(BENCH / "bench_example.py")])
+    section = common.Section("An example", "", [[{"system": "ours", "F1": 95.5}]])
+    path = common.publish("example", {"f": 0.955}, section, notes="More.")
+    assert "| ours | 95.5 |" in capsys.readouterr().out
+    record = json.loads(path.read_text(encoding="utf8"))
+    assert record["table_rows"] == [[{"system": "ours", "F1": 95.5}]] and record["notes"] == "More."
+
+
+def test_the_shared_runner(tmp_path):
+    """What the scripts share besides saving: runs --jobs at a time (in waves, or all queued), a child process's
+    RESULT line, a bench_datasets model's names and test split, one-thread settings, the arguments."""
+    import argparse
+    import threading
+
+    started, lock, running, most = [], threading.Lock(), [0], [0]
+
+    def slow(run):
+        with lock:
+            started.append(run)
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        threading.Event().wait(0.02)
+        with lock:
+            running[0] -= 1
+        return run * 10
+
+    assert common.run_all(slow, [3, 1, 2], 2) == {3: 30, 1: 10, 2: 20} and most[0] <= 2
+    assert list(common.run_all(slow, [1, 2, 3, 4, 5], 2, waves=True)) == [1, 2, 3, 4, 5]
+    assert common.run_all(slow, [], 2) == {}
+    code = "import sys, json; print('noise'); print('RESULT ' + json.dumps({'args': sys.argv[1:]})); print('after')"
+    assert common.run_child(code, tmp_path, 3) == {"args": [str(tmp_path), "3"]}
+    with pytest.raises(SystemExit, match="Failed on X"):
+        common.run_child("raise SystemExit(2)", failure=" on X")
+    model = tmp_path / "out" / "msra" / "default" / "seed1" / "model-best"
+    assert common.trained_model(model) == {"dataset": "msra", "system": "default", "seed": "seed1",
+                                           "test": tmp_path / "out" / "msra" / "corpus" / "test.spacy"}
+    assert common.single_thread({"PATH": "x"}) == {"PATH": "x", **dict.fromkeys(common.THREAD_VARIABLES, "1")}
+    parser = argparse.ArgumentParser()
+    common.add_data_argument(parser, "resume")
+    common.add_out_argument(parser, "example")
+    common.add_result_argument(parser, "example")
+    args = parser.parse_args([])
+    assert args.data == ROOT.parent / "shared" / "data" / "resume"
+    assert (args.out, args.result) == (ROOT / "bench" / "runs" / "example", "example")
+
+
+def test_train_once_keeps_a_finished_run(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(common, "train", lambda *a: calls.append(a) or {"seconds": 1.0, "peak_mb": 2.0})
+    out = tmp_path / "run"
+    assert common.train_once(Path("a.cfg"), tmp_path, out, 0, 10, True, ("--x=1",)) == {"seconds": 1.0, "peak_mb": 2.0}
+    assert json.loads((out / "training_stats.json").read_text()) == {"seconds": 1.0, "peak_mb": 2.0}
+    common.train_once(Path("a.cfg"), tmp_path, out, 0, 10, True)  # no model-best yet: trained again
+    (out / "model-best").mkdir()
+    common.train_once(Path("a.cfg"), tmp_path, out, 0, 10, True)
+    assert len(calls) == 2 and calls[0] == (Path("a.cfg"), tmp_path, out, 0, 10, True, ("--x=1",))
+    common.train_once(Path("a.cfg"), tmp_path, out, 0, 10, True, reuse=False)
+    assert len(calls) == 3
+
+
+def test_random_bert_scripts_render_their_rows():
+    """bench_transformer's and bench_lexicon_adapter's tables from fake figures; their random encoder's overrides."""
+    import argparse
+
+    transformer = _module("bench_transformer")
+    overrides = transformer.random_bert_overrides(100, 5e-4, Path("/bert"))
+    assert overrides[:6] == transformer.training_schedule(100, 5e-4)
+    assert overrides[6:] == ["--vars.transformer=/bert", "--components.crf_ner.tok2vec_learn_rate_scale=1.0"]
+    args = argparse.Namespace(systems=["crf"], layers=2, width=64, max_steps=100, repeats=3)
+    section = transformer.render({"crf": {"seconds": 90.0, "peak_mb": 500.4}},
+                                 {"crf": {"p": 0.9, "r": 0.8, "f": 0.85, "chars_per_s": 1234.4}}, args)
+    assert section.tables == [[{"system": transformer.SYSTEMS["crf"][0], "test P": 90.0, "test R": 80.0,
+                                "test F1": 85.0, "training wall time min": 1.5, "training peak RSS MB": 500,
+                                "inference chars/s": 1234}]]
+    adapter = _module("bench_lexicon_adapter")
+    args = argparse.Namespace(systems=["cpu"], seeds=[0, 1], jobs=2, max_steps=10, layers=2, width=64, bert_steps=5)
+    training = {("cpu", 0): {"seconds": 60.0, "peak_mb": 100.0}, ("cpu", 1): {"seconds": 120.0, "peak_mb": 200.0}}
+    scores = {("cpu", 0): {"p": 0.9, "r": 0.9, "f": 0.9}, ("cpu", 1): {"p": 0.8, "r": 0.8, "f": 0.8}}
+    rows = adapter.render(training, scores, {"cpu": 999.6}, args).tables[0]
+    assert rows[0]["test F1"] == 85.0 and rows[0]["F1 per seed"] == [90.0, 80.0] and rows[0]["test F1 sd"] == 7.07
+    assert rows[0]["training wall time min"] == 1.5 and rows[0]["inference chars/s"] == 1000
