@@ -24,10 +24,11 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 RESULTS = ROOT / "bench" / "results"
 # key: (name in the table, config in configs/ or None for spaCy's own)
 SYSTEMS = {
-    "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon+vectors from the train split BiLSTM-CRF, "
-                "joined pairs)",
+    "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon+LAC's pretrained vectors BiLSTM-CRF, joined pairs)",
                 "default.cfg"),
-    "fast": ("spacy-cner fast.cfg (default.cfg without the vectors: the default until 2026-11-26)", "fast.cfg"),
+    "pretrain_free": ("spacy-cner pretrain_free.cfg (default.cfg with vectors from the train split instead of LAC's: "
+                      "the default until 2026-11-28)", "pretrain_free.cfg"),
+    "fast": ("spacy-cner fast.cfg (pretrain_free.cfg without the vectors: the default until 2026-11-26)", "fast.cfg"),
     "bilstm": ("spacy-cner char_bigram.cfg (char+bigram BiLSTM-CRF, the previous default)", "char_bigram.cfg"),
     "tener": ("spacy-cner tener.cfg (char+bigram TENER-CRF)", "tener.cfg"),
     "spacy": ("spaCy ner (init config -l zh -p ner -o efficiency)", None),

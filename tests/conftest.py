@@ -1,5 +1,9 @@
 """What the tests share: the toy corpus, a `spacy train` helper, configs made small, and tiny
 Hugging Face models built locally (no hub, no downloads)."""
+import atexit
+import os
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -13,6 +17,19 @@ from spacy.tokens import DocBin, Span
 from spacy.training import Example
 
 import fake_lac
+from spacy_cner.pretrained import fetch
+from spacy_cner.pretrained.lac import LAC_SDIST
+
+# No test downloads LAC's 65 MB sdist (configs/default.cfg fetches it at initialize), nor reads the copy this
+# machine may have cached (a test passing through it here would fail on a fresh machine): the tests see an
+# empty cache and may not download (pretrained/fetch.py), in this process and in the `spacy train` / `spacy
+# project run` they start. They give the configs toy vectors or a fabricated sdist instead; the slow tests read
+# the real sdist from the user's cache (REAL_LAC_SDIST), and skip, saying so, when it is not there.
+REAL_LAC_SDIST = fetch.cache_dir() / LAC_SDIST.filename
+_EMPTY_CACHE = tempfile.mkdtemp(prefix="spacy-cner-tests-cache-")
+atexit.register(shutil.rmtree, _EMPTY_CACHE, True)
+os.environ[fetch.CACHE_ENV] = _EMPTY_CACHE
+os.environ[fetch.OFFLINE_ENV] = "1"
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The real corpora, where the checkout has a copy beside it (the slow tests and a few checks read them).
@@ -161,7 +178,7 @@ def write_tiny_model(path: Path, kind: str) -> Path:
 CONFIG_NAMES = sorted(p.stem for p in (REPO_ROOT / "configs").glob("*.cfg"))
 # Small widths keep the CPU configs quick; the transformer configs take the tiny models.
 SMALL_CONFIG_OVERRIDES = {
-    "default": {"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16},
+    "pretrain_free": {"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16},
     "char_bigram": {"components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16},
     "lexicon": {
         "components.crf_ner.model.tok2vec.width": 16,
@@ -175,17 +192,20 @@ SMALL_CONFIG_OVERRIDES = {
         "components.crf_ner.model.tok2vec.width": 16,
     },
 }
-SMALL_CONFIG_OVERRIDES["fast"] = SMALL_CONFIG_OVERRIDES["default"]
-# configs/lac.cfg is default.cfg with LAC's vectors fetched at initialize: here the toy vectors instead
-# (no 65 MB download in the tests; tests/pretrained/test_lac.py trains it on a fabricated LAC sdist).
-SMALL_CONFIG_OVERRIDES["lac"] = {
-    **SMALL_CONFIG_OVERRIDES["default"],
-    "initialize.before_init": {"@callbacks": "spacy-cner.self_trained_vectors.v1", "corpus": None,
-                               "pretrained": "toy vectors (paths.vectors)"},
+SMALL_CONFIG_OVERRIDES["fast"] = SMALL_CONFIG_OVERRIDES["pretrain_free"]
+# configs/default.cfg is pretrain_free.cfg with LAC's vectors fetched at initialize: here vectors trained on the
+# toy corpus instead, as pretrain_free's (no 65 MB download in the tests; tests/pretrained/test_lac.py trains it
+# on a fabricated LAC sdist). A `spacy train` in a subprocess takes no section override: it passes
+# --paths.vectors (toy_vectors), which spacy-cner.lac_vectors.v1 reads instead of LAC's.
+SMALL_CONFIG_OVERRIDES["default"] = {
+    **SMALL_CONFIG_OVERRIDES["pretrain_free"],
+    "initialize.before_init": {"@callbacks": "spacy-cner.self_trained_vectors.v1", "corpus": "${paths.train}",
+                               "pretrained": "${paths.vectors}", "width": 50, "window": 5, "epochs": 10,
+                               "min_count": 2, "seed": "${system.seed}"},
 }
-# configs/lac_context.cfg is lac.cfg with LAC's tagger as a frozen encoder: the toy vectors as for "lac", and
-# small_config_pipeline gives the tagger a fabricated sdist (fake_lac_tarball, tests/fake_lac.py).
-SMALL_CONFIG_OVERRIDES["lac_context"] = dict(SMALL_CONFIG_OVERRIDES["lac"])
+# configs/lac_context.cfg is default.cfg with LAC's tagger as a frozen encoder: small_config_pipeline gives it the
+# toy vectors (paths.vectors) and the tagger a fabricated sdist (fake_lac_tarball, tests/fake_lac.py).
+SMALL_CONFIG_OVERRIDES["lac_context"] = dict(SMALL_CONFIG_OVERRIDES["pretrain_free"])
 # configs/tener.cfg shrunk less, wide enough to learn the toy corpus in a few dozen steps.
 SMALL_TENER = {
     "components.crf_ner.model.tok2vec.width": 32,

@@ -686,10 +686,28 @@ def test_the_comparison_has_msras_row_from_its_seed_runs():
     records = dict([seed_run(name, system, f1) for (name, system), f1 in zip(report.MSRA_DEFAULT, (91.0, 92.0, 93.0))]
                    + [seed_run(*report.MSRA_SPACY[0], 80.0)])
     columns, _, rows = report.comparison(records)
-    row = next(row for row in rows if row[0].startswith("MSRA"))
-    assert row[1] == "92.00 ± 1.00" and row[2] == "" and row[4] == "80.00" and row[5] == "+12.00"
+    row = dict(zip(columns, next(row for row in rows if row[0].startswith("MSRA"))))
+    free = next(column for column in columns if column.startswith("pretrain_free:"))
+    assert row[free] == "92.00 ± 1.00" and row["fast.cfg (the default before)"] == ""
+    assert row["spaCy `ner`"] == "80.00" and row["pretrain_free - spaCy"] == "+12.00"
     readme = report.render_readme_table(records)
     assert "| MSRA" in readme and report.MSRA_DEFAULT[2][0] in readme
+
+
+def test_the_comparison_shows_the_lac_defaults_seeds_pooled_over_its_runs(monkeypatch):
+    """configs/default.cfg (LAC's vectors) since 2026-11-28: a label's runs pooled, each seed's F1 once (a run of
+    two seeds gives its f1_per_seed), with the count; a label without runs has an empty cell."""
+    runs = {"Resume": [("one", "resume", "lac"), ("two", "resume", "lac")]}
+    monkeypatch.setattr(report, "LAC_DEFAULT", runs)
+    records = {"one": {"figures": {"rows": [{"dataset": "resume", "system": "lac", "f1": 95.0, "r_f1": 99.0,
+                                             "seeds": [0]}]}},
+               "two": {"figures": {"rows": [{"dataset": "resume", "system": "lac", "f1": 96.5, "r_f1": 98.0,
+                                             "seeds": [1, 2], "f1_per_seed": [96.0, 97.0]}]}}}
+    columns, _, rows = report.comparison(records)
+    cells = {row[0]: dict(zip(columns, row)) for row in rows}
+    lac = "default: LAC's vectors (seeds so far)"
+    assert cells["Resume"][lac] == "96.00 ± 1.00 (3 seeds)" and cells["Youku"][lac] == ""
+    assert cells["Resume"]["R-F1 default / pretrain_free / fast / TENER / spaCy"].startswith("98.50 / -")
 
 
 def test_the_resume_training_time_target_prefers_todays_default():
@@ -803,3 +821,18 @@ def test_random_bert_scripts_render_their_rows():
     rows = adapter.render(training, scores, {"cpu": 999.6}, args).tables[0]
     assert rows[0]["test F1"] == 85.0 and rows[0]["F1 per seed"] == [90.0, 80.0] and rows[0]["test F1 sd"] == 7.07
     assert rows[0]["training wall time min"] == 1.5 and rows[0]["inference chars/s"] == 1000
+
+
+def test_the_msra_target_reads_lacs_run_beside_pretrain_free():
+    """Issue 55's MSRA target: LAC's F1 against the goal and its unseen-entity recall against pretrain_free's, which
+    ran beside it (system "default" then); one seed says so; no result says which file is missing."""
+    def row(system, f1, dev_f1, r_unseen):
+        return {"dataset": "msra", "system": system, "f1": f1, "dev_f1": dev_f1, "r_unseen": r_unseen, "seeds": [0]}
+
+    assert report.lac_msra({}, goal=92.0, recall_gain=3.0)[1] == "not measured"
+    records = {report.LAC_MSRA: {"figures": {"rows": [row("default", 89.9, 90.5, 73.1), row("lac", 92.5, 91.0, 76.2)]}}}
+    text, status = report.lac_msra(records, goal=92.0, recall_gain=3.0)
+    assert text.startswith("92.50 (seed 0; pretrain_free beside it 89.90; dev 91.00 against 90.50)")
+    assert text.endswith("recall 76.2 against 73.1") and status == "met (1 seed of 3)"
+    records[report.LAC_MSRA]["figures"]["rows"][1]["r_unseen"] = 75.0
+    assert report.lac_msra(records, goal=92.0, recall_gain=3.0)[1] == "not met (1 seed of 3)"

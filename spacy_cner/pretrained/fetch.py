@@ -18,6 +18,9 @@ from typing import Callable, Dict, Optional, Union
 
 # Environment variable naming the cache folder (default: $XDG_CACHE_HOME/spacy_cner or ~/.cache/spacy_cner).
 CACHE_ENV = "SPACY_CNER_CACHE"
+# Environment variable that forbids downloads ("1"): only a local copy or the cache is read (as
+# HF_HUB_OFFLINE does for Hugging Face); the test suite sets it so that no test downloads 65 MB.
+OFFLINE_ENV = "SPACY_CNER_OFFLINE"
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,11 @@ def fetch_sdist(
     target = folder / sdist.filename
     if target.exists():
         return check_file(target, sdist)
+    if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
+        raise RuntimeError(
+            f"{sdist.filename} is not in the cache ({target}) and {OFFLINE_ENV} forbids downloading it: "
+            f"pass a local copy (--paths.lac_sdist PATH or --sdist PATH), put it in {folder}, or unset {OFFLINE_ENV}."
+        )
     url = find_url(sdist)
     folder.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(prefix=sdist.filename + ".", suffix=".part", dir=folder)

@@ -116,7 +116,9 @@ def make_lac_vectors(
 ) -> Callable[[Language], Language]:
     """[initialize.before_init]: give the pipeline's vocab LAC's character and bigram vectors (fetched
     through pip's package index the first time, hash-checked, cached), completed for the train
-    corpus's keys as `missing` says; saved with the pipeline. The pipeline's meta credits LAC.
+    corpus's keys as `missing` says; saved with the pipeline. The pipeline's meta credits LAC. When
+    [initialize] vectors is set (--paths.vectors), those vectors are the pipeline's and nothing of LAC is
+    fetched or read (as spacy-cner.self_trained_vectors.v1 trains nothing then): said in the log.
 
     corpus (Optional[Union[str, Path]]): The train corpus (${paths.train}), .spacy file or folder;
         needed unless missing is "none".
@@ -142,12 +144,9 @@ def make_lac_vectors(
     def before_init(nlp: Language) -> Language:
         start = time.perf_counter()
         other = _initialize_vectors(nlp)
-        if other:
-            raise ValueError(
-                f"spacy-cner.lac_vectors.v1 gives the pipeline LAC's vectors, but [initialize] vectors is set too "
-                f"({other}), and would replace them: set paths.vectors = null, or use [initialize.before_init] "
-                "spacy-cner.self_trained_vectors.v1 to read those vectors instead."
-            )
+        if other:  # the user's own vectors (--paths.vectors), which spaCy loads after this callback
+            msg.info(f"Vectors: {other} ([initialize] vectors), not LAC's (nothing fetched)")
+            return nlp
         texts: List[str] = []
         if missing != "none":
             texts = train_corpus_texts(corpus, "spacy-cner.lac_vectors.v1",

@@ -106,7 +106,7 @@ def test_evaluate_writes_the_entities_page_for_crf_ner(tmp_path):
     assert not (tmp_path / "spacy_pages" / "entities.html").exists()
 
 
-def test_debug_data_runs_the_named_entity_checks(tmp_path):
+def test_debug_data_runs_the_named_entity_checks(tmp_path, fake_lac_sdist):
     import spacy
     from spacy.tokens import DocBin
     from spacy.training import Example
@@ -116,7 +116,8 @@ def test_debug_data_runs_the_named_entity_checks(tmp_path):
     docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in data]
     DocBin(docs=docs).to_disk(tmp_path / "train.spacy")
     config = REPO_ROOT / "configs" / "default.cfg"
-    paths = ["--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "train.spacy")]
+    paths = ["--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "train.spacy"),
+             "--paths.lac_sdist", str(fake_lac_sdist)]  # the default's vectors: LAC's, here a fabricated sdist
     result = runner.invoke(app, ["debug-data", str(config), *paths])
     assert "Named Entity Recognition" in result.output, result.output
     assert "2 label(s)" in result.output

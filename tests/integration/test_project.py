@@ -60,8 +60,12 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
 
 
 def test_project_trains_the_default_on_its_own_vectors(tmp_path):
-    """train-vectors, then train-demo with configs/default.cfg and --vars.vectors."""
-    project = project_copy(tmp_path, "default", SMALL_CONFIG_OVERRIDES["default"])
+    """train-vectors, then train-demo with configs/default.cfg and --vars.vectors: those vectors, not LAC's (nothing
+    fetched: the tests may not download, conftest); configs/pretrain_free.cfg without --vars.vectors trains the same
+    ones itself at initialize."""
+    project = project_copy(tmp_path, "default", SMALL_CONFIG_OVERRIDES["pretrain_free"])  # widths only
+    load_config(REPO_ROOT / "configs" / "pretrain_free.cfg", overrides=SMALL_CONFIG_OVERRIDES["pretrain_free"]).to_disk(
+        project / "configs" / "free.cfg")
     train = project / "corpus" / "resume" / "train.spacy"
     docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
     DocBin(docs=docs * 2).to_disk(train)  # every bigram twice: min count 2
@@ -71,11 +75,13 @@ def test_project_trains_the_default_on_its_own_vectors(tmp_path):
         args = [sys.executable, "-m", "spacy", "project", "run", *command[:1], str(project), *command[1:]]
         result = subprocess.run(args, capture_output=True, text=True, cwd=project)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "([initialize] vectors), not LAC's" in " ".join((result.stdout + result.stderr).split())
     nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
     assert nlp.vocab.vectors.find(key="张三") >= 0  # the vectors travel with the pipeline
     assert any(node.name == "char_bigram_vectors" for node in nlp.get_pipe("crf_ner").model.walk())
-    # Without --vars.vectors the config trains them itself, at initialize: the same ones (seed 0).
-    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "small",
+    assert not any("LAC" in source["name"] for source in nlp.meta.get("sources") or [])
+    # Without --vars.vectors pretrain_free.cfg trains them itself, at initialize: the same ones (seed 0).
+    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "free",
             "--vars.demo_max_steps", "4"]
     result = subprocess.run(args, capture_output=True, text=True, cwd=project)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

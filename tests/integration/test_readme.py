@@ -271,9 +271,10 @@ def test_config_snippets_name_registered_functions():
     assert checked >= 8
 
 
-def test_readme_recipe_runs_as_written(tmp_path):
+def test_readme_recipe_runs_as_written(tmp_path, toy_vectors):
     """The README's train-on-your-own-data recipe, as written, on the toy corpus in `char tag` files: convert,
-    train configs/default.cfg (shrunk and cut to a few steps: the only words added), evaluate, show-ents."""
+    train configs/default.cfg (shrunk, cut to a few steps and given toy vectors instead of fetching LAC's: the
+    only words added), evaluate, show-ents."""
     import shutil
     import subprocess
     import sys
@@ -287,7 +288,8 @@ def test_readme_recipe_runs_as_written(tmp_path):
                      for text, ents in data]
         (tmp_path / "mydata" / f"{split}.txt").write_text("\n\n".join(sentences) + "\n", encoding="utf8")
     shutil.copytree(REPO_ROOT / "configs", tmp_path / "configs")
-    small = {**SMALL_CONFIG_OVERRIDES["default"], "training.max_steps": 10, "training.eval_frequency": 5}
+    small = {**SMALL_CONFIG_OVERRIDES["pretrain_free"], "training.max_steps": 10, "training.eval_frequency": 5,
+             "paths.vectors": toy_vectors}
     printed = ""
     for command in bash_block("## Training on your own data").strip().splitlines():
         if command.startswith("python -m spacy train"):

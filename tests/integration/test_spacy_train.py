@@ -25,9 +25,11 @@ SIX_STEPS = {"training.max_steps": 6, "training.eval_frequency": 3}
 TRANSFORMER_STEPS = {"training.optimizer.learn_rate.warmup_steps": 2, "training.batcher.size": 40}
 
 
-def test_spacy_train_default_config(tmp_path):
+def test_spacy_train_default_config(tmp_path, fake_lac_sdist):
+    """configs/default.cfg as shipped but smaller, LAC's vectors from a fabricated sdist (tests/fake_lac.py)."""
     overrides = {
         **write_corpus(tmp_path),
+        "paths.lac_sdist": str(fake_lac_sdist),
         "components.crf_ner.model.tok2vec.width": 32,
         "components.crf_ner.model.tok2vec.embed_width": 16,
         "components.crf_ner.model.tok2vec.char_rows": 500,
@@ -48,6 +50,7 @@ def test_spacy_train_default_config(tmp_path):
         saved = ner.cfg["temperature"]
         dev = [Example(nlp.make_doc(eg.text), eg.reference) for eg in make_examples(nlp, TRAIN_DATA[:3])]
         assert ner.fit_temperature(dev)["temperature"] == pytest.approx(saved, abs=1e-9)
+        assert any("LAC" in source["name"] for source in nlp.meta["sources"])
         nlp("我在北京市工作")
 
 
@@ -59,12 +62,13 @@ def test_spacy_train_tener_config(tmp_path):
     nlp("我在北京市工作")
 
 
-def test_spacy_train_reports_and_weights_robust_f(tmp_path):
+def test_spacy_train_reports_and_weights_robust_f(tmp_path, fake_lac_sdist):
     config = load_config(REPO_ROOT / "configs" / "default.cfg")
     config["components"]["crf_ner"]["scorer"] = {"@scorers": "spacy-cner.robust_ner_scorer.v1"}
     config["training"]["score_weights"] = {"ents_f": 0.0, "ents_robust_f": 1.0, "ents_asr": None}
     config.to_disk(tmp_path / "config.cfg")
-    overrides = {**write_corpus(tmp_path, TRAIN_DATA[:3], TRAIN_DATA[:3]), "training.max_steps": 20,
+    overrides = {**write_corpus(tmp_path, TRAIN_DATA[:3], TRAIN_DATA[:3]), "paths.lac_sdist": str(fake_lac_sdist),
+                 "training.max_steps": 20,
                  "training.eval_frequency": 10}
     output = train_from_config(tmp_path / "config.cfg", tmp_path / "output", overrides)
     performance = srsly.read_json(output / "model-best" / "meta.json")["performance"]

@@ -12,7 +12,10 @@ from spacy.tokens import DocBin
 from spacy.training import Example
 from typer.testing import CliRunner
 
+from conftest import REAL_LAC_SDIST
+
 import spacy_cner.pretrained.lac as lac_module
+import spacy_cner.training.lac_vectors as lac_vectors_module
 from spacy_cner.cli import app
 from spacy_cner.pretrained import fetch
 from spacy_cner.pretrained.fetch import Sdist, fetch_sdist
@@ -189,6 +192,7 @@ def test_fetch_finds_the_sdist_on_pips_index_checks_and_caches_it(fake_lac, tmp_
     """pip's own index machinery finds the file (here a local index named by PIP_INDEX_URL), the bytes are
     checked and kept in the cache; a second fetch reads the cache without looking the file up."""
     index = write_simple_index(tmp_path / "simple", fake_lac)
+    monkeypatch.delenv(fetch.OFFLINE_ENV, raising=False)  # conftest forbids downloads; this test downloads
     monkeypatch.setenv("PIP_INDEX_URL", index)
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", index)
     monkeypatch.setenv("PIP_FIND_LINKS", "")
@@ -207,6 +211,7 @@ def test_fetch_finds_the_sdist_on_pips_index_checks_and_caches_it(fake_lac, tmp_
 
 
 def test_fetch_of_a_file_the_index_lacks_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.delenv(fetch.OFFLINE_ENV, raising=False)
     (tmp_path / "simple").mkdir()
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").resolve().as_uri())
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", (tmp_path / "simple").resolve().as_uri())
@@ -215,6 +220,21 @@ def test_fetch_of_a_file_the_index_lacks_says_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="not on the package index pip uses here.*--sdist PATH"):
         fetch_sdist(spec, cache=tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*"))  # nothing half-written left
+
+
+def test_offline_fetch_reads_the_cache_and_never_the_index(fake_lac, tmp_path, monkeypatch):
+    """SPACY_CNER_OFFLINE=1 (set for the whole test suite in conftest): a cached or local copy is read, a missing
+    one is an error that names the cache and the way out, and the index is never asked."""
+    spec = Sdist("lac", "2.1.2", "LAC-2.1.2.tar.gz", fetch.sha256_of(fake_lac), fake_lac.stat().st_size)
+    monkeypatch.setenv(fetch.OFFLINE_ENV, "1")
+    monkeypatch.setattr(fetch, "find_url", lambda sdist: pytest.fail("the index was asked"))
+    cache = tmp_path / "cache"
+    with pytest.raises(RuntimeError, match=f"not in the cache \\({cache / spec.filename}\\).*--paths.lac_sdist"):
+        fetch_sdist(spec, cache=cache)
+    assert fetch_sdist(spec, local=fake_lac, cache=cache) == fake_lac
+    cache.mkdir()
+    (cache / spec.filename).write_bytes(fake_lac.read_bytes())
+    assert fetch_sdist(spec, cache=cache) == cache / spec.filename
 
 
 # --- vectors ---------------------------------------------------------------------------------------------------
@@ -284,21 +304,25 @@ def test_before_init_on_a_corpus_too_small_for_min_count_learns_with_1(fake_lac,
     assert "min_count 1" in capsys.readouterr().out and nlp.vocab.vectors.find(key="工作") >= 0
 
 
-def test_before_init_refuses_initialize_vectors_beside_it(fake_lac, tmp_path):
+def test_before_init_leaves_initialize_vectors_to_spacy_and_fetches_nothing(tmp_path, monkeypatch, capsys):
+    """--paths.vectors set: those vectors are the pipeline's (spaCy loads them after before_init); LAC is not
+    fetched (open_lac fails here if called), nothing credited, and the log says which vectors."""
+    monkeypatch.setattr(lac_vectors_module, "open_lac", lambda *args, **kwargs: pytest.fail("LAC was read"))
     nlp = spacy.blank("zh", config={"initialize": {"vectors": str(tmp_path / "other")}})
-    with pytest.raises(ValueError, match="\\[initialize\\] vectors is set too"):
-        make_lac_vectors(None, missing="none")(nlp)
+    assert make_lac_vectors(None, missing="trained")(nlp) is nlp
+    assert not nlp.vocab.vectors.shape[0] and not nlp.meta.get("sources")
+    assert f"{tmp_path / 'other'} ([initialize] vectors), not LAC's" in " ".join(capsys.readouterr().out.split())
 
 
-def test_the_lac_config_trains_with_lac_vectors_and_saves_them(fake_lac, tmp_path):
-    """configs/lac.cfg (--paths.lac_sdist: a local copy): trains, reads LAC's vectors and the corpus's own
+def test_the_default_config_trains_with_lac_vectors_and_saves_them(fake_lac, tmp_path):
+    """configs/default.cfg (--paths.lac_sdist: a local copy): trains, reads LAC's vectors and the corpus's own
     (missing = "trained"), saves them in float16 and credits LAC in meta.json."""
     from conftest import REPO_ROOT, train_from_config, write_corpus as write_toy_corpus
 
     overrides = {**write_toy_corpus(tmp_path), "paths.lac_sdist": str(fake_lac), "training.max_steps": 4,
                  "training.eval_frequency": 2, "training.max_epochs": 0, "initialize.before_init.min_count": 1,
                  "initialize.before_init.epochs": 1}
-    train_from_config(REPO_ROOT / "configs" / "lac.cfg", tmp_path / "out", overrides)
+    train_from_config(REPO_ROOT / "configs" / "default.cfg", tmp_path / "out", overrides)
     nlp = spacy.load(tmp_path / "out" / "model-last")
     vectors = nlp.vocab.vectors
     assert vectors.shape[1] == WIDTH and vectors.data.dtype == numpy.float16
@@ -324,7 +348,7 @@ def test_cli_writes_vectors_and_refuses_a_used_folder(fake_lac, tmp_path):
     assert result.exit_code == 1 and "bad.tar.gz" in result.output
 
 
-REAL = Path(fetch.cache_dir()) / "LAC-2.1.2.tar.gz"
+REAL = REAL_LAC_SDIST  # the user's cache (the tests' own is empty: conftest)
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@ import pytest
 import spacy
 from typer.testing import CliRunner
 
+from conftest import REAL_LAC_SDIST
+
 import spacy_cner.pretrained.lac as lac_module
 from spacy_cner.cli import app
 from spacy_cner.pretrained import fetch
@@ -226,7 +228,7 @@ def test_segmenter_from_a_fabricated_sdist_cuts_every_character_once(fake_lac_ne
         assert "".join(words) == text
 
 
-REAL = Path(fetch.cache_dir()) / "LAC-2.1.2.tar.gz"
+REAL = REAL_LAC_SDIST  # the user's cache (the tests' own is empty: conftest)
 REFERENCE = Path(__file__).parent / "data" / "lac_reference.json"
 
 

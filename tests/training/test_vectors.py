@@ -115,8 +115,8 @@ def test_cli_writes_a_vectors_pipeline_and_reports_failures(tmp_path):
     assert result.exit_code == 1 and "lower min_count" in result.output
 
 
-def test_the_fast_config_is_the_default_without_its_vectors():
-    with_vectors = load_config(REPO_ROOT / "configs" / "default.cfg", interpolate=False)
+def test_the_fast_config_is_pretrain_free_without_its_vectors():
+    with_vectors = load_config(REPO_ROOT / "configs" / "pretrain_free.cfg", interpolate=False)
     fast = load_config(REPO_ROOT / "configs" / "fast.cfg", interpolate=False)
     assert fast["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] is False
     with_vectors["components"]["crf_ner"]["model"]["tok2vec"]["static_vectors"] = False
@@ -124,6 +124,16 @@ def test_the_fast_config_is_the_default_without_its_vectors():
     assert fast["initialize"]["before_init"] is None
     with_vectors["initialize"]["before_init"] = None
     assert with_vectors == fast
+
+
+def test_the_default_is_pretrain_free_with_lacs_vectors():
+    """configs/default.cfg and pretrain_free.cfg differ in where the vectors come from only."""
+    default = load_config(REPO_ROOT / "configs" / "default.cfg", interpolate=False)
+    free = load_config(REPO_ROOT / "configs" / "pretrain_free.cfg", interpolate=False)
+    assert default["initialize"]["before_init"]["@callbacks"] == "spacy-cner.lac_vectors.v1"
+    assert default["paths"].pop("lac_sdist") is None
+    default["initialize"]["before_init"] = free["initialize"]["before_init"]
+    assert default == free
 
 
 def test_training_shows_its_progress_over_the_epochs(tmp_path, capsys):
