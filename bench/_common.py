@@ -2,6 +2,7 @@
 (--data, --out, --result), one-thread settings, corpus conversion, training in a child process (once per
 run folder, several at a time), evaluation and child processes that answer in JSON, the machine line every
 table carries, and the result file every run saves."""
+
 import argparse
 import datetime
 import json
@@ -24,10 +25,15 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 RESULTS = ROOT / "bench" / "results"
 # key: (name in the table, config in configs/ or None for spaCy's own)
 SYSTEMS = {
-    "default": ("spacy-cner default.cfg (char+bigram+SoftLexicon+LAC's pretrained vectors BiLSTM-CRF, joined pairs)",
-                "default.cfg"),
-    "pretrain_free": ("spacy-cner pretrain_free.cfg (default.cfg with vectors from the train split instead of LAC's: "
-                      "the default until 2026-11-28)", "pretrain_free.cfg"),
+    "default": (
+        "spacy-cner default.cfg (char+bigram+SoftLexicon+LAC's pretrained vectors BiLSTM-CRF, joined pairs)",
+        "default.cfg",
+    ),
+    "pretrain_free": (
+        "spacy-cner pretrain_free.cfg (default.cfg with vectors from the train split instead of LAC's: "
+        "the default until 2026-11-28)",
+        "pretrain_free.cfg",
+    ),
     "fast": ("spacy-cner fast.cfg (pretrain_free.cfg without the vectors: the default until 2026-11-26)", "fast.cfg"),
     "bilstm": ("spacy-cner char_bigram.cfg (char+bigram BiLSTM-CRF, the previous default)", "char_bigram.cfg"),
     "tener": ("spacy-cner tener.cfg (char+bigram TENER-CRF)", "tener.cfg"),
@@ -49,9 +55,11 @@ def add_out_argument(parser: argparse.ArgumentParser, name: str) -> None:
 
 def add_result_argument(parser, default: str) -> None:
     """--result NAME: the run's figures go to bench/results/NAME.json ("-": nowhere)."""
-    parser.add_argument("--result", default=default,
-                        help=f"save the figures as bench/results/NAME.json, replacing that file ('-': do not save; "
-                             f"default {default})")
+    parser.add_argument(
+        "--result",
+        default=default,
+        help=f"save the figures as bench/results/NAME.json, replacing that file ('-': do not save; default {default})",
+    )
 
 
 def single_thread(environ=os.environ):
@@ -73,15 +81,43 @@ def convert(data: Path, corpus: Path) -> Path:
     """Convert Resume's BMES files with our converter (2 split entities are repaired)."""
     corpus.mkdir(parents=True, exist_ok=True)
     for split in ("train", "dev", "test"):
-        run([sys.executable, "-m", "spacy_cner", "convert", str(data / f"{split}.char.bmes"),
-             str(corpus / f"{split}.spacy"), "--scheme", "bmes", "--repair"], quiet=True)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "spacy_cner",
+                "convert",
+                str(data / f"{split}.char.bmes"),
+                str(corpus / f"{split}.spacy"),
+                "--scheme",
+                "bmes",
+                "--repair",
+            ],
+            quiet=True,
+        )
     return corpus
 
 
 def spacy_ner_config(path: Path) -> Path:
     """spaCy's recommended CPU NER config for Chinese, exactly as `spacy init config` writes it."""
-    run([sys.executable, "-m", "spacy", "init", "config", str(path), "-l", "zh", "-p", "ner",
-         "-o", "efficiency", "--force"], quiet=True)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "spacy",
+            "init",
+            "config",
+            str(path),
+            "-l",
+            "zh",
+            "-p",
+            "ner",
+            "-o",
+            "efficiency",
+            "--force",
+        ],
+        quiet=True,
+    )
     return path
 
 
@@ -122,8 +158,9 @@ def train(
     return json.loads(output.strip().splitlines()[-1])
 
 
-def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_thread: bool = False,
-             seen_recall: bool = False) -> dict:
+def evaluate(
+    models: dict, speed_models: list, corpus: Path, repeats: int, one_thread: bool = False, seen_recall: bool = False
+) -> dict:
     """Test P/R/F1 of every model; inference chars/s of speed_models, alternating, in one child process
     (on one thread with one_thread, as the trainings with --jobs > 1). seen_recall: also the recall of
     the test entities whose text and label occur as an entity in corpus/train.spacy (r_seen) and of
@@ -165,14 +202,29 @@ def evaluate(models: dict, speed_models: list, corpus: Path, repeats: int, one_t
         "print(json.dumps(out))\n"
     )
     paths = {key: str(path) for key, path in models.items()}
-    command = [sys.executable, "-c", code, json.dumps(paths), json.dumps(speed_models),
-               str(corpus / "test.spacy"), str(repeats)] + ([str(corpus / "train.spacy")] if seen_recall else [])
+    command = [
+        sys.executable,
+        "-c",
+        code,
+        json.dumps(paths),
+        json.dumps(speed_models),
+        str(corpus / "test.spacy"),
+        str(repeats),
+    ] + ([str(corpus / "train.spacy")] if seen_recall else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else None
     return json.loads(run(command, env=env).strip().splitlines()[-1])
 
 
-def train_once(config: Path, corpus: Path, out: Path, seed: int, max_steps: int, one_thread: bool,
-               extra: tuple = (), reuse: bool = True) -> dict:
+def train_once(
+    config: Path,
+    corpus: Path,
+    out: Path,
+    seed: int,
+    max_steps: int,
+    one_thread: bool,
+    extra: tuple = (),
+    reuse: bool = True,
+) -> dict:
     """train() into out, unless reuse and out already holds a model-best and its training_stats.json (then
     those stats); the stats are written to out/training_stats.json."""
     stats_path = out / "training_stats.json"
@@ -190,7 +242,7 @@ def run_all(function: Callable, runs: Sequence, jobs: int, waves: bool = False) 
     results = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for start in range(0, len(runs), jobs if waves else max(len(runs), 1)):
-            batch = runs[start:start + jobs] if waves else runs
+            batch = runs[start : start + jobs] if waves else runs
             results.update(zip(batch, pool.map(function, batch)))
     return results
 
@@ -198,8 +250,7 @@ def run_all(function: Callable, runs: Sequence, jobs: int, waves: bool = False) 
 def run_child(code: str, *arguments, env: Optional[dict] = None, failure: str = "") -> dict:
     """Run `python -c code arguments...` and return the JSON of the last stdout line it starts with "RESULT "
     (a child process: its peak memory and thread settings are its own). Exits with its stderr if it fails."""
-    done = subprocess.run([sys.executable, "-c", code, *map(str, arguments)], capture_output=True, text=True,
-                          env=env)
+    done = subprocess.run([sys.executable, "-c", code, *map(str, arguments)], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"Failed{failure}:\n{done.stderr[-3000:]}")
     return json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
@@ -208,8 +259,12 @@ def run_child(code: str, *arguments, env: Optional[dict] = None, failure: str = 
 def trained_model(model: Path) -> Dict[str, object]:
     """A model-best of bench_datasets.py (OUT/DATASET/SYSTEM/seedN/model-best): its dataset, system and seed
     names, and its test split (OUT/DATASET/corpus/test.spacy)."""
-    return {"dataset": model.parents[2].name, "system": model.parents[1].name, "seed": model.parent.name,
-            "test": model.parents[2] / "corpus" / "test.spacy"}
+    return {
+        "dataset": model.parents[2].name,
+        "system": model.parents[1].name,
+        "seed": model.parent.name,
+        "test": model.parents[2] / "corpus" / "test.spacy",
+    }
 
 
 def run(command: list, quiet: bool = False, env: dict = None) -> str:
@@ -235,7 +290,6 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-
 def split_settings(settings: str) -> List[str]:
     """A --variant's "section.key=value,..." as "section.key=value" strings: a comma starts a new
     setting only before "key=", so JSON values keep theirs."""
@@ -252,13 +306,20 @@ class Section(NamedTuple):
     {column: value}, the values data (numbers rounded to what the table shows, text, lists; rows_table says
     how each is shown). save_result keeps the rows as they are and bench/report.py renders BENCHMARKS.md's
     tables from them, so a result file holds no Markdown; markdown() is what the script prints."""
+
     title: str
     notes: str
     tables: List[List[dict]]
 
     def markdown(self) -> str:
-        lines = [f"### {self.title} ({datetime.date.today().isoformat()})", "", f"Command: `{command_line()}`  ",
-                 f"Machine: {machine_line()}  ", self.notes, ""]
+        lines = [
+            f"### {self.title} ({datetime.date.today().isoformat()})",
+            "",
+            f"Command: `{command_line()}`  ",
+            f"Machine: {machine_line()}  ",
+            self.notes,
+            "",
+        ]
         for rows in self.tables:
             if rows:
                 lines += markdown_table(rows_table(rows)) + [""]
@@ -277,10 +338,17 @@ def rows_table(rows: List[dict]) -> Tuple[List[str], List[str], List[List[str]]]
     for row in rows:
         for key, value in row.items():
             if isinstance(value, dict):
-                raise ValueError(f"Table row {row!r}: column {key!r} holds a dict, expected a number, text, "
-                                 "a list or None (one cell per column: flatten it into columns)")
-    decimals = {column: max((_decimals(value) for row in rows for key in (column, f"{column} sd")
-                             for value in _items(row.get(key))), default=0) for column in columns}
+                raise ValueError(
+                    f"Table row {row!r}: column {key!r} holds a dict, expected a number, text, "
+                    "a list or None (one cell per column: flatten it into columns)"
+                )
+    decimals = {
+        column: max(
+            (_decimals(value) for row in rows for key in (column, f"{column} sd") for value in _items(row.get(key))),
+            default=0,
+        )
+        for column in columns
+    }
     cells = []
     for row in rows:
         line = []
@@ -291,8 +359,10 @@ def rows_table(rows: List[dict]) -> Tuple[List[str], List[str], List[List[str]]]
                 cell += " ± " + _cell(row[f"{column} sd"], decimals[column], joiner)
             line.append(cell)
         cells.append(line)
-    align = ["left" if all(isinstance(v, str) for row in rows for v in _items(row.get(column))) else "right"
-             for column in columns]
+    align = [
+        "left" if all(isinstance(v, str) for row in rows for v in _items(row.get(column))) else "right"
+        for column in columns
+    ]
     return columns, align, cells
 
 
@@ -352,8 +422,10 @@ def save_result(name: Optional[str], figures, section: Optional[Section] = None,
     RETURNS (Optional[Path]): the file written.
     """
     if section is not None and not isinstance(section, Section):
-        raise TypeError(f"save_result's section: expected a Section (title, notes, tables of row dicts), got "
-                        f"{type(section).__name__}: results hold rows, not Markdown (print_section prints them)")
+        raise TypeError(
+            f"save_result's section: expected a Section (title, notes, tables of row dicts), got "
+            f"{type(section).__name__}: results hold rows, not Markdown (print_section prints them)"
+        )
     if not name or name == "-":
         return None
     if not re.fullmatch(r"[\w.-]+", name):
@@ -392,12 +464,19 @@ def command_line() -> str:
 
 def machine() -> dict:
     """The machine a result was measured on."""
-    return {"platform": platform.machine(), "os": platform.system(), "cpu": cpu_name(), "cores": cpu_count(),
-            "python": platform.python_version(), "line": machine_line()}
+    return {
+        "platform": platform.machine(),
+        "os": platform.system(),
+        "cpu": cpu_name(),
+        "cores": cpu_count(),
+        "python": platform.python_version(),
+        "line": machine_line(),
+    }
 
 
 def code_version() -> dict:
     """The checkout's commit and whether tracked files differ from it (None where git cannot tell)."""
+
     def git(*arguments: str) -> Optional[str]:
         result = subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True)
         return result.stdout.strip() if result.returncode == 0 else None

@@ -10,6 +10,7 @@ writes the top 1,000) in its own process on an empty output folder: wall time (R
 included), docs/s and chars/s, the peak resident memory of each worker process (nlp.pipe's
 children, or Ray's annotator actors; the driver for n_process 1), and the speed-up over local1.
 """
+
 import argparse
 import json
 import os
@@ -39,8 +40,11 @@ SELECT_N = 1000
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path,
-                        default=ROOT / "bench" / "runs" / "datasets" / "resume" / "default" / "seed0" / "model-best")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=ROOT / "bench" / "runs" / "datasets" / "resume" / "default" / "seed0" / "model-best",
+    )
     add_data_argument(parser)
     parser.add_argument("--mb", type=float, default=50.0, help="corpus size in megabytes of UTF-8 text")
     parser.add_argument("--shards", type=int, default=8, help="input files (Ray reads files in parallel)")
@@ -49,8 +53,9 @@ def main() -> None:
     add_result_argument(parser, "annotate")
     args = parser.parse_args()
     if not args.model.exists():
-        sys.exit(f"No model at {args.model}: train one (bench/bench_datasets.py or `spacy project run all`) "
-                 "or pass --model")
+        sys.exit(
+            f"No model at {args.model}: train one (bench/bench_datasets.py or `spacy project run all`) or pass --model"
+        )
     corpus, n_docs, n_chars = write_corpus(args.data, args.out / "corpus", args.mb, args.shards)
     print(f"corpus: {n_docs:,} docs, {n_chars:,} characters in {args.shards} files at {corpus}", flush=True)
     results = {}
@@ -91,7 +96,7 @@ def write_corpus(data: Path, folder: Path, megabytes: float, n_shards: int):
     folder.mkdir(parents=True)
     per_shard = -(-len(docs) // n_shards)
     for shard in range(n_shards):
-        part = docs[shard * per_shard:(shard + 1) * per_shard]
+        part = docs[shard * per_shard : (shard + 1) * per_shard]
         (folder / f"part{shard:02d}.txt").write_text("".join(doc + "\n" for doc in part), encoding="utf8")
     return folder, len(docs), sum(len(doc) for doc in docs)
 
@@ -102,11 +107,32 @@ def run_setup(model: Path, corpus: Path, out: Path, options: list, corpus_chars:
         shutil.rmtree(out)
     if options[0] == "select":
         out.mkdir(parents=True)
-        command = [sys.executable, "-m", "spacy_cner", "select", str(model), str(corpus), "-n", str(SELECT_N),
-                   "-o", str(out / "next.jsonl"), "--quiet", *options[1:]]
+        command = [
+            sys.executable,
+            "-m",
+            "spacy_cner",
+            "select",
+            str(model),
+            str(corpus),
+            "-n",
+            str(SELECT_N),
+            "-o",
+            str(out / "next.jsonl"),
+            "--quiet",
+            *options[1:],
+        ]
     else:
-        command = [sys.executable, "-m", "spacy_cner", "annotate", str(model), str(corpus), str(out), "--quiet",
-                   *options]
+        command = [
+            sys.executable,
+            "-m",
+            "spacy_cner",
+            "annotate",
+            str(model),
+            str(corpus),
+            str(out),
+            "--quiet",
+            *options,
+        ]
     env = {**os.environ, "RAY_worker_niceness": "0"}  # Ray's workers otherwise run at niceness 15
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -124,14 +150,21 @@ def run_setup(model: Path, corpus: Path, out: Path, options: list, corpus_chars:
         n_docs, n_chars = int(re.search(r"of ([0-9]+) texts selected", output).group(1)), corpus_chars
     else:
         n_docs = sum(1 for path in out.glob("*.jsonl") for _ in path.open(encoding="utf8"))
-        n_chars = sum(sum(len(json.loads(line)["text"]) for line in path.open(encoding="utf8"))
-                      for path in out.glob("*.jsonl"))
+        n_chars = sum(
+            sum(len(json.loads(line)["text"]) for line in path.open(encoding="utf8")) for path in out.glob("*.jsonl")
+        )
     workers = {pid: peak for pid, (peak, role) in peaks.items() if role == "worker"}
     if not workers:  # n_process 1: the annotating process is the driver itself
         workers = {pid: peak for pid, (peak, role) in peaks.items() if role == "driver"}
-    return {"seconds": seconds, "docs": n_docs, "chars": n_chars, "chars_per_s": n_chars / seconds,
-            "docs_per_s": n_docs / seconds, "worker_peak_mb": max(workers.values()) / 1024 if workers else None,
-            "n_workers": len(workers)}
+    return {
+        "seconds": seconds,
+        "docs": n_docs,
+        "chars": n_chars,
+        "chars_per_s": n_chars / seconds,
+        "docs_per_s": n_docs / seconds,
+        "worker_peak_mb": max(workers.values()) / 1024 if workers else None,
+        "n_workers": len(workers),
+    }
 
 
 def sample_peaks(driver: int, ray: bool, peaks: dict, done: threading.Event) -> None:
@@ -163,15 +196,24 @@ def sample_peaks(driver: int, ray: bool, peaks: dict, done: threading.Event) -> 
 
 def render(results: dict, args: argparse.Namespace, n_docs: int, n_chars: int) -> Section:
     base = results.get("local1", {}).get("chars_per_s")
-    notes = (f"Corpus: {n_docs:,} docs, {n_chars:,} characters ({args.mb:g} MB of UTF-8) in {args.shards} text "
-             f"files; model {args.model.relative_to(ROOT) if args.model.is_relative_to(ROOT) else args.model}. "
-             "Wall time includes loading the pipeline (and starting Ray); peak memory is the largest resident set "
-             "of one worker process.")
-    rows = [{"setup": setup, "wall s": round(r["seconds"], 1), "docs/s": round(r["docs_per_s"]),
-             "chars/s": round(r["chars_per_s"]),
-             "peak MB per worker": round(r["worker_peak_mb"]) if r["worker_peak_mb"] else None,
-             "workers": r["n_workers"], "vs local1 (x)": round(r["chars_per_s"] / base, 2) if base else None}
-            for setup, r in results.items()]
+    notes = (
+        f"Corpus: {n_docs:,} docs, {n_chars:,} characters ({args.mb:g} MB of UTF-8) in {args.shards} text "
+        f"files; model {args.model.relative_to(ROOT) if args.model.is_relative_to(ROOT) else args.model}. "
+        "Wall time includes loading the pipeline (and starting Ray); peak memory is the largest resident set "
+        "of one worker process."
+    )
+    rows = [
+        {
+            "setup": setup,
+            "wall s": round(r["seconds"], 1),
+            "docs/s": round(r["docs_per_s"]),
+            "chars/s": round(r["chars_per_s"]),
+            "peak MB per worker": round(r["worker_peak_mb"]) if r["worker_peak_mb"] else None,
+            "workers": r["n_workers"],
+            "vs local1 (x)": round(r["chars_per_s"] / base, 2) if base else None,
+        }
+        for setup, r in results.items()
+    ]
     return Section("annotate: local and Ray", notes, [rows])
 
 

@@ -15,6 +15,7 @@ threshold, no best path), alternating, on one thread. With --long-chars, one
 doc of that many characters (test texts joined) is tagged with and without probabilities,
 each in its own process: seconds and peak memory.
 """
+
 import argparse
 import json
 import os
@@ -169,33 +170,57 @@ def reliability_figure(results: dict, path: Path) -> None:
 
 
 def render(results: dict, args: argparse.Namespace) -> Section:
-    notes = (f"Models: bench_datasets.py's `{args.system}` seed {args.seed} (model-best). ECE over the predicted "
-             "entities (10 equal-width bins; right = exact match of a gold entity); the temperature is fitted on dev. "
-             "Default: doc.ents at the model's fitted threshold (ents_threshold \"fitted\") and the span group, the "
-             "configs' default; it computes no best path (empty: no fitted threshold). Cost: the time added, in %. "
-             "Second table: test precision / recall / F1 when the best path's entities below the threshold are left "
-             "out (at the fitted temperature).")
+    notes = (
+        f"Models: bench_datasets.py's `{args.system}` seed {args.seed} (model-best). ECE over the predicted "
+        "entities (10 equal-width bins; right = exact match of a gold entity); the temperature is fitted on dev. "
+        'Default: doc.ents at the model\'s fitted threshold (ents_threshold "fitted") and the span group, the '
+        "configs' default; it computes no best path (empty: no fitted threshold). Cost: the time added, in %. "
+        "Second table: test precision / recall / F1 when the best path's entities below the threshold are left "
+        "out (at the fitted temperature)."
+    )
     main_rows, threshold_rows, long_rows = [], [], []
     for name, res in results.items():
         speed = res["chars_per_s"]
         off, on, default = speed["off"], speed["on"], speed.get("default")
-        main_rows.append({
-            "dataset": name, "temperature": round(res["temperature"], 2),
-            "dev ECE before / after": [round(res["ece_dev_before"], 3), round(res["ece_dev_after"], 3)],
-            "test ECE before / after": [round(res["ece_test_before"], 3), round(res["ece_test_after"], 3)],
-            "chars/s: best path / + span group / default": [round(off), round(on), round(default) if default else None],
-            "cost %: + span group / default": [round(100 * (off / on - 1)),
-                                               round(100 * (off / default - 1)) if default else None],
-        })
-        threshold_rows.append({"dataset": name, **{f">= {t:g}": [round(100 * p, 1), round(100 * r, 1),
-                                                                 round(100 * f, 1)]
-                                                   for t, (_, p, r, f) in zip(THRESHOLDS, res["thresholds"])}})
+        main_rows.append(
+            {
+                "dataset": name,
+                "temperature": round(res["temperature"], 2),
+                "dev ECE before / after": [round(res["ece_dev_before"], 3), round(res["ece_dev_after"], 3)],
+                "test ECE before / after": [round(res["ece_test_before"], 3), round(res["ece_test_after"], 3)],
+                "chars/s: best path / + span group / default": [
+                    round(off),
+                    round(on),
+                    round(default) if default else None,
+                ],
+                "cost %: + span group / default": [
+                    round(100 * (off / on - 1)),
+                    round(100 * (off / default - 1)) if default else None,
+                ],
+            }
+        )
+        threshold_rows.append(
+            {
+                "dataset": name,
+                **{
+                    f">= {t:g}": [round(100 * p, 1), round(100 * r, 1), round(100 * f, 1)]
+                    for t, (_, p, r, f) in zip(THRESHOLDS, res["thresholds"])
+                },
+            }
+        )
         if "long" in res:
             for key, label in (("none", "off"), ("crf_ner", "on")):
                 r = res["long"][key]
-                long_rows.append({"dataset": name, "probabilities": label, "seconds": round(r["seconds"], 1),
-                                  "peak RSS MB": round(r["peak_mb"]), "entities": r["ents"],
-                                  "scored spans": r["spans"]})
+                long_rows.append(
+                    {
+                        "dataset": name,
+                        "probabilities": label,
+                        "seconds": round(r["seconds"], 1),
+                        "peak RSS MB": round(r["peak_mb"]),
+                        "entities": r["ents"],
+                        "scored spans": r["spans"],
+                    }
+                )
     if long_rows:
         notes += f" Third table: one doc of {args.long_chars:,} characters (test texts joined), one thread."
     return Section("Entity probabilities: calibration, thresholds, cost", notes, [main_rows, threshold_rows, long_rows])

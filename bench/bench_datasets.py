@@ -24,6 +24,7 @@ configs/default.cfg). --systems takes variant and --config names too, and runs t
 that many train and dev sentences, to see how a system does on a small corpus such as Weibo's
 1,350 train and 270 dev sentences; test is kept whole.
 """
+
 import argparse
 import json
 import os
@@ -34,8 +35,21 @@ import threading
 import time
 from pathlib import Path
 
-from _common import (ROOT, SYSTEMS, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
-                     publish, run, run_all, spacy_ner_config, split_settings, train)
+from _common import (
+    ROOT,
+    SYSTEMS,
+    Section,
+    add_data_argument,
+    add_out_argument,
+    add_result_argument,
+    evaluate,
+    publish,
+    run,
+    run_all,
+    spacy_ner_config,
+    split_settings,
+    train,
+)
 
 # name: (train, dev, test file names, convert arguments)
 DATASETS = {
@@ -59,20 +73,27 @@ def main() -> None:
     add_data_argument(parser)
     add_out_argument(parser, "datasets")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
-    parser.add_argument("--systems", nargs="+", default=None,
-                        help=f"of {list(SYSTEMS)} (default: all of them, then the variants)")
+    parser.add_argument(
+        "--systems", nargs="+", default=None, help=f"of {list(SYSTEMS)} (default: all of them, then the variants)"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2, help="trainings at a time; > 1 runs each on one thread")
-    parser.add_argument("--one-thread", action="store_true",
-                        help="one thread per training with --jobs 1 too (beside another benchmark on the other core)")
+    parser.add_argument(
+        "--one-thread",
+        action="store_true",
+        help="one thread per training with --jobs 1 too (beside another benchmark on the other core)",
+    )
     parser.add_argument("--max-steps", type=int, default=0, help="0: the configs' own stopping rules")
     parser.add_argument("--repeats", type=int, default=3, help="inference passes over test per model")
     add_result_argument(parser, None)
     parser.add_argument("--variant", action="append", default=[], help="NAME=SYSTEM:section.key=value,...")
     parser.add_argument("--config", action="append", default=[], help="NAME=PATH: a config file as a system")
-    parser.add_argument("--finished-only", action="store_true",
-                        help="train nothing: score the trainings already finished under --out, each system over its "
-                             "finished seeds (systems and datasets with none left out)")
+    parser.add_argument(
+        "--finished-only",
+        action="store_true",
+        help="train nothing: score the trainings already finished under --out, each system over its "
+        "finished seeds (systems and datasets with none left out)",
+    )
     parser.add_argument("--train-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
     parser.add_argument("--dev-sentences", type=int, default=0, help="keep a random sample of this many (0: all)")
     args = parser.parse_args()
@@ -91,8 +112,10 @@ def main() -> None:
         name, _, spec = variant.partition("=")
         base, _, settings = spec.partition(":")
         if not name or base not in SYSTEMS or name in SYSTEMS:
-            sys.exit(f"Bad --variant {variant!r}: expected NAME=SYSTEM:section.key=value,... with SYSTEM one of "
-                     f"{list(SYSTEMS)}")
+            sys.exit(
+                f"Bad --variant {variant!r}: expected NAME=SYSTEM:section.key=value,... with SYSTEM one of "
+                f"{list(SYSTEMS)}"
+            )
         SYSTEMS[name] = (f"{SYSTEMS[base][0]} + {settings}", SYSTEMS[base][1])
         overrides[name] = [f"--{setting}" for setting in split_settings(settings)]
     args.systems = requested  # in the order asked for; no --systems: every system, then the variants
@@ -100,17 +123,27 @@ def main() -> None:
     if missing:
         sys.exit(f"No data for {', '.join(missing)} in {args.data}: pass --data DIR (see each SOURCE.md)")
     sample = {"train": args.train_sentences, "dev": args.dev_sentences}
-    corpora = {name: prepare(args.data / name, args.out / name / "corpus", *DATASETS[name], sample=sample,
-                             dev_from_test=DEV_FROM_TEST.get(name, 0))
-               for name in args.datasets}
+    corpora = {
+        name: prepare(
+            args.data / name,
+            args.out / name / "corpus",
+            *DATASETS[name],
+            sample=sample,
+            dev_from_test=DEV_FROM_TEST.get(name, 0),
+        )
+        for name in args.datasets
+    }
     configs = {
         key: ROOT / "configs" / SYSTEMS[key][1] if SYSTEMS[key][1] else spacy_ner_config(args.out / "spacy_ner.cfg")
         for key in args.systems
     }
     runs = [(name, key, seed) for seed in args.seeds for name in args.datasets for key in args.systems]
     if args.finished_only:
-        runs = [(name, key, seed) for name, key, seed in runs
-                if (args.out / name / key / f"seed{seed}" / "training_stats.json").exists()]
+        runs = [
+            (name, key, seed)
+            for name, key, seed in runs
+            if (args.out / name / key / f"seed{seed}" / "training_stats.json").exists()
+        ]
 
     def train_run(run_key: tuple) -> dict:
         name, key, seed = run_key
@@ -122,8 +155,15 @@ def main() -> None:
             if reads_own_vectors(configs[key], extra):
                 vectors_seconds = train_own_vectors(corpora[name]["path"] / "train.spacy", out / "vectors", seed)
                 extra += (f"--paths.vectors={out / 'vectors'}",)
-            stats = train(configs[key], corpora[name]["path"], out, seed, args.max_steps,
-                          args.jobs > 1 or args.one_thread, extra=extra)
+            stats = train(
+                configs[key],
+                corpora[name]["path"],
+                out,
+                seed,
+                args.max_steps,
+                args.jobs > 1 or args.one_thread,
+                extra=extra,
+            )
             # The vectors are part of the system: their training counts in its training time.
             stats.update(seconds=stats["seconds"] + vectors_seconds, vectors_seconds=vectors_seconds)
             stats_path.write_text(json.dumps(stats), encoding="utf8")
@@ -132,22 +172,42 @@ def main() -> None:
     training = run_all(train_run, runs, args.jobs)
     results = {}
     for name in args.datasets:
-        models = {f"{key}/seed{seed}": args.out / name / key / f"seed{seed}" / "model-best"
-                  for key in args.systems for seed in args.seeds if (name, key, seed) in training}
+        models = {
+            f"{key}/seed{seed}": args.out / name / key / f"seed{seed}" / "model-best"
+            for key in args.systems
+            for seed in args.seeds
+            if (name, key, seed) in training
+        }
         if not models:
             continue
-        speed_models = [f"{key}/seed{seeds_of(training, name, key)[0]}" for key in args.systems
-                        if seeds_of(training, name, key)]
-        scores = evaluate({k: str(p) for k, p in models.items()}, speed_models, corpora[name]["path"], args.repeats,
-                          one_thread=True, seen_recall=True)
+        speed_models = [
+            f"{key}/seed{seeds_of(training, name, key)[0]}" for key in args.systems if seeds_of(training, name, key)
+        ]
+        scores = evaluate(
+            {k: str(p) for k, p in models.items()},
+            speed_models,
+            corpora[name]["path"],
+            args.repeats,
+            one_thread=True,
+            seen_recall=True,
+        )
         for model_key, path in models.items():
             metrics = robustness_score(path.parent, corpora[name]["path"], reuse=True)
             dev_f = json.loads((path / "meta.json").read_text(encoding="utf8"))["performance"]["ents_f"]
             scores[model_key].update(robust=metrics["robust"]["f"], asr=metrics["attack_success_rate"], dev_f=dev_f)
         results[name] = scores
-    (args.out / "results.json").write_text(json.dumps(
-        {"scores": results, "corpora": corpora, "training": {"/".join(map(str, k)): v for k, v in training.items()}},
-        indent=2, default=str), encoding="utf8")
+    (args.out / "results.json").write_text(
+        json.dumps(
+            {
+                "scores": results,
+                "corpora": corpora,
+                "training": {"/".join(map(str, k)): v for k, v in training.items()},
+            },
+            indent=2,
+            default=str,
+        ),
+        encoding="utf8",
+    )
     rows = summary(results, training, args)
     counts = {name: {k: v for k, v in c.items() if k != "path"} for name, c in corpora.items()}
     figures = {"rows": rows, "corpora": counts, "max_steps": args.max_steps, "scores": results}
@@ -161,8 +221,19 @@ def robustness_score(system_dir: Path, corpus: Path, reuse: bool) -> dict:
     metrics = output / "metrics.json"
     if reuse and metrics.exists() and metrics.stat().st_mtime > (system_dir / "model-best").stat().st_mtime:
         return json.loads(metrics.read_text(encoding="utf8"))
-    run([sys.executable, "-m", "spacy_cner", "robustness", str(system_dir / "model-best"),
-         str(corpus / "test.spacy"), "--output", str(output)], quiet=True)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "spacy_cner",
+            "robustness",
+            str(system_dir / "model-best"),
+            str(corpus / "test.spacy"),
+            "--output",
+            str(output),
+        ],
+        quiet=True,
+    )
     return json.loads(metrics.read_text(encoding="utf8"))
 
 
@@ -188,7 +259,8 @@ def reads_own_vectors(config: Path, extra: tuple) -> bool:
     it then reads vectors trained on its own train split, as configs/default.cfg does at initialize."""
     text = config.read_text(encoding="utf8")
     static = any(o.endswith("static_vectors=true") for o in extra) or (
-        "static_vectors = true" in text and not any(o.endswith("static_vectors=false") for o in extra))
+        "static_vectors = true" in text and not any(o.endswith("static_vectors=false") for o in extra)
+    )
     # A config whose [initialize.before_init] brings pretrained vectors (spacy-cner.lac_vectors.v1) reads those.
     brings_own = "spacy-cner.lac_vectors" in text
     return static and not brings_own and not any(o.startswith("--paths.vectors=") for o in extra)
@@ -197,13 +269,17 @@ def reads_own_vectors(config: Path, extra: tuple) -> bool:
 def train_own_vectors(train: Path, out: Path, seed: int) -> float:
     """`python -m spacy_cner train-vectors` on the train split (one thread, this seed); returns its wall time."""
     start = time.perf_counter()
-    run([sys.executable, "-m", "spacy_cner", "train-vectors", str(train), str(out), "--seed", str(seed)], quiet=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    run(
+        [sys.executable, "-m", "spacy_cner", "train-vectors", str(train), str(out), "--seed", str(seed)],
+        quiet=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
     return time.perf_counter() - start
 
 
-def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: dict = None,
-            dev_from_test: int = 0) -> dict:
+def prepare(
+    data: Path, corpus: Path, files: tuple, convert_args: list, sample: dict = None, dev_from_test: int = 0
+) -> dict:
     """Convert a dataset's splits and drop dev/test docs whose text occurs in train; the counts.
 
     sample: split -> number of docs to keep (a random sample in corpus order; 0 keeps all). Dev
@@ -217,8 +293,18 @@ def prepare(data: Path, corpus: Path, files: tuple, convert_args: list, sample: 
     corpus.mkdir(parents=True, exist_ok=True)
     for split, name in zip(("train", "dev", "test"), files):
         if not (corpus / f"{split}.all.spacy").exists():
-            run([sys.executable, "-m", "spacy_cner", "convert", str(data / name), str(corpus / f"{split}.all.spacy"),
-                 *convert_args], quiet=True)
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    "spacy_cner",
+                    "convert",
+                    str(data / name),
+                    str(corpus / f"{split}.all.spacy"),
+                    *convert_args,
+                ],
+                quiet=True,
+            )
     nlp = spacy.blank("zh")
     train_docs = list(DocBin().from_disk(corpus / "train.all.spacy").get_docs(nlp.vocab))
     seen = {doc.text for doc in train_docs}
@@ -269,20 +355,28 @@ def summary(results: dict, training: dict, args: argparse.Namespace) -> list:
             per_seed = [results[name][f"{key}/seed{seed}"] for seed in seeds]
             f1 = [s["f"] * 100 for s in per_seed]
             seconds = statistics.mean(training[(name, key, seed)]["seconds"] for seed in seeds)
-            rows.append({
-                "dataset": name, "system": key, "name": SYSTEMS[key][0], "seeds": seeds,
-                "dev_f1": statistics.mean(s["dev_f"] for s in per_seed) * 100,
-                "p": statistics.mean(s["p"] for s in per_seed) * 100,
-                "r": statistics.mean(s["r"] for s in per_seed) * 100,
-                "r_seen": statistics.mean(s["r_seen"] for s in per_seed) * 100,
-                "r_unseen": statistics.mean(s["r_unseen"] for s in per_seed) * 100,
-                "f1": statistics.mean(f1), "f1_sd": statistics.stdev(f1) if len(f1) > 1 else None, "f1_per_seed": f1,
-                "r_f1": statistics.mean(s["robust"] for s in per_seed) * 100,
-                "asr": statistics.mean(s["asr"] for s in per_seed) * 100,
-                "training_min": seconds / 60,
-                "chars_per_s": results[name][f"{key}/seed{seeds[0]}"]["chars_per_s"],
-                "n_seen": per_seed[0]["n_seen"], "n_unseen": per_seed[0]["n_unseen"],
-            })
+            rows.append(
+                {
+                    "dataset": name,
+                    "system": key,
+                    "name": SYSTEMS[key][0],
+                    "seeds": seeds,
+                    "dev_f1": statistics.mean(s["dev_f"] for s in per_seed) * 100,
+                    "p": statistics.mean(s["p"] for s in per_seed) * 100,
+                    "r": statistics.mean(s["r"] for s in per_seed) * 100,
+                    "r_seen": statistics.mean(s["r_seen"] for s in per_seed) * 100,
+                    "r_unseen": statistics.mean(s["r_unseen"] for s in per_seed) * 100,
+                    "f1": statistics.mean(f1),
+                    "f1_sd": statistics.stdev(f1) if len(f1) > 1 else None,
+                    "f1_per_seed": f1,
+                    "r_f1": statistics.mean(s["robust"] for s in per_seed) * 100,
+                    "asr": statistics.mean(s["asr"] for s in per_seed) * 100,
+                    "training_min": seconds / 60,
+                    "chars_per_s": results[name][f"{key}/seed{seeds[0]}"]["chars_per_s"],
+                    "n_seen": per_seed[0]["n_seen"],
+                    "n_unseen": per_seed[0]["n_unseen"],
+                }
+            )
     return rows
 
 
@@ -297,21 +391,35 @@ def render(rows: list, corpora: dict, args: argparse.Namespace) -> Section:
         "over test, best of "
         f"{args.repeats}, the systems alternating. R seen / unseen: the recall of the test entities whose text "
         "and label occur as an entity in train, and of the others ("
-        + "; ".join(f"{name} {_seen_counts(rows, name)}" for name in args.datasets) + "). "
+        + "; ".join(f"{name} {_seen_counts(rows, name)}" for name in args.datasets)
+        + "). "
         "Sentences (train / dev / test after removing dev and test sentences found in train"
-        + (", then keeping a random sample" if args.train_sentences or args.dev_sentences else "") + "): "
-        + "; ".join(f"{name} {_count(c, 'train')} / {_count(c, 'dev')} (-{c['dev_removed']}) / {c['test']:,} "
-                    f"(-{c['test_removed']})" for name, c in corpora.items())
+        + (", then keeping a random sample" if args.train_sentences or args.dev_sentences else "")
+        + "): "
+        + "; ".join(
+            f"{name} {_count(c, 'train')} / {_count(c, 'dev')} (-{c['dev_removed']}) / {c['test']:,} "
+            f"(-{c['test_removed']})"
+            for name, c in corpora.items()
+        )
     )
-    table = [{
-        "dataset": row["dataset"], "system": row["name"], "dev F1": round(row["dev_f1"], 2),
-        "test P": round(row["p"], 2), "test R": round(row["r"], 2),
-        "R seen / unseen": [round(row["r_seen"], 1), round(row["r_unseen"], 1)],
-        "test F1": round(row["f1"], 2), "test F1 sd": round(row["f1_sd"], 2) if row["f1_sd"] is not None else None,
-        "F1 per seed": [round(f, 2) for f in row["f1_per_seed"]], "R-F1": round(row["r_f1"], 2),
-        "Asr %": round(row["asr"], 2), "training min": round(row["training_min"], 1),
-        "chars/s": round(row["chars_per_s"]),
-    } for row in rows]
+    table = [
+        {
+            "dataset": row["dataset"],
+            "system": row["name"],
+            "dev F1": round(row["dev_f1"], 2),
+            "test P": round(row["p"], 2),
+            "test R": round(row["r"], 2),
+            "R seen / unseen": [round(row["r_seen"], 1), round(row["r_unseen"], 1)],
+            "test F1": round(row["f1"], 2),
+            "test F1 sd": round(row["f1_sd"], 2) if row["f1_sd"] is not None else None,
+            "F1 per seed": [round(f, 2) for f in row["f1_per_seed"]],
+            "R-F1": round(row["r_f1"], 2),
+            "Asr %": round(row["asr"], 2),
+            "training min": round(row["training_min"], 1),
+            "chars/s": round(row["chars_per_s"]),
+        }
+        for row in rows
+    ]
     return Section(f"Datasets: {', '.join(args.systems)} on {', '.join(args.datasets)}", notes, [table])
 
 

@@ -10,6 +10,7 @@ Each student is `python -m spacy_cner distill TEACHER configs/student.cfg --trai
 `ner`) comes first in the speed run, so every ratio is to its chars/s; the students' ratio to the teacher is
 given too (bench_model_speed.measure).
 """
+
 from _common import ROOT, Section, add_result_argument, publish, single_thread
 
 single_thread()  # before numpy and torch are imported: their thread pools read the setting once
@@ -48,12 +49,24 @@ def main() -> None:
         row["unlabeled_chars"] = students[row["model"]][0] if row["model"] in students else None
         row["ratio_to_teacher"] = row["chars_per_s"] / teacher_row["chars_per_s"]
         row["f_minus_teacher"] = row["f"] - teacher_row["f"]
-    notes = (f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} test texts ({n_chars:,} characters), best of "
-             f"{args.repeats}, the models alternating. {args.note}")
-    table = [{"model": row["model"], "role": row["role"], "unlabeled chars": row["unlabeled_chars"],
-              "test F1": round(100 * row["f"], 2), "F1 - teacher": round(100 * row["f_minus_teacher"], 2),
-              "chars/s": round(row["chars_per_s"]), "x reference": round(row["ratio"], 2),
-              "x teacher": round(row["ratio_to_teacher"], 2), "size MB": round(row["mb"], 1)} for row in rows]
+    notes = (
+        f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} test texts ({n_chars:,} characters), best of "
+        f"{args.repeats}, the models alternating. {args.note}"
+    )
+    table = [
+        {
+            "model": row["model"],
+            "role": row["role"],
+            "unlabeled chars": row["unlabeled_chars"],
+            "test F1": round(100 * row["f"], 2),
+            "F1 - teacher": round(100 * row["f_minus_teacher"], 2),
+            "chars/s": round(row["chars_per_s"]),
+            "x reference": round(row["ratio"], 2),
+            "x teacher": round(row["ratio_to_teacher"], 2),
+            "size MB": round(row["mb"], 1),
+        }
+        for row in rows
+    ]
     if args.picture:
         write_picture(args.picture, rows, teacher_row)
         notes += f" Picture: {args.picture.resolve().relative_to(ROOT)}."
@@ -68,11 +81,16 @@ def write_picture(path: Path, rows: list, teacher_row: dict) -> None:
     points = sorted((row["unlabeled_chars"], 100 * row["f"]) for row in rows if row["role"] == "student")
     xs = [x for x, _ in points]
     scores = [y for _, y in points] + [100 * teacher_row["f"]]
-    panel = Panel("Students' test F1", "unlabeled characters the teacher labelled", "test F1",
-                  [Series("students", xs, [y for _, y in points]),
-                   Series(f"teacher ({teacher_row['model']})", [xs[0], xs[-1]], [100 * teacher_row["f"]] * 2,
-                          dashed=True)],
-                  y_range=(math.floor(min(scores)) - 2, math.ceil(max(scores)) + 1))
+    panel = Panel(
+        "Students' test F1",
+        "unlabeled characters the teacher labelled",
+        "test F1",
+        [
+            Series("students", xs, [y for _, y in points]),
+            Series(f"teacher ({teacher_row['model']})", [xs[0], xs[-1]], [100 * teacher_row["f"]] * 2, dashed=True),
+        ],
+        y_range=(math.floor(min(scores)) - 2, math.ceil(max(scores)) + 1),
+    )
     path.write_text(svg_picture([panel]), encoding="utf8")
 
 

@@ -14,6 +14,7 @@ over the test texts, test F1, and the CPU-GPU agreement: the share of test docs 
 entities are the same when the saved model runs on the CPU. Without a CUDA GPU (and
 CuPy) it says so and exits 0.
 """
+
 import argparse
 import json
 import os
@@ -27,8 +28,12 @@ from bench_transformer import training_schedule, write_random_bert
 # key: (name in the table, config, config overrides)
 SYSTEMS = {
     "bert_crf": ("BERT-CRF (bert_crf.cfg)", "bert_crf.cfg", "bert", []),
-    "nezha_df_at": ("NEZHA-BiLSTM-CRF + DF + FGM (nezha_bilstm_crf_df_at.cfg)", "nezha_bilstm_crf_df_at.cfg", "nezha",
-                    []),
+    "nezha_df_at": (
+        "NEZHA-BiLSTM-CRF + DF + FGM (nezha_bilstm_crf_df_at.cfg)",
+        "nezha_bilstm_crf_df_at.cfg",
+        "nezha",
+        [],
+    ),
     "lebert": ("LEBERT (lebert.cfg, jieba lexicon)", "lebert.cfg", "bert", []),
 }
 
@@ -84,13 +89,25 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "mixed"], default=["fp32", "mixed"])
     parser.add_argument("--evals", type=int, default=6, help="dev evaluations during training (each calibrates)")
-    parser.add_argument("--learn-rate", type=float, default=5e-5,
-                        help="initial_rate: the layers above the encoder (a BiLSTM, the CRF); the encoder gets the "
-                             "config's tok2vec_learn_rate_scale (0.5) times it, unless --encoder-rate-scale")
-    parser.add_argument("--encoder-rate-scale", type=float, default=None,
-                        help="the encoder's rate as a multiple of --learn-rate (default: the config's)")
-    parser.add_argument("--cpu-repeats", type=int, default=3,
-                        help="timed passes over the test texts on the CPU (the fastest is kept; the GPU's: 3)")
+    parser.add_argument(
+        "--learn-rate",
+        type=float,
+        default=5e-5,
+        help="initial_rate: the layers above the encoder (a BiLSTM, the CRF); the encoder gets the "
+        "config's tok2vec_learn_rate_scale (0.5) times it, unless --encoder-rate-scale",
+    )
+    parser.add_argument(
+        "--encoder-rate-scale",
+        type=float,
+        default=None,
+        help="the encoder's rate as a multiple of --learn-rate (default: the config's)",
+    )
+    parser.add_argument(
+        "--cpu-repeats",
+        type=int,
+        default=3,
+        help="timed passes over the test texts on the CPU (the fastest is kept; the GPU's: 3)",
+    )
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, to check the script")
     add_result_argument(parser, "gpu")
     args = parser.parse_args()
@@ -119,15 +136,19 @@ def main() -> None:
                 f"--training.max_steps={args.steps}",
                 "--training.max_epochs=0",
                 *training_schedule(args.steps, args.learn_rate),
-                *([f"--components.crf_ner.tok2vec_learn_rate_scale={args.encoder_rate_scale}"]
-                  if args.encoder_rate_scale is not None else []),
+                *(
+                    [f"--components.crf_ner.tok2vec_learn_rate_scale={args.encoder_rate_scale}"]
+                    if args.encoder_rate_scale is not None
+                    else []
+                ),
                 f"--training.eval_frequency={max(1, args.steps // max(1, args.evals))}",
                 *extra,
             ]
             stats = _child(TRAIN_CHILD, [str(ROOT / "configs" / config), str(out), str(gpu), *overrides], log)
             on_gpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), str(gpu), "3", "1"], log)
-            on_cpu = _child(EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), "-1",
-                                         str(args.cpu_repeats), "0"], log)
+            on_cpu = _child(
+                EVAL_CHILD, [str(out / "model-best"), str(corpus / "test.spacy"), "-1", str(args.cpu_repeats), "0"], log
+            )
             same = sum(a == b for a, b in zip(on_gpu["entities"], on_cpu["entities"])) / max(1, len(on_gpu["entities"]))
             results[f"{key}/{precision}"] = {
                 "name": name,
@@ -150,8 +171,10 @@ def main() -> None:
 
 def write_random_encoders(data: Path, out: Path, layers: int, width: int) -> dict:
     """{"bert": ..., "nezha": ...}: a random BERT and NEZHA of this size in out (bert-LxW, nezha-LxW)."""
-    return {"bert": write_random_bert(data, out / f"bert-{layers}x{width}", layers, width),
-            "nezha": write_random_nezha(data, out / f"nezha-{layers}x{width}", layers, width)}
+    return {
+        "bert": write_random_bert(data, out / f"bert-{layers}x{width}", layers, width),
+        "nezha": write_random_nezha(data, out / f"nezha-{layers}x{width}", layers, width),
+    }
 
 
 def write_random_nezha(data: Path, path: Path, layers: int, width: int) -> Path:
@@ -162,8 +185,14 @@ def write_random_nezha(data: Path, path: Path, layers: int, width: int) -> Path:
     bert = write_random_bert(data, path, layers, width)  # the vocabulary and tokenizer files
     torch.manual_seed(0)
     vocab_size = len((bert / "vocab.txt").read_text(encoding="utf8").splitlines())
-    config = NezhaConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=layers,
-                         num_attention_heads=max(1, width // 64), intermediate_size=4 * width, max_relative_position=64)
+    config = NezhaConfig(
+        vocab_size=vocab_size,
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, width // 64),
+        intermediate_size=4 * width,
+        max_relative_position=64,
+    )
     NezhaModel(config).save_pretrained(str(path))
     BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(str(path))
     return path
@@ -186,27 +215,39 @@ def _child(code: str, argv: list, log: Path) -> dict:
     with log.open("a", encoding="utf8") as output:
         output.write(f"\n$ {' '.join(argv[:3])}\n")
         output.flush()
-        result = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, stdout=output,
-                                stderr=subprocess.STDOUT, env=dict(os.environ))
+        result = subprocess.run(
+            [sys.executable, "-c", code, *argv], cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, env=dict(os.environ)
+        )
     if result.returncode != 0:
         sys.exit(f"Failed ({result.returncode}): see {log}")
     with log.open(encoding="utf8") as output:
         output.seek(start)
         found = [line for line in output if line.startswith("RESULT ")]
-    return json.loads(found[-1][len("RESULT "):])
+    return json.loads(found[-1][len("RESULT ") :])
 
 
 def render(results: dict, args: argparse.Namespace) -> Section:
-    notes = (f"GPU: {_gpu_name()}. Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), "
-             f"{args.steps} steps on Resume (initial_rate {args.learn_rate:g}, the encoder at "
-             f"{'the config' + chr(39) + 's 0.5' if args.encoder_rate_scale is None else args.encoder_rate_scale} "
-             f"times it); {args.evals} dev evaluations (each calibrating) inside training's time; GPU chars/s: the "
-             f"fastest of 3 passes, CPU chars/s: of {args.cpu_repeats}; agreement: test docs with the same entities "
-             f"on the CPU.")
-    rows = [{"system": r["name"], "precision": r["precision"], "steps/s": round(r["steps_per_s"], 2),
-             "peak GPU memory MB": round(r["peak_gpu_mb"]), "inference chars/s (GPU)": round(r["chars_per_s"]),
-             "(CPU)": round(r["cpu_chars_per_s"]), "test F1": round(100 * r["f"], 2),
-             "CPU-GPU agreement %": round(100 * r["agreement"], 1)} for r in results.values()]
+    notes = (
+        f"GPU: {_gpu_name()}. Random {args.layers}-layer, width-{args.width} encoders (no pretrained weights), "
+        f"{args.steps} steps on Resume (initial_rate {args.learn_rate:g}, the encoder at "
+        f"{'the config' + chr(39) + 's 0.5' if args.encoder_rate_scale is None else args.encoder_rate_scale} "
+        f"times it); {args.evals} dev evaluations (each calibrating) inside training's time; GPU chars/s: the "
+        f"fastest of 3 passes, CPU chars/s: of {args.cpu_repeats}; agreement: test docs with the same entities "
+        f"on the CPU."
+    )
+    rows = [
+        {
+            "system": r["name"],
+            "precision": r["precision"],
+            "steps/s": round(r["steps_per_s"], 2),
+            "peak GPU memory MB": round(r["peak_gpu_mb"]),
+            "inference chars/s (GPU)": round(r["chars_per_s"]),
+            "(CPU)": round(r["cpu_chars_per_s"]),
+            "test F1": round(100 * r["f"], 2),
+            "CPU-GPU agreement %": round(100 * r["agreement"], 1),
+        }
+        for r in results.values()
+    ]
     return Section("GPU: bert-base-sized random encoders (spacy train --gpu-id 0)", notes, [rows])
 
 

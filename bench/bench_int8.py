@@ -12,6 +12,7 @@ whether the first row's outputs are the same alone and in the batch (dynamic qua
 each input tensor by its own range, so a doc's result can depend on its batch) and how far each is
 from fp32.
 """
+
 from _common import Section, add_result_argument, publish, single_thread
 
 single_thread()  # before numpy and torch are imported: their thread pools read the setting once
@@ -37,12 +38,20 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization is deprecated in torch 2.13
         modules = {
-            "lstm": {"fp32": lstm, "bf16": copy.deepcopy(lstm).to(torch.bfloat16),
-                     "int8": torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lstm), {torch.nn.LSTM},
-                                                                    dtype=torch.qint8)[0]},
-            "linear": {"fp32": linear, "bf16": copy.deepcopy(linear).to(torch.bfloat16),
-                       "int8": torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear},
-                                                                      dtype=torch.qint8)[0]},
+            "lstm": {
+                "fp32": lstm,
+                "bf16": copy.deepcopy(lstm).to(torch.bfloat16),
+                "int8": torch.ao.quantization.quantize_dynamic(
+                    torch.nn.Sequential(lstm), {torch.nn.LSTM}, dtype=torch.qint8
+                )[0],
+            },
+            "linear": {
+                "fp32": linear,
+                "bf16": copy.deepcopy(linear).to(torch.bfloat16),
+                "int8": torch.ao.quantization.quantize_dynamic(
+                    torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.qint8
+                )[0],
+            },
         }
     inputs = {"lstm": torch.randn(64, 50, 128), "linear": torch.randn(512, 370)}
 
@@ -60,30 +69,48 @@ def main() -> None:
                 start = time.perf_counter()
                 run(layer, name, inputs[layer])
                 seconds[layer, name].append(time.perf_counter() - start)
-        alone = {key: float((run(*key, inputs[key[0]])[:1] - run(*key, inputs[key[0]][:1])).abs().max())
-                 for key in seconds}
-        gap = {key: float((run(*key, inputs[key[0]]) - run(key[0], "fp32", inputs[key[0]])).abs().max())
-               for key in seconds}
+        alone = {
+            key: float((run(*key, inputs[key[0]])[:1] - run(*key, inputs[key[0]][:1])).abs().max()) for key in seconds
+        }
+        gap = {
+            key: float((run(*key, inputs[key[0]]) - run(key[0], "fp32", inputs[key[0]])).abs().max()) for key in seconds
+        }
     best = {key: min(times) * 1000 for key, times in seconds.items()}
     # torch.cpu's private probes (torch 2.13): None where this torch lacks them.
     probe = {name: getattr(torch.cpu, f"_is_{name}_supported", None) for name in ("amx_tile", "avx512_bf16", "vnni")}
-    cpu = {"capability": torch.backends.cpu.get_cpu_capability(),
-           **{name: (bool(check()) if check is not None else None) for name, check in probe.items()}}
+    cpu = {
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        **{name: (bool(check()) if check is not None else None) for name, check in probe.items()},
+    }
     said = {True: "yes", False: "no", None: "unknown"}
-    shapes = {"lstm": "one direction of the default's BiLSTM (LSTM 128 -> 128), 64 docs x 50 tokens",
-              "linear": "the tok2vec's Maxout product (370 -> 384), a block of 512 rows"}
-    notes = (f"torch {torch.__version__}, CPU capability {cpu['capability']}, AMX {said[cpu['amx_tile']]}, "
-             f"AVX512-BF16 {said[cpu['avx512_bf16']]}, VNNI {said[cpu['vnni']]}. One thread, best of {args.repeats}, "
-             "alternating. int8: torch.ao.quantization.quantize_dynamic; bf16: weights and inputs in bfloat16.")
-    rows = [{"product": shapes[layer], "precision": name, "ms": round(best[layer, name], 2),
-             "time / fp32": round(best[layer, name] / best[layer, "fp32"], 2),
-             "first row alone against in the batch: largest difference": float(f"{alone[layer, name]:.1e}"),
-             "largest difference from fp32": float(f"{gap[layer, name]:.1e}")} for layer, name in seconds]
-    figures = {"ms": {f"{layer} {name}": value for (layer, name), value in best.items()},
-               "over_fp32_time": {f"{layer} {name}": best[layer, name] / best[layer, "fp32"] for layer, name in best},
-               "first_row_alone_vs_batch": {f"{layer} {name}": value for (layer, name), value in alone.items()},
-               "largest_difference_from_fp32": {f"{layer} {name}": value for (layer, name), value in gap.items()},
-               "cpu": cpu, "torch": torch.__version__}
+    shapes = {
+        "lstm": "one direction of the default's BiLSTM (LSTM 128 -> 128), 64 docs x 50 tokens",
+        "linear": "the tok2vec's Maxout product (370 -> 384), a block of 512 rows",
+    }
+    notes = (
+        f"torch {torch.__version__}, CPU capability {cpu['capability']}, AMX {said[cpu['amx_tile']]}, "
+        f"AVX512-BF16 {said[cpu['avx512_bf16']]}, VNNI {said[cpu['vnni']]}. One thread, best of {args.repeats}, "
+        "alternating. int8: torch.ao.quantization.quantize_dynamic; bf16: weights and inputs in bfloat16."
+    )
+    rows = [
+        {
+            "product": shapes[layer],
+            "precision": name,
+            "ms": round(best[layer, name], 2),
+            "time / fp32": round(best[layer, name] / best[layer, "fp32"], 2),
+            "first row alone against in the batch: largest difference": float(f"{alone[layer, name]:.1e}"),
+            "largest difference from fp32": float(f"{gap[layer, name]:.1e}"),
+        }
+        for layer, name in seconds
+    ]
+    figures = {
+        "ms": {f"{layer} {name}": value for (layer, name), value in best.items()},
+        "over_fp32_time": {f"{layer} {name}": best[layer, name] / best[layer, "fp32"] for layer, name in best},
+        "first_row_alone_vs_batch": {f"{layer} {name}": value for (layer, name), value in alone.items()},
+        "largest_difference_from_fp32": {f"{layer} {name}": value for (layer, name), value in gap.items()},
+        "cpu": cpu,
+        "torch": torch.__version__,
+    }
     publish(args.result, figures, Section("int8 and bfloat16 against fp32 for the default's products", notes, [rows]))
 
 

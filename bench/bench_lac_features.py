@@ -6,6 +6,7 @@ spent on LAC's text analysis (dictionary segmentation into ids) is measured apar
 
     python bench/bench_lac_features.py --sentences 2000
 """
+
 import argparse
 import os
 import sys
@@ -69,8 +70,12 @@ def main() -> None:
                 layer.predict(batch)
             seconds.append(time.perf_counter() - start)
         best = min(seconds)
-        figures["settings"][name] = {"settings": settings, "seconds": best, "chars_per_s": n_chars / best,
-                                     "width": layer.get_dim("nO")}
+        figures["settings"][name] = {
+            "settings": settings,
+            "seconds": best,
+            "chars_per_s": n_chars / best,
+            "width": layer.get_dim("nO"),
+        }
         rows.append({"Setting": name, "Features per token": layer.get_dim("nO"), "Chars/s": round(n_chars / best)})
     start = time.perf_counter()
     for text in texts:
@@ -80,11 +85,18 @@ def main() -> None:
     section = Section(
         f"LacFeatures.v1 alone: chars/s on {len(texts):,} MSRA test sentences ({n_chars:,} chars)",
         f"One thread, batches of {args.batch_size} docs, best of {args.repeats}. LAC's text analysis (dictionary "
-        f"segmentation into ids) alone: {n_chars / analysis:,.0f} chars/s; the rest is the BiGRU network.", [rows])
+        f"segmentation into ids) alone: {n_chars / analysis:,.0f} chars/s; the rest is the BiGRU network.",
+        [rows],
+    )
     load = os.getloadavg()[0]
     figures["load_average"] = load
-    publish(args.result, figures, section, notes=f"Load average {load:.1f} at the end, on {os.cpu_count()} cores: "
-            "on a shared machine the settings (of about equal cost: the BiGRU dominates) differ by its noise.")
+    publish(
+        args.result,
+        figures,
+        section,
+        notes=f"Load average {load:.1f} at the end, on {os.cpu_count()} cores: "
+        "on a shared machine the settings (of about equal cost: the BiGRU dominates) differ by its noise.",
+    )
 
 
 if __name__ == "__main__":

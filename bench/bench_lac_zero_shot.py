@@ -4,6 +4,7 @@ its TIME entities dropped, as neither set marks times). Spans are compared by ch
 
     python bench/bench_lac_zero_shot.py
 """
+
 import argparse
 import os
 import sys
@@ -54,21 +55,34 @@ def score(nlp, sentences, batch_size: int, timed: int) -> dict:
             counts[kind, "all"] += len(spans)
             for span in spans:
                 counts[kind, span[2]] += 1
-    figures = {"sentences": len(texts), "chars": sum(map(len, texts)), "chars_per_s": sum(map(len, texts)) / seconds,
-               "one_by_one_chars_per_s": one_by_one}
+    figures = {
+        "sentences": len(texts),
+        "chars": sum(map(len, texts)),
+        "chars_per_s": sum(map(len, texts)) / seconds,
+        "one_by_one_chars_per_s": one_by_one,
+    }
     for label in ("all", "PER", "LOC", "ORG"):
         p = counts["right", label] / max(counts["found", label], 1)
         r = counts["right", label] / max(counts["gold", label], 1)
-        figures[label] = {"p": 100 * p, "r": 100 * r, "f": 100 * (2 * p * r / (p + r) if p + r else 0.0),
-                          "gold": counts["gold", label], "found": counts["found", label]}
+        figures[label] = {
+            "p": 100 * p,
+            "r": 100 * r,
+            "f": 100 * (2 * p * r / (p + r) if p + r else 0.0),
+            "gold": counts["gold", label],
+            "found": counts["found", label],
+        }
     return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_argument(parser)
-    parser.add_argument("--pipeline", type=Path, default=None, help="a pipeline written by `pretrained pipeline` "
-                        "(default: written into a temporary folder)")
+    parser.add_argument(
+        "--pipeline",
+        type=Path,
+        default=None,
+        help="a pipeline written by `pretrained pipeline` (default: written into a temporary folder)",
+    )
     parser.add_argument("--sdist", default=None, help="a local LAC-2.1.2.tar.gz (default: the cached or fetched one)")
     parser.add_argument("--limit", type=int, default=0, help="sentences per test split (0: all)")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -84,22 +98,38 @@ def main() -> None:
         path = args.pipeline
         if path is None:
             path = Path(scratch) / "zh_lac"
-            run([sys.executable, "-m", "spacy_cner", "pretrained", "pipeline", str(path)]
-                + (["--sdist", args.sdist] if args.sdist else []), quiet=True)
+            run(
+                [sys.executable, "-m", "spacy_cner", "pretrained", "pipeline", str(path)]
+                + (["--sdist", args.sdist] if args.sdist else []),
+                quiet=True,
+            )
         nlp = spacy.load(path)
-        figures = {name: score(nlp, list(gold_sentences(args.data / file, scheme, args.limit)), args.batch_size,
-                               args.timed)
-                   for name, (file, scheme) in DATASETS.items()}
-    rows = [{"Test split": name, "Sentences": f["sentences"], "P": round(f["all"]["p"], 2),
-             "R": round(f["all"]["r"], 2),
-             "F1": round(f["all"]["f"], 2), "PER F1": round(f["PER"]["f"], 2), "LOC F1": round(f["LOC"]["f"], 2),
-             "ORG F1": round(f["ORG"]["f"], 2), "Chars/s nlp.pipe": round(f["chars_per_s"]),
-             "Chars/s one by one": round(f["one_by_one_chars_per_s"])} for name, f in figures.items()]
+        figures = {
+            name: score(nlp, list(gold_sentences(args.data / file, scheme, args.limit)), args.batch_size, args.timed)
+            for name, (file, scheme) in DATASETS.items()
+        }
+    rows = [
+        {
+            "Test split": name,
+            "Sentences": f["sentences"],
+            "P": round(f["all"]["p"], 2),
+            "R": round(f["all"]["r"], 2),
+            "F1": round(f["all"]["f"], 2),
+            "PER F1": round(f["PER"]["f"], 2),
+            "LOC F1": round(f["LOC"]["f"], 2),
+            "ORG F1": round(f["ORG"]["f"], 2),
+            "Chars/s nlp.pipe": round(f["chars_per_s"]),
+            "Chars/s one by one": round(f["one_by_one_chars_per_s"]),
+        }
+        for name, f in figures.items()
+    ]
     section = Section(
         "LAC's ready pipeline zero-shot (no training): test P/R/F1",
         "Exact character spans; MSRA's NR/NS/NT read as PER/LOC/ORG, LAC's TIME entities dropped. Chars/s, one "
         f"thread: nlp.pipe (batch_size {args.batch_size}: LAC reads the sentences of a batch together), and nlp(text) "
-        f"over the first {args.timed} sentences one at a time.", [rows])
+        f"over the first {args.timed} sentences one at a time.",
+        [rows],
+    )
     publish(args.result, figures, section)
 
 

@@ -14,13 +14,24 @@ thread, and the next pair starts when both are done. With --reuse, a run whose m
 and training stats are already in --out is not trained again (nor scored again when its
 test_scores.json is newer than its training stats).
 """
+
 import argparse
 import json
 import statistics
 from pathlib import Path
 
-from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
-                     prepare_corpus, publish, run_all, train_once)
+from _common import (
+    ROOT,
+    Section,
+    add_data_argument,
+    add_out_argument,
+    add_result_argument,
+    evaluate,
+    prepare_corpus,
+    publish,
+    run_all,
+    train_once,
+)
 from bench_transformer import our_config, random_bert_overrides, write_random_bert
 
 # key: (name in the table, config in configs/, is a BERT system)
@@ -78,8 +89,11 @@ def main() -> None:
     # Inference speed of each system's first-seed model, the systems alternating.
     first = {key: args.out / key / f"seed{args.seeds[0]}" / "model-best" for key in args.systems}
     speeds = {key: result["chars_per_s"] for key, result in evaluate(first, list(first), corpus, 3).items()}
-    publish(args.result, {"training": training, "scores": scores, "chars_per_s": speeds},
-            render(training, scores, speeds, args))
+    publish(
+        args.result,
+        {"training": training, "scores": scores, "chars_per_s": speeds},
+        render(training, scores, speeds, args),
+    )
 
 
 def score(runs: list, out: Path, corpus: Path, reuse: bool) -> dict:
@@ -127,16 +141,19 @@ def render(training: dict, scores: dict, speeds: dict, args: argparse.Namespace)
         per_seed = [scores[(key, seed)] for seed in seeds]
         runs = [training[(key, seed)] for seed in seeds]
         f1 = [s["f"] * 100 for s in per_seed]
-        rows.append({
-            "system": SYSTEMS[key][0], "test P": round(statistics.mean(s["p"] for s in per_seed) * 100, 2),
-            "test R": round(statistics.mean(s["r"] for s in per_seed) * 100, 2),
-            "test F1": round(statistics.mean(f1), 2),
-            "test F1 sd": round(statistics.stdev(f1), 2) if len(f1) > 1 else None,
-            "F1 per seed": [round(f, 2) for f in f1],
-            "training wall time min": round(statistics.mean(r["seconds"] for r in runs) / 60, 1),
-            "training peak RSS MB": round(statistics.mean(r["peak_mb"] for r in runs)),
-            "inference chars/s": round(speeds[key]),
-        })
+        rows.append(
+            {
+                "system": SYSTEMS[key][0],
+                "test P": round(statistics.mean(s["p"] for s in per_seed) * 100, 2),
+                "test R": round(statistics.mean(s["r"] for s in per_seed) * 100, 2),
+                "test F1": round(statistics.mean(f1), 2),
+                "test F1 sd": round(statistics.stdev(f1), 2) if len(f1) > 1 else None,
+                "F1 per seed": [round(f, 2) for f in f1],
+                "training wall time min": round(statistics.mean(r["seconds"] for r in runs) / 60, 1),
+                "training peak RSS MB": round(statistics.mean(r["peak_mb"] for r in runs)),
+                "inference chars/s": round(speeds[key]),
+            }
+        )
     return Section("Resume NER, Lexicon Adapter on and off", notes, [rows])
 
 

@@ -12,6 +12,7 @@ segmented those with jieba itself, whose dictionary took about a second to load,
 median of each is reported ("load + first doc": with the slower of the two first docs), with the
 pipeline's size on disk and its largest files.
 """
+
 import argparse
 import json
 import os
@@ -52,36 +53,55 @@ def main() -> None:
         for setting, path in (("float32", resaved), ("float16", half), ("int8-tables", tables8)):
             nlp.get_pipe("crf_ner").save_weights = setting
             nlp.to_disk(path)
-        for name, path in (("saved again by this checkout", resaved),
-                           ("saved again, save_weights float16", half),
-                           ("saved again, save_weights int8-tables", tables8)):
+        for name, path in (
+            ("saved again by this checkout", resaved),
+            ("saved again, save_weights float16", half),
+            ("saved again, save_weights int8-tables", tables8),
+        ):
             times = [_time(path, PLAIN) for _ in range(args.repeats)]
             joined = [_time(path, JOINED) for _ in range(args.repeats)]
-            files = sorted(((p.stat().st_size, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file()),
-                           reverse=True)
-            rows.append({
-                "name": name,
-                "load": statistics.median(t["load"] for t in times),
-                "first_doc": statistics.median(t["first_doc"] for t in times),
-                "first_doc_joined": statistics.median(t["first_doc"] for t in joined),
-                "total": statistics.median(t["load"] for t in times + joined) + max(
-                    statistics.median(t["first_doc"] for t in times),
-                    statistics.median(t["first_doc"] for t in joined)),
-                "mb": sum(size for size, _ in files) / 1e6,
-                "largest": ", ".join(f"{rel} {size / 1e6:.1f} MB" for size, rel in files[:2]),
-            })
+            files = sorted(
+                ((p.stat().st_size, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file()),
+                reverse=True,
+            )
+            rows.append(
+                {
+                    "name": name,
+                    "load": statistics.median(t["load"] for t in times),
+                    "first_doc": statistics.median(t["first_doc"] for t in times),
+                    "first_doc_joined": statistics.median(t["first_doc"] for t in joined),
+                    "total": statistics.median(t["load"] for t in times + joined)
+                    + max(
+                        statistics.median(t["first_doc"] for t in times),
+                        statistics.median(t["first_doc"] for t in joined),
+                    ),
+                    "mb": sum(size for size, _ in files) / 1e6,
+                    "largest": ", ".join(f"{rel} {size / 1e6:.1f} MB" for size, rel in files[:2]),
+                }
+            )
     section = render(rows, args.repeats)
     publish(args.result, {"rows": rows, "repeats": args.repeats, "model": args.model}, section)
 
 
 def render(rows: list, repeats: int) -> Section:
     """One row per pipeline: its load, first docs, their sum, its size on disk and largest files."""
-    result = [{"pipeline files": r["name"], "spacy.load s": round(r["load"], 2),
-               "first doc s": round(r["first_doc"], 2),
-               f"first doc: {JOINED} s": round(r["first_doc_joined"], 2), "load + first doc s": round(r["total"], 2),
-               "on disk MB": round(r["mb"], 1), "largest files": r["largest"]} for r in rows]
-    return Section("Load time and size", f"Median of {repeats} fresh processes, one thread; spacy and spacy_cner "
-                   "imported before the clock starts.", [result])
+    result = [
+        {
+            "pipeline files": r["name"],
+            "spacy.load s": round(r["load"], 2),
+            "first doc s": round(r["first_doc"], 2),
+            f"first doc: {JOINED} s": round(r["first_doc_joined"], 2),
+            "load + first doc s": round(r["total"], 2),
+            "on disk MB": round(r["mb"], 1),
+            "largest files": r["largest"],
+        }
+        for r in rows
+    ]
+    return Section(
+        "Load time and size",
+        f"Median of {repeats} fresh processes, one thread; spacy and spacy_cner imported before the clock starts.",
+        [result],
+    )
 
 
 def _time(path: Path, text: str) -> dict:

@@ -8,6 +8,7 @@ The doc is Resume's dev and test sentences joined and repeated to --chars charac
 the peak RSS of the process (the model loaded, the doc built and tagged), the seconds and the entities found.
 --before runs the same with PYTHONPATH set to a worktree of an earlier commit (the same entities are expected).
 """
+
 import argparse
 import json
 import os
@@ -49,13 +50,31 @@ def main() -> None:
         if code is None:
             continue
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(code)}
-        out = subprocess.run([sys.executable, "-c", CHILD, str(args.model), *map(str, corpus), str(args.chars)],
-                             env=env, capture_output=True, text=True, check=True, cwd="/")
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(args.model), *map(str, corpus), str(args.chars)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd="/",
+        )
         runs[name] = json.loads(out.stdout.strip().splitlines()[-1])
         print(name, runs[name], file=sys.stderr)
-    section = Section(f"One {args.chars:,}-character doc: peak memory", "",
-                      [[{"code": name, "peak RSS MB": round(run["peak_mb"]), "seconds": round(run["seconds"], 1),
-                         "entities": run["entities"]} for name, run in runs.items()]])
+    section = Section(
+        f"One {args.chars:,}-character doc: peak memory",
+        "",
+        [
+            [
+                {
+                    "code": name,
+                    "peak RSS MB": round(run["peak_mb"]),
+                    "seconds": round(run["seconds"], 1),
+                    "entities": run["entities"],
+                }
+                for name, run in runs.items()
+            ]
+        ],
+    )
     publish(args.result, {"model": str(args.model), "chars": args.chars, "runs": runs}, section)
 
 

@@ -17,6 +17,7 @@ RSS is its own:
 Without --model, default.cfg is initialized on Resume train (random weights: the same
 time and memory as a trained model, but the entity comparisons then mean little).
 """
+
 import argparse
 import json
 import os
@@ -91,8 +92,9 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=1_000_000)
     parser.add_argument("--mixed-chars", type=int, default=20_000)
     parser.add_argument("--whole-chars", type=int, default=100_000, help="doc length for long_doc_window 0")
-    parser.add_argument("--repeated-chars", type=int, default=1_000_000,
-                        help="a degenerate doc: one character repeated, no punctuation")
+    parser.add_argument(
+        "--repeated-chars", type=int, default=1_000_000, help="a degenerate doc: one character repeated, no punctuation"
+    )
     add_result_argument(parser, "long_docs")
     args = parser.parse_args()
     if not (args.data / "test.char.bmes").exists():
@@ -105,8 +107,12 @@ def main() -> None:
 
     def child(**settings) -> dict:
         settings = {"model": str(model), "texts": str(texts), **settings}
-        result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(settings)], capture_output=True,
-                                text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        result = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps(settings)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         if result.returncode != 0:
             sys.exit(result.stderr[-3000:])
         return json.loads(result.stdout.strip().splitlines()[-1])
@@ -130,8 +136,11 @@ def sentences(corpus: Path) -> list:
     from spacy.tokens import DocBin
 
     nlp = spacy.blank("zh")
-    return [doc.text for split in ("dev", "test")
-            for doc in DocBin().from_disk(corpus / f"{split}.spacy").get_docs(nlp.vocab)]
+    return [
+        doc.text
+        for split in ("dev", "test")
+        for doc in DocBin().from_disk(corpus / f"{split}.spacy").get_docs(nlp.vocab)
+    ]
 
 
 def untrained_default(corpus: Path, path: Path) -> Path:
@@ -145,8 +154,10 @@ def untrained_default(corpus: Path, path: Path) -> Path:
             "nlp.initialize()\n"
             "nlp.to_disk(sys.argv[3])\n"
         )
-        subprocess.run([sys.executable, "-c", code, str(ROOT / "configs" / "default.cfg"),
-                        str(corpus / "train.spacy"), str(path)], check=True)
+        subprocess.run(
+            [sys.executable, "-c", code, str(ROOT / "configs" / "default.cfg"), str(corpus / "train.spacy"), str(path)],
+            check=True,
+        )
     return path
 
 
@@ -156,15 +167,21 @@ def render(results: dict, args: argparse.Namespace, model: Path) -> Section:
 
     def row(name: str, r: dict) -> dict:
         speed = r["chars"] / r["seconds"]
-        return {"run": name, "characters": r["chars"], "time s": round(r["seconds"], 1), "chars/s": round(speed),
-                "of short-text chars/s %": round(speed / short_speed * 100), "peak RSS MB": round(r["peak_mb"]),
-                "added MB": round(r["peak_mb"] - r["base_mb"])}
+        return {
+            "run": name,
+            "characters": r["chars"],
+            "time s": round(r["seconds"], 1),
+            "chars/s": round(speed),
+            "of short-text chars/s %": round(speed / short_speed * 100),
+            "peak RSS MB": round(r["peak_mb"]),
+            "added MB": round(r["peak_mb"] - r["base_mb"]),
+        }
 
     mixed = results["mixed"]
     notes = (
         f"Model: {'`' + str(args.model) + '`' if args.model else 'default.cfg initialized on Resume train, untrained'}"
         ". Each row is a fresh process on one thread; peak RSS includes the loaded pipeline "
-        "(\"added\" is the peak minus the RSS after loading). "
+        '("added" is the peak minus the RSS after loading). '
         f"Mixed batch: a {args.mixed_chars:,}-char doc and 255 sentences in one nlp.pipe batch took "
         f"{mixed['together_s']:.2f} s; apart (the doc, then the sentences) {mixed['apart_s']:.2f} s "
         f"(ratio {mixed['together_s'] / mixed['apart_s']:.2f}); entities "
@@ -178,8 +195,8 @@ def render(results: dict, args: argparse.Namespace, model: Path) -> Section:
         row(f"one {args.chars:,}-char doc (long_doc_window 512)", results["long"]),
         row(f"one {args.whole_chars:,}-char doc (long_doc_window 512)", results["whole_windowed"]),
         row(f"one {args.whole_chars:,}-char doc (long_doc_window 0: whole, as before)", results["whole"]),
-        row("\"李\" * 5,000 (one character repeated, no punctuation)", results["repeated_short"]),
-        row(f"\"李\" * {args.repeated_chars:,}", results["repeated"]),
+        row('"李" * 5,000 (one character repeated, no punctuation)', results["repeated_short"]),
+        row(f'"李" * {args.repeated_chars:,}', results["repeated"]),
     ]
     return Section("Long documents", notes, [rows])
 

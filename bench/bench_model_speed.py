@@ -8,6 +8,7 @@ process on one thread (OMP, MKL, OpenBLAS and torch); each model's chars/s, its 
 its test F1 on the corpus and its folder's size on disk. Speed does not depend on how long a model trained,
 so a short-trained model stands in for a full one of the same config where only speed is read.
 """
+
 from _common import Section, add_result_argument, publish, single_thread
 
 single_thread()  # before numpy and torch are imported: their thread pools read the setting once
@@ -49,8 +50,16 @@ def measure(models: dict, corpus: Path, repeats: int) -> tuple:
     for name in pipelines:
         speed = n_chars / min(seconds[name])
         f = Scorer.score_spans([Example(doc, ref) for doc, ref in zip(predicted[name], gold)], "ents")["ents_f"]
-        rows.append({"model": name, "path": str(models[name]), "chars_per_s": speed,
-                     "ratio": speed / (n_chars / min(seconds[first])), "f": f, "mb": folder_mb(Path(models[name]))})
+        rows.append(
+            {
+                "model": name,
+                "path": str(models[name]),
+                "chars_per_s": speed,
+                "ratio": speed / (n_chars / min(seconds[first])),
+                "f": f,
+                "mb": folder_mb(Path(models[name])),
+            }
+        )
     return rows, len(texts), n_chars
 
 
@@ -64,10 +73,20 @@ def main() -> None:
     models = dict(item.split("=", 1) for item in args.model)
     rows, n_texts, n_chars = measure(models, args.corpus, args.repeats)
     first = rows[0]["model"]
-    notes = (f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} texts ({n_chars:,} characters), best of "
-             f"{args.repeats}, the models alternating; ratio: to {first}'s chars/s.")
-    table = [{"model": r["model"], "chars/s": round(r["chars_per_s"]), "ratio": round(r["ratio"], 2),
-              "test F1": round(100 * r["f"], 2), "size on disk MB": round(r["mb"], 1)} for r in rows]
+    notes = (
+        f"One thread; nlp.pipe(batch_size=256) over {n_texts:,} texts ({n_chars:,} characters), best of "
+        f"{args.repeats}, the models alternating; ratio: to {first}'s chars/s."
+    )
+    table = [
+        {
+            "model": r["model"],
+            "chars/s": round(r["chars_per_s"]),
+            "ratio": round(r["ratio"], 2),
+            "test F1": round(100 * r["f"], 2),
+            "size on disk MB": round(r["mb"], 1),
+        }
+        for r in rows
+    ]
     section = Section("Inference speed and size side by side", notes, [table])
     publish(args.result, {"corpus": str(args.corpus), "n_chars": n_chars, "rows": rows}, section)
 

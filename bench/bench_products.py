@@ -15,6 +15,7 @@ and as a view. Best of 3.
 OUT/DATASET/corpus/test.spacy with RowwiseOps' fixed blocks and with every product row by row (the two
 round differently): test F1 of each and the share of test docs with the same entities. One thread.
 """
+
 import argparse
 import json
 import os
@@ -99,8 +100,9 @@ print("RESULT " + json.dumps(result))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50000)
-    parser.add_argument("--coretype", action="append", default=[],
-                        help="OPENBLAS_CORETYPE values (default: Haswell, Sandybridge)")
+    parser.add_argument(
+        "--coretype", action="append", default=[], help="OPENBLAS_CORETYPE values (default: Haswell, Sandybridge)"
+    )
     parser.add_argument("--models", nargs="*", type=Path, default=[], help="trained pipelines to score both ways")
     add_result_argument(parser, "products")
     args = parser.parse_args()
@@ -111,10 +113,12 @@ def main() -> None:
         done = subprocess.run([sys.executable, "-c", CHILD, str(args.rows)], env=env, capture_output=True, text=True)
         results[coretype] = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
     names = next(([name for name in r if name != "blocks checked invariant"] for r in results.values() if r), [])
-    notes = (f"({args.rows:,} x 220) @ (220 x 384) on one thread, best of 3; empty: the kernel crashed. RowwiseOps' "
-             "blocks checked invariant (else it multiplies row by row): "
-             + ", ".join(f"{c} {'yes' if r and r['blocks checked invariant'] else 'no'}" for c, r in results.items())
-             + ".")
+    notes = (
+        f"({args.rows:,} x 220) @ (220 x 384) on one thread, best of 3; empty: the kernel crashed. RowwiseOps' "
+        "blocks checked invariant (else it multiplies row by row): "
+        + ", ".join(f"{c} {'yes' if r and r['blocks checked invariant'] else 'no'}" for c, r in results.items())
+        + "."
+    )
     kernels = []
     for name in names:
         row = {"product": name}
@@ -126,20 +130,32 @@ def main() -> None:
     models = [score_model(model) for model in args.models]
     trained = []
     if models:
-        notes += (" Second table: trained pipelines (test split, one thread), per dataset the mean over its models: "
-                  "RowwiseOps' fixed blocks against every product row by row.")
+        notes += (
+            " Second table: trained pipelines (test split, one thread), per dataset the mean over its models: "
+            "RowwiseOps' fixed blocks against every product row by row."
+        )
         for dataset in dict.fromkeys(row["dataset"] for row in models):
             group = [row for row in models if row["dataset"] == dataset]
             mean = lambda mode: 100 * sum(row["f"][mode] for row in group) / len(group)  # noqa: E731
-            trained.append({
-                "dataset": dataset, "models": ", ".join(row["model"] for row in group),
-                "test F1, fixed blocks": round(mean("blocks"), 2), "test F1, row by row": round(mean("row by row"), 2),
-                "largest change of a model": round(max(100 * abs(row["f"]["blocks"] - row["f"]["row by row"])
-                                                       for row in group), 2),
-                "test docs with the same entities (fewest) %": round(100 * min(row["same_docs"] for row in group), 2),
-            })
-    publish(args.result, {"rows": args.rows, "kernels": results, "models": models},
-            Section("Matrix products, per OpenBLAS kernel", notes, [kernels, trained]))
+            trained.append(
+                {
+                    "dataset": dataset,
+                    "models": ", ".join(row["model"] for row in group),
+                    "test F1, fixed blocks": round(mean("blocks"), 2),
+                    "test F1, row by row": round(mean("row by row"), 2),
+                    "largest change of a model": round(
+                        max(100 * abs(row["f"]["blocks"] - row["f"]["row by row"]) for row in group), 2
+                    ),
+                    "test docs with the same entities (fewest) %": round(
+                        100 * min(row["same_docs"] for row in group), 2
+                    ),
+                }
+            )
+    publish(
+        args.result,
+        {"rows": args.rows, "kernels": results, "models": models},
+        Section("Matrix products, per OpenBLAS kernel", notes, [kernels, trained]),
+    )
 
 
 def score_model(model: Path) -> dict:

@@ -38,6 +38,7 @@ options: with --final-sizes no round is trained. The result then holds these fin
 "finals"), with a table of their F1 and the fewest labels at which a strategy's mean reaches random's
 at --stop.
 """
+
 import argparse
 import json
 import random
@@ -48,8 +49,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
-from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
-                     save_result, train)
+from _common import (
+    ROOT,
+    Section,
+    add_data_argument,
+    add_out_argument,
+    add_result_argument,
+    evaluate,
+    save_result,
+    train,
+)
 from bench_datasets import DATASETS, DEV_FROM_TEST, _write, prepare
 from report import is_random
 
@@ -64,36 +73,75 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=200)
     parser.add_argument("--step", type=int, default=200)
     parser.add_argument("--stop", type=int, default=2000)
-    parser.add_argument("--strategy-stop", type=int, default=0,
-                        help="labelled sentences at which the ranking strategies stop (0: --stop)")
-    parser.add_argument("--random-sizes", nargs="+", type=int, default=None,
-                        help="sizes random is trained at (default: every --step from --start to --stop)")
+    parser.add_argument(
+        "--strategy-stop",
+        type=int,
+        default=0,
+        help="labelled sentences at which the ranking strategies stop (0: --stop)",
+    )
+    parser.add_argument(
+        "--random-sizes",
+        nargs="+",
+        type=int,
+        default=None,
+        help="sizes random is trained at (default: every --step from --start to --stop)",
+    )
     parser.add_argument("--max-steps", type=int, default=600, help="training steps per round")
     parser.add_argument("--pool", type=int, default=0, help="pool sentences ranked per round (0: all)")
-    parser.add_argument("--dev-sentences", type=int, default=0,
-                        help="a random sample of this many dev sentences (0: all): each round's model is chosen on it")
-    parser.add_argument("--warm-start", action="store_true",
-                        help="each round of a ranking strategy trains on from the previous round's model (its "
-                             "weights, lexicon and vectors) instead of from scratch; its curve is '<strategy> (warm)'")
-    parser.add_argument("--explore", type=float, default=0.0,
-                        help="the share of each ranked round's sentences drawn at random from the round's candidates "
-                             "instead of the top of the ranking; its curve is '<strategy> (explore F)'")
-    parser.add_argument("--power", type=float, default=None,
-                        help="draw each ranked round's sentences from its candidates with probabilities "
-                             "proportional to their scores to this power instead of taking the top; its curve is "
-                             "'<strategy> (power B)'")
-    parser.add_argument("--density", type=float, default=None,
-                        help="rank each round's candidates by score * typicality ** D (information density among "
-                             "the round's candidates, `annotate.select.Typicality`, as `select --density`); its "
-                             "curve is '<strategy> (density D)'")
-    parser.add_argument("--final-sizes", nargs="+", type=int, default=[],
-                        help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
-                             "scratch to configs/default.cfg's own stopping rule, scored on test; the result holds "
-                             "these finals only")
-    parser.add_argument("--random-final-sizes", nargs="+", type=int, default=[],
-                        help="random's finals at these sizes too (always at --stop)")
-    parser.add_argument("--final-steps", type=int, default=0,
-                        help="steps of each final training (0: the config's own stopping rule)")
+    parser.add_argument(
+        "--dev-sentences",
+        type=int,
+        default=0,
+        help="a random sample of this many dev sentences (0: all): each round's model is chosen on it",
+    )
+    parser.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="each round of a ranking strategy trains on from the previous round's model (its "
+        "weights, lexicon and vectors) instead of from scratch; its curve is '<strategy> (warm)'",
+    )
+    parser.add_argument(
+        "--explore",
+        type=float,
+        default=0.0,
+        help="the share of each ranked round's sentences drawn at random from the round's candidates "
+        "instead of the top of the ranking; its curve is '<strategy> (explore F)'",
+    )
+    parser.add_argument(
+        "--power",
+        type=float,
+        default=None,
+        help="draw each ranked round's sentences from its candidates with probabilities "
+        "proportional to their scores to this power instead of taking the top; its curve is "
+        "'<strategy> (power B)'",
+    )
+    parser.add_argument(
+        "--density",
+        type=float,
+        default=None,
+        help="rank each round's candidates by score * typicality ** D (information density among "
+        "the round's candidates, `annotate.select.Typicality`, as `select --density`); its "
+        "curve is '<strategy> (density D)'",
+    )
+    parser.add_argument(
+        "--final-sizes",
+        nargs="+",
+        type=int,
+        default=[],
+        help="train each curve's labelled sentences at these sizes (random: and at --stop) from "
+        "scratch to configs/default.cfg's own stopping rule, scored on test; the result holds "
+        "these finals only",
+    )
+    parser.add_argument(
+        "--random-final-sizes",
+        nargs="+",
+        type=int,
+        default=[],
+        help="random's finals at these sizes too (always at --stop)",
+    )
+    parser.add_argument(
+        "--final-steps", type=int, default=0, help="steps of each final training (0: the config's own stopping rule)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="strategies trained at a time, one thread each")
     add_result_argument(parser, "select")
     args = parser.parse_args()
@@ -104,18 +152,31 @@ def main() -> None:
         finals = {dataset: train_finals(dataset, _prepared(dataset, args), args) for dataset in args.datasets}
         (args.out / "finals.json").write_text(json.dumps(finals, indent=1), encoding="utf8")
         section = render_finals(finals, args)
-        figures = {"finals": finals, "stop": args.stop, "final_sizes": args.final_sizes,
-                   "final_steps": args.final_steps, "max_steps": args.max_steps, "pool": args.pool,
-                   "dev_sentences": args.dev_sentences, "explore": args.explore,
-                   "power": args.power, "density": args.density, "warm_start": args.warm_start}
+        figures = {
+            "finals": finals,
+            "stop": args.stop,
+            "final_sizes": args.final_sizes,
+            "final_steps": args.final_steps,
+            "max_steps": args.max_steps,
+            "pool": args.pool,
+            "dev_sentences": args.dev_sentences,
+            "explore": args.explore,
+            "power": args.power,
+            "density": args.density,
+            "warm_start": args.warm_start,
+        }
         print_select(section, figures, ("finals",))
         save_result(args.result, figures, section)
         return
     results = _load(args.out / "results.json")
     for dataset in args.datasets:
         corpus = _prepared(dataset, args)
-        runs = [(strategy, seed) for seed in args.seeds for strategy in args.strategies
-                if not _done(results, dataset, curve_name(strategy, args), seed, args)]
+        runs = [
+            (strategy, seed)
+            for seed in args.seeds
+            for strategy in args.strategies
+            if not _done(results, dataset, curve_name(strategy, args), seed, args)
+        ]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             list(pool.map(lambda seed: first_round(dataset, corpus, seed, args), args.seeds))
             for (strategy, seed), curve in zip(runs, pool.map(lambda r: simulate(dataset, corpus, *r, args), runs)):
@@ -125,11 +186,20 @@ def main() -> None:
                 (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf8")
         plot(results[dataset], dataset, args.out / f"{dataset}.png")
     section = render(results, args)
-    sizes = {"warm_start": args.warm_start, "explore": args.explore, "power": args.power, "density": args.density,
-             "start": args.start,
-             "step": args.step, "stop": args.stop, "strategy_stop": args.strategy_stop,
-             "random_sizes": _random_sizes(args), "max_steps": args.max_steps, "pool": args.pool,
-             "dev_sentences": args.dev_sentences}
+    sizes = {
+        "warm_start": args.warm_start,
+        "explore": args.explore,
+        "power": args.power,
+        "density": args.density,
+        "start": args.start,
+        "step": args.step,
+        "stop": args.stop,
+        "strategy_stop": args.strategy_stop,
+        "random_sizes": _random_sizes(args),
+        "max_steps": args.max_steps,
+        "pool": args.pool,
+        "dev_sentences": args.dev_sentences,
+    }
     print_select(section, {"curves": results, "stop": args.stop}, ("curves",))
     save_result(args.result, {"curves": results, **sizes}, section)
 
@@ -139,8 +209,14 @@ def _prepared(dataset: str, args) -> Path:
     once, its splits written again by each run (`bench_datasets.prepare`)."""
     files, convert_args = DATASETS[dataset]
     corpus = args.out / dataset / "corpus"
-    prepare(args.data / dataset, corpus, files, convert_args, sample={"dev": args.dev_sentences},
-            dev_from_test=DEV_FROM_TEST.get(dataset, 0))
+    prepare(
+        args.data / dataset,
+        corpus,
+        files,
+        convert_args,
+        sample={"dev": args.dev_sentences},
+        dev_from_test=DEV_FROM_TEST.get(dataset, 0),
+    )
     return corpus
 
 
@@ -161,8 +237,7 @@ def _folder(strategy: str, args) -> str:
     warm = "-warm" if getattr(args, "warm_start", False) else ""
     explore = f"-explore{args.explore:g}" if getattr(args, "explore", 0.0) and strategy != "random" else ""
     power = f"-power{args.power:g}" if getattr(args, "power", None) is not None and strategy != "random" else ""
-    density = (f"-density{args.density:g}" if getattr(args, "density", None) is not None and strategy != "random"
-               else "")
+    density = f"-density{args.density:g}" if getattr(args, "density", None) is not None and strategy != "random" else ""
     return strategy + warm + explore + power + density
 
 
@@ -218,12 +293,13 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
         sizes = range(args.start + args.step, args.stop + 1, args.step) if warm else _random_sizes(args)
         for n in sizes:
             if n != args.start:
-                record = _round(work / f"n{n}", order[:n], pool, corpus, seed, args,
-                                warm_from=record["model"] if warm else None)
+                record = _round(
+                    work / f"n{n}", order[:n], pool, corpus, seed, args, warm_from=record["model"] if warm else None
+                )
                 curve[str(n)] = _point(record)
         return curve
     labelled, record = order[: args.start], start
-    unlabelled = order[args.start:]
+    unlabelled = order[args.start :]
     while len(labelled) < min(args.strategy_stop or args.stop, len(pool)):
         kept = _kept_next(work, labelled, args, warm_from=record["model"] if warm else None)
         if kept is not None:  # this round's ranking chose these before: the same model, the same ranking
@@ -233,8 +309,11 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
             unlabelled = [j for j in unlabelled if j not in taken]
             curve[str(len(labelled))] = _point(record)
             continue
-        candidates = unlabelled if not args.pool else random.Random(seed * 1000 + len(labelled)).sample(
-            unlabelled, min(args.pool, len(unlabelled)))
+        candidates = (
+            unlabelled
+            if not args.pool
+            else random.Random(seed * 1000 + len(labelled)).sample(unlabelled, min(args.pool, len(unlabelled)))
+        )
         began = time.perf_counter()
         ranker = spacy.load(record["model"])
         ranked = []
@@ -250,14 +329,28 @@ def simulate(dataset: str, corpus: Path, strategy: str, seed: int, args) -> dict
             ranked = [(power_key(score, args.power, draw), j) for score, j in ranked]
         ranked.sort(key=lambda item: (-item[0], item[1]))
         texts = {j: pool[j].text for _, j in ranked}
-        chosen = pick(ranked, texts, args.step, getattr(args, "explore", 0.0),
-                      random.Random(seed * 1000 + len(labelled) + 1), seed)
+        chosen = pick(
+            ranked,
+            texts,
+            args.step,
+            getattr(args, "explore", 0.0),
+            random.Random(seed * 1000 + len(labelled) + 1),
+            seed,
+        )
         rank_s = time.perf_counter() - began
         labelled = labelled + chosen
         taken = set(chosen)
         unlabelled = [j for j in unlabelled if j not in taken]
-        record = _round(work / f"n{len(labelled)}", labelled, pool, corpus, seed, args, rank_s=rank_s,
-                        warm_from=record["model"] if warm else None)
+        record = _round(
+            work / f"n{len(labelled)}",
+            labelled,
+            pool,
+            corpus,
+            seed,
+            args,
+            rank_s=rank_s,
+            warm_from=record["model"] if warm else None,
+        )
         curve[str(len(labelled))] = _point(record)
     return curve
 
@@ -276,8 +369,11 @@ def _kept_next(work: Path, labelled: list, args, warm_from: Optional[str]) -> Op
 def _same_round(record: dict, args, warm_from: Optional[str]) -> bool:
     """Whether a kept round was trained with this run's settings (its steps, dev sample and start)."""
     # Rounds kept before dev_sentences was recorded were all run with --dev-sentences 1000.
-    return (record["max_steps"] == args.max_steps and record.get("dev_sentences", 1000) == args.dev_sentences
-            and record.get("warm_from") == warm_from)
+    return (
+        record["max_steps"] == args.max_steps
+        and record.get("dev_sentences", 1000) == args.dev_sentences
+        and record.get("warm_from") == warm_from
+    )
 
 
 def first_round(dataset: str, corpus: Path, seed: int, args) -> dict:
@@ -302,8 +398,16 @@ def _random_sizes(args) -> list:
     return sorted(set(args.random_sizes or range(args.start, args.stop + 1, args.step)) | {args.start})
 
 
-def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args, rank_s: float = 0.0,
-           warm_from: Optional[str] = None) -> dict:
+def _round(
+    work: Path,
+    labelled: list,
+    pool: list,
+    corpus: Path,
+    seed: int,
+    args,
+    rank_s: float = 0.0,
+    warm_from: Optional[str] = None,
+) -> dict:
     """Train configs/default.cfg on the labelled sentences (from scratch, or on from the model
     warm_from) and score it on test; kept in work/round.json and read back from there when the same
     sentences were labelled before, with the same settings."""
@@ -314,9 +418,17 @@ def _round(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
             return record
     config = ROOT / "configs" / "default.cfg" if warm_from is None else warm_config(Path(warm_from), work / "warm.cfg")
     trained = _train_and_score(work, labelled, pool, corpus, seed, args.max_steps, config)
-    record = {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences,
-              "f": trained["f"], "dev_f": trained["dev_f"], "train_s": trained["train_s"],
-              "rank_s": rank_s, "model": trained["model"], "warm_from": warm_from}
+    record = {
+        "labelled": labelled,
+        "max_steps": args.max_steps,
+        "dev_sentences": args.dev_sentences,
+        "f": trained["f"],
+        "dev_f": trained["dev_f"],
+        "train_s": trained["train_s"],
+        "rank_s": rank_s,
+        "model": trained["model"],
+        "warm_from": warm_from,
+    }
     record_path.write_text(json.dumps(record), encoding="utf8")
     return record
 
@@ -338,8 +450,11 @@ def train_finals(dataset: str, corpus: Path, args) -> dict:
             for n in args.final_sizes:
                 round_path = work / f"n{n}" / "round.json"
                 if not round_path.exists():
-                    print(f"{dataset} {curve_name(strategy, args)} seed {seed}: no round at {n} labelled sentences "
-                          f"({round_path}): no final there", file=sys.stderr)
+                    print(
+                        f"{dataset} {curve_name(strategy, args)} seed {seed}: no round at {n} labelled sentences "
+                        f"({round_path}): no final there",
+                        file=sys.stderr,
+                    )
                     continue
                 labelled = json.loads(round_path.read_text(encoding="utf8"))["labelled"]
                 jobs.append((curve_name(strategy, args), seed, n, labelled, work / f"final{n}"))
@@ -348,7 +463,10 @@ def train_finals(dataset: str, corpus: Path, args) -> dict:
         records = executor.map(lambda job: _final(job[4], job[3], pools[job[1]][0], corpus, job[1], args), jobs)
         for (curve, seed, n, _, _), record in zip(jobs, records):
             finals.setdefault(curve, {}).setdefault(str(seed), {})[str(n)] = {
-                "f": record["f"], "dev_f": record.get("dev_f"), "train_s": record["train_s"]}
+                "f": record["f"],
+                "dev_f": record.get("dev_f"),
+                "train_s": record["train_s"],
+            }
     return finals
 
 
@@ -367,8 +485,9 @@ def _final(work: Path, labelled: list, pool: list, corpus: Path, seed: int, args
     return record
 
 
-def _train_and_score(work: Path, labelled: list, pool: list, corpus: Path, seed: int, max_steps: int,
-                     config: Path) -> dict:
+def _train_and_score(
+    work: Path, labelled: list, pool: list, corpus: Path, seed: int, max_steps: int, config: Path
+) -> dict:
     """Train config on the labelled pool sentences in work (dev and test: the corpus's), score
     model-best on test; {"f", "dev_f", "train_s", "model"}."""
     work.mkdir(parents=True, exist_ok=True)
@@ -383,8 +502,12 @@ def _train_and_score(work: Path, labelled: list, pool: list, corpus: Path, seed:
     shutil.rmtree(work / "model-last", ignore_errors=True)
     # The dev F1 spaCy kept model-best for (on the round's dev sample): what a variant is chosen on.
     meta = json.loads((model / "meta.json").read_text(encoding="utf8")) if (model / "meta.json").exists() else {}
-    return {"f": scores["f"], "dev_f": meta.get("performance", {}).get("ents_f"), "train_s": trained["seconds"],
-            "model": str(model)}
+    return {
+        "f": scores["f"],
+        "dev_f": meta.get("performance", {}).get("ents_f"),
+        "train_s": trained["seconds"],
+        "model": str(model),
+    }
 
 
 def render_finals(finals: dict, args) -> Section:
@@ -396,8 +519,10 @@ def render_finals(finals: dict, args) -> Section:
         f"The sentences each curve had labelled at each size (random: the seed's first N of the shuffled train split; "
         f"a ranking strategy: what its rounds chose, {args.max_steps} steps a round) trained from scratch with "
         f"configs/default.cfg to {steps} (one thread, the model kept on dev, its vectors trained on the labelled "
-        "sentences), scored on the whole test split; test F1, mean ± sd over the seeds. \"reaches random\": the "
-        f"fewest labelled sentences at which the strategy's mean F1 is at least random's at {args.stop:,}.", [])
+        'sentences), scored on the whole test split; test F1, mean ± sd over the seeds. "reaches random": the '
+        f"fewest labelled sentences at which the strategy's mean F1 is at least random's at {args.stop:,}.",
+        [],
+    )
 
 
 def print_select(section: Section, figures: dict, keys: tuple) -> str:
@@ -485,14 +610,25 @@ def render(results: dict, args) -> Section:
         "\"reaches random\": the fewest labelled sentences at which the strategy's mean F1 is at least random's at "
         f"{args.stop:,} (the better of random from scratch and random (warm) where both ran)."
         + (f" Sized to the machine: {'; '.join(cuts)}." if cuts else "")
-        + (" A \"(warm)\" strategy's rounds train on from the previous round's model and its vectors instead "
-           "(the same steps)." if any("(warm" in name for curves in results.values() for name in curves) else "")
-        + (" \"explore F\": a share F of each ranked round's sentences is drawn at random from the round's "
-           "candidates instead of the top of the ranking." if any("explore" in name for curves in results.values()
-                                                                   for name in curves) else "")
-        + (" \"power B\": each ranked round's sentences are drawn from its candidates with probabilities "
-           "proportional to their scores to the power B instead of taken from the top." if any(
-               "power" in name for curves in results.values() for name in curves) else ""))
+        + (
+            " A \"(warm)\" strategy's rounds train on from the previous round's model and its vectors instead "
+            "(the same steps)."
+            if any("(warm" in name for curves in results.values() for name in curves)
+            else ""
+        )
+        + (
+            " \"explore F\": a share F of each ranked round's sentences is drawn at random from the round's "
+            "candidates instead of the top of the ranking."
+            if any("explore" in name for curves in results.values() for name in curves)
+            else ""
+        )
+        + (
+            ' "power B": each ranked round\'s sentences are drawn from its candidates with probabilities '
+            "proportional to their scores to the power B instead of taken from the top."
+            if any("power" in name for curves in results.values() for name in curves)
+            else ""
+        )
+    )
     return Section("Active learning, simulated", notes, [])
 
 

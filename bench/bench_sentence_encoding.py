@@ -10,6 +10,7 @@ predicting; the CRF still decodes the whole doc). S-F1: the test sentences alone
 test sentences joined, against the predictions on them alone (spacy_cner.robustness.metrics, as
 bench_datasets scores them); chars/s: nlp.pipe over the test texts, the faster of two passes.
 """
+
 import argparse
 import json
 import os
@@ -54,19 +55,33 @@ def main() -> None:
     for model in args.models:
         run = trained_model(model)
         found = run_child(CHILD, model, run["test"], env=single_thread({**os.environ}), failure=f" on {model}")
-        rows.append({"dataset": run["dataset"], "system": run["system"], "seed": run["seed"],
-                     "whole": found["False"], "predict": found["predict"]})
+        rows.append(
+            {
+                "dataset": run["dataset"],
+                "system": run["system"],
+                "seed": run["seed"],
+                "whole": found["False"],
+                "predict": found["predict"],
+            }
+        )
         print(json.dumps(rows[-1]), file=sys.stderr)
-    table = [{"dataset": row["dataset"], "model": f"{row['system']} {row['seed']}",
-              "S-F1 whole / predict": [round(100 * row["whole"]["s_f"], 2), round(100 * row["predict"]["s_f"], 2)],
-              "R-F1 whole / predict": [round(100 * row["whole"]["r_f"], 2), round(100 * row["predict"]["r_f"], 2)],
-              "Asr % whole / predict": [round(100 * row["whole"]["asr"], 2), round(100 * row["predict"]["asr"], 2)],
-              "chars/s predict / whole": round(row["predict"]["chars_per_s"] / row["whole"]["chars_per_s"], 2)}
-             for row in rows]
+    table = [
+        {
+            "dataset": row["dataset"],
+            "model": f"{row['system']} {row['seed']}",
+            "S-F1 whole / predict": [round(100 * row["whole"]["s_f"], 2), round(100 * row["predict"]["s_f"], 2)],
+            "R-F1 whole / predict": [round(100 * row["whole"]["r_f"], 2), round(100 * row["predict"]["r_f"], 2)],
+            "Asr % whole / predict": [round(100 * row["whole"]["asr"], 2), round(100 * row["predict"]["asr"], 2)],
+            "chars/s predict / whole": round(row["predict"]["chars_per_s"] / row["whole"]["chars_per_s"], 2),
+        }
+        for row in rows
+    ]
     section = Section(
-        "Predicting with each sentence encoded alone (sentence_encoding \"predict\") on pipelines trained without it",
-        "Each model scored as trained (the encoder reads whole docs) and with sentence_encoding \"predict\", in one "
-        "process, one thread; test split; R-F1 and Asr over adjacent test sentences joined.", [table])
+        'Predicting with each sentence encoded alone (sentence_encoding "predict") on pipelines trained without it',
+        'Each model scored as trained (the encoder reads whole docs) and with sentence_encoding "predict", in one '
+        "process, one thread; test split; R-F1 and Asr over adjacent test sentences joined.",
+        [table],
+    )
     publish(args.result, {"rows": rows}, section)
 
 

@@ -12,14 +12,24 @@ the steps, linear decay; the config's tok2vec_learn_rate_scale 0.5), one thread,
 F1 at each evaluation: which piece (the BiLSTM, DF's initial mix, FGM's epsilon, the rates) delays the start.
 --variant adds a run of the last system with more overrides, e.g. "eps0.1:components.crf_ner.adversarial.epsilon=0.1".
 """
+
 import argparse
 import json
 import re
 import sys
 import time
 
-from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, prepare_corpus, publish,
-                     split_settings, train)
+from _common import (
+    ROOT,
+    Section,
+    add_data_argument,
+    add_out_argument,
+    add_result_argument,
+    prepare_corpus,
+    publish,
+    split_settings,
+    train,
+)
 from bench_gpu import write_random_encoders
 from bench_transformer import training_schedule
 
@@ -44,9 +54,13 @@ def main() -> None:
     parser.add_argument("--learn-rate", type=float, default=5e-4, help="initial_rate (the layers above the encoder)")
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
-    parser.add_argument("--variant", action="append", default=[],
-                        help="NAME:overrides: one more run of a system (the last of --systems unless NAME starts "
-                             "with a system's key and '+'), with these config overrides")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME:overrides: one more run of a system (the last of --systems unless NAME starts "
+        "with a system's key and '+'), with these config overrides",
+    )
     add_result_argument(parser, "slow_start")
     args = parser.parse_args()
     corpus = prepare_corpus(args.data, args.out)
@@ -55,15 +69,25 @@ def main() -> None:
     for variant in args.variant:
         name, settings = variant.split(":", 1)
         key = name.split("+", 1)[0] if "+" in name and name.split("+", 1)[0] in SYSTEMS else args.systems[-1]
-        runs.append((f"{key}+{name.split('+', 1)[-1]}", f"{SYSTEMS[key][0]}, {settings}", key,
-                     [f"--{setting}" for setting in split_settings(settings)]))
+        runs.append(
+            (
+                f"{key}+{name.split('+', 1)[-1]}",
+                f"{SYSTEMS[key][0]}, {settings}",
+                key,
+                [f"--{setting}" for setting in split_settings(settings)],
+            )
+        )
     rows = []
     for run_key, name, key, extra in runs:
         _, config, encoder = SYSTEMS[key]
         out = args.out / run_key
         out.mkdir(parents=True, exist_ok=True)
-        overrides = [f"--vars.transformer={encoders[encoder]}", *training_schedule(args.steps, args.learn_rate),
-                     f"--training.eval_frequency={args.eval_every}", *extra]
+        overrides = [
+            f"--vars.transformer={encoders[encoder]}",
+            *training_schedule(args.steps, args.learn_rate),
+            f"--training.eval_frequency={args.eval_every}",
+            *extra,
+        ]
         start = time.perf_counter()
         train(ROOT / "configs" / config, corpus, out, 0, args.steps, True, tuple(overrides))
         curve = dev_curve((out / "train.log").read_text(encoding="utf8"))
@@ -80,13 +104,22 @@ def dev_curve(log: str) -> list:
 
 def render(rows: list, args: argparse.Namespace) -> Section:
     steps = sorted({step for row in rows for step, _ in row["curve"] if step})
-    table = [{"system": row["system"], **{f"step {step}": round(dict(row["curve"])[step], 2)
-                                          if step in dict(row["curve"]) else None for step in steps}}
-             for row in rows]
+    table = [
+        {
+            "system": row["system"],
+            **{
+                f"step {step}": round(dict(row["curve"])[step], 2) if step in dict(row["curve"]) else None
+                for step in steps
+            },
+        }
+        for row in rows
+    ]
     return Section(
         f"The first {args.steps} steps from a random {args.layers}-layer width-{args.width} encoder (CPU)",
         f"Resume, dev F1 after each number of steps; initial_rate {args.learn_rate} (the encoder at the configs' "
-        f"0.5 of it), warm-up over 5% of the steps, linear decay; one thread.", [table])
+        f"0.5 of it), warm-up over 5% of the steps, linear decay; one thread.",
+        [table],
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ batching, the CRF's forward-backward and entity probabilities) and set_annotatio
 1); --threads 0 leaves the libraries' defaults, as a user's nlp.pipe runs (torch takes the cores for
 the BiLSTM; spaCy's `ner` multiplies on one thread either way).
 """
+
 import sys
 
 from _common import Section, add_result_argument, publish, single_thread, spacy_ner_config, train
@@ -100,16 +101,20 @@ def measure(dataset: Path, args) -> dict:
             predicted[name] = run(name)
             seconds[name].append(time.perf_counter() - start)
     ours.get_pipe("crf_ner").precision = "float32"
-    entities = {name: [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs]
-                for name, docs in predicted.items()}
+    entities = {
+        name: [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs]
+        for name, docs in predicted.items()
+    }
     return {
         "dataset": dataset.name,
         "runs": str(dataset.parent),
         "n_texts": len(texts),
         "n_chars": n_chars,
         "chars_per_s": {name: n_chars / min(times) for name, times in seconds.items()},
-        "f": {name: Scorer.score_spans([Example(doc, ref) for doc, ref in zip(docs, gold)], "ents")["ents_f"]
-              for name, docs in predicted.items()},
+        "f": {
+            name: Scorer.score_spans([Example(doc, ref) for doc, ref in zip(docs, gold)], "ents")["ents_f"]
+            for name, docs in predicted.items()
+        },
         "bfloat16_same_docs": sum(a == b for a, b in zip(entities["ours"], entities["ours, bfloat16"])) / len(texts),
         "stages": stages(ours, texts, args.repeats),
         "spacy_model": str(spacy_model),
@@ -153,13 +158,18 @@ def torch_threads() -> int:
 
 def render(rows: list, args) -> Section:
     """The table's rows: speeds, ratios, test F1, bfloat16's agreement and our stage shares per dataset."""
-    notes = (("One thread (OMP, MKL and OpenBLAS threads 1, torch 1)" if ONE_THREAD else
-              f"The libraries' default threads (torch {torch_threads()})")
-             + "; nlp.pipe(batch_size=256) over the test texts, "
-             f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg, in float32 "
-             "and with precision \"bfloat16\"; fast.cfg where the runs hold one; empty: none). Test F1 of each; "
-             "\"same docs\": the test docs bfloat16 gives the same entities as float32. Stage shares are ours' "
-             "(float32), in %.")
+    notes = (
+        (
+            "One thread (OMP, MKL and OpenBLAS threads 1, torch 1)"
+            if ONE_THREAD
+            else f"The libraries' default threads (torch {torch_threads()})"
+        )
+        + "; nlp.pipe(batch_size=256) over the test texts, "
+        f"best of {args.repeats}, the systems alternating; seed-0 models (ours: the runs' default.cfg, in float32 "
+        'and with precision "bfloat16"; fast.cfg where the runs hold one; empty: none). Test F1 of each; '
+        '"same docs": the test docs bfloat16 gives the same entities as float32. Stage shares are ours\' '
+        "(float32), in %."
+    )
     table = []
     for row in rows:
         speed, stage, f = row["chars_per_s"], row["stages"], row["f"]
@@ -167,17 +177,28 @@ def render(rows: list, args) -> Section:
         spacy_speed = speed["spaCy ner"]
         fast = speed.get("ours, fast.cfg")
         bf16 = speed["ours, bfloat16"]
-        table.append({
-            "dataset (runs)": f"{row['dataset']} ({Path(row['runs']).name})", "texts": row["n_texts"],
-            "chars": row["n_chars"], "ours chars/s": round(speed["ours"]), "ours, bfloat16": round(bf16),
-            "fast.cfg": round(fast) if fast else None, "spaCy ner": round(spacy_speed),
-            "ours / spaCy": round(speed["ours"] / spacy_speed, 2), "bfloat16 / spaCy": round(bf16 / spacy_speed, 2),
-            "fast.cfg / spaCy": round(fast / spacy_speed, 2) if fast else None,
-            "F1 ours / bfloat16 / spaCy": [round(100 * f[key], 2) for key in ("ours", "ours, bfloat16", "spaCy ner")],
-            "bfloat16: same docs %": round(100 * row["bfloat16_same_docs"], 2),
-            **{key: round(100 * stage[key] / total) for key in
-               ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations")},
-        })
+        table.append(
+            {
+                "dataset (runs)": f"{row['dataset']} ({Path(row['runs']).name})",
+                "texts": row["n_texts"],
+                "chars": row["n_chars"],
+                "ours chars/s": round(speed["ours"]),
+                "ours, bfloat16": round(bf16),
+                "fast.cfg": round(fast) if fast else None,
+                "spaCy ner": round(spacy_speed),
+                "ours / spaCy": round(speed["ours"] / spacy_speed, 2),
+                "bfloat16 / spaCy": round(bf16 / spacy_speed, 2),
+                "fast.cfg / spaCy": round(fast / spacy_speed, 2) if fast else None,
+                "F1 ours / bfloat16 / spaCy": [
+                    round(100 * f[key], 2) for key in ("ours", "ours, bfloat16", "spaCy ner")
+                ],
+                "bfloat16: same docs %": round(100 * row["bfloat16_same_docs"], 2),
+                **{
+                    key: round(100 * stage[key] / total)
+                    for key in ("tokenizer", "tok2vec", "encoder", "rest of predict", "set_annotations")
+                },
+            }
+        )
     return Section("Inference speed against spaCy's `ner`", notes, [table])
 
 

@@ -11,6 +11,7 @@ keys too (no row of their own). Then the share of test bigram tokens unseen in t
 table sends to its unknown row), and the rows and MB of the exact tables (CharBigramEmbed.v2,
 two tables of 64 floats a row) at min_count 1 and 2.
 """
+
 import argparse
 import sys
 
@@ -57,17 +58,34 @@ def main() -> None:
         unseen = float((~numpy.isin(columns["test"], keys)).mean())
         exact = [int((counts >= m).sum()) + 1 for m in (1, 2)]
         mb = [2 * n * 64 * 4 / 1e6 for n in exact]
-        figures["datasets"][name] = {"train_chars": len(train), "distinct": len(keys), "seen_twice": exact[1] - 1,
-                                     "keys_sharing_rows": float(shared.mean()), "tokens_sharing_rows": token_shared,
-                                     "test_unseen": unseen, "exact_rows": exact, "exact_mb": mb}
-        rows.append({
-            "dataset": name, "train chars": len(train), "distinct bigrams": len(keys), "seen >= 2": exact[1] - 1,
-            f"keys per row ({args.rows:,} rows)": round(len(keys) * 4 / args.rows, 1),
-            "keys / tokens with no row of their own %": [round(shared.mean() * 100, 1), round(token_shared * 100, 1)],
-            "test bigram tokens unseen in train %": round(unseen * 100, 1),
-            "exact rows (min 1)": exact[0], "MB (min 1)": round(mb[0], 1),
-            "exact rows (min 2)": exact[1], "MB (min 2)": round(mb[1], 1),
-        })
+        figures["datasets"][name] = {
+            "train_chars": len(train),
+            "distinct": len(keys),
+            "seen_twice": exact[1] - 1,
+            "keys_sharing_rows": float(shared.mean()),
+            "tokens_sharing_rows": token_shared,
+            "test_unseen": unseen,
+            "exact_rows": exact,
+            "exact_mb": mb,
+        }
+        rows.append(
+            {
+                "dataset": name,
+                "train chars": len(train),
+                "distinct bigrams": len(keys),
+                "seen >= 2": exact[1] - 1,
+                f"keys per row ({args.rows:,} rows)": round(len(keys) * 4 / args.rows, 1),
+                "keys / tokens with no row of their own %": [
+                    round(shared.mean() * 100, 1),
+                    round(token_shared * 100, 1),
+                ],
+                "test bigram tokens unseen in train %": round(unseen * 100, 1),
+                "exact rows (min 1)": exact[0],
+                "MB (min 1)": round(mb[0], 1),
+                "exact rows (min 2)": exact[1],
+                "MB (min 2)": round(mb[1], 1),
+            }
+        )
     section = Section("Bigram tables: distinct keys and collisions", "", [rows])
     publish(args.result, figures, section)
 

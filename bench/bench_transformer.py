@@ -9,12 +9,24 @@ number of steps with the same learning-rate schedule (linear warm-up over 5% of 
 steps, then linear decay), batch size and dropout. It measures what the architectures
 add on top of one encoder, and the cost of each, not the accuracy of a pretrained model.
 """
+
 import argparse
 import sys
 from pathlib import Path
 
-from _common import (ROOT, Section, add_data_argument, add_out_argument, add_result_argument, evaluate,
-                     prepare_corpus, publish, run, run_all, train_once)
+from _common import (
+    ROOT,
+    Section,
+    add_data_argument,
+    add_out_argument,
+    add_result_argument,
+    evaluate,
+    prepare_corpus,
+    publish,
+    run,
+    run_all,
+    train_once,
+)
 
 # key: (name in the table, config, settings the config text gets)
 SYSTEMS = {
@@ -47,8 +59,11 @@ def main() -> None:
         name, config_name, settings = SYSTEMS[key]
         if config_name is None:
             config = spacy_transformers_config(args.out / "spacy_trf_ner.cfg")
-            extra = schedule + [f"--components.transformer.model.name={model_dir}",
-                                "--training.accumulate_gradient=1", "--training.batcher.discard_oversize=false"]
+            extra = schedule + [
+                f"--components.transformer.model.name={model_dir}",
+                "--training.accumulate_gradient=1",
+                "--training.batcher.discard_oversize=false",
+            ]
         else:
             config = our_config(config_name, settings, args.out / f"{key}.cfg")
             extra = random_bert_overrides(args.max_steps, args.learn_rate, model_dir)
@@ -79,8 +94,10 @@ def training_schedule(steps: int, learn_rate: float) -> list:
 def random_bert_overrides(steps: int, learn_rate: float, bert_dir: Path) -> list:
     """training_schedule, the random encoder in bert_dir, and its learning rate that of the layers above it
     (a random encoder has nothing to keep)."""
-    return training_schedule(steps, learn_rate) + [f"--vars.transformer={bert_dir}",
-                                                   "--components.crf_ner.tok2vec_learn_rate_scale=1.0"]
+    return training_schedule(steps, learn_rate) + [
+        f"--vars.transformer={bert_dir}",
+        "--components.crf_ner.tok2vec_learn_rate_scale=1.0",
+    ]
 
 
 def write_random_bert(data: Path, path: Path, layers: int, width: int) -> Path:
@@ -97,8 +114,13 @@ def write_random_bert(data: Path, path: Path, layers: int, width: int) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf8")
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=width, num_hidden_layers=layers,
-                        num_attention_heads=max(1, width // 64), intermediate_size=4 * width)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, width // 64),
+        intermediate_size=4 * width,
+    )
     BertModel(config).save_pretrained(str(path))
     BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(str(path))
     return path
@@ -116,20 +138,32 @@ def our_config(config_name: str, settings: dict, path: Path) -> Path:
 
 def spacy_transformers_config(path: Path) -> Path:
     """spaCy's transformer NER config for Chinese, as `spacy init config -G` writes it."""
-    run([sys.executable, "-m", "spacy", "init", "config", str(path), "-l", "zh", "-p", "ner", "-G", "--force"],
-        quiet=True)
+    run(
+        [sys.executable, "-m", "spacy", "init", "config", str(path), "-l", "zh", "-p", "ner", "-G", "--force"],
+        quiet=True,
+    )
     return path
 
 
 def render(training: dict, scores: dict, args: argparse.Namespace) -> Section:
-    rows = [{"system": SYSTEMS[key][0], "test P": round(scores[key]["p"] * 100, 2),
-             "test R": round(scores[key]["r"] * 100, 2), "test F1": round(scores[key]["f"] * 100, 2),
-             "training wall time min": round(training[key]["seconds"] / 60, 1),
-             "training peak RSS MB": round(training[key]["peak_mb"]),
-             "inference chars/s": round(scores[key]["chars_per_s"])} for key in args.systems]
-    return Section(f"Resume NER, random {args.layers}-layer BERT (width {args.width}), {args.max_steps} steps",
-                   "Test split, model chosen on dev. Inference: `nlp.pipe(batch_size=256)` over the test texts, "
-                   f"best of {args.repeats} passes, the systems alternating.", [rows])
+    rows = [
+        {
+            "system": SYSTEMS[key][0],
+            "test P": round(scores[key]["p"] * 100, 2),
+            "test R": round(scores[key]["r"] * 100, 2),
+            "test F1": round(scores[key]["f"] * 100, 2),
+            "training wall time min": round(training[key]["seconds"] / 60, 1),
+            "training peak RSS MB": round(training[key]["peak_mb"]),
+            "inference chars/s": round(scores[key]["chars_per_s"]),
+        }
+        for key in args.systems
+    ]
+    return Section(
+        f"Resume NER, random {args.layers}-layer BERT (width {args.width}), {args.max_steps} steps",
+        "Test split, model chosen on dev. Inference: `nlp.pipe(batch_size=256)` over the test texts, "
+        f"best of {args.repeats} passes, the systems alternating.",
+        [rows],
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ and loaded back ("float16": every float32 weight, thinc parameters and torch mod
 default pipeline <= 10 MB on disk): the model is most of it, float16 halves it, int8 tables halve the
 tables again.
 """
+
 import argparse
 import json
 import sys
@@ -62,28 +63,41 @@ def main() -> None:
         run = trained_model(model)
         found = run_child(CHILD, model, run["test"], *modes, env=single_thread({**os.environ}), failure=f" on {model}")
         size = sum(f.stat().st_size for f in (model / "crf_ner").rglob("*") if f.is_file())
-        rows.append({"dataset": run["dataset"], "system": run["system"], "seed": run["seed"],
-                     **found, "crf_ner_mb": size / 2**20})
+        rows.append(
+            {
+                "dataset": run["dataset"],
+                "system": run["system"],
+                "seed": run["seed"],
+                **found,
+                "crf_ner_mb": size / 2**20,
+            }
+        )
         print(json.dumps(rows[-1]), file=sys.stderr)
     table = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         group = [r for r in rows if r["dataset"] == dataset]
         mean = lambda get: sum(get(r) for r in group) / len(group)  # noqa: E731
-        table.append({
-            "dataset": dataset, "models": ", ".join(r["system"] + " " + r["seed"] for r in group),
-            "test F1 float32": round(100 * mean(lambda r: r["f32"]), 2),
-            **{f"test F1 {m}": round(100 * mean(lambda r: r["f"][m]), 2) for m in modes},
-            f"docs with the same entities (fewest) %: {' / '.join(modes)}": [
-                round(100 * min(r["same_docs"][m] for r in group), 2) for m in modes],
-            "crf_ner on disk as saved MB": round(mean(lambda r: r["crf_ner_mb"]), 1),
-            f"crf_ner's bytes MB: {' / '.join(modes)}": [round(mean(lambda r: r["saved_mb"][m]), 1) for m in modes],
-        })
+        table.append(
+            {
+                "dataset": dataset,
+                "models": ", ".join(r["system"] + " " + r["seed"] for r in group),
+                "test F1 float32": round(100 * mean(lambda r: r["f32"]), 2),
+                **{f"test F1 {m}": round(100 * mean(lambda r: r["f"][m]), 2) for m in modes},
+                f"docs with the same entities (fewest) %: {' / '.join(modes)}": [
+                    round(100 * min(r["same_docs"][m] for r in group), 2) for m in modes
+                ],
+                "crf_ner on disk as saved MB": round(mean(lambda r: r["crf_ner_mb"]), 1),
+                f"crf_ner's bytes MB: {' / '.join(modes)}": [round(mean(lambda r: r["saved_mb"][m]), 1) for m in modes],
+            }
+        )
     section = Section(
         "crf_ner's weights saved with save_weights " + " and ".join(modes) + " (trained default pipelines)",
         "float16: every float32 weight of crf_ner rounded to float16; int8-tables: the embedding tables in int8 (a "
         "scale per row), the other weights in float16; computed in float32 once loaded (what the setting saves and "
         "loads); test split; one thread. Per dataset, the mean over its models; crf_ner's bytes: its model and "
-        "lexicon (pipe.to_bytes without the vocab).", [table])
+        "lexicon (pipe.to_bytes without the vocab).",
+        [table],
+    )
     publish(args.result, {"rows": rows}, section)
 
 

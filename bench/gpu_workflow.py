@@ -10,6 +10,7 @@ the steps left in WORK: steps.tsv (one line a step: name, status, exit code, sec
 settings in settings.json, the evaluate metrics, speed.json and gpu.txt. A step that failed or ran
 out of time is a row with its status; the figures it would have given are left out.
 """
+
 import argparse
 import datetime
 import json
@@ -91,8 +92,9 @@ def read_steps(work: Path) -> list:
     rows = []
     for line in path.read_text(encoding="utf8").splitlines() if path.exists() else []:
         name, status, code, seconds, note = (line.split("\t") + [""] * 5)[:5]
-        rows.append({"step": name, "status": status, "rc": int(code or 0), "seconds": float(seconds or 0),
-                     "note": note})
+        rows.append(
+            {"step": name, "status": status, "rc": int(code or 0), "seconds": float(seconds or 0), "note": note}
+        )
     return rows
 
 
@@ -134,28 +136,38 @@ def write_record(work: Path, output: Path) -> Path:
         f"the fastest of 3 passes of nlp.pipe over the test texts on the {device}; each step time-boxed "
         f"(status timeout), the whole under {settings.get('budget')} s. Empty cells: not measured."
     )
-    step_rows = [{"step": row["step"], "status": row["status"], "seconds": round(row["seconds"], 1),
-                  "note": row["note"]} for row in steps]
+    step_rows = [
+        {"step": row["step"], "status": row["status"], "seconds": round(row["seconds"], 1), "note": row["note"]}
+        for row in steps
+    ]
     systems = []
 
     def percent(found, key):
         return round(100 * found[key], 2) if found and found.get(key) is not None else None
 
     if metrics or train:
-        systems.append({
-            "system": str(settings.get("config")), "steps": settings.get("steps"),
-            "training seconds": round(train["seconds"], 1) if train else None,
-            "training status": train["status"] if train else None,
-            **{column: percent(metrics, key) for column, key in TEST_COLUMNS},
-            "chars/s": round(speed["chars_per_s"]) if speed else None,
-        })
+        systems.append(
+            {
+                "system": str(settings.get("config")),
+                "steps": settings.get("steps"),
+                "training seconds": round(train["seconds"], 1) if train else None,
+                "training status": train["status"] if train else None,
+                **{column: percent(metrics, key) for column, key in TEST_COLUMNS},
+                "chars/s": round(speed["chars_per_s"]) if speed else None,
+            }
+        )
     distill = by_name.get("distill")
     if distill and distill["status"] != "skipped":
-        systems.append({
-            "system": f"student ({settings.get('config')} distilled)", "steps": settings.get("distill_steps"),
-            "training seconds": round(distill["seconds"], 1), "training status": distill["status"],
-            **{column: percent(student, key) for column, key in TEST_COLUMNS}, "chars/s": None,
-        })
+        systems.append(
+            {
+                "system": f"student ({settings.get('config')} distilled)",
+                "steps": settings.get("distill_steps"),
+                "training seconds": round(distill["seconds"], 1),
+                "training status": distill["status"],
+                **{column: percent(student, key) for column, key in TEST_COLUMNS},
+                "chars/s": None,
+            }
+        )
     record = {
         "name": output.stem,
         "title": f"The transformer workflow of project.yml on a {device} (gpu_id {settings.get('gpu_id')})",

@@ -7,6 +7,7 @@ Each LOG is a train.log that bench_datasets.py (or `spacy train ... > log`) wrot
 dev F1 against the step, one line per log (labelled by --label, else by the log's folder), and
 prints each curve's best step and score. Needs matplotlib (pip install "spacy-cner[bench]").
 """
+
 import argparse
 import re
 import sys
@@ -41,7 +42,7 @@ def main() -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit('matplotlib is not installed: pip install "spacy-cner[bench]"')
-    labels = args.label + [log.parent.parent.name + "/" + log.parent.name for log in args.logs[len(args.label):]]
+    labels = args.label + [log.parent.parent.name + "/" + log.parent.name for log in args.logs[len(args.label) :]]
     figure, axes = plt.subplots(figsize=(7, 4))
     for log, label in zip(args.logs, labels):
         curve = dev_curve(log)
@@ -50,8 +51,10 @@ def main() -> None:
         steps, scores = [s for _, s, _ in curve], [f for _, _, f in curve]
         axes.plot(steps, scores, label=label)
         best = max(range(len(curve)), key=lambda i: scores[i])
-        print(f"{label}: best dev F1 {scores[best]:.2f} at step {steps[best]:,} (epoch {curve[best][0]}); "
-              f"last {scores[-1]:.2f} at step {steps[-1]:,}")
+        print(
+            f"{label}: best dev F1 {scores[best]:.2f} at step {steps[best]:,} (epoch {curve[best][0]}); "
+            f"last {scores[-1]:.2f} at step {steps[-1]:,}"
+        )
     axes.set_xlabel("step")
     axes.set_ylabel("dev F1")
     # From a little below the first evaluation after step 0, so that the later gains show.

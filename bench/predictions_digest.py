@@ -13,6 +13,7 @@ commits and compare the lines, e.g. before and after moving code:
   git worktree add /tmp/before REF && (cd /tmp/before && PYTHONPATH=. python bench/predictions_digest.py)
   python bench/predictions_digest.py
 """
+
 import argparse
 import os
 import subprocess
@@ -68,8 +69,15 @@ def main() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
     for name in args.configs:
         out = args.out / name
-        command = [sys.executable, "-c", CODE, str(ROOT / "configs" / f"{name}.cfg"), str(out), str(corpus),
-                   str(args.steps)]
+        command = [
+            sys.executable,
+            "-c",
+            CODE,
+            str(ROOT / "configs" / f"{name}.cfg"),
+            str(out),
+            str(corpus),
+            str(args.steps),
+        ]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
         if result.returncode != 0:
             sys.exit(f"{name} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")

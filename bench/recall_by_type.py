@@ -7,6 +7,7 @@ An entity is "seen" when its text and label occur as an entity in TRAIN (as benc
 R seen / unseen). Prints one line per (label, seen) with the hits, the test entities, the recall
 and the first missed ones, then the false positives per label; saves the table as a result.
 """
+
 import argparse
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -41,23 +42,38 @@ def main() -> None:
             hits[key][1] += 1
             if not hit and len(missed[key]) < args.examples:
                 missed[key].append(ent.text)
-        false_positives.update(e.label_ for e in predicted.ents
-                               if (e.start_char, e.end_char, e.label_) not in reference)
+        false_positives.update(
+            e.label_ for e in predicted.ents if (e.start_char, e.end_char, e.label_) not in reference
+        )
     for (label, is_seen), (n_hit, n) in sorted(hits.items()):
-        print(f"{label} {'seen' if is_seen else 'unseen'}: {n_hit} of {n} ({n_hit / n * 100:.1f}%); missed: "
-              + ", ".join(missed[(label, is_seen)]))
+        print(
+            f"{label} {'seen' if is_seen else 'unseen'}: {n_hit} of {n} ({n_hit / n * 100:.1f}%); missed: "
+            + ", ".join(missed[(label, is_seen)])
+        )
     print("false positives:", dict(false_positives.most_common()))
     table, shown = [], set()  # a label's false positives on its first row
     for (label, is_seen), (n_hit, n) in sorted(hits.items()):
-        table.append({"label": label, "in train": "seen" if is_seen else "unseen", "found": n_hit,
-                      "test entities": n, "recall %": round(n_hit / n * 100, 1),
-                      "false positives": None if label in shown else false_positives[label]})
+        table.append(
+            {
+                "label": label,
+                "in train": "seen" if is_seen else "unseen",
+                "found": n_hit,
+                "test entities": n,
+                "recall %": round(n_hit / n * 100, 1),
+                "false positives": None if label in shown else false_positives[label],
+            }
+        )
         shown.add(label)
-    recall = [{"label": label, "seen": is_seen, "found": n_hit, "entities": n, "missed": missed[(label, is_seen)]}
-              for (label, is_seen), (n_hit, n) in sorted(hits.items())]
+    recall = [
+        {"label": label, "seen": is_seen, "found": n_hit, "entities": n, "missed": missed[(label, is_seen)]}
+        for (label, is_seen), (n_hit, n) in sorted(hits.items())
+    ]
     figures = {"recall": recall, "false_positives": dict(false_positives), "model": args.model}
-    section = Section("Recall per entity type, seen and unseen in train",
-                      "Seen: the entity's text and label occur as an entity in train.", [table])
+    section = Section(
+        "Recall per entity type, seen and unseen in train",
+        "Seen: the entity's text and label occur as an entity in train.",
+        [table],
+    )
     publish(args.result, figures, section)
 
 

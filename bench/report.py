@@ -13,6 +13,7 @@ in bench/questions.toml; the figures are only in bench/results/. A rerun of a sc
 result file (same --result name); a new question is a new [[questions]] entry. --check writes nothing
 and exits 1 if BENCHMARKS.md or the README's table differs from what this would write.
 """
+
 import argparse
 import json
 import re
@@ -62,6 +63,7 @@ class Question(NamedTuple):
 
 # ---- reading the figures, whichever way a result holds them ----
 
+
 def figure_rows(record: dict) -> List[dict]:
     """A result's rows: the script's `rows`, or (LEGACY: results whose script saved no figures) its first
     table's rows read as numbers when it was saved."""
@@ -73,8 +75,9 @@ def dataset_row(records: Records, name: str, dataset: str, system: str) -> Optio
     """The row of a bench_datasets result for one dataset and system (None if the result is missing)."""
     if name not in records:
         return None
-    return next((row for row in figure_rows(records[name]) if row["dataset"] == dataset and row["system"] == system),
-                None)
+    return next(
+        (row for row in figure_rows(records[name]) if row["dataset"] == dataset and row["system"] == system), None
+    )
 
 
 def number(text) -> float:
@@ -105,13 +108,15 @@ def missing(*names: str) -> Tuple[str, str]:
 
 # ---- issue 33 (scale) ----
 
+
 def _runs(name: str) -> Tuple[Tuple[str, str], ...]:
     """A named list of runs of bench/questions.toml: (result name, system key) pairs."""
     return tuple((result, system) for result, system in DATA["runs"][name])
 
 
 MSRA_SPACY, MSRA_FAST, MSRA_DEFAULT, MSRA_BEFORE = (
-    _runs(name) for name in ("msra_spacy", "msra_fast", "msra_default", "msra_before"))
+    _runs(name) for name in ("msra_spacy", "msra_fast", "msra_default", "msra_before")
+)
 SMALL_VECTORS_SEEDS = tuple(DATA["results"]["small_vectors_seeds"])
 RESUME_TIME = DATA["results"]["resume_time"]
 FGM_SHARE = DATA["results"]["fgm_share"]
@@ -141,50 +146,72 @@ def msra_robustness(records: Records) -> Tuple[str, str]:
         return missing(*(name for name, _ in MSRA_DEFAULT[:1] + MSRA_FAST[:1]))
     mean = statistics.mean(row["r_f1"] for row in default)
     before = _rows(records, MSRA_BEFORE)
-    measured = (f"default.cfg {seeds_text(default, 'r_f1')}" + (f"; before the rule {seeds_text(before, 'r_f1')}"
-                                                                 if before else "")
-                + f"; fast.cfg {seeds_text(fast, 'r_f1')}")
+    measured = (
+        f"default.cfg {seeds_text(default, 'r_f1')}"
+        + (f"; before the rule {seeds_text(before, 'r_f1')}" if before else "")
+        + f"; fast.cfg {seeds_text(fast, 'r_f1')}"
+    )
     status = ("met" if mean >= 99.5 else gap(mean, 99.5)) + _of_three(default)
-    predict = [row for row in records.get("sentence_encoding", {}).get("figures", {}).get("rows", [])
-               if row["dataset"] == "msra"]
+    predict = [
+        row
+        for row in records.get("sentence_encoding", {}).get("figures", {}).get("rows", [])
+        if row["dataset"] == "msra"
+    ]
     if predict:  # bench_sentence_encoding: trained MSRA models re-scored with each sentence encoded alone
         names = {"vectors": "default.cfg before the rule", "default": "fast.cfg", "nofgm12": "default.cfg without FGM"}
         values = [100 * row["predict"]["r_f"] for row in predict]
-        measured += ("; the models before the rule and fast.cfg's read whole docs. Predicting with each sentence alone "
-                     "(sentence_encoding \"predict\", the default since 2026-11-26), models re-scored: " + ", ".join(
-                         f"{names.get(row['system'], row['system'])} {row['seed'].replace('seed', 'seed ')} "
-                         f"{100 * row['whole']['r_f']:.2f} -> {100 * row['predict']['r_f']:.2f}" for row in predict))
-        status += (f"; with \"predict\": {min(values):.2f}-{max(values):.2f} on the {len(values)} re-scored "
-                   f"model{'s' * (len(values) != 1)}")
+        measured += (
+            "; the models before the rule and fast.cfg's read whole docs. Predicting with each sentence alone "
+            '(sentence_encoding "predict", the default since 2026-11-26), models re-scored: '
+            + ", ".join(
+                f"{names.get(row['system'], row['system'])} {row['seed'].replace('seed', 'seed ')} "
+                f"{100 * row['whole']['r_f']:.2f} -> {100 * row['predict']['r_f']:.2f}"
+                for row in predict
+            )
+        )
+        status += (
+            f'; with "predict": {min(values):.2f}-{max(values):.2f} on the {len(values)} re-scored '
+            f"model{'s' * (len(values) != 1)}"
+        )
     return measured, status
 
 
 # ---- issue 34 (lean) ----
 
+
 def int8_speed(records: Records) -> Tuple[str, str]:
     # bench/bench_int8.py at 56599d3 (2026-11-26), its table in bench/HISTORY.md ("and int8 inference"); since
     # 2026-11-28 bench_int8 also times bfloat16 (result int8) and bench_speed runs precision "bfloat16".
-    text = ("int8: torch's dynamic int8 LSTM runs in 0.92-0.97x fp32's time and a doc's output then depends on its "
-            "batch (up to 3e-2): no int8 setting (bench/HISTORY.md)")
+    text = (
+        "int8: torch's dynamic int8 LSTM runs in 0.92-0.97x fp32's time and a doc's output then depends on its "
+        "batch (up to 3e-2): no int8 setting (bench/HISTORY.md)"
+    )
     times = records.get("int8", {}).get("figures", {}).get("over_fp32_time", {})
     if "lstm int8" in times:
         alone = records["int8"]["figures"]["first_row_alone_vs_batch"]
-        text = (f"bench_int8 on {records['int8'].get('machine', {}).get('cpu', 'this machine')}, one thread, time / "
-                f"fp32: the LSTM {times['lstm int8']:.2f}x in int8 (dynamic) and "
-                f"{times['lstm bf16']:.2f}x in bfloat16, the Maxout product {times['linear int8']:.2f}x and "
-                f"{times['linear bf16']:.2f}x; a row's int8 output "
-                f"depends on its batch (up to {max(alone['lstm int8'], alone['linear int8']):.0e}): no int8 setting")
+        text = (
+            f"bench_int8 on {records['int8'].get('machine', {}).get('cpu', 'this machine')}, one thread, time / "
+            f"fp32: the LSTM {times['lstm int8']:.2f}x in int8 (dynamic) and "
+            f"{times['lstm bf16']:.2f}x in bfloat16, the Maxout product {times['linear int8']:.2f}x and "
+            f"{times['linear bf16']:.2f}x; a row's int8 output "
+            f"depends on its batch (up to {max(alone['lstm int8'], alone['linear int8']):.0e}): no int8 setting"
+        )
     ratios = {}
     for name in ("speed_one_thread", "speed_default_threads"):
         rows = records.get(name, {}).get("figures", {}).get("rows", [])
-        found = {row["dataset"]: row["chars_per_s"]["ours, bfloat16"] / row["chars_per_s"]["spaCy ner"]
-                 for row in rows if "ours, bfloat16" in row["chars_per_s"]}
+        found = {
+            row["dataset"]: row["chars_per_s"]["ours, bfloat16"] / row["chars_per_s"]["spaCy ner"]
+            for row in rows
+            if "ours, bfloat16" in row["chars_per_s"]
+        }
         if found:
             ratios[name] = found
             cpu = records[name].get("machine", {}).get("cpu", "")
-            text += (f"; precision \"bfloat16\" instead "
-                     f"({'one thread' if name == 'speed_one_thread' else 'default threads'}"
-                     f"{', on ' + cpu if cpu else ''}): " + ", ".join(f"{d} {r:.2f}x" for d, r in found.items()))
+            text += (
+                f'; precision "bfloat16" instead '
+                f"({'one thread' if name == 'speed_one_thread' else 'default threads'}"
+                f"{', on ' + cpu if cpu else ''}): " + ", ".join(f"{d} {r:.2f}x" for d, r in found.items())
+            )
     if not ratios:
         return text, "not met"
     worst = min(min(found.values()) for found in ratios.values())
@@ -197,36 +224,46 @@ def same_entities(records: Records) -> Tuple[str, str]:
     checks = ["rjieba: identical entities"]
     for name in ("speed_one_thread", "speed_default_threads"):
         rows = records.get(name, {}).get("figures", {}).get("rows", [])
-        for key, what in (("rjieba_same_entities", "rjieba and jieba"),
-                          ("rowwise_same_entities", "fixed blocks and row by row")):
+        for key, what in (
+            ("rjieba_same_entities", "rjieba and jieba"),
+            ("rowwise_same_entities", "fixed blocks and row by row"),
+        ):
             if rows and key in rows[0]:
                 same = all(row[key] for row in rows)
                 checks.append(f"{name}: {'the same' if same else 'DIFFERENT'} entities with {what}")
     different = any("DIFFERENT" in check for check in checks)
     saved = _save_weights_shifts(records)
     if saved:
-        checks.append("save_weights (not exact): test F1 within " + ", ".join(
-            f"{shift:.2f} ({mode})" for mode, shift in saved.items()) + f" of float32 on {_n_weights_models(records)} "
-            "models (2 seeds of each dataset)")
+        checks.append(
+            "save_weights (not exact): test F1 within "
+            + ", ".join(f"{shift:.2f} ({mode})" for mode, shift in saved.items())
+            + f" of float32 on {_n_weights_models(records)} "
+            "models (2 seeds of each dataset)"
+        )
     blocks = records.get("products", {}).get("figures", {}).get("models") or []
     # bench_products' run of 2026-11-27, retired to bench/HISTORY.md ("Matrix products per OpenBLAS kernel")
     if not blocks:
-        checks.append("fixed-block products (not exact): test F1 within 0.00 of row by row on 12 models, "
-                      "every test doc with the same entities (bench/HISTORY.md)")
+        checks.append(
+            "fixed-block products (not exact): test F1 within 0.00 of row by row on 12 models, "
+            "every test doc with the same entities (bench/HISTORY.md)"
+        )
         saved = {**saved, "fixed blocks": 0.0}
     if blocks:
         shift = max(100 * abs(row["f"]["blocks"] - row["f"]["row by row"]) for row in blocks)
         fewest = min(row["same_docs"] for row in blocks)
         docs = "every test doc" if fewest == 1 else f"{100 * fewest:.2f}-100% of test docs"
-        checks.append(f"fixed-block products (not exact): test F1 within {shift:.2f} of row by row on {len(blocks)} "
-                      f"models, {docs} with the same entities")
+        checks.append(
+            f"fixed-block products (not exact): test F1 within {shift:.2f} of row by row on {len(blocks)} "
+            f"models, {docs} with the same entities"
+        )
         saved = {**saved, "fixed blocks": shift}
     too_far = any(shift > 0.1 for shift in saved.values())
     status = "met so far" if saved and not too_far else "met so far (exact changes only)"
-    return ("; ".join(checks) + "; training unchanged below 530k train tokens (the large-corpus rule and the "
-            "3-epoch patience, issue 33)",
-            "not met: entities differ" if different
-            else ("not met: a change moves F1 by over 0.1" if too_far else status))
+    return (
+        "; ".join(checks) + "; training unchanged below 530k train tokens (the large-corpus rule and the "
+        "3-epoch patience, issue 33)",
+        "not met: entities differ" if different else ("not met: a change moves F1 by over 0.1" if too_far else status),
+    )
 
 
 def _save_weights_shifts(records: Records) -> Dict[str, float]:
@@ -243,8 +280,12 @@ def _n_weights_models(records: Records) -> int:
 
 def int8_accuracy(records: Records) -> Tuple[str, str]:
     shifts = _save_weights_shifts(records)
-    stored = (f"; int8 storage of the embedding tables only (save_weights int8-tables, computed in float32): test F1 "
-              f"within {shifts['int8-tables']:.2f}" if "int8-tables" in shifts else "")
+    stored = (
+        f"; int8 storage of the embedding tables only (save_weights int8-tables, computed in float32): test F1 "
+        f"within {shifts['int8-tables']:.2f}"
+        if "int8-tables" in shifts
+        else ""
+    )
     rows = records.get("precision_models", {}).get("figures", {}).get("rows", [])
     if not rows:
         return "int8 is not a setting (see above)" + stored, "not measured"
@@ -252,10 +293,12 @@ def int8_accuracy(records: Records) -> Tuple[str, str]:
     fewest, most = min(row["same_docs"] for row in rows), max(row["same_docs"] for row in rows)
     alone = all(row["alone_as_batched"] for row in rows)
     datasets = sorted({Path(row["test"]).parent.parent.name for row in rows})
-    text = (f"precision \"bfloat16\" (int8 is not a setting, see above): test F1 within {worst:.2f} of float32 on "
-            f"{len(rows)} models ({', '.join(datasets)}), {100 * fewest:.2f}-{100 * most:.2f}% of test docs "
-            f"with the same entities, "
-            f"a doc alone as in its batch: {'yes' if alone else 'NO'}" + stored)
+    text = (
+        f'precision "bfloat16" (int8 is not a setting, see above): test F1 within {worst:.2f} of float32 on '
+        f"{len(rows)} models ({', '.join(datasets)}), {100 * fewest:.2f}-{100 * most:.2f}% of test docs "
+        f"with the same entities, "
+        f"a doc alone as in its batch: {'yes' if alone else 'NO'}" + stored
+    )
     return text, "met (bfloat16)" if worst <= 0.3 and alone else "not met"
 
 
@@ -266,13 +309,18 @@ def resume_training(records: Records) -> Tuple[str, str]:
     parts, minutes = [], []
     if now:
         minutes = [now["training_min"]]
-        parts.append(f"{now['training_min']:.1f} min (default.cfg, its vectors included, alone on the 2 cores with the "
-                     f"default threads, seed 0: test F1 {now['f1']:.2f})")
+        parts.append(
+            f"{now['training_min']:.1f} min (default.cfg, its vectors included, alone on the 2 cores with the "
+            f"default threads, seed 0: test F1 {now['f1']:.2f})"
+        )
     if "resume_training_time" in records:
         before = [number(row["wall time"]) for row in figure_rows(records["resume_training_time"])]
         minutes = minutes or before
-        parts.append(", ".join(f"{m:.1f} min" for m in before) + " (`spacy train` alone, default threads, seeds 0 and 1"
-                     + (", 2026-11-25: the default before its vectors)" if now else ")"))
+        parts.append(
+            ", ".join(f"{m:.1f} min" for m in before)
+            + " (`spacy train` alone, default threads, seeds 0 and 1"
+            + (", 2026-11-25: the default before its vectors)" if now else ")")
+        )
     return "; ".join(parts), "met" if max(minutes) <= 6 else gap(max(minutes), 6, " min")
 
 
@@ -282,19 +330,28 @@ def training_accuracy(records: Records) -> Tuple[str, str]:
     if not tried or not base:
         return "no change to training yet", "n/a"
     mean = statistics.mean(row["f1"] for row in base)
-    shares = [(share, row) for share, system in (("a half", "half"), ("a quarter", "quarter"))
-              if (row := dataset_row(records, FGM_SHARE, "resume", system))]
+    shares = [
+        (share, row)
+        for share, system in (("a half", "half"), ("a quarter", "quarter"))
+        if (row := dataset_row(records, FGM_SHARE, "resume", system))
+    ]
     share_text = "".join(
         f"; FGM's second pass on {share} of each batch (adversarial.share), Resume {row['f1']:.2f} "
-        f"({row['f1'] - mean:+.2f}, dev {row['dev_f1']:.2f})" for share, row in shares)
-    return (f"tried, not adopted: FGM at every second step, Resume {tried['f1']:.2f} (3 seeds) against default.cfg's "
-            f"{mean:.2f} ({tried['f1'] - mean:+.2f}, dev {tried['dev_f1']:.2f} against "
-            f"{statistics.mean(row['dev_f1'] for row in base):.2f}){share_text}; adopted only above 1.5M train tokens "
-            "(default.cfg's large-corpus rule, issue 33): the five small sets train as before (the same epochs, "
-            "patience, batches and FGM at every update)", "n/a")
+        f"({row['f1'] - mean:+.2f}, dev {row['dev_f1']:.2f})"
+        for share, row in shares
+    )
+    return (
+        f"tried, not adopted: FGM at every second step, Resume {tried['f1']:.2f} (3 seeds) against default.cfg's "
+        f"{mean:.2f} ({tried['f1'] - mean:+.2f}, dev {tried['dev_f1']:.2f} against "
+        f"{statistics.mean(row['dev_f1'] for row in base):.2f}){share_text}; adopted only above 1.5M train tokens "
+        "(default.cfg's large-corpus rule, issue 33): the five small sets train as before (the same epochs, "
+        "patience, batches and FGM at every update)",
+        "n/a",
+    )
 
 
 # ---- issue 37 (active learning) ----
+
 
 def labels_saved(records: Records) -> Tuple[str, str]:
     """Issue 37's first target, from the rounds' models and, where bench_select ran them (--final-sizes),
@@ -305,8 +362,10 @@ def labels_saved(records: Records) -> Tuple[str, str]:
     if not finals:
         return text, status
     final_text, final_status = _labels_saved(records, "finals")
-    text = (f"each round's model: {text}. The labelled sentences trained from scratch to default.cfg's stopping "
-            f"rule: {final_text}{_more_seeds(records, finals)}")
+    text = (
+        f"each round's model: {text}. The labelled sentences trained from scratch to default.cfg's stopping "
+        f"rule: {final_text}{_more_seeds(records, finals)}"
+    )
     if len(finals) >= 3:
         return text, final_status
     return text, f"{status} (trained to the stopping rule: {len(finals)} of 3 datasets)"
@@ -329,8 +388,10 @@ def _more_seeds(records: Records, finals: List[Tuple[str, int, Dict[str, Dict[st
                 continue
             for n in sorted({n for seed in more.get(name, {}).values() for n in seed}, key=int):
                 values = [seed[n]["f"] for seed in seeds.values() if n in seed]
-                parts.append(f"{dataset}, {name}, {len(values)} seeds: {statistics.mean(values) * 100:.2f} "
-                             f"at {int(n):,} against random's {target * 100:.2f} at {stop:,} ({n_random} seeds)")
+                parts.append(
+                    f"{dataset}, {name}, {len(values)} seeds: {statistics.mean(values) * 100:.2f} "
+                    f"at {int(n):,} against random's {target * 100:.2f} at {stop:,} ({n_random} seeds)"
+                )
     return f". With more seeds ({MORE_SEEDS}): {'; '.join(parts)}" if parts else ""
 
 
@@ -358,28 +419,43 @@ def _labels_saved(records: Records, key: str) -> Tuple[str, str]:
         best = min(((n, -k) for n, _, k in here.values() if n is not None), default=None)
         n_seeds = -best[1] if best else max((k for _, _, k in here.values()), default=random_seeds)
         reached[dataset] = (best[0] if best else None, stop, n_seeds)
-        texts.append(f"{dataset} {f'{best[0]:,}' if best else 'not reached'} ({n_seeds} seed{'s' * (n_seeds > 1)}"
-                     + (f"; random's {target * 100:.2f})" if target is not None else ")"))
+        texts.append(
+            f"{dataset} {f'{best[0]:,}' if best else 'not reached'} ({n_seeds} seed{'s' * (n_seeds > 1)}"
+            + (f"; random's {target * 100:.2f})" if target is not None else ")")
+        )
     # The target asks for one strategy that saves the labels everywhere, not each dataset's best.
-    everywhere = sorted(strategy for strategy, found in per_strategy.items() if set(found) == set(reached) and all(
-        n is not None and n <= 0.6 * stop and n_seeds >= 3 for n, stop, n_seeds in found.values()))
+    everywhere = sorted(
+        strategy
+        for strategy, found in per_strategy.items()
+        if set(found) == set(reached)
+        and all(n is not None and n <= 0.6 * stop and n_seeds >= 3 for n, stop, n_seeds in found.values())
+    )
     met = len(reached) >= 3 and bool(everywhere)
     stops = sorted({stop for _, stop, _ in reached.values()})
     # Where none saves 40% everywhere: the strategy that reaches random on every dataset with the smallest share.
-    shares = {strategy: max(n / stop for n, stop, _ in found.values()) for strategy, found in per_strategy.items()
-              if set(found) == set(reached) and all(n is not None and k >= 3 for n, _, k in found.values())}
+    shares = {
+        strategy: max(n / stop for n, stop, _ in found.values())
+        for strategy, found in per_strategy.items()
+        if set(found) == set(reached) and all(n is not None and k >= 3 for n, _, k in found.values())
+    }
     closest = min(shares, key=lambda strategy: (shares[strategy], strategy), default=None)
     status = "met" if met else "not met"
     if key == "curves" and met and not warm_random and all("warm" in strategy for strategy in everywhere):
         # Its rounds train on from the last (more steps in all) while random retrains from scratch at each size.
         status = "met, by a warm-started strategy against random retrained from scratch (no warm random curve yet)"
     randoms = "(the better of random from scratch and random (warm))" if key == "curves" else "(random's sentences)"
-    return (f"fewest labels at which a strategy's mean reaches random's F1 at {'/'.join(f'{s:,}' for s in stops)} "
-            f"{randoms}: " + ", ".join(texts)
-            + "; one strategy within 60% of the labels on every dataset (3 seeds): "
-            + (", ".join(everywhere) if everywhere else "none")
-            + (f" (closest: {closest}, on every dataset with at most {shares[closest]:.0%} of random's labels)"
-               if closest and not everywhere else "")), status
+    return (
+        f"fewest labels at which a strategy's mean reaches random's F1 at {'/'.join(f'{s:,}' for s in stops)} "
+        f"{randoms}: "
+        + ", ".join(texts)
+        + "; one strategy within 60% of the labels on every dataset (3 seeds): "
+        + (", ".join(everywhere) if everywhere else "none")
+        + (
+            f" (closest: {closest}, on every dataset with at most {shares[closest]:.0%} of random's labels)"
+            if closest and not everywhere
+            else ""
+        )
+    ), status
 
 
 def ranking_speed(records: Records) -> Tuple[str, str]:
@@ -391,7 +467,8 @@ def ranking_speed(records: Records) -> Tuple[str, str]:
         return "bench/bench_annotate.py has not timed `select` yet", "not measured"
     n_docs = records[name]["figures"]["docs"]
     text = f"{n_docs:,} texts, against `annotate` (one process): " + ", ".join(
-        f"{name} {ratio:.2f}x" for name, ratio in ratios.items())
+        f"{name} {ratio:.2f}x" for name, ratio in ratios.items()
+    )
     single = [ratio for name, ratio in ratios.items() if not name.endswith("2")]
     met = n_docs >= 100_000 and min(single) >= 0.5
     return text, "met" if met else ("not met" if min(single) < 0.5 else f"met at {n_docs:,} texts (target 100k)")
@@ -410,8 +487,10 @@ def select_curves(records: Records, key: str = "curves") -> List[Tuple[str, int,
         stop = record["figures"]["stop"]
         for dataset, curves in record["figures"].get(key, {}).items():
             if dataset in merged and merged[dataset][0] != stop:
-                raise ValueError(f"{name}: {dataset}'s {key} stop at {stop:,}, another select result's at "
-                                 f"{merged[dataset][0]:,}: not one table")
+                raise ValueError(
+                    f"{name}: {dataset}'s {key} stop at {stop:,}, another select result's at "
+                    f"{merged[dataset][0]:,}: not one table"
+                )
             merged.setdefault(dataset, (stop, {}))[1].update(curves)
     return [(dataset, stop, curves) for dataset, (stop, curves) in merged.items()]
 
@@ -426,8 +505,11 @@ def random_target(curves: Dict[str, Dict[str, dict]], stop: int) -> Tuple[Option
     """The F1 a strategy must reach: the best random curve's mean test F1 at --stop over its seeds
     (from scratch or warm-started, whichever is higher), and that curve's seeds; (None, 0) when no
     random curve reached --stop."""
-    means = [(statistics.mean(c[str(stop)]["f"] for c in seeds.values() if str(stop) in c), len(seeds))
-             for name, seeds in curves.items() if is_random(name) and any(str(stop) in c for c in seeds.values())]
+    means = [
+        (statistics.mean(c[str(stop)]["f"] for c in seeds.values() if str(stop) in c), len(seeds))
+        for name, seeds in curves.items()
+        if is_random(name) and any(str(stop) in c for c in seeds.values())
+    ]
     return max(means, default=(None, 0))
 
 
@@ -465,9 +547,15 @@ def select_table(records: Records, keys: Tuple[str, ...] = ("curves",)) -> Table
 
 # ---- issue 55 (pretrained knowledge): LAC's vectors ----
 
+
 def lac_rows(records: Records, dataset: str) -> List[dict]:
-    return [row for name in LAC_RESULTS if name in records for row in figure_rows(records[name])
-            if row["dataset"] == dataset and row["system"].startswith("lac_")]
+    return [
+        row
+        for name in LAC_RESULTS
+        if name in records
+        for row in figure_rows(records[name])
+        if row["dataset"] == dataset and row["system"].startswith("lac_")
+    ]
 
 
 def default_seeds(records: Records, dataset: str) -> List[float]:
@@ -487,9 +575,11 @@ def _lac_against(records: Records, dataset: str, goal: Callable[[float], float])
         return "", "", False
     seeds = len(best["seeds"])
     base = f", default {statistics.mean(default):.2f} ({len(default)} seeds)" if default else ""
-    return (f"{dataset} {best['system']} {best['f1']:.2f} ({seeds} seed{'s' if seeds > 1 else ''}{base})",
-            "" if seeds >= 3 else f" ({seeds} seed of 3)",
-            best["f1"] >= goal(statistics.mean(default) if default else 0.0))
+    return (
+        f"{dataset} {best['system']} {best['f1']:.2f} ({seeds} seed{'s' if seeds > 1 else ''}{base})",
+        "" if seeds >= 3 else f" ({seeds} seed of 3)",
+        best["f1"] >= goal(statistics.mean(default) if default else 0.0),
+    )
 
 
 def lac_resume(records: Records, goal: float) -> Tuple[str, str]:
@@ -514,15 +604,20 @@ def lac_others(records: Records, margin: float) -> Tuple[str, str]:
 def lac_msra(records: Records, goal: float, recall_gain: float) -> Tuple[str, str]:
     """MSRA's run of LAC's vectors (system "lac") beside pretrain_free.cfg (system "default" in that run, the
     default then), trained side by side: test F1 against the goal, unseen-entity recall against the gain."""
-    rows = {row["system"]: row for row in figure_rows(records[LAC_MSRA]) if row["dataset"] == "msra"} \
-        if LAC_MSRA in records else {}
+    rows = (
+        {row["system"]: row for row in figure_rows(records[LAC_MSRA]) if row["dataset"] == "msra"}
+        if LAC_MSRA in records
+        else {}
+    )
     lac, free = rows.get("lac"), rows.get("default")
     if lac is None or free is None:
         return missing(LAC_MSRA)
     seeds = len(lac["seeds"])
-    text = (f"{lac['f1']:.2f} (seed{'s' * (seeds > 1)} {', '.join(map(str, lac['seeds']))}; pretrain_free beside it "
-            f"{free['f1']:.2f}; dev {lac['dev_f1']:.2f} against {free['dev_f1']:.2f}); unseen-entity recall "
-            f"{lac['r_unseen']:.1f} against {free['r_unseen']:.1f}")
+    text = (
+        f"{lac['f1']:.2f} (seed{'s' * (seeds > 1)} {', '.join(map(str, lac['seeds']))}; pretrain_free beside it "
+        f"{free['f1']:.2f}; dev {lac['dev_f1']:.2f} against {free['dev_f1']:.2f}); unseen-entity recall "
+        f"{lac['r_unseen']:.1f} against {free['r_unseen']:.1f}"
+    )
     ok = lac["f1"] >= goal and lac["r_unseen"] - free["r_unseen"] >= recall_gain
     return text, ("met" if ok else "not met") + ("" if seeds >= 3 else f" ({seeds} seed of 3)")
 
@@ -541,15 +636,20 @@ def lac_size(records: Records) -> Tuple[str, str]:
         return missing(LAC_SPEED)
     rows = figure_rows(records[LAC_SPEED])
     text = ", ".join(f"{row['model']} {row['mb']:.1f} MB" for row in rows)
-    return text + " (lac_none and lac_trained with float32 vectors; default.cfg, lac_trained in float16, and lac_slwv save float16)", "see sizes"
+    return (
+        text + " (lac_none and lac_trained with float32 vectors; default.cfg, lac_trained in float16, and lac_slwv save"
+        " float16)",
+        "see sizes",
+    )
 
 
 # ---- the comparison every dataset answers: default, TENER, spaCy's ner ----
 
 # row label: (default, TENER, spaCy's `ner`), each (result, dataset, system) or None
-COMPARISON = [(row["label"],
-               *(tuple(row[system]) if system in row else None for system in ("default", "tener", "spacy")))
-              for row in DATA["comparison"]["rows"]]
+COMPARISON = [
+    (row["label"], *(tuple(row[system]) if system in row else None for system in ("default", "tener", "spacy")))
+    for row in DATA["comparison"]["rows"]
+]
 SAMPLED = {row["label"] for row in DATA["comparison"]["rows"] if row.get("sample")}  # train samples: no vectors row
 README_ROWS = DATA["comparison"]["readme_rows"]  # the README shows the full sets, MSRA the last of them
 
@@ -559,8 +659,11 @@ def mean_row(rows: List[dict]) -> Optional[dict]:
     if not rows:
         return None
     f1s = [row["f1"] for row in rows]
-    return {"f1": statistics.mean(f1s), "f1_sd": statistics.stdev(f1s) if len(f1s) > 1 else None,
-            "r_f1": statistics.mean(row["r_f1"] for row in rows)}
+    return {
+        "f1": statistics.mean(f1s),
+        "f1_sd": statistics.stdev(f1s) if len(f1s) > 1 else None,
+        "r_f1": statistics.mean(row["r_f1"] for row in rows),
+    }
 
 
 def vectors_row(records: Records, dataset: str) -> Optional[dict]:
@@ -583,31 +686,47 @@ def lac_default_row(records: Records, label: str) -> Optional[dict]:
     if not rows:
         return None
     f1s = [f1 for row in rows for f1 in row.get("f1_per_seed") or [row["f1"]]]
-    return {"f1": statistics.mean(f1s), "f1_sd": statistics.stdev(f1s) if len(f1s) > 1 else None,
-            "r_f1": statistics.mean(row["r_f1"] for row in rows), "n_seeds": len(f1s)}
+    return {
+        "f1": statistics.mean(f1s),
+        "f1_sd": statistics.stdev(f1s) if len(f1s) > 1 else None,
+        "r_f1": statistics.mean(row["r_f1"] for row in rows),
+        "n_seeds": len(f1s),
+    }
 
 
 def comparison(records: Records, n_rows: int = len(COMPARISON) + 1) -> Table:
-    columns = ["dataset", "default: LAC's vectors (seeds so far)",
-               "pretrain_free: vectors from the train split (the default until 2026-11-28)",
-               "fast.cfg (the default before)", "TENER", "spaCy `ner`", "pretrain_free - spaCy",
-               "R-F1 default / pretrain_free / fast / TENER / spaCy"]
+    columns = [
+        "dataset",
+        "default: LAC's vectors (seeds so far)",
+        "pretrain_free: vectors from the train split (the default until 2026-11-28)",
+        "fast.cfg (the default before)",
+        "TENER",
+        "spaCy `ner`",
+        "pretrain_free - spaCy",
+        "R-F1 default / pretrain_free / fast / TENER / spaCy",
+    ]
     systems_rows = []
     for label, *systems in COMPARISON:
         fast, tener, spacy = (dataset_row(records, *system) if system else None for system in systems)
         free = vectors_row(records, systems[0][1]) if label not in SAMPLED else None  # full train splits only
         systems_rows.append((label, (lac_default_row(records, label), free, fast, tener, spacy)))
     label, *names = MSRA_ROW
-    systems_rows.insert(README_ROWS - 1, (label, (lac_default_row(records, label),
-                                                  *(mean_row(_rows(records, n)) if n else None for n in names))))
+    systems_rows.insert(
+        README_ROWS - 1,
+        (label, (lac_default_row(records, label), *(mean_row(_rows(records, n)) if n else None for n in names))),
+    )
     rows = []
     for label, (lac, free, fast, tener, spacy) in systems_rows[:n_rows]:
         lac_text = f"{f1_text(lac)} ({lac['n_seeds']} seed{'s' * (lac['n_seeds'] != 1)})" if lac else ""
-        rows.append([
-            label, lac_text, *(f1_text(row) if row else "" for row in (free, fast, tener, spacy)),
-            f"{(free or fast)['f1'] - spacy['f1']:+.2f}" if (free or fast) and spacy else "",
-            " / ".join(f"{row['r_f1']:.2f}" if row else "-" for row in (lac, free, fast, tener, spacy)),
-        ])
+        rows.append(
+            [
+                label,
+                lac_text,
+                *(f1_text(row) if row else "" for row in (free, fast, tener, spacy)),
+                f"{(free or fast)['f1'] - spacy['f1']:+.2f}" if (free or fast) and spacy else "",
+                " / ".join(f"{row['r_f1']:.2f}" if row else "-" for row in (lac, free, fast, tener, spacy)),
+            ]
+        )
     return columns, ["left"] + ["right"] * 7, rows
 
 
@@ -622,16 +741,27 @@ def select_table_all(records: Records) -> Table:
 
 
 def _targets() -> List[Tuple[str, List[Target]]]:
-    return [(group["title"], [Target(row["text"], globals()[row["measure"]], row.get("params", {}))
-                              for row in group["rows"]]) for group in DATA.get("targets", [])]
+    return [
+        (
+            group["title"],
+            [Target(row["text"], globals()[row["measure"]], row.get("params", {})) for row in group["rows"]],
+        )
+        for group in DATA.get("targets", [])
+    ]
 
 
 def _questions() -> List[Question]:
-    return [Question(question["key"], question["title"],
-                     [(name, "") if isinstance(name, str) else tuple(name) for name in question["results"]],
-                     question.get("label", ""), globals()[question["table"]] if "table" in question else None,
-                     [tuple(image) for image in question.get("images", [])])
-            for question in DATA["questions"]]
+    return [
+        Question(
+            question["key"],
+            question["title"],
+            [(name, "") if isinstance(name, str) else tuple(name) for name in question["results"]],
+            question.get("label", ""),
+            globals()[question["table"]] if "table" in question else None,
+            [tuple(image) for image in question.get("images", [])],
+        )
+        for question in DATA["questions"]
+    ]
 
 
 TARGETS = _targets()
@@ -639,6 +769,7 @@ QUESTIONS = _questions()
 
 
 # ---- rendering ----
+
 
 class Footnotes:
     """A document's footnotes: each long text one, numbered in order, said once (a repeat gets its number)."""
@@ -657,8 +788,8 @@ class Footnotes:
         mark = f"[^{self.numbers[text]}]"
         short = _without_first_parenthesis(text)
         if len(short) + len(mark) > MAX_CELL:
-            short = short[:MAX_CELL - len(mark) - 1]
-            short = short[:max(short.rfind(" "), short.rfind(",") + 1)].rstrip() + "…"  # at a word or a setting
+            short = short[: MAX_CELL - len(mark) - 1]
+            short = short[: max(short.rfind(" "), short.rfind(",") + 1)].rstrip() + "…"  # at a word or a setting
         return short + mark
 
     def capped(self, table: Table) -> Table:
@@ -680,7 +811,7 @@ def _without_first_parenthesis(text: str) -> str:
     for end in range(start + 1, len(text)):
         depth += {"(": 1, ")": -1}.get(text[end], 0)
         if depth == 0:
-            return text[:start] + text[end + 1:]
+            return text[:start] + text[end + 1 :]
     return text
 
 
@@ -694,8 +825,11 @@ def source_line(record: dict) -> str:
     line = f"- {command} · {record['date'][:10]} · {record['machine']['line']} · {commit}"
     source = record.get("transcribed_from")
     if source:
-        line += (f" · transcribed from [bench/HISTORY.md]({source})" if source.startswith("bench/HISTORY.md#")
-                 else f" · transcribed from {source}")
+        line += (
+            f" · transcribed from [bench/HISTORY.md]({source})"
+            if source.startswith("bench/HISTORY.md#")
+            else f" · transcribed from {source}"
+        )
     if record.get("notes"):
         line += f". {record['notes']}"
     return line
@@ -712,10 +846,14 @@ def source_lines(records: List[dict]) -> List[str]:
     groups: List[List[dict]] = []
     for record in records:
         last = groups[-1][-1] if groups else None
-        if (last is not None and not record.get("transcribed_from") and not last.get("transcribed_from")
-                and record["machine"]["line"] == last["machine"]["line"]
-                and _seedless(record["command"]) == _seedless(last["command"])
-                and _seedless(record.get("notes", "")) == _seedless(last.get("notes", ""))):
+        if (
+            last is not None
+            and not record.get("transcribed_from")
+            and not last.get("transcribed_from")
+            and record["machine"]["line"] == last["machine"]["line"]
+            and _seedless(record["command"]) == _seedless(last["command"])
+            and _seedless(record.get("notes", "")) == _seedless(last.get("notes", ""))
+        ):
             groups[-1].append(record)
         else:
             groups.append([record])
@@ -724,14 +862,20 @@ def source_lines(records: List[dict]) -> List[str]:
         if len(group) == 1:
             lines.append(source_line(group[0]))
             continue
-        runs = "; ".join(f"`{record['command']}` · {record['date'][:10]} · "
-               f"`{(record['code_version'].get('commit') or 'unknown')[:7]}`"
-                         + (" + uncommitted changes" if record["code_version"].get("dirty") else "")
-                         for record in group)
+        runs = "; ".join(
+            f"`{record['command']}` · {record['date'][:10]} · "
+            f"`{(record['code_version'].get('commit') or 'unknown')[:7]}`"
+            + (" + uncommitted changes" if record["code_version"].get("dirty") else "")
+            for record in group
+        )
         notes = group[0].get("notes")
         if notes:  # the first run's "Seeds N" says every run's seeds
-            seeds = [m.group(1) for record in group
-                     for m in [re.search(r"Seeds (\d+(?:, \d+)*)", record.get("notes", ""))] if m]
+            seeds = [
+                m.group(1)
+                for record in group
+                for m in [re.search(r"Seeds (\d+(?:, \d+)*)", record.get("notes", ""))]
+                if m
+            ]
             notes = re.sub(r"Seeds \d+(?:, \d+)*", "Seeds " + ", ".join(seeds), notes, count=1)
         lines.append(f"- {runs} · {group[0]['machine']['line']}" + (f". {notes}" if notes else ""))
     return lines
@@ -822,12 +966,14 @@ def render_benchmarks(records: Records) -> str:
                 lines += [f"![{caption}]({path})", ""]
         present = [name for name in names if name in records]
         # A result a later question shows in full is named there, with its source line, not twice.
-        later = {name for other in QUESTIONS[QUESTIONS.index(question) + 1:] for name, _ in other.results}
+        later = {name for other in QUESTIONS[QUESTIONS.index(question) + 1 :] for name, _ in other.results}
         lines += source_lines([records[name] for name in present if name not in later])
         shown_later = [name for name in present if name in later]
         if shown_later:
-            lines.append(f"- And {len(shown_later)} run{'s' * (len(shown_later) > 1)} shown in full, with "
-                         f"{'their' if len(shown_later) > 1 else 'its'} source line, further down.")
+            lines.append(
+                f"- And {len(shown_later)} run{'s' * (len(shown_later) > 1)} shown in full, with "
+                f"{'their' if len(shown_later) > 1 else 'its'} source line, further down."
+            )
         absent = [name for name in names if name not in records]
         if absent:
             lines.append(f"- Not measured yet: {', '.join(f'`bench/results/{name}.json`' for name in absent)}")
@@ -841,18 +987,29 @@ def render_benchmarks(records: Records) -> str:
                 lines += markdown_table(notes.capped(table)) + [""]
                 lines += notes.flush()
             lines += [source_line(records[name]), ""]
-    lines += ["Earlier results, the variants tried and why each default is what it is: "
-              "[bench/HISTORY.md](bench/HISTORY.md) (the notebook up to 2026-11-26) and the git history of "
-              "bench/results/."]
+    lines += [
+        "Earlier results, the variants tried and why each default is what it is: "
+        "[bench/HISTORY.md](bench/HISTORY.md) (the notebook up to 2026-11-26) and the git history of "
+        "bench/results/."
+    ]
     return "\n".join(lines) + "\n"
 
 
 def render_readme_table(records: Records) -> str:
-    sources = ", ".join(f"`{name}`" for name in dict.fromkeys(
-        [system[0] for _, *systems in COMPARISON[:README_ROWS - 1] for system in systems if system]
-        + list(SMALL_VECTORS_SEEDS) + [name for names in MSRA_ROW[1:] if names for name, _ in names]
-        + [run[0] for label, runs in LAC_DEFAULT.items() for run in runs
-           if label in [row[0] for row in COMPARISON[:README_ROWS - 1]] + [MSRA_ROW[0]]]))
+    sources = ", ".join(
+        f"`{name}`"
+        for name in dict.fromkeys(
+            [system[0] for _, *systems in COMPARISON[: README_ROWS - 1] for system in systems if system]
+            + list(SMALL_VECTORS_SEEDS)
+            + [name for names in MSRA_ROW[1:] if names for name, _ in names]
+            + [
+                run[0]
+                for label, runs in LAC_DEFAULT.items()
+                for run in runs
+                if label in [row[0] for row in COMPARISON[: README_ROWS - 1]] + [MSRA_ROW[0]]
+            ]
+        )
+    )
     lines = [
         README_MARKERS[0],
         *markdown_table(comparison(records, README_ROWS)),
@@ -866,9 +1023,11 @@ def render_readme_table(records: Records) -> str:
 def updated_readme(text: str, records: Records) -> str:
     start, end = (text.find(marker) for marker in README_MARKERS)
     if start < 0 or end < start:
-        raise ValueError(f"README.md has no {README_MARKERS[0]} ... {README_MARKERS[1]} pair: put the two markers "
-                         "where the results table goes (in the Benchmarks section)")
-    return text[:start] + render_readme_table(records) + text[end + len(README_MARKERS[1]):]
+        raise ValueError(
+            f"README.md has no {README_MARKERS[0]} ... {README_MARKERS[1]} pair: put the two markers "
+            "where the results table goes (in the Benchmarks section)"
+        )
+    return text[:start] + render_readme_table(records) + text[end + len(README_MARKERS[1]) :]
 
 
 def load_records(folder: Path = RESULTS) -> Records:
@@ -889,8 +1048,11 @@ def main() -> None:
     benchmarks = render_benchmarks(records)
     n_lines = benchmarks.count("\n")
     readme = updated_readme(README.read_text(encoding="utf8"), records)
-    stale = [path.name for path, text in ((BENCHMARKS, benchmarks), (README, readme))
-             if not path.exists() or path.read_text(encoding="utf8") != text]
+    stale = [
+        path.name
+        for path, text in ((BENCHMARKS, benchmarks), (README, readme))
+        if not path.exists() or path.read_text(encoding="utf8") != text
+    ]
     if args.check:
         if stale:
             verb = "differ" if len(stale) > 1 else "differs"

@@ -20,6 +20,7 @@ Needs gensim (a requirement). Prints how much text that was and writes it to
 OUT/summary.json. A data-preparation script, not a benchmark: the gain of the vectors is measured
 by bench_datasets.py.
 """
+
 import argparse
 import json
 import sys
@@ -47,8 +48,9 @@ def unlabeled_files(data: Path, datasets: Optional[List[str]] = None) -> List[Pa
     with a train split. datasets: these folders only (None: all but those in HOLDS_TEST_OF)."""
     files = []
     for folder in sorted(p for p in data.iterdir() if p.is_dir()):
-        if ((datasets is None and folder.name in HOLDS_TEST_OF)
-            or (datasets is not None and folder.name not in datasets)):
+        if (datasets is None and folder.name in HOLDS_TEST_OF) or (
+            datasets is not None and folder.name not in datasets
+        ):
             continue
         splits = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "SOURCE.md")
         train = [p for p in splits if p.name.startswith("train")]
@@ -76,8 +78,9 @@ def main() -> None:
     vectors_pipeline(keys, vectors).to_disk(args.out)
     summary = {
         "files": [str(p.relative_to(args.data)) for p in files],
-        "never_score": sorted({name for p in files
-                               for name in HOLDS_TEST_OF.get(p.relative_to(args.data).parts[0], [])}),
+        "never_score": sorted(
+            {name for p in files for name in HOLDS_TEST_OF.get(p.relative_to(args.data).parts[0], [])}
+        ),
         "sentences": len(sentences),
         "characters": sum(len(s) for s in sentences),
         **counts,

@@ -1,4 +1,5 @@
 """spacy_cner: Chinese named-entity recognition for spaCy."""
+
 # The one place the version is written (setup.cfg reads it).
 __version__ = "0.1.0"
 

@@ -1,4 +1,5 @@
 """Run the command-line interface: `python -m spacy_cner COMMAND ...`."""
+
 from .cli import app
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Registered model builders that compose the layers (what configs name)."""
+
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy
@@ -49,7 +50,7 @@ def build_crf_tagger(
     RETURNS (Model[InT, List[Floats2d]]): The tagger.
     """
     if sentence_encoding not in (True, False, "predict"):
-        raise ValueError(f"sentence_encoding must be true, false or \"predict\", got {sentence_encoding!r}.")
+        raise ValueError(f'sentence_encoding must be true, false or "predict", got {sentence_encoding!r}.')
     if sentence_encoding == "predict" and encoder is None:
         raise ValueError('sentence_encoding = "predict" needs an encoder (e.g. spacy-cner.BiLSTMEncoder.v1).')
     if sentence_encoding is True:

@@ -9,6 +9,7 @@ Matching finds, for each character of a text, the lexicon words that cover it
 (LEBERT's char-words pairs) with a prefix dictionary, as jieba does: from each character,
 extend while the text read so far is a prefix of some word.
 """
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +73,9 @@ class Lexicon:
             seen: Dict[str, int] = {}
             for i, word in enumerate(self.words):
                 if not word or any(c.isspace() for c in word):
-                    raise ValueError(f"Invalid lexicon word {word!r} (entry {i}): words are non-empty, "
-                                     "without whitespace.")
+                    raise ValueError(
+                        f"Invalid lexicon word {word!r} (entry {i}): words are non-empty, without whitespace."
+                    )
                 if word in seen:
                     raise ValueError(f"Lexicon word {word!r} occurs twice (entries {seen[word]} and {i}).")
                 seen[word] = i
@@ -89,8 +91,9 @@ class Lexicon:
                 raise ValueError(f"Got {len(tags)} tags for {len(self.words)} lexicon words.")
             if not _all_strings(tags) or "\n" in "".join(tags):
                 bad = next(i for i, tag in enumerate(tags) if not isinstance(tag, str) or "\n" in tag)
-                raise ValueError(f"Invalid tag {tags[bad]!r} of lexicon word {self.words[bad]!r}: "
-                                 "tags are one-line strings.")
+                raise ValueError(
+                    f"Invalid tag {tags[bad]!r} of lexicon word {self.words[bad]!r}: tags are one-line strings."
+                )
         self.vectors = vectors
         self.frequencies = None if frequencies is None else numpy.asarray(frequencies, dtype="int64")
         self.tags = tags
@@ -237,8 +240,10 @@ class Lexicon:
                 if len(fields) > 1 and _is_int(fields[1]):
                     frequency = int(fields[1])
                 elif min_frequency is not None:
-                    raise ValueError(f"{path}, line {line_number}: min_frequency is set but the line has no "
-                                     f"frequency: {line.strip()!r}")
+                    raise ValueError(
+                        f"{path}, line {line_number}: min_frequency is set but the line has no "
+                        f"frequency: {line.strip()!r}"
+                    )
                 if len(fields) > 3 or (len(fields) == 3 and frequency is None):
                     raise ValueError(
                         f"{path}, line {line_number}: expected 'word [frequency] [tag]' or 'word<TAB>LABEL', "
@@ -276,8 +281,13 @@ class Lexicon:
 
     @classmethod
     def from_word2vec(
-        cls, path: PathLike, *, min_word_length: int = 2, max_word_length: Optional[int] = None,
-        max_words: Optional[int] = None, encoding: str = "utf8",
+        cls,
+        path: PathLike,
+        *,
+        min_word_length: int = 2,
+        max_word_length: Optional[int] = None,
+        max_words: Optional[int] = None,
+        encoding: str = "utf8",
     ) -> Tuple["Lexicon", LoadStats]:
         """Load word vectors in word2vec text format: "count dim", then "word v1 ... v_dim" lines.
 
@@ -514,8 +524,9 @@ def _add_gazetteer(
     )
     untyped = [word for word, tag in zip(gazetteer.words, gazetteer.tags or [""] * len(gazetteer)) if not tag]
     if untyped:
-        raise ValueError(f"Gazetteer {path}: {len(untyped)} words without a label, e.g. {untyped[0]!r}: "
-                         "write 'word<TAB>LABEL'.")
+        raise ValueError(
+            f"Gazetteer {path}: {len(untyped)} words without a label, e.g. {untyped[0]!r}: write 'word<TAB>LABEL'."
+        )
     pos_like = sorted({tag for tag in gazetteer.tags if entity_type(tag) != tag})
     if pos_like:
         raise ValueError(

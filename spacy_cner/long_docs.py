@@ -13,6 +13,7 @@ than a window is covered by overlapping windows instead, and each position (a wo
 or a token) is read from the window where it sits farthest from an edge. Every one belongs
 to exactly one window, so every token gets a vector and nothing is cut off.
 """
+
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -272,7 +273,8 @@ def segment_emissions(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_w
     """
     ops = model.ops
     windows = [
-        doc_windows(doc, long_doc_window) if long_doc_window and len(doc) > long_doc_window
+        doc_windows(doc, long_doc_window)
+        if long_doc_window and len(doc) > long_doc_window
         else [Window(0, len(doc), 0, len(doc))]
         for doc in docs
     ]

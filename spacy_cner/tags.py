@@ -1,4 +1,5 @@
 """Tag schemes, span <-> tag conversion and the transitions a CRF may take."""
+
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -79,7 +80,7 @@ class TagSet:
             raise ValueError(
                 f"Tags {list(tag_names)[:12]} are not the tags of a scheme: expected 'O' first, then "
                 f"each label's {'/'.join(_PREFIXES[tag_set.scheme])} tags, such as "
-                f"{tag_set.names[:1 + len(_PREFIXES[tag_set.scheme])]}."
+                f"{tag_set.names[: 1 + len(_PREFIXES[tag_set.scheme])]}."
             )
         return tag_set
 
@@ -94,8 +95,10 @@ class TagSet:
     @cached_property
     def columns(self) -> Dict[str, numpy.ndarray]:
         index = self.index
-        return {p: numpy.asarray([index[f"{p}-{label}"] for label in self.labels], dtype="i")
-                for p in _PREFIXES[self.scheme]}
+        return {
+            p: numpy.asarray([index[f"{p}-{label}"] for label in self.labels], dtype="i")
+            for p in _PREFIXES[self.scheme]
+        }
 
 
 def get_tag_names(labels: Iterable[str], scheme: str) -> List[str]:
@@ -198,7 +201,6 @@ def tags_to_spans(tags: Sequence[str]) -> List[Entity]:
     return spans
 
 
-
 def most_probable_spans(
     probabilities: Dict[Entity, float], threshold: float, required: Iterable[Entity] = ()
 ) -> List[Entity]:
@@ -230,6 +232,7 @@ def most_probable_spans(
             taken[span[0] : span[1]] = True
             kept.append(span)
     return sorted(kept)
+
 
 def allowed_transitions(
     tag_names: Sequence[str],

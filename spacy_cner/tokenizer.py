@@ -1,4 +1,5 @@
 """spaCy's Chinese tokenizer, in time linear in the text's length."""
+
 from typing import Iterable, List, Optional, Tuple
 
 from spacy.attrs import IS_SPACE, LENGTH

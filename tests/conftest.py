@@ -1,5 +1,6 @@
 """What the tests share: the toy corpus, a `spacy train` helper, configs made small, and tiny
 Hugging Face models built locally (no hub, no downloads)."""
+
 import atexit
 import os
 import shutil
@@ -102,8 +103,13 @@ def trained_pipeline(path):
     nlp = spacy.blank("zh")
     model = {
         "@architectures": "spacy-cner.CRFTagger.v1",
-        "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "char_rows": 100,
-                    "bigram_rows": 100, "bigram_dropout": 0.0},
+        "tok2vec": {
+            "@architectures": "spacy-cner.CharBigramEmbed.v1",
+            "width": 16,
+            "char_rows": 100,
+            "bigram_rows": 100,
+            "bigram_dropout": 0.0,
+        },
         "encoder": None,
     }
     nlp.add_pipe("crf_ner", config={"model": model})
@@ -199,9 +205,16 @@ SMALL_CONFIG_OVERRIDES["fast"] = SMALL_CONFIG_OVERRIDES["pretrain_free"]
 # --paths.vectors (toy_vectors), which spacy-cner.lac_vectors.v1 reads instead of LAC's.
 SMALL_CONFIG_OVERRIDES["default"] = {
     **SMALL_CONFIG_OVERRIDES["pretrain_free"],
-    "initialize.before_init": {"@callbacks": "spacy-cner.self_trained_vectors.v1", "corpus": "${paths.train}",
-                               "pretrained": "${paths.vectors}", "width": 50, "window": 5, "epochs": 10,
-                               "min_count": 2, "seed": "${system.seed}"},
+    "initialize.before_init": {
+        "@callbacks": "spacy-cner.self_trained_vectors.v1",
+        "corpus": "${paths.train}",
+        "pretrained": "${paths.vectors}",
+        "width": 50,
+        "window": 5,
+        "epochs": 10,
+        "min_count": 2,
+        "seed": "${system.seed}",
+    },
 }
 # configs/lac_context.cfg is default.cfg with LAC's tagger as a frozen encoder: small_config_pipeline gives it the
 # toy vectors (paths.vectors) and the tagger a fabricated sdist (fake_lac_tarball, tests/fake_lac.py).
@@ -219,8 +232,13 @@ SMALL_TENER = {
 # Every dropout of configs/tener.cfg off: training steps that tests can compare.
 TENER_NO_DROPOUT = {
     f"components.crf_ner.model.{name}": 0.0
-    for name in ("tok2vec.dropout", "tok2vec.bigram_dropout", "encoder.dropout", "encoder.attention_dropout",
-                 "encoder.output_dropout")
+    for name in (
+        "tok2vec.dropout",
+        "tok2vec.bigram_dropout",
+        "encoder.dropout",
+        "encoder.attention_dropout",
+        "encoder.output_dropout",
+    )
 }
 
 

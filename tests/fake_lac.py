@@ -1,6 +1,7 @@
 """A fabricated LAC sdist with a tiny tagger, for the layers and configs that read LAC's network
 (spacy-cner.LacFeatures.v1, configs/lac_context.cfg): the files pretrained/lac.py reads, laid out as
 LAC-2.1.2.tar.gz, random weights (seeded), and the patches that make open_lac accept it (its hash, the sizes)."""
+
 import contextlib
 import hashlib
 import io
@@ -61,8 +62,12 @@ def patches(path: Path) -> List[Tuple[object, str, object]]:
 
     data = path.read_bytes()
     spec = Sdist("lac", "2.1.2", "LAC-2.1.2.tar.gz", hashlib.sha256(data).hexdigest(), len(data))
-    return [(lac_module, "LAC_SDIST", spec), (lac_module, "VOCAB_SIZE", len(VOCAB)),
-            (lac_module, "EMB_WIDTH", WIDTH), (lac_module, "HIDDEN_WIDTH", HIDDEN)]
+    return [
+        (lac_module, "LAC_SDIST", spec),
+        (lac_module, "VOCAB_SIZE", len(VOCAB)),
+        (lac_module, "EMB_WIDTH", WIDTH),
+        (lac_module, "HIDDEN_WIDTH", HIDDEN),
+    ]
 
 
 @contextlib.contextmanager

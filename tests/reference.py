@@ -3,6 +3,7 @@
 The CRF oracle enumerates every tag sequence: log-sums of path scores give log Z, the
 likelihood of the gold-consistent paths and span marginals; the best path is Viterbi's answer.
 """
+
 import itertools
 from typing import Iterable, Iterator, Optional, Sequence, Tuple
 
@@ -34,8 +35,9 @@ def all_paths(n_tags: int, length: int) -> Iterator[Tuple[int, ...]]:
     return itertools.product(range(n_tags), repeat=length)
 
 
-def valid_paths(tag_names: Sequence[str], length: int,
-                allowed: Optional[numpy.ndarray] = None) -> Iterator[Tuple[int, ...]]:
+def valid_paths(
+    tag_names: Sequence[str], length: int, allowed: Optional[numpy.ndarray] = None
+) -> Iterator[Tuple[int, ...]]:
     """The tag sequences the scheme allows, within `allowed` (length, n_tags) when given."""
     for path in all_paths(len(tag_names), length):
         if not is_valid_sequence(path, tag_names):

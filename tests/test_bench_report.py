@@ -3,6 +3,7 @@
 A hand edit of either fails here: edit a result (or rerun its bench script), then `python bench/report.py`.
 No data, no models: the committed result files only.
 """
+
 import datetime
 import importlib.util
 import json
@@ -35,13 +36,15 @@ RESULT_FILES = sorted((BENCH / "results").glob("*.json"))
 def test_benchmarks_md_is_rendered_from_the_results():
     rendered = report.render_benchmarks(report.load_records())
     assert (ROOT / "BENCHMARKS.md").read_text(encoding="utf8") == rendered, (
-        "BENCHMARKS.md differs from bench/results/*.json: run `python bench/report.py`")
+        "BENCHMARKS.md differs from bench/results/*.json: run `python bench/report.py`"
+    )
 
 
 def test_no_table_cell_is_over_the_cap_and_every_footnote_is_said():
     text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
-    cells = [cell.strip() for line in text.splitlines() if line.startswith("|")
-             for cell in line.strip("|").split(" | ")]
+    cells = [
+        cell.strip() for line in text.splitlines() if line.startswith("|") for cell in line.strip("|").split(" | ")
+    ]
     longest = max(cells, key=len)
     assert len(longest) <= report.MAX_CELL, f"a cell of {len(longest)} characters: {longest[:80]}..."
     marks = set(re.findall(r"\[\^(\d+)\](?!:)", text))
@@ -61,8 +64,9 @@ def test_a_long_cell_keeps_its_first_words_and_its_text_goes_to_a_footnote():
 
 def test_links_into_benchmarks_md_name_a_questions_anchor():
     """Docstrings point at a question's section (BENCHMARKS.md#key, its key in bench/questions.toml)."""
-    anchors = set(re.findall(r'^<a id="([\w-]+)"></a>$', (ROOT / "BENCHMARKS.md").read_text(encoding="utf8"),
-                             flags=re.M))
+    anchors = set(
+        re.findall(r'^<a id="([\w-]+)"></a>$', (ROOT / "BENCHMARKS.md").read_text(encoding="utf8"), flags=re.M)
+    )
     assert {question.key for question in report.QUESTIONS} == anchors
     for path in (ROOT / "spacy_cner").rglob("*.py"):
         for key in re.findall(r"BENCHMARKS\.md#([\w-]+)", path.read_text(encoding="utf8")):
@@ -73,7 +77,8 @@ def test_readme_table_is_rendered_from_the_results():
     readme = (ROOT / "README.md").read_text(encoding="utf8")
     assert readme.count(report.README_MARKERS[0]) == 1 and readme.count(report.README_MARKERS[1]) == 1
     assert report.updated_readme(readme, report.load_records()) == readme, (
-        "README.md's results table differs from bench/results/*.json: run `python bench/report.py`")
+        "README.md's results table differs from bench/results/*.json: run `python bench/report.py`"
+    )
 
 
 def test_the_targets_come_first():
@@ -132,7 +137,7 @@ def test_save_result_records_the_run_and_report_shows_it(tmp_path, monkeypatch):
     assert common.save_result("-", {}, section) is None
     # A result no question names yet is rendered after the questions, with its source.
     text = report.render_benchmarks({**report.load_records(), "example": record})
-    other = text[text.index("## Other results"):]
+    other = text[text.index("## Other results") :]
     assert "| ours | 1,234 |" in other and "| --- | ---: |" in other
     assert "python bench/bench_example.py --repeats 2" in other
     assert "| ours | 1,234 |" in section.markdown()  # what the script prints is what the report writes
@@ -151,10 +156,26 @@ def test_save_result_takes_no_markdown(tmp_path, monkeypatch):
 def test_rows_render_as_a_table_in_their_order():
     """Columns in the rows' key order (later keys after), "X sd" into X's cell, a float column at its most
     decimals, thousands with commas, lists joined by " / " where the column says so, empty for None."""
-    rows = [{"system": "ours", "F1": 93.4, "F1 sd": 0.5, "chars/s": 12345, "P / R": [90.1, 88.25], "seeds": [0, 1],
-             "alone": True},
-            {"system": "spaCy", "F1": 91.25, "chars/s": None, "P / R": [89.0, 87.5], "seeds": [2], "alone": False,
-             "note": "late"}]
+    rows = [
+        {
+            "system": "ours",
+            "F1": 93.4,
+            "F1 sd": 0.5,
+            "chars/s": 12345,
+            "P / R": [90.1, 88.25],
+            "seeds": [0, 1],
+            "alone": True,
+        },
+        {
+            "system": "spaCy",
+            "F1": 91.25,
+            "chars/s": None,
+            "P / R": [89.0, 87.5],
+            "seeds": [2],
+            "alone": False,
+            "note": "late",
+        },
+    ]
     columns, align, cells = common.rows_table(rows)
     assert columns == ["system", "F1", "chars/s", "P / R", "seeds", "alone", "note"]
     assert align == ["left", "right", "right", "right", "right", "right", "left"]
@@ -185,16 +206,20 @@ def test_scripts_rows_hold_the_numbers_their_legacy_tables_showed(script):
     _, _, cells = common.rows_table(section.tables[0])
     numbers = lambda text: re.findall(r"[-+]?\d[\d,]*\.?\d*", text.replace("+", ""))  # noqa: E731
     assert [[numbers(cell) for cell in row] for row in cells] == [
-        [numbers(cell) for cell in row] for row in record["tables"][0]["rows"]]
+        [numbers(cell) for cell in row] for row in record["tables"][0]["rows"]
+    ]
 
 
 def test_the_active_learning_target_reads_bench_selects_figures():
     """bench_select.py's result ({dataset: {strategy: {seed: {labels: {"f": F1}}}}}) fills issue 37's first target."""
+
     def curve(f):
         return {str(seed): {str(n): {"f": f(n)} for n in range(200, 2001, 200)} for seed in range(3)}
 
-    curves = {dataset: {"random": curve(lambda n: n / 2500), "entropy": curve(lambda n: min(0.8, n / 1250))}
-              for dataset in ("resume", "youku", "msra")}
+    curves = {
+        dataset: {"random": curve(lambda n: n / 2500), "entropy": curve(lambda n: min(0.8, n / 1250))}
+        for dataset in ("resume", "youku", "msra")
+    }
     measured, status = report.labels_saved({"select": {"figures": {"curves": curves, "stop": 2000}}})
     assert status == "met" and "resume 1,000 (3 seeds; random's 80.00)" in measured
     assert measured.endswith("(3 seeds): entropy")
@@ -205,8 +230,10 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     assert status == "not met" and "msra 1,000 (3 seeds; random's 80.00)" in measured
     assert measured.endswith(": none")
     # Met by a warm-started strategy only: said, since random retrains from scratch at each size.
-    warm = {dataset: {"random": strategies["random"], "entropy (warm)": strategies["entropy"]}
-            for dataset, strategies in curves.items()}
+    warm = {
+        dataset: {"random": strategies["random"], "entropy (warm)": strategies["entropy"]}
+        for dataset, strategies in curves.items()
+    }
     measured, status = report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})
     assert status.startswith("met, by a warm-started strategy") and measured.endswith(": entropy (warm)")
     # With a warm-started random curve (3 seeds) on every dataset, the target is the better random curve.
@@ -215,8 +242,9 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     measured, status = report.labels_saved({"select": {"figures": {"curves": warm, "stop": 2000}}})
     assert status == "not met" and "resume not reached (3 seeds; random's 83.33)" in measured
     assert measured.endswith(": none")
-    later = {dataset: {**strategies, "entropy (warm)": curve(lambda n: n / 1700)}
-             for dataset, strategies in warm.items()}
+    later = {
+        dataset: {**strategies, "entropy (warm)": curve(lambda n: n / 1700)} for dataset, strategies in warm.items()
+    }
     measured, status = report.labels_saved({"select": {"figures": {"curves": later, "stop": 2000}}})
     assert status == "not met" and "resume 1,600 (3 seeds; random's 83.33)" in measured
     assert measured.endswith(": none (closest: entropy (warm), on every dataset with at most 80% of random's labels)")
@@ -237,53 +265,77 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     assert columns[:4] == ["dataset", "strategy", "seeds", "200"] and len(rows) == 6
     assert rows[1][:3] == ["resume", "entropy", "3"] and rows[1][-1] == "1,000" and rows[0][-1] == "2,000"
     # Two results (e.g. MSRA and the small sets run apart) are read together.
-    split = {"select_a": {"figures": {"curves": {"msra": curves["msra"]}, "stop": 2000}},
-             "select_b": {"figures": {"curves": {k: curves[k] for k in ("resume", "youku")}, "stop": 2000}}}
+    split = {
+        "select_a": {"figures": {"curves": {"msra": curves["msra"]}, "stop": 2000}},
+        "select_b": {"figures": {"curves": {k: curves[k] for k in ("resume", "youku")}, "stop": 2000}},
+    }
     assert report.labels_saved(split)[1] == "met"
     curves["msra"]["entropy"] = curve(lambda n: n / 2600)
     assert report.labels_saved({"select": {"figures": {"curves": curves, "stop": 2000}}})[1] == "not met"
+
     # Finals (the labelled sentences trained to the stopping rule) decide once they cover three datasets.
     def final(f, sizes):
         return {str(seed): {str(n): {"f": f(n)} for n in sizes} for seed in range(3)}
 
-    finals = {dataset: {"random": final(lambda n: n / 2500, (1200, 2000)),
-                        "entropy (warm)": final(lambda n: n / 1400, (800, 1200))} for dataset in ("resume", "youku")}
-    both = {"select": {"figures": {"curves": mixed, "stop": 2000}},
-            "select_final": {"figures": {"finals": finals, "stop": 2000}}}
+    finals = {
+        dataset: {
+            "random": final(lambda n: n / 2500, (1200, 2000)),
+            "entropy (warm)": final(lambda n: n / 1400, (800, 1200)),
+        }
+        for dataset in ("resume", "youku")
+    }
+    both = {
+        "select": {"figures": {"curves": mixed, "stop": 2000}},
+        "select_final": {"figures": {"finals": finals, "stop": 2000}},
+    }
     measured, status = report.labels_saved(both)
     assert status == "not met (trained to the stopping rule: 2 of 3 datasets)"
     assert "trained from scratch to default.cfg's stopping rule: fewest labels" in measured
     assert "resume 1,200 (3 seeds; random's 80.00)" in measured.split("stopping rule:")[1]
-    finals["msra"] = {"random": final(lambda n: n / 2500, (2000,)),
-                      "entropy (warm)": final(lambda n: n / 1400, (1200,))}
+    finals["msra"] = {
+        "random": final(lambda n: n / 2500, (2000,)),
+        "entropy (warm)": final(lambda n: n / 1400, (1200,)),
+    }
     measured, status = report.labels_saved(both)
     assert status == "met" and measured.endswith("(3 seeds): entropy (warm)")  # no warm caveat: finals train alike
     finals["msra"]["entropy (warm)"] = final(lambda n: n / 1600, (1200,))  # 75.0 < 80.0
     assert report.labels_saved(both)[1] == "not met"
     _, _, rows = report.select_table(both, ("finals",))
     assert [row[:2] + row[-1:] for row in rows[:2]] == [
-        ["resume", "random", "2,000"], ["resume", "entropy (warm)", "1,200"]
+        ["resume", "random", "2,000"],
+        ["resume", "entropy (warm)", "1,200"],
     ]
     columns, _, rows = report.select_table(both, ("curves", "finals"))  # the rounds' rows, then the finals'
     assert len(rows) == 6 + 6 and rows[6][1] == "random" + report.FINALS and rows[7][-1] == "1,200"
     # The finals of another variant, in a result of their own: one entry per dataset, the curves merged.
-    power = {dataset: {"random": finals[dataset]["random"],
-                       "entropy (warm, power 1)": final(lambda n: n / 1300, (1200,))}
-             for dataset in ("resume", "youku", "msra")}
+    power = {
+        dataset: {"random": finals[dataset]["random"], "entropy (warm, power 1)": final(lambda n: n / 1300, (1200,))}
+        for dataset in ("resume", "youku", "msra")
+    }
     three = {**both, "select_power_final": {"figures": {"finals": power, "stop": 2000}}}
     assert [(d, sorted(c)) for d, _, c in report.select_curves(three, "finals")] == [
-        (d, ["entropy (warm)", "entropy (warm, power 1)", "random"]) for d in ("resume", "youku", "msra")]
+        (d, ["entropy (warm)", "entropy (warm, power 1)", "random"]) for d in ("resume", "youku", "msra")
+    ]
     measured, status = report.labels_saved(three)
     assert status == "met" and measured.endswith("(3 seeds): entropy (warm, power 1)")
     assert measured.count("resume 1,200") == 1
     # Finals of more seeds (report.MORE_SEEDS) are set beside the target's, their seeds added, not in its table.
-    more = {"youku": {"random": {"3": {"2000": {"f": 0.70}}},
-                      "entropy (warm, power 1)": {"3": {"1200": {"f": 0.85}}, "4": {"1200": {"f": 0.87}}}}}
+    more = {
+        "youku": {
+            "random": {"3": {"2000": {"f": 0.70}}},
+            "entropy (warm, power 1)": {"3": {"1200": {"f": 0.85}}, "4": {"1200": {"f": 0.87}}},
+        }
+    }
     measured, status = report.labels_saved({**three, report.MORE_SEEDS: {"figures": {"finals": more, "stop": 2000}}})
-    assert (measured, status) == (report.labels_saved(three)[0] + (
-        f". With more seeds ({report.MORE_SEEDS}): youku, entropy (warm, power 1), 5 seeds: "
-        f"{(3 * 1200 / 1300 + 1.72) / 5 * 100:.2f} at 1,200 against random's {(3 * 0.8 + 0.7) / 4 * 100:.2f} at 2,000 "
-        "(4 seeds)"), "met")
+    assert (measured, status) == (
+        report.labels_saved(three)[0]
+        + (
+            f". With more seeds ({report.MORE_SEEDS}): youku, entropy (warm, power 1), 5 seeds: "
+            f"{(3 * 1200 / 1300 + 1.72) / 5 * 100:.2f} at 1,200 against random's "
+            f"{(3 * 0.8 + 0.7) / 4 * 100:.2f} at 2,000 (4 seeds)"
+        ),
+        "met",
+    )
     power["youku"]["random"] = final(lambda n: n / 2500, (1000,))  # stops elsewhere: not one table
     three["select_power_final"]["figures"]["stop"] = 1000
     with pytest.raises(ValueError, match="not one table"):
@@ -298,15 +350,23 @@ def test_the_active_learning_target_reads_bench_selects_figures():
     measured, _ = report.labels_saved({"select": {"figures": {"curves": one_seed, "stop": 2000}}})
     assert "youku 1,000 (3 seeds; " in measured
     # Nor when no strategy reaches it: the seeds are those of the strategy run on the most of them.
-    short = {"youku": {"random": curves["youku"]["random"], "entropy": curve(lambda n: n / 2600),
-                       "mean-entropy": {"0": curve(lambda n: n / 2700)["0"]}}}
+    short = {
+        "youku": {
+            "random": curves["youku"]["random"],
+            "entropy": curve(lambda n: n / 2600),
+            "mean-entropy": {"0": curve(lambda n: n / 2700)["0"]},
+        }
+    }
     measured, _ = report.labels_saved({"select": {"figures": {"curves": short, "stop": 2000}}})
     assert "youku not reached (3 seeds; random's 80.00)" in measured
 
 
 def test_the_ranking_speed_target_reads_select_beside_annotate():
-    setups = {"local1": {"chars_per_s": 20000.0}, "select-entropy": {"chars_per_s": 15000.0},
-              "select-entropy2": {"chars_per_s": 30000.0}}
+    setups = {
+        "local1": {"chars_per_s": 20000.0},
+        "select-entropy": {"chars_per_s": 15000.0},
+        "select-entropy2": {"chars_per_s": 30000.0},
+    }
     record = {"annotate": {"figures": {"setups": setups, "docs": 120_000}}}
     measured, status = report.ranking_speed(record)
     assert status == "met" and "select-entropy 0.75x" in measured
@@ -317,8 +377,10 @@ def test_the_ranking_speed_target_reads_select_beside_annotate():
 
 def test_the_accuracy_target_reads_the_saved_weights_shifts():
     """A save_weights setting (not exact) meets the accuracy target only within 0.1 F1 of float32 on every model."""
-    rows = [{"f32": 0.9, "f": {"float16": 0.9, "int8-tables": 0.9002}},
-            {"f32": 0.8, "f": {"float16": 0.8001, "int8-tables": 0.8}}]
+    rows = [
+        {"f32": 0.9, "f": {"float16": 0.9, "int8-tables": 0.9002}},
+        {"f32": 0.8, "f": {"float16": 0.8001, "int8-tables": 0.8}},
+    ]
     records = {"weights16": {"figures": {"rows": rows}}}
     measured, status = report.same_entities(records)
     assert status == "met so far" and "within 0.01 (float16), 0.02 (int8-tables) of float32 on 2 models" in measured
@@ -328,8 +390,10 @@ def test_the_accuracy_target_reads_the_saved_weights_shifts():
     measured, status = report.same_entities(records)  # the fixed-block products' retired run still counts
     assert status == "met so far" and "within 0.00 of row by row on 12 models" in measured and "HISTORY" in measured
     # The fixed-block products (bench_products --models) against row by row: not exact either.
-    models = [{"f": {"blocks": 0.9, "row by row": 0.9003}, "same_docs": 0.998},
-              {"f": {"blocks": 0.8, "row by row": 0.8}, "same_docs": 1.0}]
+    models = [
+        {"f": {"blocks": 0.9, "row by row": 0.9003}, "same_docs": 0.998},
+        {"f": {"blocks": 0.8, "row by row": 0.8}, "same_docs": 1.0},
+    ]
     records["products"] = {"figures": {"models": models}}
     measured, status = report.same_entities(records)
     assert status == "met so far"
@@ -340,16 +404,18 @@ def test_the_accuracy_target_reads_the_saved_weights_shifts():
 
 def test_the_msra_robustness_target_shows_the_rescored_models():
     """The MSRA R-F1 target adds bench_sentence_encoding's MSRA rows (whole docs -> each sentence alone)."""
-    records = {name: json.loads((report.RESULTS / f"{name}.json").read_text(encoding="utf8"))
-               for name, _ in report.MSRA_DEFAULT + report.MSRA_BEFORE + report.MSRA_FAST
-               if (report.RESULTS / f"{name}.json").exists()}
+    records = {
+        name: json.loads((report.RESULTS / f"{name}.json").read_text(encoding="utf8"))
+        for name, _ in report.MSRA_DEFAULT + report.MSRA_BEFORE + report.MSRA_FAST
+        if (report.RESULTS / f"{name}.json").exists()
+    }
     if not records:
         pytest.skip("no MSRA results in bench/results")
     before, _ = report.msra_robustness(records)
-    rows = [{"dataset": "msra", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.9953},
-             "predict": {"r_f": 0.9975}},
-            {"dataset": "resume", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.99},
-             "predict": {"r_f": 1.0}}]
+    rows = [
+        {"dataset": "msra", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.9953}, "predict": {"r_f": 0.9975}},
+        {"dataset": "resume", "system": "vectors", "seed": "seed2", "whole": {"r_f": 0.99}, "predict": {"r_f": 1.0}},
+    ]
     measured, status = report.msra_robustness({**records, "sentence_encoding": {"figures": {"rows": rows}}})
     assert measured.startswith(before) and "default.cfg before the rule seed 2 99.53 -> 99.75" in measured
     assert "resume" not in measured
@@ -362,13 +428,15 @@ def test_the_training_accuracy_target_reads_a_tried_training_change():
     for name, f in zip(report.SMALL_VECTORS_SEEDS, (95.7, 95.8, 95.9)):
         records[name] = {"figures": {"rows": [{"dataset": "resume", "system": "vectors", "f1": f, "dev_f1": f - 1}]}}
     assert report.training_accuracy(records) == ("no change to training yet", "n/a")
-    records["datasets_resume_fgm2"] = {"figures": {"rows": [{"dataset": "resume", "system": "fgm2", "f1": 95.4,
-                                                             "dev_f1": 94.3}]}}
+    records["datasets_resume_fgm2"] = {
+        "figures": {"rows": [{"dataset": "resume", "system": "fgm2", "f1": 95.4, "dev_f1": 94.3}]}
+    }
     measured, _ = report.training_accuracy(records)
     assert "Resume 95.40 (3 seeds) against default.cfg's 95.80 (-0.40, dev 94.30 against 94.80)" in measured
     assert "share" not in measured
-    records[report.FGM_SHARE] = {"figures": {"rows": [{"dataset": "resume", "system": "quarter", "f1": 95.9,
-                                                       "dev_f1": 95.0}]}}
+    records[report.FGM_SHARE] = {
+        "figures": {"rows": [{"dataset": "resume", "system": "quarter", "f1": 95.9, "dev_f1": 95.0}]}
+    }
     measured, _ = report.training_accuracy(records)
     assert "a quarter of each batch (adversarial.share), Resume 95.90 (+0.10, dev 95.00)" in measured
     assert "a half" not in measured
@@ -414,8 +482,17 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
 
     monkeypatch.setattr(select, "train", fake_train)
     monkeypatch.setattr(select, "evaluate", lambda models, *a, **k: {"model": {"f": 0.5}})
-    args = argparse.Namespace(out=tmp_path, start=5, step=5, stop=20, strategy_stop=0, random_sizes=[10, 20],
-                              max_steps=7, pool=0, dev_sentences=0)
+    args = argparse.Namespace(
+        out=tmp_path,
+        start=5,
+        step=5,
+        stop=20,
+        strategy_stop=0,
+        random_sizes=[10, 20],
+        max_steps=7,
+        pool=0,
+        dev_sentences=0,
+    )
     curve = select.simulate("toy", corpus, "random", 0, args)
     assert sorted(int(n) for n in curve) == [5, 10, 20]
     assert trained == [("toy/start/seed0", 5), ("toy/random/seed0/n10", 10), ("toy/random/seed0/n20", 20)]
@@ -430,7 +507,12 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     select.simulate("toy", corpus, "random", 0, args)
     assert len(trained) == 9
     assert select._random_sizes(argparse.Namespace(random_sizes=None, start=200, step=200, stop=1000)) == [
-        200, 400, 600, 800, 1000]
+        200,
+        400,
+        600,
+        800,
+        1000,
+    ]
     # --warm-start: a round trains on from the previous round's model (sourced pipe, its vectors).
     configs = []
     monkeypatch.setattr(select, "train", lambda config, *rest: configs.append(config) or {"seconds": 1.0})
@@ -459,8 +541,9 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     assert [r["warm_from"] for r in rounds[1:]] == [rounds[0]["model"], rounds[1]["model"]]
     assert rounds[2]["labelled"][:10] == rounds[0]["labelled"] == first["labelled"] + rounds[0]["labelled"][5:]
     assert select._done({"toy": {"random (warm)": {"0": curve}}}, "toy", "random (warm)", 0, args)
-    assert (select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2))
-            == "entropy (warm, explore 0.2)")
+    assert (
+        select.curve_name("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy (warm, explore 0.2)"
+    )
     assert select.curve_name("entropy", argparse.Namespace(warm_start=False, explore=0.2)) == "entropy (explore 0.2)"
     assert select._folder("entropy", argparse.Namespace(warm_start=True, explore=0.2)) == "entropy-warm-explore0.2"
     assert select.curve_name("entropy", argparse.Namespace(warm_start=True, power=1.0)) == "entropy (warm, power 1)"
@@ -477,9 +560,21 @@ def test_bench_select_rounds(tmp_path, monkeypatch):
     for n in (10, 15, 20):
         labelled += [j for j in order if j not in labelled][:5]
         (tmp_path / f"toy/entropy/seed0/n{n}").mkdir(parents=True)
-        (tmp_path / f"toy/entropy/seed0/n{n}/round.json").write_text(json.dumps(
-            {"labelled": labelled, "max_steps": args.max_steps, "dev_sentences": args.dev_sentences, "f": n / 100,
-             "dev_f": None, "train_s": 1.0, "rank_s": 2.0, "model": f"m{n}", "warm_from": None}))
+        (tmp_path / f"toy/entropy/seed0/n{n}/round.json").write_text(
+            json.dumps(
+                {
+                    "labelled": labelled,
+                    "max_steps": args.max_steps,
+                    "dev_sentences": args.dev_sentences,
+                    "f": n / 100,
+                    "dev_f": None,
+                    "train_s": 1.0,
+                    "rank_s": 2.0,
+                    "model": f"m{n}",
+                    "warm_from": None,
+                }
+            )
+        )
     curve = select.simulate("toy", corpus, "entropy", 0, args)
     assert {n: point["f"] for n, point in curve.items()} == {"5": 0.5, "10": 0.1, "15": 0.15, "20": 0.2}
     assert trained == []
@@ -512,9 +607,19 @@ def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(t
 
     monkeypatch.setattr(select, "train", fake_train)
     monkeypatch.setattr(select, "evaluate", lambda models, *a, **k: {"model": {"f": 0.25 + 0.01 * len(trained)}})
-    args = argparse.Namespace(out=tmp_path, seeds=[0], strategies=["random", "entropy"], warm_start=True,
-                              explore=0.2, stop=20, final_sizes=[10, 15], random_final_sizes=[15], final_steps=0,
-                              max_steps=7, jobs=1)
+    args = argparse.Namespace(
+        out=tmp_path,
+        seeds=[0],
+        strategies=["random", "entropy"],
+        warm_start=True,
+        explore=0.2,
+        stop=20,
+        final_sizes=[10, 15],
+        random_final_sizes=[15],
+        final_steps=0,
+        max_steps=7,
+        jobs=1,
+    )
     pool, order = select._pool(corpus, 0)
     chosen = [order[i] for i in (3, 1, 4, 0, 5, 9, 2, 6, 8, 7)]
     rounds = tmp_path / "toy" / "entropy-warm-explore0.2" / "seed0" / "n10"
@@ -535,8 +640,9 @@ def test_bench_select_finals_train_each_curves_labelled_sentences_from_scratch(t
     assert len(trained) == 6 and {steps for _, _, steps, _ in trained[3:]} == {50}
     # The finals' table: the fewest labels at which a strategy's mean reaches random's at --stop.
     finals["entropy (warm, explore 0.2)"]["0"]["10"]["f"] = finals["random"]["0"]["20"]["f"]
-    table = select.print_select(select.render_finals({"toy": finals}, args), {"finals": {"toy": finals},
-                                                                              "stop": args.stop}, ("finals",))
+    table = select.print_select(
+        select.render_finals({"toy": finals}, args), {"finals": {"toy": finals}, "stop": args.stop}, ("finals",)
+    )
     assert "| toy | entropy (warm, explore 0.2) | 1 |" in table and table.rstrip().endswith("| 10 |")
 
 
@@ -575,8 +681,15 @@ def test_bench_select_ranks_a_round_with_the_previous_rounds_model(tmp_path, mon
     select = _module("bench_select")
     fix_random_seed(0)
     nlp = spacy.blank("zh")
-    nlp.add_pipe("crf_ner", config={"model": {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200,
-                                                           "bigram_rows": 200}, "encoder": {"width": 16}}})
+    nlp.add_pipe(
+        "crf_ner",
+        config={
+            "model": {
+                "tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200},
+                "encoder": {"width": 16},
+            }
+        },
+    )
     train = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")])]
     examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in train]
     nlp.initialize(lambda: examples)
@@ -592,6 +705,7 @@ def test_bench_select_ranks_a_round_with_the_previous_rounds_model(tmp_path, mon
     corpus.mkdir()
     for split in ("train", "dev", "test"):
         DocBin(docs=[nlp.make_doc(t) for t in texts]).to_disk(corpus / f"{split}.spacy")
+
     def fake_train_and_score(work, *args, **kwargs):
         work.mkdir(parents=True, exist_ok=True)
         return {"f": 0.5, "dev_f": 0.5, "train_s": 1.0, "model": str(model)}
@@ -602,12 +716,23 @@ def test_bench_select_ranks_a_round_with_the_previous_rounds_model(tmp_path, mon
     best = [j for _, j in sorted(zip(scores, order[5:]), key=lambda item: (-item[0], item[1]))]
     assert set(best[:5]) != set(order[5:10])  # the ranking is not the pool's order
     for explore in (0.0, 0.4):
-        args = argparse.Namespace(out=tmp_path / f"runs{explore}", start=5, step=5, stop=10, strategy_stop=10,
-                                  random_sizes=None, max_steps=7, pool=0, dev_sentences=0, explore=explore)
+        args = argparse.Namespace(
+            out=tmp_path / f"runs{explore}",
+            start=5,
+            step=5,
+            stop=10,
+            strategy_stop=10,
+            random_sizes=None,
+            max_steps=7,
+            pool=0,
+            dev_sentences=0,
+            explore=explore,
+        )
         curve = select.simulate("toy", corpus, "entropy", 0, args)
         assert sorted(int(n) for n in curve) == [5, 10]
-        labelled = json.loads((args.out / "toy" / select._folder("entropy", args) / "seed0" / "n10" / "round.json")
-                              .read_text())["labelled"]
+        labelled = json.loads(
+            (args.out / "toy" / select._folder("entropy", args) / "seed0" / "n10" / "round.json").read_text()
+        )["labelled"]
         assert labelled[:5] == order[:5]
         if explore == 0.0:
             assert labelled[5:] == best[:5]
@@ -647,8 +772,10 @@ def test_bench_select_plot_draws_each_curves_mean_and_sd_band(tmp_path, monkeypa
     matplotlib.pyplot = pyplot
     monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
-    curves = {"random": {"0": {"200": {"f": 0.5}, "400": {"f": 0.6}}, "1": {"200": {"f": 0.7}, "400": {"f": 0.6}}},
-              "entropy": {"0": {"200": {"f": 0.5}, "400": {"f": 0.8}}}}
+    curves = {
+        "random": {"0": {"200": {"f": 0.5}, "400": {"f": 0.6}}, "1": {"200": {"f": 0.7}, "400": {"f": 0.6}}},
+        "entropy": {"0": {"200": {"f": 0.5}, "400": {"f": 0.8}}},
+    }
     select.plot(curves, "toy", tmp_path / "toy.png")
     assert calls == [
         ("plot", [200, 400], [60.0, 60.0], "random"),
@@ -661,14 +788,18 @@ def test_bench_select_plot_draws_each_curves_mean_and_sd_band(tmp_path, monkeypa
 
 def test_runs_of_one_command_for_other_seeds_share_a_source_line():
     def record(seed, commit, command=None, notes=None):
-        return {"command": command or f"python bench/bench_datasets.py --out runs/x_s{seed} --seeds {seed} "
-                                      f"--result x_seed{seed}",
-                "date": "2026-11-27T01:00:00", "machine": {"line": "2 cores"},
-                "code_version": {"commit": commit * 40, "dirty": False},
-                "notes": notes if notes is not None else f"Seeds {seed}; one thread."}
+        return {
+            "command": command
+            or f"python bench/bench_datasets.py --out runs/x_s{seed} --seeds {seed} --result x_seed{seed}",
+            "date": "2026-11-27T01:00:00",
+            "machine": {"line": "2 cores"},
+            "code_version": {"commit": commit * 40, "dirty": False},
+            "notes": notes if notes is not None else f"Seeds {seed}; one thread.",
+        }
 
-    lines = report.source_lines([record(1, "a"), record(2, "b"),
-                                 record(3, "c", command="python bench/other.py --seeds 3")])
+    lines = report.source_lines(
+        [record(1, "a"), record(2, "b"), record(3, "c", command="python bench/other.py --seeds 3")]
+    )
     assert len(lines) == 2
     assert "--seeds 1" in lines[0] and "--seeds 2" in lines[0] and "`aaaaaaa`" in lines[0] and "`bbbbbbb`" in lines[0]
     assert "Seeds 1, 2; one thread." in lines[0]
@@ -679,12 +810,16 @@ def test_runs_of_one_command_for_other_seeds_share_a_source_line():
 
 def test_the_comparison_has_msras_row_from_its_seed_runs():
     """MSRA's seeds are one result each: the comparison (and the README) shows their mean and sd."""
-    def seed_run(name, system, f1):
-        return name, {"figures": {"rows": [{"dataset": "msra", "system": system, "f1": f1, "r_f1": 99.5,
-                                            "seeds": [0]}]}}
 
-    records = dict([seed_run(name, system, f1) for (name, system), f1 in zip(report.MSRA_DEFAULT, (91.0, 92.0, 93.0))]
-                   + [seed_run(*report.MSRA_SPACY[0], 80.0)])
+    def seed_run(name, system, f1):
+        return name, {
+            "figures": {"rows": [{"dataset": "msra", "system": system, "f1": f1, "r_f1": 99.5, "seeds": [0]}]}
+        }
+
+    records = dict(
+        [seed_run(name, system, f1) for (name, system), f1 in zip(report.MSRA_DEFAULT, (91.0, 92.0, 93.0))]
+        + [seed_run(*report.MSRA_SPACY[0], 80.0)]
+    )
     columns, _, rows = report.comparison(records)
     row = dict(zip(columns, next(row for row in rows if row[0].startswith("MSRA"))))
     free = next(column for column in columns if column.startswith("pretrain_free:"))
@@ -699,10 +834,23 @@ def test_the_comparison_shows_the_lac_defaults_seeds_pooled_over_its_runs(monkey
     two seeds gives its f1_per_seed), with the count; a label without runs has an empty cell."""
     runs = {"Resume": [("one", "resume", "lac"), ("two", "resume", "lac")]}
     monkeypatch.setattr(report, "LAC_DEFAULT", runs)
-    records = {"one": {"figures": {"rows": [{"dataset": "resume", "system": "lac", "f1": 95.0, "r_f1": 99.0,
-                                             "seeds": [0]}]}},
-               "two": {"figures": {"rows": [{"dataset": "resume", "system": "lac", "f1": 96.5, "r_f1": 98.0,
-                                             "seeds": [1, 2], "f1_per_seed": [96.0, 97.0]}]}}}
+    records = {
+        "one": {"figures": {"rows": [{"dataset": "resume", "system": "lac", "f1": 95.0, "r_f1": 99.0, "seeds": [0]}]}},
+        "two": {
+            "figures": {
+                "rows": [
+                    {
+                        "dataset": "resume",
+                        "system": "lac",
+                        "f1": 96.5,
+                        "r_f1": 98.0,
+                        "seeds": [1, 2],
+                        "f1_per_seed": [96.0, 97.0],
+                    }
+                ]
+            }
+        },
+    }
     columns, _, rows = report.comparison(records)
     cells = {row[0]: dict(zip(columns, row)) for row in rows}
     lac = "default: LAC's vectors (seeds so far)"
@@ -713,7 +861,9 @@ def test_the_comparison_shows_the_lac_defaults_seeds_pooled_over_its_runs(monkey
 def test_the_resume_training_time_target_prefers_todays_default():
     old = {"figures": {"tables": [[{"wall time": "**9.4 min** (563.2 s)"}, {"wall time": "12.8 min (769.1 s)"}]]}}
     assert report.resume_training({"resume_training_time": old}) == (
-        "9.4 min, 12.8 min (`spacy train` alone, default threads, seeds 0 and 1)", "not met: +6.8 min")
+        "9.4 min, 12.8 min (`spacy train` alone, default threads, seeds 0 and 1)",
+        "not met: +6.8 min",
+    )
     now = {"figures": {"rows": [{"dataset": "resume", "system": "default", "training_min": 5.5, "f1": 95.6}]}}
     measured, status = report.resume_training({"resume_training_time": old, report.RESUME_TIME: now})
     assert measured.startswith("5.5 min (default.cfg") and "before its vectors" in measured and status == "met"
@@ -722,10 +872,20 @@ def test_the_resume_training_time_target_prefers_todays_default():
 def test_the_reduced_precision_targets_read_bfloat16s_results():
     """int8's targets read precision "bfloat16": its F1 change on trained pipelines (bench_precision) and its
     chars/s against spaCy's `ner` (bench_speed's "ours, bfloat16")."""
-    rows = [{"test": "/x/resume/corpus/test.spacy", "f": {"float32": 0.95, "bfloat16": 0.9481}, "same_docs": 0.996,
-             "alone_as_batched": True},
-            {"test": "/x/msra/corpus/test.spacy", "f": {"float32": 0.80, "bfloat16": 0.8004}, "same_docs": 0.999,
-             "alone_as_batched": True}]
+    rows = [
+        {
+            "test": "/x/resume/corpus/test.spacy",
+            "f": {"float32": 0.95, "bfloat16": 0.9481},
+            "same_docs": 0.996,
+            "alone_as_batched": True,
+        },
+        {
+            "test": "/x/msra/corpus/test.spacy",
+            "f": {"float32": 0.80, "bfloat16": 0.8004},
+            "same_docs": 0.999,
+            "alone_as_batched": True,
+        },
+    ]
     records = {"precision_models": {"figures": {"rows": rows}}}
     measured, status = report.int8_accuracy(records)
     assert status == "met (bfloat16)" and "within 0.19 of float32 on 2 models (msra, resume)" in measured
@@ -734,7 +894,7 @@ def test_the_reduced_precision_targets_read_bfloat16s_results():
     speed = {"rows": [{"dataset": "resume", "chars_per_s": {"ours": 30.0, "ours, bfloat16": 45.0, "spaCy ner": 20.0}}]}
     records["speed_one_thread"] = {"figures": speed, "machine": {"cpu": "Some CPU"}}
     measured, status = report.int8_speed(records)
-    assert "precision \"bfloat16\" instead (one thread, on Some CPU): resume 2.25x" in measured
+    assert 'precision "bfloat16" instead (one thread, on Some CPU): resume 2.25x' in measured
     assert status == "not met: -1.75x"
 
 
@@ -774,8 +934,12 @@ def test_the_shared_runner(tmp_path):
     with pytest.raises(SystemExit, match="Failed on X"):
         common.run_child("raise SystemExit(2)", failure=" on X")
     model = tmp_path / "out" / "msra" / "default" / "seed1" / "model-best"
-    assert common.trained_model(model) == {"dataset": "msra", "system": "default", "seed": "seed1",
-                                           "test": tmp_path / "out" / "msra" / "corpus" / "test.spacy"}
+    assert common.trained_model(model) == {
+        "dataset": "msra",
+        "system": "default",
+        "seed": "seed1",
+        "test": tmp_path / "out" / "msra" / "corpus" / "test.spacy",
+    }
     assert common.single_thread({"PATH": "x"}) == {"PATH": "x", **dict.fromkeys(common.THREAD_VARIABLES, "1")}
     parser = argparse.ArgumentParser()
     common.add_data_argument(parser, "resume")
@@ -809,11 +973,24 @@ def test_random_bert_scripts_render_their_rows():
     assert overrides[:6] == transformer.training_schedule(100, 5e-4)
     assert overrides[6:] == ["--vars.transformer=/bert", "--components.crf_ner.tok2vec_learn_rate_scale=1.0"]
     args = argparse.Namespace(systems=["crf"], layers=2, width=64, max_steps=100, repeats=3)
-    section = transformer.render({"crf": {"seconds": 90.0, "peak_mb": 500.4}},
-                                 {"crf": {"p": 0.9, "r": 0.8, "f": 0.85, "chars_per_s": 1234.4}}, args)
-    assert section.tables == [[{"system": transformer.SYSTEMS["crf"][0], "test P": 90.0, "test R": 80.0,
-                                "test F1": 85.0, "training wall time min": 1.5, "training peak RSS MB": 500,
-                                "inference chars/s": 1234}]]
+    section = transformer.render(
+        {"crf": {"seconds": 90.0, "peak_mb": 500.4}},
+        {"crf": {"p": 0.9, "r": 0.8, "f": 0.85, "chars_per_s": 1234.4}},
+        args,
+    )
+    assert section.tables == [
+        [
+            {
+                "system": transformer.SYSTEMS["crf"][0],
+                "test P": 90.0,
+                "test R": 80.0,
+                "test F1": 85.0,
+                "training wall time min": 1.5,
+                "training peak RSS MB": 500,
+                "inference chars/s": 1234,
+            }
+        ]
+    ]
     adapter = _module("bench_lexicon_adapter")
     args = argparse.Namespace(systems=["cpu"], seeds=[0, 1], jobs=2, max_steps=10, layers=2, width=64, bert_steps=5)
     training = {("cpu", 0): {"seconds": 60.0, "peak_mb": 100.0}, ("cpu", 1): {"seconds": 120.0, "peak_mb": 200.0}}
@@ -826,6 +1003,7 @@ def test_random_bert_scripts_render_their_rows():
 def test_the_msra_target_reads_lacs_run_beside_pretrain_free():
     """Issue 55's MSRA target: LAC's F1 against the goal and its unseen-entity recall against pretrain_free's, which
     ran beside it (system "default" then); one seed says so; no result says which file is missing."""
+
     def row(system, f1, dev_f1, r_unseen):
         return {"dataset": "msra", "system": system, "f1": f1, "dev_f1": dev_f1, "r_unseen": r_unseen, "seeds": [0]}
 

@@ -2,6 +2,7 @@
 
 Skipped, saying why, on machines without a CUDA GPU and CuPy (pip install 'spacy-cner[cuda]').
 """
+
 import pytest
 import spacy
 from thinc.api import fix_random_seed, require_cpu
@@ -57,7 +58,8 @@ def test_config_trains_and_predicts_on_gpu(name, request, tmp_path):
 
 
 TRANSFORMER_CONFIGS = [
-    name for name in CONFIG_NAMES
+    name
+    for name in CONFIG_NAMES
     if "TransformerTok2Vec" in (REPO_ROOT / "configs" / f"{name}.cfg").read_text(encoding="utf8")
 ]
 
@@ -71,8 +73,10 @@ def test_mixed_precision_skips_overflowed_steps(name, request):
 
     spacy.require_gpu(0)
     try:
-        extra = {"vars.mixed_precision": True,
-                 "components.crf_ner.model.tok2vec.grad_scaler_config": {"init_scale": 2.0**40}}
+        extra = {
+            "vars.mixed_precision": True,
+            "components.crf_ner.model.tok2vec.grad_scaler_config": {"init_scale": 2.0**40},
+        }
         nlp = small_config_pipeline(name, request, extra)
         ner = nlp.get_pipe("crf_ner")
         fix_random_seed(0)
@@ -81,11 +85,16 @@ def test_mixed_precision_skips_overflowed_steps(name, request):
         for _ in range(3):
             nlp.update(examples, sgd=optimizer)
         bad = [
-            f"{node.name}.{param}" for node in ner.model.walk() for shim in node.shims
-            for param, value in shim._model.named_parameters() if not torch.isfinite(value).all()
+            f"{node.name}.{param}"
+            for node in ner.model.walk()
+            for shim in node.shims
+            for param, value in shim._model.named_parameters()
+            if not torch.isfinite(value).all()
         ]
         bad += [
-            f"{node.name}.{param}" for node in ner.model.walk() for param in node.param_names
+            f"{node.name}.{param}"
+            for node in ner.model.walk()
+            for param in node.param_names
             if node.has_param(param) and not bool(node.ops.xp.isfinite(node.get_param(param)).all())
         ]
         assert not bad, f"non-finite weights after overflowed steps: {bad}"

@@ -1,5 +1,6 @@
 """bench/gpu_workflow.sh, the GPU issue's one device call: its shell syntax, the project.yml commands
 it runs, and the result file its helper writes (the run itself: tests/integration/test_gpu_workflow.py)."""
+
 import json
 import shlex
 import subprocess
@@ -11,8 +12,14 @@ from spacy.util import load_config
 from conftest import REPO_ROOT
 
 BENCH = REPO_ROOT / "bench"
-TRANSFORMER_CONFIGS = ["bert_crf", "bert_bilstm_crf", "lebert", "nezha_bilstm_crf", "nezha_bilstm_crf_df",
-                       "nezha_bilstm_crf_df_at"]
+TRANSFORMER_CONFIGS = [
+    "bert_crf",
+    "bert_bilstm_crf",
+    "lebert",
+    "nezha_bilstm_crf",
+    "nezha_bilstm_crf_df",
+    "nezha_bilstm_crf_df_at",
+]
 
 
 def test_script_parses():
@@ -37,9 +44,15 @@ def test_train_transformer_overrides_settings_each_config_has(config):
     """The vars the script passes land in train-transformer's `spacy train`, and every setting that
     command overrides is one the config has (confection would add a missing one silently); the lexicon
     path too where the config reads one (the `train` command passes it to every config alike)."""
-    overrides = {"vars.config": config, "vars.gpu_id": 0, "vars.transformer": "/tmp/encoder",
-                 "vars.transformer_max_steps": 200, "vars.transformer_warmup_steps": 10,
-                 "vars.transformer_eval_frequency": 100, "vars.mixed_precision": "true"}
+    overrides = {
+        "vars.config": config,
+        "vars.gpu_id": 0,
+        "vars.transformer": "/tmp/encoder",
+        "vars.transformer_max_steps": 200,
+        "vars.transformer_warmup_steps": 10,
+        "vars.transformer_eval_frequency": 100,
+        "vars.mixed_precision": "true",
+    }
     (script,) = transformer_commands(overrides)["train-transformer"]["script"]
     words = shlex.split(script)
     assert words[:4] == ["python", "-m", "spacy", "train"] and words[4] == f"configs/{config}.cfg"
@@ -65,13 +78,24 @@ def test_record_writes_the_steps_so_far(tmp_path):
     with its status, and the figures it did not give are left out."""
     work = tmp_path / "work"
     work.mkdir()
-    settings = {"command": "GPU_ID=0 bash bench/gpu_workflow.sh", "gpu_id": 0, "config": "bert_crf", "kind": "bert",
-                "layers": 12, "width": 768, "steps": 200, "warmup": 10, "eval_frequency": 100, "budget": 540,
-                "code_version": {"commit": "abc", "dirty": None}}
+    settings = {
+        "command": "GPU_ID=0 bash bench/gpu_workflow.sh",
+        "gpu_id": 0,
+        "config": "bert_crf",
+        "kind": "bert",
+        "layers": 12,
+        "width": 768,
+        "steps": 200,
+        "warmup": 10,
+        "eval_frequency": 100,
+        "budget": 540,
+        "code_version": {"commit": "abc", "dirty": None},
+    }
     (work / "settings.json").write_text(json.dumps(settings))
     (work / "gpu.txt").write_text("NVIDIA H100 80GB HBM3 (81559 MiB, driver 580.159.04)\n")
-    (work / "steps.tsv").write_text("pytest-gpu\tok\t0\t55.2\t\n"
-                                    "train-transformer\ttimeout\t124\t300.0\tstopped after 300 s\n")
+    (work / "steps.tsv").write_text(
+        "pytest-gpu\tok\t0\t55.2\t\ntrain-transformer\ttimeout\t124\t300.0\tstopped after 300 s\n"
+    )
     output = tmp_path / "out" / "gpu_workflow.json"
     args = [sys.executable, str(BENCH / "gpu_workflow.py"), "record", str(work), str(output)]
     subprocess.run(args, check=True, cwd=REPO_ROOT)
@@ -79,10 +103,21 @@ def test_record_writes_the_steps_so_far(tmp_path):
     assert record["name"] == "gpu_workflow" and record["code_version"]["commit"] == "abc"
     assert record["machine"]["gpu"].startswith("NVIDIA H100") and record["machine"]["cpu"]
     assert [(row["step"], row["status"]) for row in record["table_rows"][0]] == [
-        ("pytest-gpu", "ok"), ("train-transformer", "timeout")]
-    assert record["table_rows"][1] == [{"system": "bert_crf", "steps": 200, "training seconds": 300.0,
-                                        "training status": "timeout", "test P": None, "test R": None, "test F1": None,
-                                        "chars/s": None}]
+        ("pytest-gpu", "ok"),
+        ("train-transformer", "timeout"),
+    ]
+    assert record["table_rows"][1] == [
+        {
+            "system": "bert_crf",
+            "steps": 200,
+            "training seconds": 300.0,
+            "training status": "timeout",
+            "test P": None,
+            "test R": None,
+            "test F1": None,
+            "chars/s": None,
+        }
+    ]
     assert "tables" not in record
     assert "test" not in record["figures"] and "train_seconds" not in record["figures"]
     # Then evaluate and the speed pass finish: their figures join the record.
@@ -91,5 +126,9 @@ def test_record_writes_the_steps_so_far(tmp_path):
     subprocess.run(args, check=True, cwd=REPO_ROOT)
     record = json.loads(output.read_text())
     assert [record["table_rows"][1][0][key] for key in ("test P", "test R", "test F1", "chars/s")] == [
-        80.0, 78.0, 79.0, 23457]
+        80.0,
+        78.0,
+        79.0,
+        23457,
+    ]
     assert record["figures"]["chars_per_s"] == pytest.approx(23456.7)

@@ -1,4 +1,5 @@
 """Lexicon loading (word lists, word2vec text, jieba) and trie matching of words to characters."""
+
 import numpy
 import pytest
 import srsly
@@ -16,8 +17,9 @@ def words_at(lexicon, text, cap):
 
 
 def test_word_list_with_frequencies_and_tags(tmp_path):
-    path = write(tmp_path / "dict.txt",
-                 "\ufeff南京 300 ns\n南京市 200 ns\n\n长江大桥 50\n市 999 n\n长江 100 ns\n长江 7\n")
+    path = write(
+        tmp_path / "dict.txt", "\ufeff南京 300 ns\n南京市 200 ns\n\n长江大桥 50\n市 999 n\n长江 100 ns\n长江 7\n"
+    )
     lexicon, stats = Lexicon.from_word_list(path)
     assert lexicon.words == ["南京", "南京市", "长江大桥", "长江"]
     assert lexicon.frequencies.tolist() == [300, 200, 50, 100]
@@ -78,7 +80,13 @@ def test_jieba_dictionary():
 def test_matching_nested_and_overlapping_words():
     lexicon = Lexicon(["南京", "南京市", "市长", "长江", "长江大桥", "大桥", "江大桥"])
     assert lexicon.find("南京市长江大桥") == [
-        (0, 2, 0), (0, 3, 1), (2, 4, 2), (3, 5, 3), (3, 7, 4), (4, 7, 6), (5, 7, 5),
+        (0, 2, 0),
+        (0, 3, 1),
+        (2, 4, 2),
+        (3, 5, 3),
+        (3, 7, 4),
+        (4, 7, 6),
+        (5, 7, 5),
     ]
     assert words_at(lexicon, "南京市长江大桥", 10)[3] == ["市长", "长江", "长江大桥"]
 
@@ -139,8 +147,19 @@ def test_saved_prefixes_give_the_same_matching_dictionary():
     bytes without them, as earlier versions wrote, still load."""
     words = ["北京", "北京市", "长江大桥", "长江", "南京市长"]
     built = Lexicon(words).prefixes
-    assert built == {"北": -1, "北京": 0, "北京市": 1, "长": -1, "长江": 3, "长江大": -1, "长江大桥": 2,
-                     "南": -1, "南京": -1, "南京市": -1, "南京市长": 4}
+    assert built == {
+        "北": -1,
+        "北京": 0,
+        "北京市": 1,
+        "长": -1,
+        "长江": 3,
+        "长江大": -1,
+        "长江大桥": 2,
+        "南": -1,
+        "南京": -1,
+        "南京市": -1,
+        "南京市长": 4,
+    }
     loaded = Lexicon.from_bytes(Lexicon(words).to_bytes())
     assert loaded._saved_prefixes is not None and loaded.prefixes == built
     old = srsly.msgpack_loads(Lexicon(words).to_bytes())

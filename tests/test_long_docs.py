@@ -1,4 +1,5 @@
 """Windows over long docs: whole sentences where they fit, overlaps otherwise, nothing lost."""
+
 import numpy
 import pytest
 from hypothesis import given, settings
@@ -36,7 +37,10 @@ def test_long_sentence_gets_overlapping_windows():
 
 def test_every_sentence_gets_its_own_window():
     assert split_windows([4, 8, 12], 15, 10, every_sentence=True) == [
-        Window(0, 4, 0, 4), Window(4, 8, 4, 8), Window(8, 12, 8, 12), Window(12, 15, 12, 15)
+        Window(0, 4, 0, 4),
+        Window(4, 8, 4, 8),
+        Window(8, 12, 8, 12),
+        Window(12, 15, 12, 15),
     ]
     # A sentence longer than a window still gets overlapping windows, and nothing is lost.
     windows = split_windows([2], 20, 8, every_sentence=True)
@@ -115,8 +119,11 @@ def test_sentence_cuts_are_the_offsets_after_sentence_ends(words):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(st.sampled_from(["今", "天", "。", "！", "?", "\n", "a\nb", "很好", "；"]), max_size=8),
-                max_size=6))
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["今", "天", "。", "！", "?", "\n", "a\nb", "很好", "；"]), max_size=8), max_size=6
+    )
+)
 def test_cuts_of_a_batch_are_each_docs_own(batch):
     """stacked_ends and the cuts computed for a whole batch at once equal each doc's alone (empty docs
     and docs of one sentence among them)."""

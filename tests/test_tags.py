@@ -1,4 +1,5 @@
 """Tag schemes: names, span <-> tag conversion, allowed transitions."""
+
 import itertools
 
 import pytest
@@ -27,7 +28,15 @@ LABELS = ["LOC", "PER", "GPE-X"]
 
 def test_get_tag_names():
     assert get_tag_names(["LOC", "PER"], "BIOES") == [
-        "O", "B-LOC", "I-LOC", "E-LOC", "S-LOC", "B-PER", "I-PER", "E-PER", "S-PER",
+        "O",
+        "B-LOC",
+        "I-LOC",
+        "E-LOC",
+        "S-LOC",
+        "B-PER",
+        "I-PER",
+        "E-PER",
+        "S-PER",
     ]
     assert get_tag_names(["LOC", "PER"], "bio") == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     assert get_tag_names([], "BIO") == ["O"]
@@ -53,11 +62,14 @@ def test_tag_set_names_round_trip(scheme):
     assert TagSet.from_names(tag_set.names, scheme) == tag_set
 
 
-@pytest.mark.parametrize("names", [
-    ["B-LOC", "O", "I-LOC"],  # "O" not first
-    ["O", "B-LOC", "I-LOC", "E-LOC"],  # S-LOC missing
-    ["O", "I-LOC", "B-LOC"],  # prefixes out of order
-])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["B-LOC", "O", "I-LOC"],  # "O" not first
+        ["O", "B-LOC", "I-LOC", "E-LOC"],  # S-LOC missing
+        ["O", "I-LOC", "B-LOC"],  # prefixes out of order
+    ],
+)
 def test_tag_set_refuses_names_of_no_scheme(names):
     with pytest.raises(ValueError, match="are not the tags of a scheme"):
         TagSet.from_names(names)
@@ -153,14 +165,35 @@ def test_allowed_transitions_bioes():
     start, trans, end = _masks(["X", "Y"], "BIOES")
     assert {tag for tag, ok in start.items() if ok} == {"O", "B-X", "S-X", "B-Y", "S-Y"}
     assert {tag for tag, ok in end.items() if ok} == {"O", "E-X", "S-X", "E-Y", "S-Y"}
-    for allowed in [("O", "O"), ("O", "B-X"), ("O", "S-X"), ("B-X", "I-X"), ("B-X", "E-X"),
-                    ("I-X", "I-X"), ("I-X", "E-X"), ("E-X", "B-Y"), ("E-X", "O"),
-                    ("S-X", "S-X"), ("S-Y", "B-X")]:
+    for allowed in [
+        ("O", "O"),
+        ("O", "B-X"),
+        ("O", "S-X"),
+        ("B-X", "I-X"),
+        ("B-X", "E-X"),
+        ("I-X", "I-X"),
+        ("I-X", "E-X"),
+        ("E-X", "B-Y"),
+        ("E-X", "O"),
+        ("S-X", "S-X"),
+        ("S-Y", "B-X"),
+    ]:
         assert trans[allowed], allowed
-    for forbidden in [("O", "I-X"), ("O", "E-X"), ("B-X", "I-Y"), ("B-X", "E-Y"),
-                      ("B-X", "O"), ("B-X", "B-X"), ("B-X", "S-Y"), ("I-X", "O"),
-                      ("I-X", "I-Y"), ("E-X", "I-X"), ("E-X", "E-X"), ("S-X", "I-X"),
-                      ("S-X", "E-X")]:
+    for forbidden in [
+        ("O", "I-X"),
+        ("O", "E-X"),
+        ("B-X", "I-Y"),
+        ("B-X", "E-Y"),
+        ("B-X", "O"),
+        ("B-X", "B-X"),
+        ("B-X", "S-Y"),
+        ("I-X", "O"),
+        ("I-X", "I-Y"),
+        ("E-X", "I-X"),
+        ("E-X", "E-X"),
+        ("S-X", "I-X"),
+        ("S-X", "E-X"),
+    ]:
         assert not trans[forbidden], forbidden
 
 
@@ -168,8 +201,17 @@ def test_allowed_transitions_bio():
     start, trans, end = _masks(["X", "Y"], "BIO")
     assert {tag for tag, ok in start.items() if ok} == {"O", "B-X", "B-Y"}
     assert all(end.values())
-    for allowed in [("O", "O"), ("O", "B-X"), ("B-X", "I-X"), ("I-X", "I-X"), ("B-X", "O"),
-                    ("I-X", "O"), ("B-X", "B-X"), ("I-X", "B-Y"), ("B-X", "B-Y")]:
+    for allowed in [
+        ("O", "O"),
+        ("O", "B-X"),
+        ("B-X", "I-X"),
+        ("I-X", "I-X"),
+        ("B-X", "O"),
+        ("I-X", "O"),
+        ("B-X", "B-X"),
+        ("I-X", "B-Y"),
+        ("B-X", "B-Y"),
+    ]:
         assert trans[allowed], allowed
     for forbidden in [("O", "I-X"), ("B-X", "I-Y"), ("I-X", "I-Y"), ("B-Y", "I-X")]:
         assert not trans[forbidden], forbidden
@@ -236,19 +278,26 @@ def test_most_probable_spans():
     assert most_probable_spans(probabilities, 0.25, required=[(1, 2, "PER")]) == [(1, 2, "PER"), (3, 5, "LOC")]
     # Ties: the earlier span, then the shorter one, whatever the dict's order.
     tied = {(2, 5, "LOC"): 0.3, (1, 3, "ORG"): 0.3, (1, 2, "PER"): 0.3}
-    assert most_probable_spans(dict(reversed(list(tied.items()))), 0.1) == most_probable_spans(tied, 0.1) == [
-        (1, 2, "PER"),
-        (2, 5, "LOC"),
-    ]
+    assert (
+        most_probable_spans(dict(reversed(list(tied.items()))), 0.1)
+        == most_probable_spans(tied, 0.1)
+        == [
+            (1, 2, "PER"),
+            (2, 5, "LOC"),
+        ]
+    )
     assert most_probable_spans({}, 0.1) == []
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(
-    st.tuples(st.integers(0, 8), st.integers(1, 4), st.sampled_from("AB")).map(lambda t: (t[0], t[0] + t[1], t[2])),
+@given(
+    st.dictionaries(
+        st.tuples(st.integers(0, 8), st.integers(1, 4), st.sampled_from("AB")).map(lambda t: (t[0], t[0] + t[1], t[2])),
+        st.floats(0, 1),
+        max_size=8,
+    ),
     st.floats(0, 1),
-    max_size=8,
-), st.floats(0, 1))
+)
 def test_most_probable_spans_keeps_every_sure_span(probabilities, threshold):
     kept = most_probable_spans(probabilities, threshold)
     assert all(probabilities[span] >= threshold for span in kept)

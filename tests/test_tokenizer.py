@@ -1,4 +1,5 @@
 """spacy-cner.ChineseTokenizer.v1: spaCy's Chinese tokenizer's tokens, in linear time."""
+
 import pytest
 import spacy
 from hypothesis import given, settings
@@ -40,8 +41,9 @@ def test_same_docs_as_spacys_tokenizer(segmenter, tmp_path):
         pytest.importorskip("jieba", reason="jieba is the [jieba] extra")
     config = {"nlp": {"tokenizer": {"segmenter": segmenter}}}
     spacy_nlp = spacy.blank("zh", config=config)
-    ours = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1",
-                                                           "segmenter": segmenter}}})
+    ours = spacy.blank(
+        "zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1", "segmenter": segmenter}}}
+    )
     assert isinstance(ours.tokenizer, LinearChineseTokenizer)
     text = "张三 去了上海。\n\n李四在阿里巴巴 工作\u3000ab  12"
     expected = [(t.text, t.whitespace_) for t in spacy_nlp(text)]
@@ -58,8 +60,9 @@ def test_every_config_uses_it():
 
 @pytest.mark.parametrize("segmenter", ["char", "jieba"])
 def test_a_lone_surrogate_is_a_clear_error_naming_its_position(segmenter):
-    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1",
-                                                          "segmenter": segmenter}}})
+    nlp = spacy.blank(
+        "zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1", "segmenter": segmenter}}}
+    )
     with pytest.raises(ValueError, match=r"lone surrogate '\\ud800' at character 2 \(of 7\)"):
         nlp("张三\ud800去了上海")
     assert len(nlp("张三\ufffd去了上海")) >= 5  # the replacement character is text like any other

@@ -1,5 +1,6 @@
 """A tiny crf_ner pipe overfit to the toy corpus (conftest.TRAIN_DATA), shared by the pipe's tests: built
 once per scheme, copied for each test."""
+
 import os
 import signal
 import subprocess
@@ -20,7 +21,8 @@ SMALL_MODEL = {
         "@architectures": "spacy-cner.CharBigramEmbed.v1",
         "width": 32,
         "char_rows": 500,
-        "bigram_rows": 1000, "bigram_dropout": 0.0,
+        "bigram_rows": 1000,
+        "bigram_dropout": 0.0,
     },
     # Explicit dropout: add_pipe merges unset keys from the factory default (0.5).
     "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
@@ -86,8 +88,9 @@ def predictions(docs) -> List[Dict]:
             "types": [token.ent_type_ for token in doc],
             "spans": [
                 (span.start, span.end, span.label_, round(float(score), 5))
-                for span, score in zip(doc.spans.get("crf_ner", []),
-                                       doc.spans["crf_ner"].attrs["scores"] if "crf_ner" in doc.spans else [])
+                for span, score in zip(
+                    doc.spans.get("crf_ner", []), doc.spans["crf_ner"].attrs["scores"] if "crf_ner" in doc.spans else []
+                )
             ],
         }
         for doc in docs

@@ -19,6 +19,7 @@ Where each part lives:
 - ray_engine.py: Ray Data actors annotate, the driver writes the shards;
 - msgpack_hooks.py: srsly's msgpack hooks looked up once (the local engine's workers), and why.
 """
+
 import time
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
@@ -45,11 +46,32 @@ from .records import doc_record, error_record, scores_key
 from .resume import STATE_DIR, check_output_folder, check_settings, model_fingerprint
 
 __all__ = [
-    "annotate", "run_job", "AnnotateJob", "Summary", "ENGINES", "INPUT_FORMATS", "OUTPUT_FORMATS", "TABLE_FORMATS",
-    "STATE_DIR", "Source", "Row", "find_sources", "input_sources", "iter_lines", "parse_line", "parse_fields",
-    "read_rows", "count_rows",
-    "doc_record", "error_record", "scores_key", "ShardWriter", "model_fingerprint", "workers_die_with_parent",
-    "msgpack_hooks_looked_up_once", "RayAnnotator",
+    "annotate",
+    "run_job",
+    "AnnotateJob",
+    "Summary",
+    "ENGINES",
+    "INPUT_FORMATS",
+    "OUTPUT_FORMATS",
+    "TABLE_FORMATS",
+    "STATE_DIR",
+    "Source",
+    "Row",
+    "find_sources",
+    "input_sources",
+    "iter_lines",
+    "parse_line",
+    "parse_fields",
+    "read_rows",
+    "count_rows",
+    "doc_record",
+    "error_record",
+    "scores_key",
+    "ShardWriter",
+    "model_fingerprint",
+    "workers_die_with_parent",
+    "msgpack_hooks_looked_up_once",
+    "RayAnnotator",
 ]
 
 
@@ -95,11 +117,30 @@ def annotate(
     exclude (Sequence[Path]): Files under input_path never read as input (select's output files).
     RETURNS (Summary): The counts and speed of this run.
     """
-    job = AnnotateJob(model, batch_size=batch_size, entities_field=entities_field, text_field=text_field,
-                      n_process=n_process, gpu_id=gpu_id, address=address, workers=workers,
-                      gpus_per_worker=gpus_per_worker, uncertainty=uncertainty, uncertainty_seed=uncertainty_seed)
-    return run_job(job, input_path, output_dir, engine=engine, output_format=output_format,
-                   input_format=input_format, shard_size=shard_size, progress=progress, exclude=exclude)
+    job = AnnotateJob(
+        model,
+        batch_size=batch_size,
+        entities_field=entities_field,
+        text_field=text_field,
+        n_process=n_process,
+        gpu_id=gpu_id,
+        address=address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        uncertainty=uncertainty,
+        uncertainty_seed=uncertainty_seed,
+    )
+    return run_job(
+        job,
+        input_path,
+        output_dir,
+        engine=engine,
+        output_format=output_format,
+        input_format=input_format,
+        shard_size=shard_size,
+        progress=progress,
+        exclude=exclude,
+    )
 
 
 def run_job(
@@ -132,9 +173,15 @@ def run_job(
     if engine not in ENGINES:
         raise ValueError(f"Unknown engine {engine!r}: expected one of {list(ENGINES)}.")
     # A setting the chosen engine would not use is an error, not silently ignored.
-    unused = ({"--workers": job.workers != 1, "--gpus-per-worker": job.gpus_per_worker != 0,
-               "--address": job.address is not None}
-              if engine == "local" else {"--n-process": job.n_process != 1, "--gpu-id": job.gpu_id != -1})
+    unused = (
+        {
+            "--workers": job.workers != 1,
+            "--gpus-per-worker": job.gpus_per_worker != 0,
+            "--address": job.address is not None,
+        }
+        if engine == "local"
+        else {"--n-process": job.n_process != 1, "--gpu-id": job.gpu_id != -1}
+    )
     if any(unused.values()):
         names = ", ".join(name for name, given in unused.items() if given)
         hint = "add --engine ray" if engine == "local" else "use --workers and --gpus-per-worker"
@@ -146,11 +193,15 @@ def run_job(
     if job.text_field != "text":
         texts = [str(source.path) for source in sources if source.format not in TABLE_FORMATS]
         if texts:
-            raise ValueError(f"--text-column {job.text_field!r} names a column, but {texts[0]} is a text file (a text "
-                             "per line): give it for JSONL, Parquet, CSV or TSV input only.")
+            raise ValueError(
+                f"--text-column {job.text_field!r} names a column, but {texts[0]} is a text file (a text "
+                "per line): give it for JSONL, Parquet, CSV or TSV input only."
+            )
     if engine == "ray" and any(source.format in ("csv", "tsv") for source in sources):
-        raise ValueError("The Ray engine reads text, JSONL and Parquet files: convert CSV and TSV input to Parquet "
-                         "(or use --engine local).")
+        raise ValueError(
+            "The Ray engine reads text, JSONL and Parquet files: convert CSV and TSV input to Parquet "
+            "(or use --engine local)."
+        )
     model = job.model
     settings = {
         "model": str(Path(model).resolve()) if Path(model).exists() else model,
@@ -187,7 +238,7 @@ def _require_pyarrow(sources: List[Source], output_format: str) -> None:
         import pyarrow  # noqa: F401
     except ImportError:
         raise ValueError(
-            "Parquet input or output needs pyarrow, which is not installed: pip install \"spacy-cner[parquet]\"."
+            'Parquet input or output needs pyarrow, which is not installed: pip install "spacy-cner[parquet]".'
         ) from None
 
 

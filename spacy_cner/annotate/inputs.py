@@ -4,6 +4,7 @@ Text files hold a doc per line; JSONL a `text` field per line; Parquet, CSV and 
 (--text-column names another). A row that cannot be annotated (not UTF-8, not JSON, no text, not a
 string) is a Row with an error, never a stopped job: it is written out with its file and line.
 """
+
 import csv
 import dataclasses
 import glob
@@ -16,7 +17,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional
 from ..corpus.problems import iter_lines
 
 INPUT_FORMATS = {
-    ".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv", ".tsv": "tsv",
+    ".txt": "txt",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".tsv": "tsv",
 }
 # The formats whose rows have columns, the text in one of them (--text-column).
 TABLE_FORMATS = ("jsonl", "parquet", "csv", "tsv")
@@ -53,34 +59,42 @@ def find_sources(input_path: str, input_format: str = "auto") -> List[Source]:
     RETURNS (List[Source]): The files in a stable order.
     """
     if input_format != "auto" and input_format not in INPUT_FORMATS.values():
-        raise ValueError(f"Unknown input format {input_format!r}: expected 'auto' or one of "
-                         f"{sorted(set(INPUT_FORMATS.values()))}.")
+        raise ValueError(
+            f"Unknown input format {input_format!r}: expected 'auto' or one of {sorted(set(INPUT_FORMATS.values()))}."
+        )
     path = Path(input_path)
     if path.is_file():
         root, paths = path.parent, [path]
     elif path.is_dir():
         root = path
-        paths = sorted(p for p in path.rglob("*")
-                       if p.is_file() and (input_format != "auto" or p.suffix in INPUT_FORMATS))
+        paths = sorted(
+            p for p in path.rglob("*") if p.is_file() and (input_format != "auto" or p.suffix in INPUT_FORMATS)
+        )
     else:
         paths = sorted(Path(p) for p in glob.glob(input_path, recursive=True) if Path(p).is_file())
         root = Path(os.path.commonpath([p.parent for p in paths])) if paths else path.parent
     if not paths:
-        raise ValueError(f"No input files at {input_path!r}: expected a file, a folder holding "
-                         f"{sorted(INPUT_FORMATS)} files, or a glob.")
+        raise ValueError(
+            f"No input files at {input_path!r}: expected a file, a folder holding "
+            f"{sorted(INPUT_FORMATS)} files, or a glob."
+        )
     sources = []
     for file_path in paths:
         file_format = input_format if input_format != "auto" else INPUT_FORMATS.get(file_path.suffix)
         if file_format is None:
-            raise ValueError(f"{file_path}: cannot tell the input format from the suffix {file_path.suffix!r}: "
-                             f"use one of {sorted(INPUT_FORMATS)} or pass --input-format.")
+            raise ValueError(
+                f"{file_path}: cannot tell the input format from the suffix {file_path.suffix!r}: "
+                f"use one of {sorted(INPUT_FORMATS)} or pass --input-format."
+            )
         name = file_path.relative_to(root).with_suffix("").as_posix()
         sources.append(Source(file_path, file_format, name))
     names: Dict[str, Path] = {}
     for source in sources:
         if source.name in names:
-            raise ValueError(f"{names[source.name]} and {source.path} would write the same output shards "
-                             f"({source.name}.*): rename one, or annotate them separately.")
+            raise ValueError(
+                f"{names[source.name]} and {source.path} would write the same output shards "
+                f"({source.name}.*): rename one, or annotate them separately."
+            )
         names[source.name] = source.path
     return sources
 
@@ -91,8 +105,11 @@ def input_sources(input_path: str, input_format: str, output_dir: Path, exclude:
     file). Raises when nothing is left."""
     output_root = Path(output_dir).resolve()
     excluded = {Path(path).resolve() for path in exclude}
-    sources = [source for source in find_sources(input_path, input_format)
-               if output_root not in source.path.resolve().parents and source.path.resolve() not in excluded]
+    sources = [
+        source
+        for source in find_sources(input_path, input_format)
+        if output_root not in source.path.resolve().parents and source.path.resolve() not in excluded
+    ]
     if not sources:
         raise ValueError(f"No input files at {input_path!r} outside the output folder {output_dir}.")
     return sources
@@ -110,8 +127,9 @@ def parse_line(line: bytes, file_format: str, entities_field: str, text_field: s
     try:
         fields = json.loads(decoded)
         if not isinstance(fields, dict):
-            return Row({"raw": decoded},
-                       error=f"a JSON {type(fields).__name__}, not an object with a {text_field!r} field")
+            return Row(
+                {"raw": decoded}, error=f"a JSON {type(fields).__name__}, not an object with a {text_field!r} field"
+            )
         surrogate = _lone_surrogate(fields)
     except json.JSONDecodeError as err:
         return Row({"raw": decoded}, error=f"not JSON ({err})")
@@ -127,8 +145,10 @@ def parse_fields(fields: Dict[str, Any], entities_field: str, text_field: str = 
     """A JSON object, Parquet or CSV row as a Row: its text_field must be a string, and entities_field
     must be free."""
     if text_field not in fields:
-        return Row(fields, error=f"no {text_field!r} field"
-                   + (" (--text-column names another)" if text_field == "text" else ""))
+        return Row(
+            fields,
+            error=f"no {text_field!r} field" + (" (--text-column names another)" if text_field == "text" else ""),
+        )
     if not isinstance(fields[text_field], str):
         return Row(fields, error=f"{text_field!r} is a {type(fields[text_field]).__name__}, not a string")
     if entities_field in fields or "error" in fields:
@@ -181,8 +201,10 @@ def _lone_surrogate(value: Any, where: str = "") -> Optional[str]:
         try:
             value.encode("utf8")
         except UnicodeEncodeError as err:
-            return (f"{where or 'a string'} has a lone surrogate {value[err.start]!r} at character {err.start}: not "
-                    "valid Unicode text (fix the escape, or replace it with U+FFFD)")
+            return (
+                f"{where or 'a string'} has a lone surrogate {value[err.start]!r} at character {err.start}: not "
+                "valid Unicode text (fix the escape, or replace it with U+FFFD)"
+            )
         return None
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
@@ -204,8 +226,10 @@ def _read_csv(source: Source, entities_field: str, text_field: str) -> Iterator[
             if None in fields:  # more values than the header names
                 extra = fields.pop(None)
                 fields = {**fields, "extra values": extra}
-                yield Row(_readable(fields),
-                          error=f"{len(extra)} more values than the header's {len(reader.fieldnames)} columns")
+                yield Row(
+                    _readable(fields),
+                    error=f"{len(extra)} more values than the header's {len(reader.fieldnames)} columns",
+                )
                 continue
             if _lone_surrogate(fields) is not None:
                 yield Row(_readable(fields), error="not UTF-8 (the bytes are kept as \\x escapes)")
@@ -215,6 +239,7 @@ def _read_csv(source: Source, entities_field: str, text_field: str) -> Iterator[
 
 def _readable(fields: Dict[str, Any]) -> Dict[str, Any]:
     """CSV fields read with surrogateescape, their undecodable bytes written as \\x escapes."""
+
     def fix(value: Any) -> Any:
         if isinstance(value, str):
             return value.encode("utf8", "surrogateescape").decode("utf8", "backslashreplace")

@@ -1,4 +1,5 @@
 """What an annotate run is asked (AnnotateJob: the settings its engine uses) and what it did (Summary)."""
+
 import dataclasses
 from typing import Dict, Optional
 

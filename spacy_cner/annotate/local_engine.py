@@ -4,6 +4,7 @@ workers start once), the annotated rows written into shards in input order.
 Its forked workers end with the annotating process, even one killed with SIGKILL (Linux's
 PR_SET_PDEATHSIG, set at fork by the hooks this module registers).
 """
+
 import contextlib
 import os
 import sys

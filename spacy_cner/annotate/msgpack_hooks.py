@@ -5,6 +5,7 @@ workers, Doc.from_bytes in the main process), which calls srsly.msgpack_dumps / 
 no way to pass encoders or decoders; srsly looks them up in its registries on every call. So the
 registries' lookup is what has to change, for the block only, and it is restored after.
 """
+
 import contextlib
 from typing import Iterator
 

@@ -1,5 +1,6 @@
 """The outputs of annotate: ShardWriter puts the records, in input order, into shards of shard_size rows,
 each written in one atomic rename (JSONL, Parquet or DocBin), and passes over what an earlier run wrote."""
+
 import dataclasses
 import json
 import os
@@ -101,7 +102,7 @@ class ShardWriter:
             self._source = source
         self._records.append(record)
         self._wheres.append(source.where(row_index))
-        if (record.error if isinstance(record, _Line) else "error" in record):
+        if record.error if isinstance(record, _Line) else "error" in record:
             self.summary.errors += 1
         else:
             self.summary.docs += 1
@@ -120,8 +121,11 @@ class ShardWriter:
         try:
             srsly.msgpack_dumps(row.fields)
         except (OverflowError, TypeError, ValueError) as err:  # an integer beyond 64 bits, say
-            row = dataclasses.replace(row, fields={"raw": json.dumps(row.fields, ensure_ascii=False, default=str)},
-                                      error=f"a DocBin cannot hold its fields ({err}); they are kept as JSON in 'raw'")
+            row = dataclasses.replace(
+                row,
+                fields={"raw": json.dumps(row.fields, ensure_ascii=False, default=str)},
+                error=f"a DocBin cannot hold its fields ({err}); they are kept as JSON in 'raw'",
+            )
             doc = Doc(doc.vocab)  # the row is kept in its fields, as a bad row
             doc.user_data["fields"] = row.fields
         if row.error is not None:
@@ -177,9 +181,13 @@ class ShardWriter:
                 kept.append(record)
             except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError, OverflowError) as err:
                 self._count_as_error(record)
-                kept.append({"raw": _raw_json(record),
-                             "error": f"{where}: a Parquet column cannot hold this row beside the shard's "
-                                      f"others ({err}); it is kept as JSON in 'raw' (or use --format jsonl)"})
+                kept.append(
+                    {
+                        "raw": _raw_json(record),
+                        "error": f"{where}: a Parquet column cannot hold this row beside the shard's "
+                        f"others ({err}); it is kept as JSON in 'raw' (or use --format jsonl)",
+                    }
+                )
         return kept
 
     def _readable_rows(self, records: List[Dict[str, Any]], wheres: List[str]) -> List[Dict[str, Any]]:
@@ -197,10 +205,14 @@ class ShardWriter:
                 kept.append(record)
                 continue
             self._count_as_error(record)
-            kept.append({"raw": _raw_json(record),
-                         "error": f"{where}: nested too deeply for a Parquet reader (Parquet's schema holds "
-                                  "100 levels, a list taking two); it is kept as JSON in 'raw' "
-                                  "(or use --format jsonl)"})
+            kept.append(
+                {
+                    "raw": _raw_json(record),
+                    "error": f"{where}: nested too deeply for a Parquet reader (Parquet's schema holds "
+                    "100 levels, a list taking two); it is kept as JSON in 'raw' "
+                    "(or use --format jsonl)",
+                }
+            )
         return kept
 
     def _count_as_error(self, record: Dict[str, Any]) -> None:
@@ -213,8 +225,9 @@ class ShardWriter:
     def complete(self, source: Source, n_rows: int) -> None:
         """Mark a source done (after flushing its last shard), so that a restart does not read it again."""
         self.flush()
-        write_done_marker(self.output_dir, source, n_rows, -(-n_rows // self.shard_size),
-                          self._fingerprints.get(source.name))
+        write_done_marker(
+            self.output_dir, source, n_rows, -(-n_rows // self.shard_size), self._fingerprints.get(source.name)
+        )
 
     def skip(self, n_shards: int = 1) -> None:
         self.summary.shards_skipped += n_shards
@@ -235,8 +248,10 @@ def _json_line(record: Dict[str, Any], where: str) -> _Line:
         try:
             text = json.dumps(json_ready(record), ensure_ascii=False)
         except (TypeError, RecursionError) as err:
-            record = {"raw": _raw_json(record), "error": f"{where}: JSON cannot hold this row ({err}); it is kept "
-                                                         "as text in 'raw'"}
+            record = {
+                "raw": _raw_json(record),
+                "error": f"{where}: JSON cannot hold this row ({err}); it is kept as text in 'raw'",
+            }
             text = json.dumps(record, ensure_ascii=False)
     # U+2028/9 are valid in JSON strings but end lines for str.splitlines and JavaScript.
     line = _Line(text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))

@@ -5,6 +5,7 @@ stream back in input order (`preserve_order`) to the driver, which writes the sh
 Ray's own writers name files by block, so a restarted job could not tell which input rows are done:
 writing per input shard from the driver is what makes the job resumable.
 """
+
 import io
 import pickle
 from pathlib import Path
@@ -34,8 +35,18 @@ class RayAnnotator:
     Pickles keep the fields' types exactly, whatever Arrow would infer for a column of mixed values.
     """
 
-    def __init__(self, model: str, file_format: str, output_format: str, entities_field: str, batch_size: int,
-                 use_gpu: bool, text_field: str = "text", uncertainty: Optional[str] = None, uncertainty_seed: int = 0):
+    def __init__(
+        self,
+        model: str,
+        file_format: str,
+        output_format: str,
+        entities_field: str,
+        batch_size: int,
+        use_gpu: bool,
+        text_field: str = "text",
+        uncertainty: Optional[str] = None,
+        uncertainty_seed: int = 0,
+    ):
         import spacy
 
         if use_gpu:
@@ -54,11 +65,15 @@ class RayAnnotator:
 
         paths = batch.column("path").to_pylist()
         if self.file_format == "parquet":
-            rows = [parse_fields(fields, self.entities_field, self.text_field)
-                    for fields in batch.drop_columns(["path"]).to_pylist()]
+            rows = [
+                parse_fields(fields, self.entities_field, self.text_field)
+                for fields in batch.drop_columns(["path"]).to_pylist()
+            ]
         else:
-            rows = [parse_line(line, self.file_format, self.entities_field, self.text_field)
-                    for line in batch.column("line").to_pylist()]
+            rows = [
+                parse_line(line, self.file_format, self.entities_field, self.text_field)
+                for line in batch.column("line").to_pylist()
+            ]
         results = []
         for row, _, doc in pipe_rows(self.nlp, ((row, None) for row in rows), batch_size=self.batch_size):
             if doc is None:
@@ -69,8 +84,9 @@ class RayAnnotator:
                 results.append(
                     pickle.dumps(("record", doc_record(doc, row, self.entities_field, self.spans_key), len(row.text)))
                 )
-        return pyarrow.table({"path": pyarrow.array(paths, pyarrow.string()),
-                              "result": pyarrow.array(results, pyarrow.binary())})
+        return pyarrow.table(
+            {"path": pyarrow.array(paths, pyarrow.string()), "result": pyarrow.array(results, pyarrow.binary())}
+        )
 
 
 def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -> None:
@@ -83,8 +99,9 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
         raise ImportError("The Ray engine needs Ray Data: pip install 'spacy-cner[ray]'") from err
     formats = {source.format for source in sources}
     if len(formats) > 1:
-        raise ValueError(f"The Ray engine reads one input format per job, found {sorted(formats)}: "
-                         "annotate each separately.")
+        raise ValueError(
+            f"The Ray engine reads one input format per job, found {sorted(formats)}: annotate each separately."
+        )
     file_format = formats.pop()
     pending = [source for source in sources if not writer.skip_complete(source)]
     if not pending:
@@ -96,8 +113,10 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
             ray.init(address=job.address, ignore_reinit_error=True, log_to_driver=False)
         except ConnectionError as err:  # --address auto with no cluster running, say
             first = str(err).split("\n")[0]
-            raise ValueError(f"Cannot join the Ray cluster at --address {job.address} ({first}): start one "
-                             "(`ray start --head`) or leave --address out to start a local Ray.") from None
+            raise ValueError(
+                f"Cannot join the Ray cluster at --address {job.address} ({first}): start one "
+                "(`ray start --head`) or leave --address out to start a local Ray."
+            ) from None
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # the driver writes shards in input order
     context.enable_progress_bars = False
@@ -109,8 +128,9 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
 
         for source in pending:
             if "path" in pyarrow.parquet.read_schema(source.path).names:
-                raise ValueError(f"{source.path} has a column 'path', which Ray Data uses to name each row's file: "
-                                 "rename it.")
+                raise ValueError(
+                    f"{source.path} has a column 'path', which Ray Data uses to name each row's file: rename it."
+                )
         dataset = ray.data.read_parquet(paths, include_paths=True, **_IO_TASK)
     else:
         dataset = ray.data.read_binary_files(paths, include_paths=True, **_IO_TASK)
@@ -118,9 +138,15 @@ def annotate_ray(job: AnnotateJob, sources: List[Source], writer: ShardWriter) -
     dataset = dataset.map_batches(
         RayAnnotator,
         fn_constructor_kwargs={
-            "model": model, "file_format": file_format, "output_format": writer.output_format,
-            "entities_field": job.entities_field, "batch_size": job.batch_size, "use_gpu": job.gpus_per_worker > 0,
-            "text_field": job.text_field, "uncertainty": job.uncertainty, "uncertainty_seed": job.uncertainty_seed,
+            "model": model,
+            "file_format": file_format,
+            "output_format": writer.output_format,
+            "entities_field": job.entities_field,
+            "batch_size": job.batch_size,
+            "use_gpu": job.gpus_per_worker > 0,
+            "text_field": job.text_field,
+            "uncertainty": job.uncertainty,
+            "uncertainty_seed": job.uncertainty_seed,
         },
         batch_size=job.batch_size,
         batch_format="pyarrow",

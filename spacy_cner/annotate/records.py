@@ -1,6 +1,7 @@
 """From rows to output records: nlp.pipe over the rows in order (bad rows passing through), a doc's
 entities and scores as a record, a bad row's record naming its file and line, and the JSON forms of
 the values a Parquet input holds that JSON does not."""
+
 import base64
 import datetime
 import decimal
@@ -14,8 +15,9 @@ from .uncertainty import scoring_pipe
 from .inputs import Row
 
 
-def pipe_rows(nlp: Language, items: Iterable[Tuple[Row, Any]],
-              **pipe_kwargs: Any) -> Iterator[Tuple[Row, Any, Optional[Doc]]]:
+def pipe_rows(
+    nlp: Language, items: Iterable[Tuple[Row, Any]], **pipe_kwargs: Any
+) -> Iterator[Tuple[Row, Any, Optional[Doc]]]:
     """nlp.pipe over (row, context) pairs in order; bad and too long rows pass through with doc None."""
     max_length = nlp.max_length
 
@@ -56,8 +58,10 @@ def doc_record(doc: Doc, row: Row, entities_field: str, spans_key: Optional[str]
     scores: Dict[Tuple[int, int, str], float] = {}
     group = doc.spans.get(spans_key) if spans_key is not None else None
     if group is not None and "scores" in group.attrs:
-        scores = {(span.start_char, span.end_char, span.label_): float(score)
-                  for span, score in zip(group, group.attrs["scores"])}
+        scores = {
+            (span.start_char, span.end_char, span.label_): float(score)
+            for span, score in zip(group, group.attrs["scores"])
+        }
     entities = []
     for ent in doc.ents:
         entity = {"start": ent.start_char, "end": ent.end_char, "label": ent.label_, "text": ent.text}

@@ -5,6 +5,7 @@ rows, shards, size and hash) that a rerun skips it by.
 
 All of it lives beside the shards in OUTPUT/.annotate/, hidden from globs such as OUTPUT/*.jsonl.
 """
+
 import hashlib
 import json
 from pathlib import Path
@@ -23,11 +24,15 @@ def check_output_folder(output_dir: Path) -> None:
     target = Path(output_dir).resolve()
     for folder in [target, *target.parents]:
         if folder.exists() and not folder.is_dir():
-            raise ValueError(f"output {output_dir}: {folder} is a file, not a folder: annotate writes a folder "
-                             "of shards; name a new folder.")
+            raise ValueError(
+                f"output {output_dir}: {folder} is a file, not a folder: annotate writes a folder "
+                "of shards; name a new folder."
+            )
     if target.is_dir() and not (target / STATE_DIR).is_dir() and any(target.iterdir()):
-        raise ValueError(f"output {output_dir} holds files annotate did not write (no {STATE_DIR}/ in it): "
-                         "name a new or empty folder, so that nothing there is overwritten.")
+        raise ValueError(
+            f"output {output_dir} holds files annotate did not write (no {STATE_DIR}/ in it): "
+            "name a new or empty folder, so that nothing there is overwritten."
+        )
 
 
 def check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
@@ -44,8 +49,10 @@ def check_settings(output_dir: Path, settings: Dict[str, Any]) -> None:
         changed = [key for key in keys if previous.get(key) != settings.get(key)]
         if changed:
             details = "; ".join(f"{key}: {previous.get(key)!r} then, {settings.get(key)!r} now" for key in changed)
-            raise ValueError(f"{output_dir} holds shards written with other settings ({details}). "
-                             "Rerun with the same settings to resume, or write to a new folder.")
+            raise ValueError(
+                f"{output_dir} holds shards written with other settings ({details}). "
+                "Rerun with the same settings to resume, or write to a new folder."
+            )
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, ensure_ascii=False, indent=2), encoding="utf8")
@@ -93,8 +100,10 @@ def begin_input(output_dir: Path, source: Source, has_shards: bool) -> Dict[str,
     if previous is not None and not continues(previous, fingerprint, source.format):
         raise ValueError(_changed(source, output_dir, previous["size"], fingerprint["size"]))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"path": str(source.path), "size": fingerprint["size"],
-                                "sha256": fingerprint["sha256"]}), encoding="utf8")
+    path.write_text(
+        json.dumps({"path": str(source.path), "size": fingerprint["size"], "sha256": fingerprint["sha256"]}),
+        encoding="utf8",
+    )
     return {"size": fingerprint["size"], "sha256": fingerprint["sha256"]}
 
 
@@ -105,8 +114,9 @@ def changed_source(output_dir: Path, sources: List[Source]) -> Optional[Source]:
         done, begun = done_marker(output_dir, source), input_marker(output_dir, source)
         if done.exists():  # appended rows are resumed; its last shard is written again if need be
             previous = read_state(done)
-            if "size" in previous and (content_fingerprint(source.path, previous["size"])["prefix_sha256"]
-                                       != previous["sha256"]):
+            if "size" in previous and (
+                content_fingerprint(source.path, previous["size"])["prefix_sha256"] != previous["sha256"]
+            ):
                 return source
         elif begun.exists():
             previous = read_state(begun)
@@ -131,16 +141,22 @@ def read_done_marker(output_dir: Path, source: Source) -> Optional[Dict[str, Any
     return marker
 
 
-def write_done_marker(output_dir: Path, source: Source, n_rows: int, n_shards: int,
-                      fingerprint: Optional[Dict[str, Any]] = None) -> None:
+def write_done_marker(
+    output_dir: Path, source: Source, n_rows: int, n_shards: int, fingerprint: Optional[Dict[str, Any]] = None
+) -> None:
     """Record that every shard of a source is written, with its content's size and hash (the
     fingerprint taken before it was read; taken now when None)."""
     marker = done_marker(output_dir, source)
     marker.parent.mkdir(parents=True, exist_ok=True)
     if fingerprint is None:
         fingerprint = content_fingerprint(source.path)
-    state = {"path": str(source.path), "rows": n_rows, "shards": n_shards, "size": fingerprint["size"],
-             "sha256": fingerprint["sha256"]}
+    state = {
+        "path": str(source.path),
+        "rows": n_rows,
+        "shards": n_shards,
+        "size": fingerprint["size"],
+        "sha256": fingerprint["sha256"],
+    }
     marker.write_text(json.dumps(state), encoding="utf8")
 
 
@@ -156,10 +172,10 @@ def content_fingerprint(path: Path, prefix_size: Optional[int] = None) -> Dict[s
     with path.open("rb") as file:
         for chunk in iter(lambda: file.read(1 << 20), b""):
             if prefix_digest is None and prefix_size is not None and size + len(chunk) >= prefix_size:
-                head = chunk[:prefix_size - size]
+                head = chunk[: prefix_size - size]
                 digest.update(head)
                 prefix_digest, prefix_end = digest.hexdigest(), head[-1:] or prefix_end
-                digest.update(chunk[len(head):])
+                digest.update(chunk[len(head) :])
             else:
                 digest.update(chunk)
                 prefix_end = chunk[-1:] if prefix_digest is None else prefix_end
@@ -181,9 +197,11 @@ def continues(previous: Dict[str, Any], fingerprint: Dict[str, Any], file_format
 def _changed(source: Source, output_dir: Path, size_then: int, size_now: int) -> str:
     """The one line that refuses a source whose content changed under its shards."""
     grown = f"{size_then:,} bytes then, {size_now:,} now" if size_now != size_then else f"{size_now:,} bytes"
-    return (f"{source.path} changed since its shards in {output_dir} were written ({grown}; its content differs, "
-            f"not only rows appended): resuming would mix two versions of it. To start over, delete "
-            f"{output_dir} (or its {source.name}.* shards and {output_dir / STATE_DIR}), or write to a new folder.")
+    return (
+        f"{source.path} changed since its shards in {output_dir} were written ({grown}; its content differs, "
+        f"not only rows appended): resuming would mix two versions of it. To start over, delete "
+        f"{output_dir} (or its {source.name}.* shards and {output_dir / STATE_DIR}), or write to a new folder."
+    )
 
 
 def read_state(path: Path) -> Dict[str, Any]:
@@ -191,8 +209,10 @@ def read_state(path: Path) -> Dict[str, Any]:
     try:
         state = json.loads(path.read_text(encoding="utf8"))
     except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is damaged ({err}): delete it (a done marker: that input is read again; "
-                         "settings.json: they are recorded anew) and rerun.") from None
+        raise ValueError(
+            f"{path} is damaged ({err}): delete it (a done marker: that input is read again; "
+            "settings.json: they are recorded anew) and rerun."
+        ) from None
     if not isinstance(state, dict):
         raise ValueError(f"{path} is damaged (not a JSON object): delete it and rerun.")
     return state

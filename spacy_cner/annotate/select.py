@@ -9,6 +9,7 @@ Strategies (STRATEGIES): see spacy_cner.annotate.uncertainty (crf_ner computes t
 are scored by a run of annotate (an AnnotateJob: the model and its engine's settings) into
 OUTPUT.scores/, whose shards and state select reads back.
 """
+
 import dataclasses
 import heapq
 import json
@@ -146,15 +147,21 @@ class NearDuplicates:
         return True
 
     def _signature(self, shingles: Set[str]) -> numpy.ndarray:
-        hashes = numpy.fromiter((zlib.crc32(s.encode("utf8", "surrogatepass")) for s in shingles), dtype="uint64",
-                                count=len(shingles))
+        hashes = numpy.fromiter(
+            (zlib.crc32(s.encode("utf8", "surrogatepass")) for s in shingles), dtype="uint64", count=len(shingles)
+        )
         # (a h + b) mod the Mersenne prime 2^61 - 1: a < 2^31 and h < 2^32 keep it in 64 bits.
         mixed = (self.a[:, None] * hashes[None, :] + self.b[:, None]) % numpy.uint64(2**61 - 1)
         return mixed.min(axis=1)
 
 
-def pick(ranked: Iterable[Item], drawn: Iterable[Item], n: int, explore: float,
-         keep: Callable[[Item], bool] = lambda item: True) -> Tuple[List[Item], List[Item]]:
+def pick(
+    ranked: Iterable[Item],
+    drawn: Iterable[Item],
+    n: int,
+    explore: float,
+    keep: Callable[[Item], bool] = lambda item: True,
+) -> Tuple[List[Item], List[Item]]:
     """The top n - round(n * explore) of ranked (best first), then items of drawn (the other candidates
     in a random order) until n in all; an item joins only if keep(item) (e.g. NearDuplicates.add),
     asked once per item: drawn may hold ranked's objects (told apart by identity), and one taken or
@@ -325,11 +332,15 @@ def select(
         if not power > 0.0:
             raise ValueError(f"power is the exponent of the scores in the draw, above 0, got {power}.")
         if explore or strategy == "random":
-            raise ValueError(f"power draws every text at random already: use it without "
-                             f"{'explore' if explore else 'the random strategy'}.")
+            raise ValueError(
+                f"power draws every text at random already: use it without "
+                f"{'explore' if explore else 'the random strategy'}."
+            )
     if density is not None and not (density > 0.0 and strategy != "random"):
-        raise ValueError(f"density is the exponent of the texts' typicality in the ranking, above 0, with a "
-                         f"ranking strategy, got {density} with {strategy!r}.")
+        raise ValueError(
+            f"density is the exponent of the texts' typicality in the ranking, above 0, with a "
+            f"ranking strategy, got {density} with {strategy!r}."
+        )
     work, errors_path = Path(f"{output}.scores"), Path(f"{output}.errors.jsonl")
     _check_outputs(input_path, input_format, Path(output), errors_path)
     # OUT, OUT.errors.jsonl and OUT.scores/ may sit in the input folder: never read as input (and the
@@ -345,8 +356,16 @@ def select(
         shutil.rmtree(work)
     start = time.perf_counter()
     try:
-        scored = run_job(job, input_path, work, engine=engine, input_format=input_format, shard_size=shard_size,
-                         progress=progress, exclude=(Path(output), errors_path))
+        scored = run_job(
+            job,
+            input_path,
+            work,
+            engine=engine,
+            input_format=input_format,
+            shard_size=shard_size,
+            progress=progress,
+            exclude=(Path(output), errors_path),
+        )
     except BaseException:
         # Nothing scored to resume from (e.g. the model did not load): the folder goes, if annotate made it.
         if (work / STATE_DIR).is_dir() and not any(work.glob("*.jsonl")):
@@ -355,12 +374,25 @@ def select(
     summary = SelectSummary(characters=scored.chars)
     typicality = None
     if density is not None:  # two passes over the texts scored (no model) before the ranking's
-        typicality = Typicality(lambda: (record[job.text_field] for _, record
-                                         in _scored_records(work, sources, shard_size) if "error" not in record))
+        typicality = Typicality(
+            lambda: (
+                record[job.text_field]
+                for _, record in _scored_records(work, sources, shard_size)
+                if "error" not in record
+            )
+        )
     factor = POOL_FACTOR
     while True:
-        ranking = _rank(_scored_records(work, sources, shard_size), factor * n, factor * round(n * explore),
-                        job.text_field, typicality, density, power, seed)
+        ranking = _rank(
+            _scored_records(work, sources, shard_size),
+            factor * n,
+            factor * round(n * explore),
+            job.text_field,
+            typicality,
+            density,
+            power,
+            seed,
+        )
         guard = NearDuplicates(diversity, seed=seed) if diversity is not None else None
         summary.near_duplicates = 0
 
@@ -382,8 +414,9 @@ def select(
     summary.selected, summary.drawn = len(chosen), len(drawn)
     write_selection(chosen, Path(output), output_format, strategy, job.model, power, density)
     if ranking.errors:
-        errors_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in ranking.errors),
-                               encoding="utf8")
+        errors_path.write_text(
+            "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in ranking.errors), encoding="utf8"
+        )
     elif errors_path.exists():
         errors_path.unlink()
     shutil.rmtree(work)
@@ -406,8 +439,10 @@ def _check_outputs(input_path: str, input_format: str, output: Path, errors_path
         if target.is_file() and not ours(target):
             for source in find_sources(input_path, input_format):
                 if source.path.resolve() == target:
-                    raise ValueError(f"{name} {path} is one of the input files: selecting would overwrite it; "
-                                     "name another output file.")
+                    raise ValueError(
+                        f"{name} {path} is one of the input files: selecting would overwrite it; "
+                        "name another output file."
+                    )
 
 
 def _first_record(path: Path) -> Any:
@@ -450,9 +485,16 @@ class Ranking:
     complete: bool  # ranked and reservoir hold every good row: a larger pass would add nothing
 
 
-def _rank(records: Iterable[Tuple[str, Dict[str, Any]]], pool_size: int, reservoir_size: int,
-          text_field: str, typicality: Optional[Typicality], density: Optional[float], power: Optional[float],
-          seed: int) -> Ranking:
+def _rank(
+    records: Iterable[Tuple[str, Dict[str, Any]]],
+    pool_size: int,
+    reservoir_size: int,
+    text_field: str,
+    typicality: Optional[Typicality],
+    density: Optional[float],
+    power: Optional[float],
+    seed: int,
+) -> Ranking:
     """The best pool_size candidates of records by score (times typicality ** density; power's key with
     power) in a min-heap, and a seeded uniform sample of reservoir_size (reservoir sampling): what select
     picks from, in memory bounded by the pool, not the input."""
@@ -468,7 +510,7 @@ def _rank(records: Iterable[Tuple[str, Dict[str, Any]]], pool_size: int, reservo
         key = candidate.score
         if typicality is not None:
             candidate.typicality = typicality(candidate.text)
-            key *= candidate.typicality ** density
+            key *= candidate.typicality**density
         key = key if power is None else power_key(key, power, rng)
         item = (key, -order, candidate)
         if len(pool) < pool_size:
@@ -486,13 +528,18 @@ def _rank(records: Iterable[Tuple[str, Dict[str, Any]]], pool_size: int, reservo
     return Ranking(ranked, reservoir, errors, texts, complete)
 
 
-def _same_scoring(settings: Path, job: AnnotateJob, shard_size: int, input_format: str,
-                  sources: List[Source]) -> bool:
+def _same_scoring(settings: Path, job: AnnotateJob, shard_size: int, input_format: str, sources: List[Source]) -> bool:
     """Whether OUTPUT.scores/ was scored as this run would score it (else it starts afresh)."""
     previous = read_state(settings)
-    now = {"model_fingerprint": model_fingerprint(job.model), "uncertainty": job.uncertainty,
-           "uncertainty_seed": job.uncertainty_seed, "shard_size": shard_size, "input_format": input_format,
-           "text_field": job.text_field, "input": [str(source.path.resolve()) for source in sources]}
+    now = {
+        "model_fingerprint": model_fingerprint(job.model),
+        "uncertainty": job.uncertainty,
+        "uncertainty_seed": job.uncertainty_seed,
+        "shard_size": shard_size,
+        "input_format": input_format,
+        "text_field": job.text_field,
+        "input": [str(source.path.resolve()) for source in sources],
+    }
     return all(previous.get(key) == value for key, value in now.items())
 
 
@@ -510,8 +557,15 @@ def _scored_records(work: Path, sources: List[Source], shard_size: int) -> Itera
             shard += 1
 
 
-def write_selection(chosen: List[Candidate], output: Path, output_format: str, strategy: str, model: str,
-                    power: Optional[float] = None, density: Optional[float] = None) -> None:
+def write_selection(
+    chosen: List[Candidate],
+    output: Path,
+    output_format: str,
+    strategy: str,
+    model: str,
+    power: Optional[float] = None,
+    density: Optional[float] = None,
+) -> None:
     """Write the chosen texts, best first (with power: in the draw's order), with the model's entities
     pre-filled.
 
@@ -528,8 +582,14 @@ def write_selection(chosen: List[Candidate], output: Path, output_format: str, s
         write_json_records(records, file, array=output_format != "jsonl" and FORMATS[output_format].array)
 
 
-def _record(candidate: Candidate, output_format: str, strategy: str, model: str,
-            power: Optional[float], density: Optional[float] = None) -> Dict[str, Any]:
+def _record(
+    candidate: Candidate,
+    output_format: str,
+    strategy: str,
+    model: str,
+    power: Optional[float],
+    density: Optional[float] = None,
+) -> Dict[str, Any]:
     """One chosen text as a record: select's own (jsonl) or the annotation tool's (its writer)."""
     info = {"score": candidate.score, "strategy": strategy, "source": candidate.where}
     if power is not None:

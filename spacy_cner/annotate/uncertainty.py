@@ -9,6 +9,7 @@ Strategies (STRATEGIES):
   entities and the spans at least candidate_threshold probable) of 1 - max(p, 1 - p);
 - expected-count: the variance of the number of entities over those spans, sum p (1 - p).
 """
+
 import hashlib
 from typing import Iterable
 
@@ -20,8 +21,9 @@ STRATEGIES = ("random", "entropy", "mean-entropy", "least-confident", "expected-
 SPAN_STRATEGIES = ("least-confident", "expected-count")
 
 
-def strategy_score(strategy: str, marginals: numpy.ndarray, span_probabilities: Iterable[float], text: str = "",
-                   seed: int = 0) -> float:
+def strategy_score(
+    strategy: str, marginals: numpy.ndarray, span_probabilities: Iterable[float], text: str = "", seed: int = 0
+) -> float:
     """A text's score under a strategy (see the module's docstring).
 
     marginals (numpy.ndarray): P(token t has tag j), (n_tokens, n_tags).

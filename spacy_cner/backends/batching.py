@@ -5,6 +5,7 @@ the budget also counts padding (a padded call costs its longest item times its s
 taken in order or grouped by length, and the indices come back, so a caller scatters results back
 to its own docs.
 """
+
 from typing import List, Optional, Sequence
 
 

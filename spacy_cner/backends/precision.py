@@ -18,6 +18,7 @@ Zen 4) torch cannot run a bfloat16 LSTM at all (oneDNN: "could not create a prim
 LSTM forward propagation primitive"): there the setting is kept but predictions run in float32, with a
 warning (`bfloat16_runs` tries it once per process).
 """
+
 import contextlib
 import contextvars
 import functools

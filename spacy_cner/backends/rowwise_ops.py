@@ -1,4 +1,5 @@
 """Row-invariant matrix products for the layers on thinc's CPU ops: fixed blocks on torch, else row by row."""
+
 import contextlib
 import contextvars
 import os
@@ -191,8 +192,10 @@ def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype, bfloat16: b
     if key not in _INVARIANT:
         _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), threads, bfloat16)
         if bfloat16 and not _INVARIANT[key]:
-            warnings.warn(f"bfloat16 products of {n_in} -> {n_out} do not give a row the same result wherever it "
-                          "is batched on this machine: they run in float32 (precision 'bfloat16' saves less here).")
+            warnings.warn(
+                f"bfloat16 products of {n_in} -> {n_out} do not give a row the same result wherever it "
+                "is batched on this machine: they run in float32 (precision 'bfloat16' saves less here)."
+            )
     return _INVARIANT[key]
 
 

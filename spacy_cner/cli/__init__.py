@@ -5,6 +5,7 @@ show-ents, robustness; annotation: annotate, select, train-vectors; spacy_tools:
 debug data with crf_ner pipes as `ner`, its package with a quiet build; pretrained: LAC's weights
 (fetch, vectors); distillation: distill. Importing them registers their commands, in this order.
 """
+
 # Importing the command modules registers their commands, listed by --help in this order.
 from . import corpus  # noqa: F401  isort:skip
 from . import evaluation  # noqa: F401  isort:skip
@@ -18,5 +19,12 @@ from .evaluation import display_table, display_width
 from .spacy_tools import crf_ner_as_ner
 
 __all__ = [
-    "app", "msg", "FORMAT_SUFFIXES", "output_name", "print_stats", "display_table", "display_width", "crf_ner_as_ner",
+    "app",
+    "msg",
+    "FORMAT_SUFFIXES",
+    "output_name",
+    "print_stats",
+    "display_table",
+    "display_width",
+    "crf_ner_as_ner",
 ]

@@ -1,4 +1,5 @@
 """The `python -m spacy_cner` app, its printer and the choices its options take (from the modules behind them)."""
+
 from enum import Enum
 from typing import Sequence, Type
 

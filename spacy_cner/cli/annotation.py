@@ -1,5 +1,6 @@
 """`annotate`, `select` and `train-vectors`: a pipeline over a corpus, the texts to label next, vectors
 from the train text."""
+
 from pathlib import Path
 from typing import List, Optional
 
@@ -13,26 +14,33 @@ from ._app import AnnotateEngine, AnnotateOutput, SelectFormat, SelectStrategy, 
 @app.command("annotate")
 def annotate_command(
     model: str = typer.Argument(..., help="Pipeline name or path."),
-    input_path: str = typer.Argument(..., metavar="INPUT",
-                                     help="A .txt (one doc per line), .jsonl (a 'text' field), .parquet, .csv or .tsv "
-                                          "file (a 'text' column), a folder of them, or a glob."),
+    input_path: str = typer.Argument(
+        ...,
+        metavar="INPUT",
+        help="A .txt (one doc per line), .jsonl (a 'text' field), .parquet, .csv or .tsv "
+        "file (a 'text' column), a folder of them, or a glob.",
+    ),
     output: Path = typer.Argument(..., help="Folder for the output shards; rerun with the same settings to resume."),
-    output_format: AnnotateOutput = typer.Option(AnnotateOutput("jsonl"), "--format", "-f",
-                                                 help="Output shards: JSONL, Parquet or DocBin."),
-    input_format: str = typer.Option("auto", "--input-format",
-                                     help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
-    text_column: str = typer.Option("text", "--text-column",
-                                    help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."),
+    output_format: AnnotateOutput = typer.Option(
+        AnnotateOutput("jsonl"), "--format", "-f", help="Output shards: JSONL, Parquet or DocBin."
+    ),
+    input_format: str = typer.Option(
+        "auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
+    ),
+    text_column: str = typer.Option(
+        "text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."
+    ),
     shard_size: int = typer.Option(10_000, "--shard-size", help="Rows per output shard, the unit a restart skips."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch (per Ray batch)."),
     n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
     entities_field: str = typer.Option("entities", "--entities-field", help="Output field holding the entities."),
     gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to run on; -1 for CPU."),
-    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine",
-                                          help="local (nlp.pipe) or ray (Ray Data)."),
-    address: Optional[str] = typer.Option(None, "--address",
-                                          help="Ray: cluster address ('auto' joins a running one); "
-                                               "default starts a local Ray."),
+    engine: AnnotateEngine = typer.Option(
+        AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data)."
+    ),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."
+    ),
     workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -42,10 +50,22 @@ def annotate_command(
 
     try:
         summary = annotate(
-            model, input_path, output, output_format=output_format.value, input_format=input_format,
-            shard_size=shard_size, batch_size=batch_size, n_process=n_process, entities_field=entities_field,
-            text_field=text_column, gpu_id=gpu_id, engine=engine.value, address=address, workers=workers,
-            gpus_per_worker=gpus_per_worker, progress=not quiet,
+            model,
+            input_path,
+            output,
+            output_format=output_format.value,
+            input_format=input_format,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            n_process=n_process,
+            entities_field=entities_field,
+            text_field=text_column,
+            gpu_id=gpu_id,
+            engine=engine.value,
+            address=address,
+            workers=workers,
+            gpus_per_worker=gpus_per_worker,
+            progress=not quiet,
         )
     except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
         msg.fail(str(err), exits=1)
@@ -62,49 +82,72 @@ def annotate_command(
 @app.command("select")
 def select_command(
     model: str = typer.Argument(..., help="Pipeline name or path, with a crf_ner component."),
-    input_path: str = typer.Argument(..., metavar="INPUT",
-                                     help="Unlabelled texts, as `annotate` reads them: a .txt (one per line), "
-                                          ".jsonl (a 'text' field), .parquet, .csv or .tsv file (a 'text' column; "
-                                          "--text-column names another), a folder of them, or a glob."),
+    input_path: str = typer.Argument(
+        ...,
+        metavar="INPUT",
+        help="Unlabelled texts, as `annotate` reads them: a .txt (one per line), "
+        ".jsonl (a 'text' field), .parquet, .csv or .tsv file (a 'text' column; "
+        "--text-column names another), a folder of them, or a glob.",
+    ),
     n: int = typer.Option(..., "-n", "--n", help="How many texts to select."),
     output: Path = typer.Option(..., "-o", "--output", help="Output file (.json for Label Studio, else .jsonl)."),
-    strategy: SelectStrategy = typer.Option(SelectStrategy("entropy"), "--strategy", "-s",
-                                            help="How texts are ranked: " + ", ".join(STRATEGIES) + "."),
-    output_format: SelectFormat = typer.Option(SelectFormat("jsonl"), "--format", "-f",
-                                               help="For the annotation tool: " + ", ".join(SELECT_FORMATS) + "."),
-    diversity: float = typer.Option(0.7, "--diversity",
-                                    help="Leave out texts whose character 3-grams overlap a selected one's "
-                                         "this much (Jaccard); 0 keeps near-duplicates."),
-    explore: float = typer.Option(0.0, "--explore",
-                                  help="The share of the N texts drawn at random from those not at the top "
-                                       "of the ranking (marked 'explore'); what it saves: BENCHMARKS.md "
-                                       "(bench/bench_select.py --explore)."),
-    power: Optional[float] = typer.Option(None, "--power",
-                                          help="Draw the N texts at random, each with a probability proportional "
-                                               "to its score to this power (1: stochastic power acquisition, Kirsch "
-                                               "et al. 2023), instead of taking the N best; not with --explore."),
-    density: Optional[float] = typer.Option(None, "--density",
-                                            help="Rank by score * typicality ** this (information density: how "
-                                                 "alike a text is to the input's texts, by their characters and "
-                                                 "bigrams; 1: Settles and Craven 2008), so that typical texts go "
-                                                 "first among the uncertain ones."),
-    seed: int = typer.Option(0, "--seed",
-                             help="Seed of the random strategy, of the near-duplicate hashes and of --explore's "
-                                  "and --power's draw."),
+    strategy: SelectStrategy = typer.Option(
+        SelectStrategy("entropy"), "--strategy", "-s", help="How texts are ranked: " + ", ".join(STRATEGIES) + "."
+    ),
+    output_format: SelectFormat = typer.Option(
+        SelectFormat("jsonl"), "--format", "-f", help="For the annotation tool: " + ", ".join(SELECT_FORMATS) + "."
+    ),
+    diversity: float = typer.Option(
+        0.7,
+        "--diversity",
+        help="Leave out texts whose character 3-grams overlap a selected one's "
+        "this much (Jaccard); 0 keeps near-duplicates.",
+    ),
+    explore: float = typer.Option(
+        0.0,
+        "--explore",
+        help="The share of the N texts drawn at random from those not at the top "
+        "of the ranking (marked 'explore'); what it saves: BENCHMARKS.md "
+        "(bench/bench_select.py --explore).",
+    ),
+    power: Optional[float] = typer.Option(
+        None,
+        "--power",
+        help="Draw the N texts at random, each with a probability proportional "
+        "to its score to this power (1: stochastic power acquisition, Kirsch "
+        "et al. 2023), instead of taking the N best; not with --explore.",
+    ),
+    density: Optional[float] = typer.Option(
+        None,
+        "--density",
+        help="Rank by score * typicality ** this (information density: how "
+        "alike a text is to the input's texts, by their characters and "
+        "bigrams; 1: Settles and Craven 2008), so that typical texts go "
+        "first among the uncertain ones.",
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the random strategy, of the near-duplicate hashes and of --explore's and --power's draw.",
+    ),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
-    input_format: str = typer.Option("auto", "--input-format",
-                                     help="auto (by suffix), txt, jsonl, parquet, csv or tsv."),
-    shard_size: int = typer.Option(10_000, "--shard-size",
-                                   help="Rows scored per shard of OUTPUT.scores/, the unit a restart skips."),
+    input_format: str = typer.Option(
+        "auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
+    ),
+    shard_size: int = typer.Option(
+        10_000, "--shard-size", help="Rows scored per shard of OUTPUT.scores/, the unit a restart skips."
+    ),
     n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
-    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine",
-                                          help="local (nlp.pipe) or ray (Ray Data), as annotate's."),
-    address: Optional[str] = typer.Option(None, "--address",
-                                          help="Ray: cluster address ('auto' joins a running one); "
-                                               "default starts a local Ray."),
+    engine: AnnotateEngine = typer.Option(
+        AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data), as annotate's."
+    ),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."
+    ),
     workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
-    text_column: str = typer.Option("text", "--text-column",
-                                    help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."),
+    text_column: str = typer.Option(
+        "text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."
+    ),
     gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to score on; -1 for CPU."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -116,13 +159,33 @@ def select_command(
     from ..annotate.job import AnnotateJob
     from ..annotate.select import select
 
-    job = AnnotateJob(model, batch_size=batch_size, text_field=text_column, n_process=n_process, gpu_id=gpu_id,
-                      address=address, workers=workers, gpus_per_worker=gpus_per_worker)
+    job = AnnotateJob(
+        model,
+        batch_size=batch_size,
+        text_field=text_column,
+        n_process=n_process,
+        gpu_id=gpu_id,
+        address=address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+    )
     try:
         summary = select(
-            job, input_path, n, output, strategy=strategy.value, output_format=output_format.value,
-            diversity=diversity or None, explore=explore, power=power, density=density, seed=seed,
-            input_format=input_format, shard_size=shard_size, engine=engine.value, progress=not quiet,
+            job,
+            input_path,
+            n,
+            output,
+            strategy=strategy.value,
+            output_format=output_format.value,
+            diversity=diversity or None,
+            explore=explore,
+            power=power,
+            density=density,
+            seed=seed,
+            input_format=input_format,
+            shard_size=shard_size,
+            engine=engine.value,
+            progress=not quiet,
         )
     except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
         msg.fail(str(err), exits=1)
@@ -136,12 +199,17 @@ def select_command(
         + (f"; {summary.near_duplicates} near-duplicates left out" if summary.near_duplicates else "")
     )
     if summary.errors:
-        msg.warn(f"{summary.errors} rows could not be read: they are in {output}.errors.jsonl, "
-                 "each naming its file and line.")
+        msg.warn(
+            f"{summary.errors} rows could not be read: they are in {output}.errors.jsonl, "
+            "each naming its file and line."
+        )
     if summary.selected < n:
-        msg.warn(f"Only {summary.selected} of the {n} texts asked for: the input holds no more once "
-                 + ("bad rows and " if summary.errors else "") + "near-duplicates are left out"
-                 + (" (--diversity 0 keeps near-duplicates)." if summary.near_duplicates else "."))
+        msg.warn(
+            f"Only {summary.selected} of the {n} texts asked for: the input holds no more once "
+            + ("bad rows and " if summary.errors else "")
+            + "near-duplicates are left out"
+            + (" (--diversity 0 keeps near-duplicates)." if summary.near_duplicates else ".")
+        )
 
 
 @app.command("train-vectors")
@@ -151,7 +219,12 @@ def train_vectors_command(
     ),
     output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors) and summary.json."),
     text: Optional[List[Path]] = typer.Option(
-        None, "--text", "-t", exists=True, dir_okay=False, readable=True,
+        None,
+        "--text",
+        "-t",
+        exists=True,
+        dir_okay=False,
+        readable=True,
         help="Also read this unlabeled text of the domain, one text per line (repeatable). Never a dev or "
         "test split that will be scored.",
     ),

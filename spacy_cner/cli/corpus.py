@@ -1,4 +1,5 @@
 """`convert`, `export` and `fetch-assets`: corpora into .spacy files and back, and the datasets project.yml names."""
+
 import hashlib
 import shutil
 import urllib.request
@@ -25,9 +26,7 @@ FORMAT_SUFFIXES = frozenset((".txt", ".json", ".jsonl", ".bmes", ".bio", ".bioes
 
 @app.command("convert")
 def convert_command(
-    input_path: Path = typer.Argument(
-        ..., exists=True, dir_okay=False, readable=True, help="Input NER file."
-    ),
+    input_path: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, help="Input NER file."),
     output_path: Path = typer.Argument(
         ...,
         help="Output .spacy file, or an existing folder: writes <folder>/<input name>.spacy, the input's "
@@ -35,18 +34,23 @@ def convert_command(
         "weiboNER_2nd_conll.train and .dev do not overwrite each other.",
     ),
     format: InputFormat = typer.Option(
-        InputFormat("auto"), "--format", "-f",
+        InputFormat("auto"),
+        "--format",
+        "-f",
         help="chars: `char tag` lines; chars-seg: `科0 tag` lines (Weibo); cluener, doccano, "
         "prodigy: JSON lines; labelstudio: Label Studio's JSON export; auto: detect from the "
         "content.",
     ),
     scheme: TagScheme = typer.Option(
-        TagScheme("auto"), "--scheme", "-s",
+        TagScheme("auto"),
+        "--scheme",
+        "-s",
         help="Tag scheme of chars/chars-seg: bio (IOB2), iob (IOB1), bmes, bioes; "
         "auto: bmes/bioes if any M-/E-/S- tag occurs, else bio.",
     ),
     repair: bool = typer.Option(
-        False, "--repair",
+        False,
+        "--repair",
         help="Repair malformed input and report every repair, instead of failing.",
     ),
 ) -> None:
@@ -59,9 +63,7 @@ def convert_command(
     # user_data: the records' ids, which `export --format doccano` writes back.
     doc_bin = DocBin(attrs=["ORTH", "ENT_IOB", "ENT_TYPE"], store_user_data=True)
     try:
-        for doc in iter_docs(
-            input_path, format=format.value, scheme=scheme.value, repair=repair, stats=stats
-        ):
+        for doc in iter_docs(input_path, format=format.value, scheme=scheme.value, repair=repair, stats=stats):
             doc_bin.add(doc)
     except ValueError as err:
         # Unwrapped, so that `file:line:` stays intact for editors and grep.
@@ -96,7 +98,7 @@ def print_stats(stats: ConversionStats) -> None:
     )
     if stats.n_unannotated:
         msg.warn(
-            f"{stats.n_unannotated} sentences have no \"label\": their entity annotation is "
+            f'{stats.n_unannotated} sentences have no "label": their entity annotation is '
             f"missing (not O), so they cannot be used to train or evaluate NER"
         )
     if stats.entity_counts:
@@ -105,8 +107,7 @@ def print_stats(stats: ConversionStats) -> None:
         msg.table(rows, header=("type", "entities"), divider=True, aligns=("l", "r"))
     if stats.notes:
         msg.info(f"{len(stats.notes)} notes (nothing changed)")
-        msg.table(sorted(stats.note_counts.items()), header=("note", "count"), divider=True,
-                  aligns=("l", "r"))
+        msg.table(sorted(stats.note_counts.items()), header=("note", "count"), divider=True, aligns=("l", "r"))
         for kind in sorted(stats.note_counts):
             notes = [note for note in stats.notes if note.kind == kind]
             for note in notes[:_NOTES_SHOWN]:
@@ -128,13 +129,13 @@ def export_command(
     ),
     output_path: Path = typer.Argument(..., help="Output file."),
     format: ExportFormat = typer.Option(
-        ExportFormat("chars"), "--format", "-f",
+        ExportFormat("chars"),
+        "--format",
+        "-f",
         help="chars: `token<TAB>tag` lines; cluener, doccano or prodigy: JSON lines; labelstudio: "
         "a JSON array of tasks (Label Studio's import).",
     ),
-    scheme: ExportScheme = typer.Option(
-        ExportScheme("bioes"), "--scheme", "-s", help="Tag scheme of --format chars."
-    ),
+    scheme: ExportScheme = typer.Option(ExportScheme("bioes"), "--scheme", "-s", help="Tag scheme of --format chars."),
 ) -> None:
     """Write a DocBin's docs and entities in a format `convert` (and annotation tools) read."""
     from spacy.vocab import Vocab
@@ -152,9 +153,7 @@ def export_command(
         print(f"{input_path}: {err}")
         raise typer.Exit(code=1)
     unannotated = f" ({stats.n_unannotated} without entity annotation)" if stats.n_unannotated else ""
-    msg.good(
-        f"Saved {stats.n_docs} docs{unannotated}, {stats.n_entities} entities to {output_path}"
-    )
+    msg.good(f"Saved {stats.n_docs} docs{unannotated}, {stats.n_entities} entities to {output_path}")
 
 
 @app.command("fetch-assets")
@@ -168,9 +167,7 @@ def fetch_assets_command(
     """Fetch project.yml's assets: copy from --local if there, else download; verify checksums."""
     project_root = project_file.resolve().parent
     assets = [
-        asset
-        for asset in srsly.read_yaml(project_file).get("assets", [])
-        if Path(asset["dest"]).is_relative_to(dest)
+        asset for asset in srsly.read_yaml(project_file).get("assets", []) if Path(asset["dest"]).is_relative_to(dest)
     ]
     if not assets:
         # A dataset of the user's own, placed under dest by hand: nothing to fetch.

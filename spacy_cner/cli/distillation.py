@@ -1,5 +1,6 @@
 """`distill`: a small, fast student pipeline trained on a trained crf_ner's soft targets
 (spacy_cner.training.distill)."""
+
 from pathlib import Path
 from typing import List, Optional
 
@@ -15,35 +16,59 @@ from ._app import AnnotateEngine, app, msg
 def distill_command(
     ctx: typer.Context,
     teacher: str = typer.Argument(..., help="The trained pipeline (name or path) whose crf_ner teaches."),
-    student_config: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
-                                          help="The student's training config, e.g. configs/student.cfg."),
-    train: Path = typer.Option(..., "--train", exists=True, dir_okay=False, readable=True,
-                               help="The train split (.spacy): its texts get the teacher's soft targets, "
-                                    "its gold the gold loss."),
-    dev: Path = typer.Option(..., "--dev", exists=True, dir_okay=False, readable=True,
-                             help="The dev split (.spacy): model-best is chosen on its F1."),
-    output: Path = typer.Option(..., "--output", "-o",
-                                help="Folder for model-best, model-last, the student's config and the teacher's "
-                                     "cached soft targets (teacher/); rerun with the same settings to resume."),
+    student_config: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="The student's training config, e.g. configs/student.cfg."
+    ),
+    train: Path = typer.Option(
+        ...,
+        "--train",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="The train split (.spacy): its texts get the teacher's soft targets, its gold the gold loss.",
+    ),
+    dev: Path = typer.Option(
+        ...,
+        "--dev",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="The dev split (.spacy): model-best is chosen on its F1.",
+    ),
+    output: Path = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        help="Folder for model-best, model-last, the student's config and the teacher's "
+        "cached soft targets (teacher/); rerun with the same settings to resume.",
+    ),
     text: Optional[List[str]] = typer.Option(
-        None, "--text", "-t",
+        None,
+        "--text",
+        "-t",
         help="Unlabeled text the teacher annotates for the student (repeatable): a .txt (one text per line), "
         ".jsonl (a 'text' field), .parquet, .csv or .tsv file, a folder of them or a glob; '' is left out. "
         "Never a split that will be scored.",
     ),
-    temperature: float = typer.Option(1.0, "--temperature",
-                                      help="The CRF scores of teacher and student are divided by it in the loss."),
-    gold_weight: float = typer.Option(0.5, "--gold-weight",
-                                      help="Weight of the gold log-likelihood (train split) beside the KL; "
-                                           "0: soft targets only."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps",
-                                            help="Stop training after N steps (default: the config's)."),
-    shard_size: int = typer.Option(10_000, "--shard-size",
-                                   help="Teacher pass: texts per cached shard, the unit a restart skips."),
+    temperature: float = typer.Option(
+        1.0, "--temperature", help="The CRF scores of teacher and student are divided by it in the loss."
+    ),
+    gold_weight: float = typer.Option(
+        0.5,
+        "--gold-weight",
+        help="Weight of the gold log-likelihood (train split) beside the KL; 0: soft targets only.",
+    ),
+    max_steps: Optional[int] = typer.Option(
+        None, "--max-steps", help="Stop training after N steps (default: the config's)."
+    ),
+    shard_size: int = typer.Option(
+        10_000, "--shard-size", help="Teacher pass: texts per cached shard, the unit a restart skips."
+    ),
     batch_size: int = typer.Option(256, "--batch-size", help="Teacher pass: texts per batch."),
     n_process: int = typer.Option(1, "--n-process", help="Teacher pass, local engine: nlp.pipe processes."),
-    engine: AnnotateEngine = typer.Option(AnnotateEngine("local"), "--engine",
-                                          help="Teacher pass: local (nlp.pipe) or ray (Ray Data)."),
+    engine: AnnotateEngine = typer.Option(
+        AnnotateEngine("local"), "--engine", help="Teacher pass: local (nlp.pipe) or ray (Ray Data)."
+    ),
     address: Optional[str] = typer.Option(None, "--address", help="Teacher pass, Ray: cluster address."),
     workers: int = typer.Option(1, "--workers", help="Teacher pass, Ray: actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Teacher pass, Ray: GPUs per actor."),
@@ -61,13 +86,30 @@ def distill_command(
     try:
         overrides = parse_config_overrides(ctx.args)
         summary = distill(
-            teacher, student_config, output, train=train, dev=dev, texts=text or [], temperature=temperature,
-            gold_weight=gold_weight, max_steps=max_steps, shard_size=shard_size, batch_size=batch_size,
-            engine=engine.value, n_process=n_process, gpu_id=gpu_id, address=address, workers=workers,
-            gpus_per_worker=gpus_per_worker, overrides=overrides, progress=not quiet,
+            teacher,
+            student_config,
+            output,
+            train=train,
+            dev=dev,
+            texts=text or [],
+            temperature=temperature,
+            gold_weight=gold_weight,
+            max_steps=max_steps,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            engine=engine.value,
+            n_process=n_process,
+            gpu_id=gpu_id,
+            address=address,
+            workers=workers,
+            gpus_per_worker=gpus_per_worker,
+            overrides=overrides,
+            progress=not quiet,
         )
     except (ValueError, ImportError, OSError) as err:
         msg.fail(str(err), exits=1)
     teacher_pass = summary.teacher
-    msg.good(f"Student saved in {output} (model-best on dev F1, model-last); teacher pass: {teacher_pass.docs} docs, "
-             f"{teacher_pass.shards_written} shards written, {teacher_pass.shards_skipped} already done")
+    msg.good(
+        f"Student saved in {output} (model-best on dev F1, model-last); teacher pass: {teacher_pass.docs} docs, "
+        f"{teacher_pass.shards_written} shards written, {teacher_pass.shards_skipped} already done"
+    )

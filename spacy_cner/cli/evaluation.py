@@ -1,5 +1,6 @@
 """`show-ents`, `robustness` and `model-card`: what a pipeline finds in a text, how robust it is on a test
 corpus, and the card its package shows."""
+
 import unicodedata
 from pathlib import Path
 from typing import Optional, Sequence
@@ -28,8 +29,7 @@ def show_ents_command(
 def display_width(text: str) -> int:
     """Columns a text takes in a terminal: 2 for wide and full-width characters (CJK), 0 for combining marks."""
     return sum(
-        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
-        for char in text
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text
     )
 
 
@@ -51,8 +51,9 @@ def display_table(rows: Sequence[Sequence[str]], header: Sequence[str], aligns: 
 @app.command("robustness")
 def robustness_command(
     model: str = typer.Argument(..., help="Pipeline name or path."),
-    data: Path = typer.Argument(..., exists=True, dir_okay=False,
-                                help="Test corpus (.spacy), sentences in file order."),
+    data: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, help="Test corpus (.spacy), sentences in file order."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json and report.html."),
     pairing: Pairing = typer.Option(Pairing("adjacent"), "--pairing", help="Which sentences to join."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random pairing."),
@@ -70,8 +71,11 @@ def robustness_command(
     try:
         setup_gpu(gpu_id)
     except ValueError as err:  # no CuPy, or no GPU: one line, as annotate gives
-        msg.fail(f"--gpu-id {gpu_id}: {err}. Install CuPy (pip install \"spacy-cner[cuda]\") on a machine "
-                 "with a CUDA GPU, or leave --gpu-id out to run on the CPU.", exits=1)
+        msg.fail(
+            f'--gpu-id {gpu_id}: {err}. Install CuPy (pip install "spacy-cner[cuda]") on a machine '
+            "with a CUDA GPU, or leave --gpu-id out to run on the CPU.",
+            exits=1,
+        )
     nlp = spacy.load(model)
     docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
     if len(docs) < 2:
@@ -86,8 +90,10 @@ def robustness_command(
     result.update({"model": model, "data": str(data), "pairing": pairing.value, "seed": seed})
     srsly.write_json(output / "metrics.json", result)
     (output / "report.html").write_text(render_report(scores, model, max_examples), encoding="utf8")
-    rows = [(name, f"{result[key]['p'] * 100:.2f}", f"{result[key]['r'] * 100:.2f}", f"{result[key]['f'] * 100:.2f}")
-            for key, name in (("standard", "S-F1"), ("perturbed", "P-F1"), ("robust", "R-F1"))]
+    rows = [
+        (name, f"{result[key]['p'] * 100:.2f}", f"{result[key]['r'] * 100:.2f}", f"{result[key]['f'] * 100:.2f}")
+        for key, name in (("standard", "S-F1"), ("perturbed", "P-F1"), ("robust", "R-F1"))
+    ]
     msg.table(rows, header=("metric", "P", "R", "F1"), divider=True)
     msg.good(
         f"Asr {scores.attack_success_rate * 100:.3f}% ({scores.n_changed_chars} of {scores.n_chars} characters), "
@@ -102,15 +108,24 @@ def model_card_command(
     source_url: Optional[str] = typer.Option(None, "--source-url", help="Where the training data comes from."),
     source_license: Optional[str] = typer.Option(None, "--source-license", help="The training data's licence."),
     descriptions: Optional[Path] = typer.Option(
-        None, "--labels", exists=True, dir_okay=False,
+        None,
+        "--labels",
+        exists=True,
+        dir_okay=False,
         help="A JSON file of label -> meaning, for labels this package does not know (kept in the pipeline too).",
     ),
     speed_corpus: Optional[Path] = typer.Option(
-        None, "--speed-corpus", exists=True, dir_okay=False,
+        None,
+        "--speed-corpus",
+        exists=True,
+        dir_okay=False,
         help="A .spacy file (e.g. the dev split) to measure the characters a second on.",
     ),
     output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Write the card into a copy of the pipeline there, leaving MODEL as it is.",
+        None,
+        "--output",
+        "-o",
+        help="Write the card into a copy of the pipeline there, leaving MODEL as it is.",
     ),
 ) -> None:
     """Write the model card into a pipeline's meta.json (labels and their meanings, per-label scores,
@@ -121,8 +136,15 @@ def model_card_command(
         given = srsly.read_json(descriptions) if descriptions else None
         if given is not None and not isinstance(given, dict):
             raise ValueError(f"{descriptions}: expected a JSON object of label -> meaning, got {type(given).__name__}.")
-        write_model_card(model, source_name=source_name, source_url=source_url, source_license=source_license,
-                         descriptions=given, speed_corpus=speed_corpus, output=output)
+        write_model_card(
+            model,
+            source_name=source_name,
+            source_url=source_url,
+            source_license=source_license,
+            descriptions=given,
+            speed_corpus=speed_corpus,
+            output=output,
+        )
     except (ValueError, OSError) as err:
         msg.fail(f"Writing the model card failed: {err}", exits=1)
     msg.good(f"Wrote the model card to {(output or model) / 'meta.json'}")

@@ -1,6 +1,7 @@
 """A trained pipeline's model card: what its labels mean, how well each is found, what it was trained on
 and how fast it runs, written into its meta.json as the "notes" that `spacy package` puts in the
 package's README (spacy.cli.package.generate_readme), with "sources" for the training data."""
+
 import os
 import shutil
 import time
@@ -46,8 +47,9 @@ def write_model_card(
     model_path = Path(model_path)
     meta_path = model_path / "meta.json"
     if not meta_path.exists():
-        raise ValueError(f"{model_path} has no meta.json: expected a pipeline saved by spaCy "
-                         "(nlp.to_disk, spacy train).")
+        raise ValueError(
+            f"{model_path} has no meta.json: expected a pipeline saved by spaCy (nlp.to_disk, spacy train)."
+        )
     if output is not None:
         model_path = _copy_pipeline(model_path, Path(output))
         meta_path = model_path / "meta.json"
@@ -71,8 +73,11 @@ def write_model_card(
         sections.append(_label_table(name, pipe.labels, known, meta.get("performance", {}), len(pipes) > 1))
         sections.append(_probabilities(pipe))
     if source_name:
-        source = {"name": source_name, **({"url": source_url} if source_url else {}),
-                  **({"license": source_license} if source_license else {})}
+        source = {
+            "name": source_name,
+            **({"url": source_url} if source_url else {}),
+            **({"license": source_license} if source_license else {}),
+        }
         meta["sources"] = [s for s in meta.get("sources") or [] if s.get("name") != source_name] + [source]
     if speed_corpus is not None:
         sections.append(_speed(nlp, Path(speed_corpus)))
@@ -98,8 +103,10 @@ def _copy_pipeline(model_path: Path, output: Path) -> Path:
         ours = set(srsly.read_json(marker).get("files", [])) if marker.is_file() else set()
         foreign = sorted(present - ours - {COPY_MARKER})
         if foreign:
-            raise ValueError(f"output {output} holds files this command did not write ({', '.join(foreign[:3])}"
-                             f"{', ...' if len(foreign) > 3 else ''}): name a new or empty folder.")
+            raise ValueError(
+                f"output {output} holds files this command did not write ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}): name a new or empty folder."
+            )
         for name in sorted(present & ours):  # this command's earlier copy: its files only
             (target / name).unlink()
     target.mkdir(parents=True, exist_ok=True)
@@ -110,20 +117,24 @@ def _copy_pipeline(model_path: Path, output: Path) -> Path:
 
 def _files(folder: Path) -> Set[str]:
     """Every file and link below folder, as paths relative to it (links not followed)."""
-    return {(Path(root) / name).relative_to(folder).as_posix()
-            for root, folders, names in os.walk(folder)
-            for name in [*names, *(f for f in folders if (Path(root) / f).is_symlink())]}
+    return {
+        (Path(root) / name).relative_to(folder).as_posix()
+        for root, folders, names in os.walk(folder)
+        for name in [*names, *(f for f in folders if (Path(root) / f).is_symlink())]
+    }
 
 
-def _label_table(name: str, labels: List[str], descriptions: Mapping[str, str], performance: Mapping[str, Any],
-                 named: bool) -> str:
+def _label_table(
+    name: str, labels: List[str], descriptions: Mapping[str, str], performance: Mapping[str, Any], named: bool
+) -> str:
     """A Markdown table: each label, its meaning, and its dev precision, recall and F1 (meta's ents_per_type)."""
     per_type = performance.get("ents_per_type") or {}
     rows = ["| label | meaning | precision | recall | F1 |", "| --- | --- | ---: | ---: | ---: |"]
     for label in labels:
         scores = per_type.get(label) or {}
-        figures = [f"{scores[k] * 100:.2f}" if isinstance(scores.get(k), (int, float)) else "n/a"
-                   for k in ("p", "r", "f")]
+        figures = [
+            f"{scores[k] * 100:.2f}" if isinstance(scores.get(k), (int, float)) else "n/a" for k in ("p", "r", "f")
+        ]
         rows.append(f"| `{label}` | {descriptions.get(label, 'n/a')} | " + " | ".join(figures) + " |")
     title = f"### Entity labels of `{name}`" if named else "### Entity labels"
     return f"{title}\n\nScores on the dev set the model was chosen on (spaCy's `ents_per_type`).\n\n" + "\n".join(rows)
@@ -139,8 +150,10 @@ def _probabilities(pipe: Any) -> str:
         decoding = f"the spans at least {threshold:.3f} probable ({how}), most probable first, none overlapping"
     temperature = pipe.cfg.get("temperature", 1.0)
     scaled = f"temperature {temperature:.3f}, fitted on dev" if temperature != 1.0 else "no temperature fitted"
-    return (f"### Entity probabilities\n\nEvery entity has its exact probability under the CRF in `ent._.score` "
-            f"({scaled}); `doc.ents` are {decoding}.")
+    return (
+        f"### Entity probabilities\n\nEvery entity has its exact probability under the CRF in `ent._.score` "
+        f"({scaled}); `doc.ents` are {decoding}."
+    )
 
 
 def _speed(nlp: Any, corpus: Path) -> str:
@@ -153,5 +166,7 @@ def _speed(nlp: Any, corpus: Path) -> str:
         pass
     seconds = time.perf_counter() - start
     characters = sum(len(text) for text in texts)
-    return (f"### Speed\n\n{characters / seconds:,.0f} characters a second: {len(texts):,} texts of {corpus.name}, "
-            "`nlp.pipe(batch_size=256)`, one process, on the machine that wrote this card.")
+    return (
+        f"### Speed\n\n{characters / seconds:,.0f} characters a second: {len(texts):,} texts of {corpus.name}, "
+        "`nlp.pipe(batch_size=256)`, one process, on the machine that wrote this card."
+    )

@@ -1,5 +1,6 @@
 """`pretrained fetch`, `pretrained vectors` and `pretrained pipeline`: Baidu LAC's weights from its PyPI
 sdist, hash-checked."""
+
 from pathlib import Path
 from typing import List, Optional
 
@@ -7,8 +8,9 @@ import typer
 
 from ._app import app, msg
 
-pretrained_app = typer.Typer(help="Pretrained Chinese weights read from Baidu LAC's PyPI sdist (Apache-2.0).",
-                             no_args_is_help=True)
+pretrained_app = typer.Typer(
+    help="Pretrained Chinese weights read from Baidu LAC's PyPI sdist (Apache-2.0).", no_args_is_help=True
+)
 app.add_typer(pretrained_app, name="pretrained")
 
 SDIST_HELP = "A local copy of LAC-2.1.2.tar.gz (checked by sha256); default: fetched through pip's index, cached."
@@ -30,14 +32,27 @@ def fetch_command(sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDI
 @pretrained_app.command("vectors")
 def vectors_command(
     output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors)."),
-    train_path: Optional[Path] = typer.Option(None, "--train", exists=True, dir_okay=False,
-                                              help="The train split (.spacy): its characters and bigrams LAC "
-                                                   "lacks are added (see --missing)."),
-    text: Optional[List[Path]] = typer.Option(None, "--text", "-t", exists=True, dir_okay=False,
-                                              help="Also unlabeled text of the domain, one per line (repeatable)."),
-    missing: str = typer.Option("trained", "--missing",
-                                help="none: LAC's keys only; trained: the corpus's other keys learnt in LAC's space; "
-                                     "concat: self-trained vectors beside LAC's."),
+    train_path: Optional[Path] = typer.Option(
+        None,
+        "--train",
+        exists=True,
+        dir_okay=False,
+        help="The train split (.spacy): its characters and bigrams LAC lacks are added (see --missing).",
+    ),
+    text: Optional[List[Path]] = typer.Option(
+        None,
+        "--text",
+        "-t",
+        exists=True,
+        dir_okay=False,
+        help="Also unlabeled text of the domain, one per line (repeatable).",
+    ),
+    missing: str = typer.Option(
+        "trained",
+        "--missing",
+        help="none: LAC's keys only; trained: the corpus's other keys learnt in LAC's space; "
+        "concat: self-trained vectors beside LAC's.",
+    ),
     sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP),
     seed: int = typer.Option(0, "--seed", help="word2vec's seed (trained, concat)."),
 ) -> None:
@@ -53,8 +68,10 @@ def vectors_command(
         msg.fail(f"--missing must be one of {', '.join(MISSING)}, got {missing!r}.", exits=1)
     sources = ([train_path] if train_path else []) + list(text or [])
     if missing != "none" and not sources:
-        msg.fail(f"--missing {missing} learns the keys of a corpus: pass --train (and/or --text), "
-                 "or --missing none.", exits=1)
+        msg.fail(
+            f"--missing {missing} learns the keys of a corpus: pass --train (and/or --text), or --missing none.",
+            exits=1,
+        )
     if output_path.exists() and (not output_path.is_dir() or any(output_path.iterdir())):
         msg.fail(f"{output_path} exists and is not an empty folder: choose a new output folder.", exits=1)
     try:
@@ -67,16 +84,19 @@ def vectors_command(
     nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data, f"zh_lac_{missing}.vectors")
     credit(nlp)
     nlp.to_disk(output_path)
-    msg.good(f"{len(keys):,} keys ({counts['lac_keys']:,} LAC's, {counts['added_keys']:,} added), {len(data):,} rows "
-             f"of width {data.shape[1]}: {output_path}")
+    msg.good(
+        f"{len(keys):,} keys ({counts['lac_keys']:,} LAC's, {counts['added_keys']:,} added), {len(data):,} rows "
+        f"of width {data.shape[1]}: {output_path}"
+    )
 
 
 @pretrained_app.command("pipeline")
 def pipeline_command(
     output_path: Path = typer.Argument(..., help="Folder for the pipeline (spacy.load(OUTPUT))."),
     sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP),
-    tokens: str = typer.Option("words", "--tokens",
-                               help="words: LAC's words as tokens; chars: one token per character."),
+    tokens: str = typer.Option(
+        "words", "--tokens", help="words: LAC's words as tokens; chars: one token per character."
+    ),
 ) -> None:
     """Write a ready pipeline, no training: LAC's tagger in torch gives words, POS tags (token.tag_) and
     PER/LOC/ORG/TIME entities (doc.ents); its weights are saved inside, so loading needs no sdist."""
@@ -95,6 +115,9 @@ def pipeline_command(
     nlp.to_disk(output_path)
     example = nlp("百度是一家高科技公司")
     msg.good(f"LAC's tagger (tokens: {tokens}): {output_path}")
-    msg.text(f"spacy.load('{output_path}')('百度是一家高科技公司'): "
-             + " ".join(f"{token.text}/{token.tag_}" for token in example)
-             + "; ents " + ", ".join(f"{ent.text}/{ent.label_}" for ent in example.ents))
+    msg.text(
+        f"spacy.load('{output_path}')('百度是一家高科技公司'): "
+        + " ".join(f"{token.text}/{token.tag_}" for token in example)
+        + "; ents "
+        + ", ".join(f"{ent.text}/{ent.label_}" for ent in example.ents)
+    )

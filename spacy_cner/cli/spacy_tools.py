@@ -1,6 +1,7 @@
 """`evaluate` and `debug-data`: spaCy's own commands, with crf_ner pipes treated as spaCy's `ner`;
 `init-config`: a shipped training config, where `spacy init config -p crf_ner` gives the factory's plain one;
 `package`: spaCy's `package`, its build's log shown only where the build fails."""
+
 import dataclasses
 import subprocess
 import sys
@@ -20,8 +21,10 @@ ShippedConfig = _choices("ShippedConfig", config_names(), "The configs `init-con
 
 # spaCy's `evaluate` (its displaCy pages) and `debug data` (its named-entity checks) find
 # NER components by their factory's name, "ner": crf_ner pipes would be skipped silently.
-_SPACY_COMMAND = {"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
-                  "add_help_option": False}
+_SPACY_COMMAND = {
+    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
+    "add_help_option": False,
+}
 
 
 @app.command("init-config")
@@ -47,8 +50,10 @@ def init_config_command(
         path.write_text(text, encoding="utf8")
     except OSError as err:  # a parent that is a file, a place that cannot be written
         msg.fail(f"Cannot write {path}: {err}", exits=1)
-    msg.good(f"Wrote {path} (configs/{config.value}.cfg)",
-             f"Train it: python -m spacy train {path} --paths.train TRAIN.spacy --paths.dev DEV.spacy")
+    msg.good(
+        f"Wrote {path} (configs/{config.value}.cfg)",
+        f"Train it: python -m spacy train {path} --paths.train TRAIN.spacy --paths.dev DEV.spacy",
+    )
 
 
 @app.command("evaluate", **_SPACY_COMMAND)
@@ -80,14 +85,19 @@ def package_command(
     version: Optional[str] = typer.Option(None, "--version", "-v", help="The package version (overrides meta.json's)."),
     build: str = typer.Option("sdist", "--build", "-b", help="Comma-separated: sdist and/or wheel, or none."),
     code: str = typer.Option("", "--code", "-c", help="Comma-separated Python files with registered functions."),
-    meta_path: Optional[Path] = typer.Option(None, "--meta-path", "-m", exists=True, dir_okay=False,
-                                             help="A meta.json to use instead of MODEL's."),
+    meta_path: Optional[Path] = typer.Option(
+        None, "--meta-path", "-m", exists=True, dir_okay=False, help="A meta.json to use instead of MODEL's."
+    ),
     force: bool = typer.Option(False, "--force", "-F", help="Overwrite the package folder if it exists."),
-    require_parent: bool = typer.Option(True, "--require-parent/--no-require-parent",
-                                        help="List spaCy among the package's requirements."),
-    isolation: bool = typer.Option(True, "--isolation/--no-isolation",
-                                   help="Build in a fresh environment (needs the package index for setuptools); "
-                                        "--no-isolation builds with this environment's setuptools, offline."),
+    require_parent: bool = typer.Option(
+        True, "--require-parent/--no-require-parent", help="List spaCy among the package's requirements."
+    ),
+    isolation: bool = typer.Option(
+        True,
+        "--isolation/--no-isolation",
+        help="Build in a fresh environment (needs the package index for setuptools); "
+        "--no-isolation builds with this environment's setuptools, offline.",
+    ),
 ) -> None:
     """spaCy's `package` (the same package folder, meta, README and requirements, by spaCy's own
     function), then `python -m build`, whose log (~70 lines of setuptools' file copying, which spaCy
@@ -96,9 +106,19 @@ def package_command(
     from spacy.cli.package import get_build_formats, package
 
     sdist, wheel = get_build_formats(string_to_list(build))
-    package(model, output, meta_path=meta_path, code_paths=[Path(p.strip()) for p in string_to_list(code)],
-            name=name, version=version, create_sdist=False, create_wheel=False, force=force,
-            require_parent=require_parent, silent=False)
+    package(
+        model,
+        output,
+        meta_path=meta_path,
+        code_paths=[Path(p.strip()) for p in string_to_list(code)],
+        name=name,
+        version=version,
+        create_sdist=False,
+        create_wheel=False,
+        force=force,
+        require_parent=require_parent,
+        silent=False,
+    )
     main_path = output / package_folder_name(srsly.read_json(meta_path or model / "meta.json"), name, version)
     formats = ["--sdist"] * sdist + ["--wheel"] * wheel
     if formats:
@@ -128,8 +148,10 @@ def build_quietly(folder: Path, formats: List[str], isolation: bool = True) -> L
     if result.returncode != 0:
         print(result.stdout + result.stderr, file=sys.stderr)
         hint = "" if not isolation else " Offline? --no-isolation builds with this environment's setuptools."
-        msg.fail(f"`python {' '.join(command[1:])}` failed in {folder} (exit {result.returncode}): its log is above."
-                 f"{hint}", exits=1)
+        msg.fail(
+            f"`python {' '.join(command[1:])}` failed in {folder} (exit {result.returncode}): its log is above.{hint}",
+            exits=1,
+        )
     return [path for path in sorted(dist.iterdir()) if (path, path.stat().st_mtime_ns) not in before]
 
 

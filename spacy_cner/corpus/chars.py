@@ -1,6 +1,7 @@
 """One token per line with its tag (`chars`, and Weibo's `chars-seg`): sentences, tag schemes
 (BIO, IOB, BMES, BIOES) decoded into entities strictly, or repaired and listed; and a Doc written
 back as `token<TAB>tag` lines (`chars`)."""
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,8 +71,9 @@ def read_sentences(
     YIELDS (Sentence): The non-empty sentences, in file order.
     """
     path = Path(path)
-    problems = reader_problems("read_sentences", path, format, TAG_FORMATS, repair, problems,
-                                "Use read_offset_records for JSON records.")
+    problems = reader_problems(
+        "read_sentences", path, format, TAG_FORMATS, repair, problems, "Use read_offset_records for JSON records."
+    )
     index = 0
     tokens: List[str] = []
     tags: List[str] = []
@@ -131,7 +133,9 @@ def _parse_token_line(
     fields = split_last_field(text)
     if fields is None:
         problems(
-            "missing_tag", line_no, index,
+            "missing_tag",
+            line_no,
+            index,
             f"line {text!r} has no tag: expected `char<space or tab>tag`, got 1 column",
             "tag it O",
         )
@@ -139,7 +143,9 @@ def _parse_token_line(
     token, tag = fields
     if not token:
         problems(
-            "missing_token", line_no, index,
+            "missing_token",
+            line_no,
+            index,
             f"line {text!r} has a tag but no character before it: expected `char<space or "
             f"tab>tag` (a space as the character is written `<space><tab>tag`)",
             "drop the line (it holds no text)",
@@ -148,7 +154,9 @@ def _parse_token_line(
     columns = _COLUMN_SEP.split(token.strip(" \t"))
     if len(columns) > 1:
         problems(
-            "extra_columns", line_no, index,
+            "extra_columns",
+            line_no,
+            index,
             f"line {text!r} has {len(columns) + 1} columns: expected 2 (`char tag`)",
             f"keep the first and the last column ({columns[0]!r}, {tag!r})",
         )
@@ -158,22 +166,24 @@ def _parse_token_line(
         token = _strip_seg_digits(token, line_no, index, problems)
     if len(token) > 1:
         problems.note(
-            "multi_char_token", line_no, index,
+            "multi_char_token",
+            line_no,
+            index,
             f"token {token!r} has {len(token)} code points: kept whole as one token",
         )
     return token, tag
 
 
-def clean_tag(
-    tag: str, line: int, sentence: int, problems: Problems, what: str = "tag"
-) -> str:
+def clean_tag(tag: str, line: int, sentence: int, problems: Problems, what: str = "tag") -> str:
     """The tag (or label) without invisible characters (NBSP, \\x0b, zero-width space...)."""
     invisible = [char for char in tag if char.isspace() or not char.isprintable()]
     if not invisible:
         return tag
     cleaned = "".join(char for char in tag if char not in invisible)
     problems(
-        f"invisible_in_{what}", line, sentence,
+        f"invisible_in_{what}",
+        line,
+        sentence,
         f"{what} {tag!r} contains invisible characters {''.join(invisible)!r}: expected a "
         f"{what} of visible characters only",
         f"remove them, keeping the {what} {cleaned or 'O'!r}",
@@ -227,12 +237,20 @@ def _before(tags: Sequence[str], i: int) -> str:
 
 
 def _missing_opening(
-    problems: Problems, tags: Sequence[str], i: int, middle: str, label: str, lines: Sequence[int], sentence: int,
+    problems: Problems,
+    tags: Sequence[str],
+    i: int,
+    middle: str,
+    label: str,
+    lines: Sequence[int],
+    sentence: int,
     hint: str = "",
 ) -> None:
     """Report (or repair, opening an entity at i) a continuation tag with no entity to continue."""
     problems(
-        "missing_opening", lines[i], sentence,
+        "missing_opening",
+        lines[i],
+        sentence,
         f"{tags[i]} has no opening tag: expected B-{label} or {middle}-{label} before it, got {_before(tags, i)}{hint}",
         f"open a new {label} entity here",
     )
@@ -258,17 +276,22 @@ def _decode_bio(
         if prefix == "I" and scheme == "bio":
             if i > 0 and spans and spans[-1][1] == i:
                 problems(
-                    "type_mismatch", lines[i], sentence,
+                    "type_mismatch",
+                    lines[i],
+                    sentence,
                     f"{tag} continues an entity of another type: expected I-{spans[-1][2]}, "
                     f"O or a B- tag after {tags[i - 1]}",
                     f"end the {spans[-1][2]} entity and open a new {tag_label} entity here",
                 )
             else:
-                _missing_opening(problems, tags, i, "I", tag_label, lines, sentence,
-                                 " (if the file is IOB1, use --scheme iob)")
+                _missing_opening(
+                    problems, tags, i, "I", tag_label, lines, sentence, " (if the file is IOB1, use --scheme iob)"
+                )
         elif prefix == "B" and scheme == "iob" and not continues:
             problems(
-                "iob1_b_opening", lines[i], sentence,
+                "iob1_b_opening",
+                lines[i],
+                sentence,
                 f"{tag} in IOB1 must directly follow a {tag_label} entity: expected I-{tag_label} "
                 f"to open an entity after {_before(tags, i)} (if the file is IOB2, use --scheme bio)",
                 f"open a new {tag_label} entity here",
@@ -291,7 +314,9 @@ def _decode_bmes(
     def close_unclosed(i: int, got: str) -> None:
         last = i - 1
         problems(
-            "unclosed_entity", lines[last], sentence,
+            "unclosed_entity",
+            lines[last],
+            sentence,
             f"{label} entity opened by {tags[start]} on line {lines[start]} is not closed: "
             f"expected E-{label} (or S-{label} for one character) on this line, got "
             f"{tags[last]}, followed by {got}",
@@ -316,7 +341,9 @@ def _decode_bmes(
             start, label = i, tag_label
         elif tag_label != label:
             problems(
-                "type_mismatch", lines[i], sentence,
+                "type_mismatch",
+                lines[i],
+                sentence,
                 f"{tag} continues a {label} entity opened by {tags[start]} on line "
                 f"{lines[start]}: expected {middle}-{label} or E-{label}, got {tag}",
                 f"end the {label} entity before this line and open a new {tag_label} entity here",
@@ -331,9 +358,7 @@ def _decode_bmes(
     return spans
 
 
-def _split_tag(
-    tag: str, scheme: str, line: int, sentence: int, problems: Problems
-) -> Tuple[str, str]:
+def _split_tag(tag: str, scheme: str, line: int, sentence: int, problems: Problems) -> Tuple[str, str]:
     """Split a tag into (prefix, label); unknown tags are problems repaired as O."""
     if tag == "O":
         return "O", ""
@@ -350,7 +375,9 @@ def _split_tag(
     else:
         reason = f"tag {tag!r} has an unknown prefix for {SCHEME_NAMES[scheme]}"
     problems(
-        "unknown_tag", line, sentence,
+        "unknown_tag",
+        line,
+        sentence,
         f"{reason}: expected {expected} (the types follow a '-'); pick the file's scheme with "
         f"--scheme {{bio,iob,bmes,bioes}} if it is another",
         "tag it O",
@@ -370,7 +397,9 @@ def _strip_seg_digits(token: str, line: int, sentence: int, problems: Problems) 
     if match is not None:
         return match.group("char")
     problems(
-        "bad_token", line, sentence,
+        "bad_token",
+        line,
+        sentence,
         f"token {token!r} is not a character followed by a word-position number: expected "
         f"e.g. '科0' or 's15' (format chars-seg; use --format chars if the file has no digits)",
         f"keep the token {token!r} as it is",

@@ -1,5 +1,6 @@
 """CLUENER's JSON lines: {"text", "label": {type: {surface: [[start, end_inclusive], ...]}}}, read and
 written."""
+
 import json
 from typing import Any, Dict, List
 
@@ -28,7 +29,9 @@ def read_cluener(record: dict, line: int, sentence: int, problems: Problems):
         return text, None
     if not isinstance(label, dict):
         problems(
-            "invalid_record", line, sentence,
+            "invalid_record",
+            line,
+            sentence,
             f'"label" is not an object: expected {{type: {{surface: [[start, end], ...]}}}}, '
             f"got {preview(json.dumps(label, ensure_ascii=False))}",
             "drop the label and keep the sentence unannotated",
@@ -38,7 +41,9 @@ def read_cluener(record: dict, line: int, sentence: int, problems: Problems):
     for ent_type, surfaces in label.items():
         if not isinstance(surfaces, dict):
             problems(
-                "invalid_record", line, sentence,
+                "invalid_record",
+                line,
+                sentence,
                 f"label {ent_type!r}: expected {{surface: [[start, end], ...]}}, got "
                 f"{preview(json.dumps(surfaces, ensure_ascii=False))}",
                 f"drop the {ent_type} entities of this line",
@@ -48,8 +53,9 @@ def read_cluener(record: dict, line: int, sentence: int, problems: Problems):
             for offset in offsets if isinstance(offsets, list) else [offsets]:
                 where = f"{ent_type} {surface!r} at {json.dumps(offset)}"
                 if not is_int_pair(offset):
-                    invalid_span(problems, line, sentence, where,
-                                 f"[start, end] with integer offsets, got {json.dumps(offset)}")
+                    invalid_span(
+                        problems, line, sentence, where, f"[start, end] with integer offsets, got {json.dumps(offset)}"
+                    )
                     continue
                 start, end = offset
                 candidates.append((ent_type, start, end + 1, surface, where + " (end inclusive)"))

@@ -1,5 +1,6 @@
 """Readers that turn Chinese NER corpora into character-level spaCy Docs: the format detected, the
 reader of its kind (formats.py's table: corpus.chars, corpus.records) run, one Doc per sentence."""
+
 import warnings
 from pathlib import Path
 from typing import Iterator, List, Optional, Union
@@ -16,7 +17,13 @@ from .records import read_offset_records
 
 # What a caller of the converter imports from here, wherever it is written.
 __all__ = [
-    "FORMATS", "INPUT_SCHEMES", "ConversionStats", "decode_tags", "detect_format", "detect_scheme", "iter_docs",
+    "FORMATS",
+    "INPUT_SCHEMES",
+    "ConversionStats",
+    "decode_tags",
+    "detect_format",
+    "detect_scheme",
+    "iter_docs",
     "read_sentences",
 ]
 
@@ -87,9 +94,7 @@ def iter_docs(
         )
 
 
-def _make_doc(
-    vocab: Vocab, tokens: List[str], spans: Optional[List[Entity]], stats: ConversionStats
-) -> Doc:
+def _make_doc(vocab: Vocab, tokens: List[str], spans: Optional[List[Entity]], stats: ConversionStats) -> Doc:
     """Build one Doc and count it; spans None leaves the entity annotation missing."""
     doc = Doc(vocab, words=tokens, spaces=[False] * len(tokens))
     stats.n_sentences += 1

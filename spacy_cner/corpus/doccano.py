@@ -1,5 +1,6 @@
 """doccano's JSON lines: {"text", "label": [[start, end, type], ...]} or "entities": [{start_offset, ...}],
 read and written."""
+
 from typing import Any, Dict, Optional, Tuple
 
 from .problems import Problems
@@ -23,14 +24,14 @@ def read_doccano(record: dict, line: int, sentence: int, problems: Problems):
         return None
     if "entities" in record and not isinstance(record.get("label"), list):
         raw = [
-            [ent.get("start_offset"), ent.get("end_offset"), ent.get("label")]
-            if isinstance(ent, dict) else ent
+            [ent.get("start_offset"), ent.get("end_offset"), ent.get("label")] if isinstance(ent, dict) else ent
             for ent in record["entities"] or []
         ]
     else:
         raw = record.get("label")
     if raw is None:
         return text, None
+
     def read(item) -> Optional[Tuple[str, int, int, Optional[str]]]:
         if isinstance(item, list) and len(item) == 3 and is_int_pair(item[:2]) and isinstance(item[2], str):
             return item[2], item[0], item[1], None

@@ -5,6 +5,7 @@ doccano or Prodigy JSON lines, or a Label Studio JSON array, each written by its
 (formats.py's table). `convert` reads each of them back into equal Docs (same text, tokens and
 entities), which the round-trip tests check.
 """
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Union
@@ -43,13 +44,9 @@ def export_docs(
     RETURNS (ExportStats): What was written.
     """
     if format not in EXPORT_FORMATS:
-        raise ValueError(
-            f"format: expected one of {', '.join(EXPORT_FORMATS)}, got {format!r}."
-        )
+        raise ValueError(f"format: expected one of {', '.join(EXPORT_FORMATS)}, got {format!r}.")
     if scheme not in EXPORT_SCHEMES:
-        raise ValueError(
-            f"scheme: expected one of {', '.join(EXPORT_SCHEMES)}, got {scheme!r}."
-        )
+        raise ValueError(f"scheme: expected one of {', '.join(EXPORT_SCHEMES)}, got {scheme!r}.")
     path = Path(path)
     fmt = FORMATS[format]
     stats = ExportStats()

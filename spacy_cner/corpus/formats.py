@@ -1,6 +1,7 @@
 """The one table of corpus formats: each one's usual suffix, how a file of it is recognised, read and
 written. `convert`, `export`, `select` and the CLI's choices take their formats from here: a new
 format is a module beside this one (its reader and writer, as doccano.py) and a row of FORMATS."""
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +49,16 @@ _TABLE = (
     Format("cluener", ".json", False, is_cluener, read_cluener, write_cluener),
     Format("doccano", ".jsonl", False, is_doccano, read_doccano, write_doccano, tool="doccano"),
     Format("prodigy", ".jsonl", False, is_prodigy, read_prodigy, write_prodigy, tool="Prodigy"),
-    Format("labelstudio", ".json", False, is_labelstudio, read_labelstudio, write_labelstudio, array=True,
-           tool="Label Studio"),
+    Format(
+        "labelstudio",
+        ".json",
+        False,
+        is_labelstudio,
+        read_labelstudio,
+        write_labelstudio,
+        array=True,
+        tool="Label Studio",
+    ),
 )
 FORMATS: Dict[str, Format] = {fmt.name: fmt for fmt in _TABLE}
 # An annotation tool's JSON: a text and its entities' offsets (the others: one token per line).

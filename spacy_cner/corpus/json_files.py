@@ -1,5 +1,6 @@
 """JSON files of records, streamed: one object per line (JSON lines) or an array of objects (a Label
 Studio export), read each with the line it starts on, for error messages, and written."""
+
 import json
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, TextIO, Tuple
@@ -7,9 +8,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, TextIO, Tuple
 from .problems import Problems, preview, read_lines
 
 
-def iter_json_lines(
-    path: Path, problems: Problems, sentence: Callable[[], int]
-) -> Iterator[Tuple[int, dict]]:
+def iter_json_lines(path: Path, problems: Problems, sentence: Callable[[], int]) -> Iterator[Tuple[int, dict]]:
     """Yield (line, record) for each JSON object line; bad lines are problems."""
     for line_no, text in read_lines(path, problems=problems, sentence=sentence):
         if not text.strip():
@@ -18,7 +17,9 @@ def iter_json_lines(
             record = json.loads(text)
         except json.JSONDecodeError as err:
             problems(
-                "invalid_json", line_no, sentence(),
+                "invalid_json",
+                line_no,
+                sentence(),
                 f"invalid JSON ({err.msg} at column {err.colno}): expected one JSON object per "
                 f"line, got {preview(text)}",
                 "drop this line",
@@ -26,7 +27,9 @@ def iter_json_lines(
             continue
         if not isinstance(record, dict):
             problems(
-                "invalid_record", line_no, sentence(),
+                "invalid_record",
+                line_no,
+                sentence(),
                 f"expected a JSON object, got {type(record).__name__} {preview(text)}",
                 "drop this line",
             )
@@ -46,9 +49,11 @@ def iter_json_array(path: Path, problems: Problems) -> Iterator[Tuple[int, dict]
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         problems(
-            "bad_utf8", line, 0,
+            "bad_utf8",
+            line,
+            0,
             f"invalid UTF-8 ({err.reason}): expected UTF-8 text, got "
-            f"{raw[max(0, err.start - 6):err.end + 6]!r}; re-encode the file",
+            f"{raw[max(0, err.start - 6) : err.end + 6]!r}; re-encode the file",
             "replace the bad bytes with U+FFFD",
         )
         text = raw.decode("utf8", errors="replace").lstrip("\ufeff")
@@ -57,7 +62,7 @@ def iter_json_array(path: Path, problems: Problems) -> Iterator[Tuple[int, dict]
     if not text.startswith("[", pos):
         raise ValueError(
             f"{path}:1: expected a Label Studio JSON export (a JSON array of tasks), got "
-            f"{preview(text[pos:pos + 40])}. Export the project as JSON from Label Studio."
+            f"{preview(text[pos : pos + 40])}. Export the project as JSON from Label Studio."
         )
     pos = _skip_space(text, pos + 1)
     line, counted = 1, 0
@@ -75,8 +80,11 @@ def iter_json_array(path: Path, problems: Problems) -> Iterator[Tuple[int, dict]
             yield line, task
         else:
             problems(
-                "invalid_record", line, 0,
-                f"expected a task object, got {type(task).__name__}", "drop this task",
+                "invalid_record",
+                line,
+                0,
+                f"expected a task object, got {type(task).__name__}",
+                "drop this task",
             )
         pos = _skip_space(text, pos)
         if text.startswith(",", pos):

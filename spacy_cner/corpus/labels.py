@@ -1,5 +1,6 @@
 """What entity labels mean: the descriptions a `crf_ner` pipe keeps for its labels (from the user, or
 those of the dataset its labels come from), given to `spacy.explain` and to the model card."""
+
 from typing import Dict, Iterable, Mapping, Optional
 
 from spacy import glossary

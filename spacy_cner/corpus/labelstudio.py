@@ -1,5 +1,6 @@
 """Label Studio's JSON export: [{"data": {"text"}, "annotations": [{"result": [{"value": {"start", "end",
 "labels"}}]}]}], its offsets in UTF-16 units, read and written (a model's entities as "predictions")."""
+
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -23,14 +24,17 @@ def read_labelstudio(task: dict, line: int, sentence: int, problems: Problems):
     if text is None:
         return None
     annotations = [
-        annotation for annotation in task.get("annotations") or []
+        annotation
+        for annotation in task.get("annotations") or []
         if isinstance(annotation, dict) and not annotation.get("was_cancelled")
     ]
     if not annotations:
         return text, None
     if len(annotations) > 1:
         problems.note(
-            "labelstudio_annotations", line, sentence,
+            "labelstudio_annotations",
+            line,
+            sentence,
             f"task {task.get('id')} has {len(annotations)} annotations: read the first",
         )
     candidates: List[CandidateSpan] = []
@@ -40,8 +44,12 @@ def read_labelstudio(task: dict, line: int, sentence: int, problems: Problems):
             continue  # relations, choices, text areas: not entity spans
         labels = value.get("labels")
         where = f"task {task.get('id')} result {json.dumps(value, ensure_ascii=False)}"
-        if not (is_int_pair([value.get("start"), value.get("end")]) and isinstance(labels, list)
-                and len(labels) == 1 and isinstance(labels[0], str)):
+        if not (
+            is_int_pair([value.get("start"), value.get("end")])
+            and isinstance(labels, list)
+            and len(labels) == 1
+            and isinstance(labels[0], str)
+        ):
             invalid_span(problems, line, sentence, where, '{"start": int, "end": int, "labels": [one label]}')
             continue
         start, end = utf16_to_chars(text, value["start"], value["end"], value.get("text"))
@@ -77,6 +85,7 @@ def write_labelstudio(item: AnnotatedText) -> Dict[str, Any]:
 def chars_to_utf16(text: str, start: int, end: int) -> Tuple[int, int]:
     """Label Studio's offsets (UTF-16 units, as JavaScript counts) for code point offsets: each
     character beyond U+FFFF before an offset counts twice."""
+
     def units(index: int) -> int:
         return index + sum(1 for char in text[:index] if char > "\uffff")
 
@@ -101,6 +110,6 @@ def utf16_to_chars(text: str, start: int, end: int, surface: Optional[str]) -> T
     if start not in to_char or end not in to_char:
         return start, end
     converted = to_char[start], to_char[end]
-    if surface is None or text[converted[0]:converted[1]] == surface:
+    if surface is None or text[converted[0] : converted[1]] == surface:
         return converted
     return start, end

@@ -1,11 +1,10 @@
 """Strict reading shared by the corpus readers: every problem raises naming file and line, or, with
 repair, is repaired and listed; the conversion's counts; lines read with BOM and CRLF accepted."""
+
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, List, Optional, Sequence, Tuple
-
-
 
 
 REPAIR_OPTION = "--repair (repair=True)"
@@ -60,9 +59,7 @@ class ConversionStats:
 class Problems:
     """Raises a ValueError for a problem, or records it as a Repair when repairing."""
 
-    def __init__(
-        self, path: str, repair: bool, repairs: List[Repair], notes: Optional[List[Repair]] = None
-    ) -> None:
+    def __init__(self, path: str, repair: bool, repairs: List[Repair], notes: Optional[List[Repair]] = None) -> None:
         self.path = path
         self.repair = repair
         self.repairs = repairs
@@ -74,10 +71,7 @@ class Problems:
 
     def __call__(self, kind: str, line: int, sentence: int, message: str, fix: str) -> None:
         if not self.repair:
-            raise ValueError(
-                f"{self.path}:{line}: {message}. Fix the file, or rerun with "
-                f"{REPAIR_OPTION} to {fix}."
-            )
+            raise ValueError(f"{self.path}:{line}: {message}. Fix the file, or rerun with {REPAIR_OPTION} to {fix}.")
         self.repairs.append(Repair(kind, line, sentence, f"{message}; repaired: {fix}"))
 
 
@@ -112,9 +106,11 @@ def read_lines(
                 text = raw.decode("utf8", errors="replace")
                 if problems is not None:
                     problems(
-                        "bad_utf8", line_no, sentence(),
+                        "bad_utf8",
+                        line_no,
+                        sentence(),
                         f"invalid UTF-8 ({err.reason} at byte {err.start} of the line): expected "
-                        f"UTF-8 text, got {raw[max(0, err.start - 6):err.end + 6]!r}; re-encode "
+                        f"UTF-8 text, got {raw[max(0, err.start - 6) : err.end + 6]!r}; re-encode "
                         f"the file (e.g. iconv -f GB18030 -t UTF-8)",
                         "replace the bad bytes with U+FFFD",
                     )

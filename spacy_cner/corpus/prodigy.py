@@ -1,4 +1,5 @@
 """Prodigy's JSON lines: {"text", "spans": [{"start", "end", "label"}], "answer"}, read and written."""
+
 from typing import Any, Dict, Optional, Tuple
 
 from .problems import Problems
@@ -22,9 +23,13 @@ def read_prodigy(record: dict, line: int, sentence: int, problems: Problems):
     spans = record.get("spans")
     if spans is None:
         return text, None
+
     def read(item) -> Optional[Tuple[str, int, int, Optional[str]]]:
-        if (isinstance(item, dict) and is_int_pair([item.get("start"), item.get("end")])
-                and isinstance(item.get("label"), str)):
+        if (
+            isinstance(item, dict)
+            and is_int_pair([item.get("start"), item.get("end")])
+            and isinstance(item.get("label"), str)
+        ):
             return item["label"], item["start"], item["end"], item.get("text")
         return None
 

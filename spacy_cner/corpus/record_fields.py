@@ -1,6 +1,7 @@
 """What the annotation tools' records share: a text, and span items read into candidate spans
 (label, start, end, surface, where) that records.py checks against the text; and, the other way,
 the annotated text (AnnotatedText) that each tool's writer turns into one of its records."""
+
 import dataclasses
 import json
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -53,15 +54,18 @@ def record_text(record: dict, line: int, sentence: int, problems: Problems) -> O
     text = record.get("text")
     if not isinstance(text, str):
         problems(
-            "invalid_record", line, sentence,
-            f'record has no "text" string: expected {{"text": str, ...}}, got '
-            f"text={preview(repr(text))}",
+            "invalid_record",
+            line,
+            sentence,
+            f'record has no "text" string: expected {{"text": str, ...}}, got text={preview(repr(text))}',
             "drop this record",
         )
         return None
     if not text:
         problems(
-            "empty_text", line, sentence,
+            "empty_text",
+            line,
+            sentence,
             'empty "text": expected at least one character, got ""',
             "drop this record",
         )

@@ -1,4 +1,5 @@
 """Helpers shared by the torch-backed layers: rebuildable modules and padding."""
+
 import contextlib
 import os
 import pickle

@@ -1,4 +1,5 @@
 """A bidirectional LSTM encoder over per-doc token vectors."""
+
 from typing import Callable, List, Optional, Tuple
 
 import torch
@@ -13,9 +14,7 @@ OutT = List[Floats2d]
 
 
 @registry.layers("spacy-cner.BiLSTMEncoder.v1")
-def BiLSTMEncoder(
-    width: int, depth: int = 1, dropout: float = 0.0, nI: Optional[int] = None
-) -> Model[InT, OutT]:
+def BiLSTMEncoder(width: int, depth: int = 1, dropout: float = 0.0, nI: Optional[int] = None) -> Model[InT, OutT]:
     """Contextualise token vectors with a stacked bidirectional LSTM.
 
     width (int): Output width; each direction has width // 2 hidden units.

@@ -1,4 +1,5 @@
 """Embed each token by its own text and the bigrams it forms with its neighbours."""
+
 import itertools
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -67,8 +68,17 @@ def CharBigramEmbed(
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     return _char_bigram_embed(
-        width, char_rows, bigram_rows, prev_bigram, dropout, embed_width, bigram_dropout, sentence_bigrams,
-        lexicon_adapter, static_vectors, soft_lexicon,
+        width,
+        char_rows,
+        bigram_rows,
+        prev_bigram,
+        dropout,
+        embed_width,
+        bigram_dropout,
+        sentence_bigrams,
+        lexicon_adapter,
+        static_vectors,
+        soft_lexicon,
     )
 
 
@@ -101,8 +111,18 @@ def CharBigramEmbed_v2(
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     return _char_bigram_embed(
-        width, char_rows, bigram_rows, prev_bigram, dropout, embed_width, bigram_dropout, sentence_bigrams,
-        lexicon_adapter, static_vectors, soft_lexicon, bigram_min_count=bigram_min_count,
+        width,
+        char_rows,
+        bigram_rows,
+        prev_bigram,
+        dropout,
+        embed_width,
+        bigram_dropout,
+        sentence_bigrams,
+        lexicon_adapter,
+        static_vectors,
+        soft_lexicon,
+        bigram_min_count=bigram_min_count,
     )
 
 
@@ -130,8 +150,19 @@ def CharBigramEmbed_v3(
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
     return _char_bigram_embed(
-        width, char_rows, bigram_rows, prev_bigram, dropout, embed_width, bigram_dropout, sentence_bigrams,
-        lexicon_adapter, static_vectors, soft_lexicon, bigram_min_count=bigram_min_count, lac_features=lac_features,
+        width,
+        char_rows,
+        bigram_rows,
+        prev_bigram,
+        dropout,
+        embed_width,
+        bigram_dropout,
+        sentence_bigrams,
+        lexicon_adapter,
+        static_vectors,
+        soft_lexicon,
+        bigram_min_count=bigram_min_count,
+        lac_features=lac_features,
     )
 
 

@@ -1,4 +1,5 @@
 """A linear-chain CRF (pytorch-crf) whose transitions obey the tag scheme."""
+
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy
@@ -287,4 +288,3 @@ def _convert_outputs(model: Model, X_Ytorch, is_train: bool) -> Tuple[Floats1d, 
         return ArgsKwargs(args=(log_likelihood,), kwargs={"grad_tensors": grad})
 
     return torch2xp(log_likelihood.detach()), backprop
-

@@ -1,5 +1,6 @@
 """What the CRF knows beyond its best path: token marginals and the exact probability of each
 entity span, by forward-backward over the same constrained scores that Viterbi decodes."""
+
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -177,8 +178,9 @@ class _Lattice:
                 after[numpy.arange(len(keys)), I] = -numpy.inf
                 top = after.max(axis=1)
                 shift = numpy.where(numpy.isfinite(top), top, 0.0)[:, None]
-                summed = numpy.where(numpy.isfinite(top), top + numpy.log(numpy.exp(after - shift).sum(axis=1)),
-                                     -numpy.inf)
+                summed = numpy.where(
+                    numpy.isfinite(top), top + numpy.log(numpy.exp(after - shift).sum(axis=1)), -numpy.inf
+                )
                 scores = scores + numpy.where(lasts + 1 >= lengths, beta[rows, lasts, last_tag], summed)
         return scores - self.log_z[rows]
 
@@ -240,9 +242,7 @@ def _lattices(
     crf = torch_module(model)
     tag_set = TagSet.from_names(crf.tag_names, scheme)
     with torch.no_grad(), parametrize.cached():
-        scores = tuple(
-            t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
-        )
+        scores = tuple(t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions))
         transitions = scores[0].cpu().numpy()
         for group in batches_by_budget(lengths, LATTICE_BATCH_TOKENS, by_length=True, padded=True, skip_empty=True):
             emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=crf.device)
@@ -251,5 +251,7 @@ def _lattices(
                 allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
                 emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
             alpha, beta, log_z = (t.cpu().numpy() for t in forward_backward(emit, mask, *scores))
-            yield group, _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z,
-                                  [lengths[i] for i in group], tag_set)
+            yield (
+                group,
+                _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z, [lengths[i] for i in group], tag_set),
+            )

@@ -1,5 +1,6 @@
 """The forward-backward algorithm of a linear-chain CRF: alpha, beta and log Z per doc, scaled in
 probability space with log space as the fallback, and expected transition counts."""
+
 import numpy
 import torch
 

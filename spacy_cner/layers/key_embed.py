@@ -1,4 +1,5 @@
 """An embedding table with one row per key seen in the training corpus, sized at initialize."""
+
 from typing import Callable, Iterable, List, Optional, Tuple, cast
 
 import numpy

@@ -15,6 +15,7 @@ pip's index and cached, or a local copy) and are saved with the model: the netwo
 constructor arguments the vocabulary, q2b.dic and the dictionary segmenter's words. A saved pipeline loads
 without the sdist.
 """
+
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -68,10 +69,18 @@ def LacFeatures(
         raise ValueError(f"LacFeatures: projected_width must be null or >= 1, got {projected_width}.")
     if window_size < 2:
         raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
-    shim = InPlacePyTorchShim(LacEncoder(), serialize_model=serialize_rebuildable,
-                              deserialize_model=deserialize_rebuildable)
-    attrs = {"hidden": hidden, "emissions": emissions, "projected_width": projected_width, "window_size": window_size,
-             "sentences": sentences, "sdist": sdist, "last_batch": LastBatch()}
+    shim = InPlacePyTorchShim(
+        LacEncoder(), serialize_model=serialize_rebuildable, deserialize_model=deserialize_rebuildable
+    )
+    attrs = {
+        "hidden": hidden,
+        "emissions": emissions,
+        "projected_width": projected_width,
+        "window_size": window_size,
+        "sentences": sentences,
+        "sdist": sdist,
+        "last_batch": LastBatch(),
+    }
     params = {"P": None} if projected_width is not None else {}
     return Model("lac_features", forward, init=init, dims={"nO": None}, params=params, attrs=attrs, shims=[shim])
 
@@ -98,13 +107,17 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
     projected_width = model.attrs["projected_width"]
     if projected_width is not None:
         if projected_width > width:
-            raise ValueError(f"LacFeatures: projected_width {projected_width} is more than the {width} features it "
-                             "projects: lower it or set it to null.")
+            raise ValueError(
+                f"LacFeatures: projected_width {projected_width} is more than the {width} features it "
+                "projects: lower it or set it to null."
+            )
         chars = char_features(model, module, [doc_text(doc) for doc in X or []], project=False)
         sample = numpy.concatenate([numpy.zeros((0, width + len(POSITIONS)), "float32")] + chars)[:, :width]
         if not len(sample):
-            raise ValueError("LacFeatures with projected_width needs sample docs with text at initialize, to find the "
-                             "principal directions of LAC's features.")
+            raise ValueError(
+                "LacFeatures with projected_width needs sample docs with text at initialize, to find the "
+                "principal directions of LAC's features."
+            )
         model.set_param("P", model.ops.asarray2f(principal_directions(sample, projected_width)))
         width = projected_width
     model.set_dim("nO", width + len(POSITIONS), force=True)
@@ -137,8 +150,13 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
     ):
         super().__init__()
         self.hparams: Dict[str, Any] = {
-            "vocabulary": vocabulary, "replacements": replacements, "tags": tags, "segment_words": segment_words,
-            "segment_total": segment_total, "input_width": input_width, "hidden_width": hidden_width,
+            "vocabulary": vocabulary,
+            "replacements": replacements,
+            "tags": tags,
+            "segment_words": segment_words,
+            "segment_total": segment_total,
+            "input_width": input_width,
+            "hidden_width": hidden_width,
         }
         self.tagger: Optional[LacTagger] = None
         if vocabulary is not None:
@@ -157,9 +175,15 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
     def from_tagger(cls, tagger: LacTagger) -> "LacEncoder":
         """The encoder of a LacTagger, its weights copied."""
         network = tagger.network
-        module = cls(tagger.lexicon.vocabulary, tagger.lexicon.replacements, tagger.lexicon.tags,
-                     tagger.segmenter.words, tagger.segmenter.total_count, network.embedding.embedding_dim,
-                     network.layers[0].forward_gru.hidden_width)
+        module = cls(
+            tagger.lexicon.vocabulary,
+            tagger.lexicon.replacements,
+            tagger.lexicon.tags,
+            tagger.segmenter.words,
+            tagger.segmenter.total_count,
+            network.embedding.embedding_dim,
+            network.layers[0].forward_gru.hidden_width,
+        )
         module.network.load_state_dict(network.state_dict())
         return module
 
@@ -177,16 +201,17 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
         run sorted by length in groups (GROUP_SIZE, GROUP_IDS), each padded to its longest."""
         assert self.tagger is not None
         device = self.network.crf_weights.device
-        results: List[numpy.ndarray] = (
-            [numpy.zeros((0, self.feature_width(hidden, emissions)), "float32")] * len(sequences)
+        results: List[numpy.ndarray] = [numpy.zeros((0, self.feature_width(hidden, emissions)), "float32")] * len(
+            sequences
         )
         for group in length_groups([len(ids) for ids in sequences]):
             lengths = numpy.asarray([len(sequences[i]) for i in group], dtype="int64")
             padded = numpy.zeros((len(group), int(lengths.max())), dtype="int64")
             for row, i in enumerate(group):
                 padded[row, : lengths[row]] = sequences[i]
-            states, scores = self.network.encode(torch.from_numpy(padded).to(device),
-                                                 torch.from_numpy(lengths).to(device))
+            states, scores = self.network.encode(
+                torch.from_numpy(padded).to(device), torch.from_numpy(lengths).to(device)
+            )
             features = torch.cat([states] * hidden + [scores] * emissions, dim=-1).float().cpu().numpy()
             for row, i in enumerate(group):
                 results[i] = features[row, : lengths[row]]
@@ -196,8 +221,10 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
 def built_encoder(model: Model) -> LacEncoder:
     module = torch_module(model)
     if not module.is_built:
-        raise ValueError("LacFeatures has no weights: initialize the pipeline (they are read from LAC's sdist) or "
-                         "load a pipeline that was saved with them.")
+        raise ValueError(
+            "LacFeatures has no weights: initialize the pipeline (they are read from LAC's sdist) or "
+            "load a pipeline that was saved with them."
+        )
     return module
 
 

@@ -8,6 +8,7 @@ that cover it (spacy_cner.lexicon.Lexicon.match):
     out  = LayerNorm(h_i + dropout(z_i))               (eq. 7)
 A character that no word covers gets z_i = 0: out = LayerNorm(h_i).
 """
+
 import copy
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -31,6 +32,7 @@ from ._torch import (
     wrap_rebuildable,
 )
 from .lexicon_slot import LexiconSlot, required_lexicon
+
 # The slot's setters kept their old path too (an error message named it): code that sets a loaded model's lexicon.
 from .lexicon_slot import layer_lexicon as adapter_lexicon, set_lexicon  # noqa: F401
 
@@ -188,8 +190,8 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
     if slot.lexicon is None:
         raise ValueError(
             "The lexicon adapter has no lexicon. Set one in the training config, e.g.\n"
-            "[initialize.components.crf_ner.lexicon]\n@misc = \"spacy-cner.lexicon.v1\"\n"
-            "source = \"jieba\"\nor pass lexicon= to the pipe's initialize."
+            '[initialize.components.crf_ner.lexicon]\n@misc = "spacy-cner.lexicon.v1"\n'
+            'source = "jieba"\nor pass lexicon= to the pipe\'s initialize.'
         )
     if X is not None and X[1] and not model.has_dim("nI"):
         model.set_dim("nI", X[1][0].shape[1])
@@ -285,8 +287,9 @@ def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, C
 
 
 @contextmanager
-def lexicon_hook(adapter: Model, hf_model: torch.nn.Module, layer: int, ids: numpy.ndarray,
-                 is_train: bool) -> Iterator[None]:
+def lexicon_hook(
+    adapter: Model, hf_model: torch.nn.Module, layer: int, ids: numpy.ndarray, is_train: bool
+) -> Iterator[None]:
     """LEBERT's placement inside a transformer: while the block runs, the output of layer `layer`
     (0: the embeddings) is replaced by the adapter's fusion of it with the lexicon words `ids`,
     (n_windows, length, max_words_per_char) as transformer.batch.window_batch makes them."""

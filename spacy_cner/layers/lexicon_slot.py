@@ -1,6 +1,7 @@
 """The lexicon slot of the lexicon layers (LEBERT's lexicon adapter, SoftLexicon): the lexicon a layer
 matches at run time, kept in model.attrs["lexicon"] and not saved with the layer's weights (the pipe saves
 it under its own key, crf_ner's to_disk "lexicon", as side data from initialize)."""
+
 from typing import Dict, Optional, Tuple
 
 import numpy
@@ -67,7 +68,7 @@ def required_lexicon(model: Model) -> Lexicon:
     if lexicon is None:
         raise ValueError(
             f"The {model.name} layer has no lexicon. The crf_ner pipe gives it one at initialize, e.g. from\n"
-            "[initialize.components.crf_ner.lexicon]\n@misc = \"spacy-cner.lexicon.v1\"\nsource = \"jieba\"\n"
+            '[initialize.components.crf_ner.lexicon]\n@misc = "spacy-cner.lexicon.v1"\nsource = "jieba"\n'
             "(or lexicon= to the pipe's initialize), and when it loads; a model loaded on its own "
             "needs spacy_cner.layers.lexicon_slot.set_lexicon."
         )

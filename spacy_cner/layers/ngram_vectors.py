@@ -1,4 +1,5 @@
 """Frozen character and bigram vectors read from the pipeline's vocab, looked up in bulk."""
+
 from collections import OrderedDict
 from typing import Callable, List, Optional, Tuple
 
@@ -176,8 +177,9 @@ class _VectorIndex:
             rows[1:, 2] = rows[:-1, 1]  # a doc's first token reads its previous doc's last: -1
         return rows
 
-    def _bigram_rows(self, docs: List[Doc], starts: numpy.ndarray, lasts: numpy.ndarray, orths: numpy.ndarray,
-                     lengths: numpy.ndarray) -> numpy.ndarray:
+    def _bigram_rows(
+        self, docs: List[Doc], starts: numpy.ndarray, lasts: numpy.ndarray, orths: numpy.ndarray, lengths: numpy.ndarray
+    ) -> numpy.ndarray:
         """The rows of the n - 1 bigrams (token i, token i + 1) of the stacked docs, -1 where the
         table has none; those across two docs (after a doc's last token, `lasts`) are set to -1 by
         the caller and not looked up here."""

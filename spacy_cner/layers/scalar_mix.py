@@ -4,6 +4,7 @@ The NEZHA-BiLSTM-CRF paper's dynamic fusion (eqs. 11-12): the L + 1 hidden state
 of a transformer (embedding output included) are summed with softmax-normalised
 trained weights and scaled by a trained gamma, h = gamma * sum_i softmax(alpha)_i h_i.
 """
+
 from typing import Callable, Dict, List, Optional, Tuple
 
 from thinc.api import Model, registry

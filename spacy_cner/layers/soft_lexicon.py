@@ -18,6 +18,7 @@ e(w) the frozen vector of the word's text in the pipeline's vectors (e.g. LAC's 
 spacy-cner.lac_vectors.v1 with max_length > 2); a word without a vector adds nothing, to the sum
 or to Z_v.
 """
+
 import logging
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -159,10 +160,12 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
             )
         rows = model.attrs["vector_rows"].rows(lexicon, vectors)
         if not (rows >= 0).any():
-            raise ValueError("SoftLexicon.v2 has word_vectors = true but no lexicon word has a vector in the "
-                             "pipeline's vectors.")
-        logging.getLogger(__name__).info("SoftLexicon: %d of %d lexicon words have a vector",
-                                         int((rows >= 0).sum()), len(rows))
+            raise ValueError(
+                "SoftLexicon.v2 has word_vectors = true but no lexicon word has a vector in the pipeline's vectors."
+            )
+        logging.getLogger(__name__).info(
+            "SoftLexicon: %d of %d lexicon words have a vector", int((rows >= 0).sum()), len(rows)
+        )
         vector_width = model.attrs.get("vector_width")
         if vector_width is not None:
             used = model.attrs["vector_rows"].table(vectors)[numpy.unique(rows[rows >= 0])]
@@ -224,7 +227,10 @@ def _span_bytes(spans: List[numpy.ndarray]) -> List[bytes]:
 
 
 def batch_features(
-    lexicon: Lexicon, texts: Sequence[str], spans: Sequence[numpy.ndarray], softword: bool,
+    lexicon: Lexicon,
+    texts: Sequence[str],
+    spans: Sequence[numpy.ndarray],
+    softword: bool,
     word_vectors: Optional[Tuple[numpy.ndarray, numpy.ndarray]] = None,
 ) -> List[numpy.ndarray]:
     """token_features for many texts in one pass over their concatenation (a newline between:
@@ -236,14 +242,18 @@ def batch_features(
     for doc_spans, offset in zip(spans, offsets):
         doc_spans = numpy.asarray(doc_spans, dtype="int64").reshape(-1, 2)
         shifted.append(numpy.where((doc_spans[:, 1] > doc_spans[:, 0])[:, None], doc_spans + offset, doc_spans))
-    flat = token_features(lexicon, joined, numpy.concatenate(shifted) if shifted else numpy.zeros((0, 2), "int64"),
-                      softword, word_vectors)
+    flat = token_features(
+        lexicon, joined, numpy.concatenate(shifted) if shifted else numpy.zeros((0, 2), "int64"), softword, word_vectors
+    )
     bounds = numpy.cumsum([0] + [len(doc_spans) for doc_spans in shifted])
     return [flat[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
 
 
 def token_features(
-    lexicon: Lexicon, text: str, spans: Sequence[Tuple[int, int]], softword: bool,
+    lexicon: Lexicon,
+    text: str,
+    spans: Sequence[Tuple[int, int]],
+    softword: bool,
     word_vectors: Optional[Tuple[numpy.ndarray, numpy.ndarray]] = None,
 ) -> numpy.ndarray:
     """The features of each (start, end) character span of text (a token): the mean over its
@@ -329,8 +339,9 @@ def char_word_vectors(lexicon: Lexicon, text: str, rows: numpy.ndarray, vectors:
     scale = (len(POSITIONS) * z / total[char]).astype("float32")
     # A sparse (character x position, vector row) matrix of the weights, times the vectors: the sums
     # without a (pairs, width) temporary.
-    mix = csr_matrix((scale, (char * len(POSITIONS) + position, rows[ids[word]])),
-                     shape=(len(text) * len(POSITIONS), len(vectors)))
+    mix = csr_matrix(
+        (scale, (char * len(POSITIONS) + position, rows[ids[word]])), shape=(len(text) * len(POSITIONS), len(vectors))
+    )
     out = numpy.asarray(mix @ numpy.asarray(vectors, dtype="float32"), dtype="float32")
     return out.reshape(len(text), len(POSITIONS) * width)
 

@@ -4,6 +4,7 @@ Two changes make the Transformer work for NER: attention scores carry a relative
 position encoding that knows direction as well as distance (eq. 18), and they are
 not scaled by 1/sqrt(d_k), which keeps the attention sharp (section 3.2.2).
 """
+
 import math
 from typing import Callable, List, Optional, Tuple, Union
 
@@ -78,8 +79,7 @@ def TENEREncoder(
     """
     if head_width <= 0 or head_width % 2:
         raise ValueError(
-            f"TENEREncoder head_width must be a positive even number (sine and cosine halves), "
-            f"got {head_width}."
+            f"TENEREncoder head_width must be a positive even number (sine and cosine halves), got {head_width}."
         )
     if n_heads <= 0 or depth <= 0:
         raise ValueError(f"TENEREncoder needs n_heads >= 1 and depth >= 1, got {n_heads} and {depth}.")
@@ -89,13 +89,27 @@ def TENEREncoder(
     check_scale(entity_attention_scale, "TENEREncoder")
     width = n_heads * head_width
     module = TENER(
-        nI=nI, n_heads=n_heads, head_width=head_width, depth=depth,
-        ffn_width=ffn_width if ffn_width is not None else 2 * width, dropout=dropout,
-        attention_dropout=attention_dropout, output_dropout=output_dropout, scale_attention=scale_attention,
-        key_projection=key_projection, attention_window=attention_window,
+        nI=nI,
+        n_heads=n_heads,
+        head_width=head_width,
+        depth=depth,
+        ffn_width=ffn_width if ffn_width is not None else 2 * width,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        output_dropout=output_dropout,
+        scale_attention=scale_attention,
+        key_projection=key_projection,
+        attention_window=attention_window,
     )
-    model = wrap_rebuildable("tener", module, _convert_inputs, convert_padded_outputs, init=init, forward=forward,
-                             dims={"nI": nI, "nO": width})
+    model = wrap_rebuildable(
+        "tener",
+        module,
+        _convert_inputs,
+        convert_padded_outputs,
+        init=init,
+        forward=forward,
+        dims={"nI": nI, "nO": width},
+    )
     model.attrs["max_length"] = max_length
     model.attrs["entity_attention_scale"] = entity_attention_scale
     return model

@@ -1,6 +1,7 @@
 """Characters <-> tokens for the `crf_ner` pipe: a model trained on characters tags a doc of longer
 tokens (a jieba or pkuseg pipeline) on a character copy of it (tokenizer.character_copy), and
 its entities and scored spans are mapped back onto the doc's tokens with Doc.char_span in an alignment mode."""
+
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
@@ -46,6 +47,6 @@ def align_scores(
 
 
 def token_unit(docs: Iterable[Doc]) -> str:
-    """"char" when every token of the training docs (spaces aside) is one character: the model
+    """ "char" when every token of the training docs (spaces aside) is one character: the model
     learns on characters, and a doc of longer tokens is tagged on its character copy; else "token"."""
     return "char" if all(len(t) == 1 for doc in docs for t in doc if not t.is_space) else "token"

@@ -6,6 +6,7 @@ it is right), computed here from one decoding of dev by the pipe's model (decode
 decoding.py: data in, data out); nothing here imports the pipe or calls back into it but through its
 public contract (set_annotations, score, and the fits that keep their results in its cfg).
 """
+
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -20,6 +21,7 @@ from wasabi import msg
 from ..long_docs import Decoded
 from ..tags import TagSet
 from ..tokenizer import character_copy
+
 # The reliability measures moved to training/reliability.py; their old import path here stays for one release.
 from ..training.reliability import expected_calibration_error, reliability_bins  # noqa: F401
 from .decoding import Tagging, decode_in_precision, span_scores, tag_docs
@@ -43,8 +45,9 @@ class DevDecoding:
 
 
 @registry.misc("spacy-cner.calibrate.v1")
-def make_calibrator(path: Optional[str], temperature: bool = True,
-                    threshold: bool = True) -> Callable[[Language], Language]:
+def make_calibrator(
+    path: Optional[str], temperature: bool = True, threshold: bool = True
+) -> Callable[[Language], Language]:
     """A [training.before_to_disk] callback: before each save of the pipeline, every crf_ner
     pipe fits, on the examples at path (the dev corpus, e.g. ${paths.dev}), the temperature of
     its entity probabilities (fit_temperature) and then the threshold its doc.ents are decoded
@@ -79,8 +82,15 @@ def make_calibrator(path: Optional[str], temperature: bool = True,
             if not callable(getattr(pipe, "fit_temperature", None)) or not (temperature or threshold):
                 continue
             # One decoding of dev for both fits (and the scores after them).
-            decodings[name] = decode_dev(pipe.model, pipe.tag_set, examples, pipe.long_doc_window, pipe.precision,
-                                         pipe.name, pipe.cfg.get("token_unit"))
+            decodings[name] = decode_dev(
+                pipe.model,
+                pipe.tag_set,
+                examples,
+                pipe.long_doc_window,
+                pipe.precision,
+                pipe.name,
+                pipe.cfg.get("token_unit"),
+            )
             outcomes = dev_outcomes(pipe.model, pipe.tag_set, decodings[name])
             if temperature:
                 fit = pipe.fit_temperature(examples, outcomes=outcomes)
@@ -112,15 +122,28 @@ def scores_after_fit(nlp: Language, examples: List[Example], decodings: Dict[str
         decoding = decodings.get(name)
         if decoding is not None and decoding.as_tagged:
             candidate_threshold = pipe.candidate_threshold if pipe.spans_key is not None else None
-            docs, tagging = dev_tagging(pipe.model, pipe.tag_set, decoding, pipe.entity_threshold, candidate_threshold,
-                                        pipe.cfg.get("temperature", 1.0))
+            docs, tagging = dev_tagging(
+                pipe.model,
+                pipe.tag_set,
+                decoding,
+                pipe.entity_threshold,
+                candidate_threshold,
+                pipe.cfg.get("temperature", 1.0),
+            )
             pipe.set_annotations(docs, tagging)
             return pipe.score([Example(doc, eg.reference) for doc, eg in zip(docs, decoding.examples)])
     return nlp.evaluate(examples)
 
 
-def decode_dev(model: Model, tag_set: TagSet, examples: List[Example], long_doc_window: int, precision: str,
-               name: str, token_unit: Optional[str]) -> DevDecoding:
+def decode_dev(
+    model: Model,
+    tag_set: TagSet,
+    examples: List[Example],
+    long_doc_window: int,
+    precision: str,
+    name: str,
+    token_unit: Optional[str],
+) -> DevDecoding:
     """One decoding of the examples' predicted docs (copies) by a crf_ner model, as its pipe decodes them
     (decoding.decode_in_precision: its window and precision, the best paths), with their gold entities.
 
@@ -147,17 +170,25 @@ def dev_outcomes(model: Model, tag_set: TagSet, decoding: DevDecoding) -> Outcom
     """The outcomes of a decoding of dev: at a temperature, each best-path entity's probability
     (decoding.span_scores) and whether it is a gold entity (entity_outcomes)."""
     n_docs = len(decoding.docs)
-    return entity_outcomes(lambda t: span_scores(model, tag_set, n_docs, decoding.decoded, float("inf"), t),
-                           decoding.gold)
+    return entity_outcomes(
+        lambda t: span_scores(model, tag_set, n_docs, decoding.decoded, float("inf"), t), decoding.gold
+    )
 
 
-def dev_tagging(model: Model, tag_set: TagSet, decoding: DevDecoding, ents_threshold: Optional[float],
-                candidate_threshold: Optional[float], temperature: float) -> Tuple[List[Doc], Tagging]:
+def dev_tagging(
+    model: Model,
+    tag_set: TagSet,
+    decoding: DevDecoding,
+    ents_threshold: Optional[float],
+    candidate_threshold: Optional[float],
+    temperature: float,
+) -> Tuple[List[Doc], Tagging]:
     """New copies of the decoded dev docs and the Tagging the pipe's predict gives them at these settings
     (decoding.tag_docs), from the same decoding: for the pipe's set_annotations."""
     docs = [doc.copy() for doc in decoding.docs]
-    tagging, _ = tag_docs(model, tag_set, docs, decoding.decoded, [None] * len(docs), ents_threshold,
-                          candidate_threshold, temperature)
+    tagging, _ = tag_docs(
+        model, tag_set, docs, decoding.decoded, [None] * len(docs), ents_threshold, candidate_threshold, temperature
+    )
     return docs, tagging
 
 
@@ -256,8 +287,9 @@ def log_loss(probs: numpy.ndarray, right: numpy.ndarray) -> float:
     return float(-(right * numpy.log(probs) + (1 - right) * numpy.log(1 - probs)).mean()) if len(probs) else 0.0
 
 
-def entity_outcomes(scores_at: Callable[[float], List[Dict[Tuple[int, int, str], float]]],
-                    gold: List[Set[Tuple[int, int, str]]]) -> Outcomes:
+def entity_outcomes(
+    scores_at: Callable[[float], List[Dict[Tuple[int, int, str], float]]], gold: List[Set[Tuple[int, int, str]]]
+) -> Outcomes:
     """Outcomes from scored spans: at a temperature, each scored span's probability and whether it is
     one of its doc's gold entities.
 
@@ -268,8 +300,11 @@ def entity_outcomes(scores_at: Callable[[float], List[Dict[Tuple[int, int, str],
     """
 
     def outcomes(temperature: float) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        pairs = [(p, span in doc_gold) for doc_scores, doc_gold in zip(scores_at(temperature), gold)
-                 for span, p in doc_scores.items()]
+        pairs = [
+            (p, span in doc_gold)
+            for doc_scores, doc_gold in zip(scores_at(temperature), gold)
+            for span, p in doc_scores.items()
+        ]
         if not pairs:
             return numpy.zeros(0), numpy.zeros(0)
         probs, right = zip(*pairs)

@@ -1,4 +1,5 @@
 """Guards of the `crf_ner` pipe: settings and saved files it cannot use raise, saying what to do."""
+
 import math
 import warnings
 from collections import Counter
@@ -83,16 +84,19 @@ def uses_gold_entities(model: Model, name: str) -> bool:
 
 def check_calibration(cfg: Dict[str, Any], cfg_source: str, name: str) -> None:
     """Raise if a loaded cfg's temperature or fitted threshold cannot be what fitting stored."""
-    checks = (("temperature", lambda v: v > 0, "a finite number above 0"),
-              ("fitted_threshold", lambda v: MIN_SPAN_PROBABILITY <= v <= 1,
-               f"a probability in [{MIN_SPAN_PROBABILITY}, 1]"))
+    checks = (
+        ("temperature", lambda v: v > 0, "a finite number above 0"),
+        ("fitted_threshold", lambda v: MIN_SPAN_PROBABILITY <= v <= 1, f"a probability in [{MIN_SPAN_PROBABILITY}, 1]"),
+    )
     for key, valid, expected in checks:
         value = cfg.get(key)
         if value is None:
             continue
         if (
-            isinstance(value, bool) or not isinstance(value, (int, float))
-            or not math.isfinite(value) or not valid(value)
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not valid(value)
         ):
             raise ValueError(
                 f"{cfg_source} of '{name}' has {key} = {value!r}: expected {expected} (or null). "
@@ -141,7 +145,7 @@ def validate_settings(
     if not (ents_threshold in (None, "fitted") or (numeric and MIN_SPAN_PROBABILITY <= ents_threshold <= 1.0)):
         raise ValueError(
             f"ents_threshold is a probability (from {MIN_SPAN_PROBABILITY} to 1; a doc of n tokens can have up to "
-            f"n / threshold spans that probable), \"fitted\" or None; got {ents_threshold!r}."
+            f'n / threshold spans that probable), "fitted" or None; got {ents_threshold!r}.'
         )
     if alignment_mode not in ("strict", "contract", "expand"):
         raise ValueError(f"alignment_mode must be 'strict', 'contract' or 'expand', got {alignment_mode!r}.")
@@ -170,8 +174,8 @@ def warn_unaligned(n_unaligned: int, name: str, alignment_mode: str) -> None:
         warnings.warn(
             f"'{name}' tags characters; {n_unaligned} entities found in this batch did not map onto "
             f"the docs' tokens (alignment_mode '{alignment_mode}') or overlapped once mapped, and were "
-            "left out. Use a character tokenizer (spacy-cner.ChineseTokenizer.v1, segmenter \"char\") or "
-            "alignment_mode \"expand\".",
+            'left out. Use a character tokenizer (spacy-cner.ChineseTokenizer.v1, segmenter "char") or '
+            'alignment_mode "expand".',
             stacklevel=3,
         )
 

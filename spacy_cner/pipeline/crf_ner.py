@@ -1,4 +1,5 @@
 """The `crf_ner` pipe: named entities from a CRF over per-token emission scores."""
+
 import itertools
 import warnings
 from pathlib import Path
@@ -31,6 +32,7 @@ from ..tags import TagSet, aligned_ner, gold_constraints, validate_scheme
 from ..tokenizer import character_copy
 from . import calibration
 from .alignment import token_unit
+
 # The callbacks keep their old import path too: the entry points of an install made before they moved.
 from .calibration import Outcomes, make_calibrator, make_temperature_fitter  # noqa: F401
 from .checks import (
@@ -238,10 +240,15 @@ class CRFEntityRecognizer(TrainablePipe):
         self._gold_cache: Optional[Dict[int, Tuple[Example, Floats2d]]] = None
         # Updates so far (adversarial.every counts them); not saved.
         self._n_updates = 0
-        validate_settings(tok2vec_learn_rate_scale=tok2vec_learn_rate_scale, long_doc_window=long_doc_window,
-                          join_examples=join_examples, replace_mentions=replace_mentions,
-                          candidate_threshold=candidate_threshold, ents_threshold=ents_threshold,
-                          alignment_mode=alignment_mode)
+        validate_settings(
+            tok2vec_learn_rate_scale=tok2vec_learn_rate_scale,
+            long_doc_window=long_doc_window,
+            join_examples=join_examples,
+            replace_mentions=replace_mentions,
+            candidate_threshold=candidate_threshold,
+            ents_threshold=ents_threshold,
+            alignment_mode=alignment_mode,
+        )
         self.long_doc_window = long_doc_window
         self.join_examples = join_examples
         self.replace_mentions = replace_mentions
@@ -367,8 +374,10 @@ class CRFEntityRecognizer(TrainablePipe):
         if strategy is not None and strategy not in STRATEGIES:
             raise ValueError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}.")
         if strategy in SPAN_STRATEGIES and self.spans_key is None:
-            raise ValueError(f"The {strategy!r} strategy scores the spans the pipe considers, but {self.name} has "
-                             "spans_key null and keeps none: set spans_key (e.g. \"crf_ner\"), or use entropy.")
+            raise ValueError(
+                f"The {strategy!r} strategy scores the spans the pipe considers, but {self.name} has "
+                'spans_key null and keeps none: set spans_key (e.g. "crf_ner"), or use entropy.'
+            )
         self._uncertainty = strategy
 
     @property
@@ -426,15 +435,25 @@ class CRFEntityRecognizer(TrainablePipe):
             stacklevel=3,
         )
 
-    def _tag(self, docs: List[Doc], decoded: Decoded, char_docs: List[Optional[Doc]],
-             marginals: bool = False) -> Tuple["Tagging", Optional[List[Floats2d]]]:
+    def _tag(
+        self, docs: List[Doc], decoded: Decoded, char_docs: List[Optional[Doc]], marginals: bool = False
+    ) -> Tuple["Tagging", Optional[List[Floats2d]]]:
         """predict's Tagging of decoded docs (each the character copy in char_docs where it has one),
         at the pipe's settings now (threshold, temperature, uncertainty), and their marginals."""
         candidate_threshold = self.candidate_threshold if self.spans_key is not None else None
         temperature = self.cfg.get("temperature", 1.0)
         strategy = self.uncertainty
-        tagging, found = tag_docs(self.model, self.tag_set, docs, decoded, char_docs, self.entity_threshold,
-                                  candidate_threshold, temperature, marginals or strategy not in (None, "random"))
+        tagging, found = tag_docs(
+            self.model,
+            self.tag_set,
+            docs,
+            decoded,
+            char_docs,
+            self.entity_threshold,
+            candidate_threshold,
+            temperature,
+            marginals or strategy not in (None, "random"),
+        )
         if strategy is not None:
             span_scores = tagging.scores or [{} for _ in docs]
             seed = getattr(self, "uncertainty_seed", 0)
@@ -447,8 +466,9 @@ class CRFEntityRecognizer(TrainablePipe):
     def _decode(self, docs: List[Doc], best_path: bool = True) -> Decoded:
         """The docs' segments decoded (decoding.decode) with the pipe's tags and window, their
         emissions in the pipe's precision."""
-        return decode_in_precision(self.model, docs, self.tag_set, self.long_doc_window, self.precision, self.name,
-                                   best_path=best_path)
+        return decode_in_precision(
+            self.model, docs, self.tag_set, self.long_doc_window, self.precision, self.name, best_path=best_path
+        )
 
     def _span_scores(self, n_docs: int, decoded: Decoded, threshold: float, temperature: float) -> List[SpanScores]:
         """The scored spans of the decoded docs (decoding.span_scores)."""
@@ -550,8 +570,14 @@ class CRFEntityRecognizer(TrainablePipe):
         losses[self.name] += loss
         return losses
 
-    def rehearse(self, examples: Iterable[Example], *, sgd: Optional[Optimizer] = None,
-                 losses: Optional[Dict[str, float]] = None, **config: Any) -> Dict[str, float]:
+    def rehearse(
+        self,
+        examples: Iterable[Example],
+        *,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+        **config: Any,
+    ) -> Dict[str, float]:
         """Not implemented: raises, where spaCy's TrainablePipe would silently do nothing."""
         raise NotImplementedError(
             f"'{self.name}' (crf_ner) does not implement rehearse (spaCy's pseudo-rehearsal). To keep what the "
@@ -569,8 +595,9 @@ class CRFEntityRecognizer(TrainablePipe):
         self.cfg["fitted_threshold"] = None
         apply_gradients(self.model, sgd, self.cfg.get("tok2vec_learn_rate_scale", 1.0))
 
-    def get_loss(self, examples: Iterable[Example], scores: List[Floats2d], *,
-                 scale: float = 1.0) -> Tuple[float, List[Floats2d]]:
+    def get_loss(
+        self, examples: Iterable[Example], scores: List[Floats2d], *, scale: float = 1.0
+    ) -> Tuple[float, List[Floats2d]]:
         """The CRF negative log-likelihood of the gold tags and its gradient.
 
         Tokens whose gold tag is missing are marginalised over. The CRF's own
@@ -591,14 +618,16 @@ class CRFEntityRecognizer(TrainablePipe):
             return self._distillation_loss(examples, scores, targets, scale)
         return self._gold_loss(examples, scores, scale)
 
-    def _distillation_loss(self, examples: List[Example], scores: List[Floats2d], targets: List[Any],
-                           scale: float) -> Tuple[float, List[Floats2d]]:
+    def _distillation_loss(
+        self, examples: List[Example], scores: List[Floats2d], targets: List[Any], scale: float
+    ) -> Tuple[float, List[Floats2d]]:
         """get_loss of a batch with soft targets: the teacher-student KL of the examples that have them, plus
         the gold negative log-likelihood at each one's gold_weight (1 for those without)."""
         xp = self.model.ops.xp
         taught = [i for i, t in enumerate(targets) if t is not None]
-        losses, d_taught = teacher_student_loss(self.model.get_ref("crf"), [scores[i] for i in taught],
-                                                [targets[i] for i in taught], scale=scale)
+        losses, d_taught = teacher_student_loss(
+            self.model.get_ref("crf"), [scores[i] for i in taught], [targets[i] for i in taught], scale=scale
+        )
         d_scores = [xp.zeros_like(doc_scores) for doc_scores in scores]
         for i, d in zip(taught, d_taught):
             d_scores[i] = d
@@ -606,15 +635,20 @@ class CRFEntityRecognizer(TrainablePipe):
         gold = [i for i, weight in enumerate(weights) if weight > 0]
         loss = float(losses.sum())
         if gold:
-            gold_loss, d_gold = self._gold_loss([examples[i] for i in gold], [scores[i] for i in gold], scale,
-                                                xp.asarray([weights[i] for i in gold], dtype="f"))
+            gold_loss, d_gold = self._gold_loss(
+                [examples[i] for i in gold],
+                [scores[i] for i in gold],
+                scale,
+                xp.asarray([weights[i] for i in gold], dtype="f"),
+            )
             loss += gold_loss
             for i, d in zip(gold, d_gold):
                 d_scores[i] = d_scores[i] + d
         return loss, d_scores
 
-    def _gold_loss(self, examples: List[Example], scores: List[Floats2d], scale: float,
-                   weights: Optional[Floats1d] = None) -> Tuple[float, List[Floats2d]]:
+    def _gold_loss(
+        self, examples: List[Example], scores: List[Floats2d], scale: float, weights: Optional[Floats1d] = None
+    ) -> Tuple[float, List[Floats2d]]:
         """The negative log-likelihood of the gold tags times scale (and each example's times its weight)
         and d_scores."""
         # Within an update, the adversarial pass scores the same examples (or some of them) again:
@@ -678,8 +712,10 @@ class CRFEntityRecognizer(TrainablePipe):
         # Exact bigram tables (CharBigramEmbed.v2, bigram_rows null): a row per bigram of the corpus.
         rows = size_key_tables(self.model, (eg.predicted for eg in get_examples()))
         if rows:
-            msg.info(f"{self.name}: exact bigram tables of {' and '.join(f'{n:,}' for n in rows.values())} rows "
-                     "(the train corpus's bigrams, and one unknown row)")
+            msg.info(
+                f"{self.name}: exact bigram tables of {' and '.join(f'{n:,}' for n in rows.values())} rows "
+                "(the train corpus's bigrams, and one unknown row)"
+            )
         self.model.initialize(X=doc_sample, Y=self.tag_names)
         self.cfg["label_descriptions"] = describe_labels(self.labels, label_descriptions)
         explain_labels(self.cfg["label_descriptions"])
@@ -688,12 +724,12 @@ class CRFEntityRecognizer(TrainablePipe):
         """Say where the adversarial attack's large-corpus rule applies to the train corpus."""
         attack, tokens = self.adversarial, self.cfg.get("train_tokens")
         if attack is not None and attack.every_for(tokens) != attack.every:
-            msg.info(f"{self.name}: train corpus of {tokens:,} tokens (over {attack.large_corpus:,}): "
-                     f"{attack.method.upper()} at every {attack.every_for(tokens)} updates (not {attack.every})")
+            msg.info(
+                f"{self.name}: train corpus of {tokens:,} tokens (over {attack.large_corpus:,}): "
+                f"{attack.method.upper()} at every {attack.every_for(tokens)} updates (not {attack.every})"
+            )
 
-    def fit_temperature(
-        self, examples: Iterable[Example], *, outcomes: Optional[Outcomes] = None
-    ) -> Dict[str, float]:
+    def fit_temperature(self, examples: Iterable[Example], *, outcomes: Optional[Outcomes] = None) -> Dict[str, float]:
         """Fit the temperature of the entity probabilities on held-out examples (dev) and keep it in
         cfg["temperature"], saved with the pipe (calibration.fit_temperature: the least log loss of
         the predicted entities' probabilities); the predicted entities themselves do not change.
@@ -707,9 +743,7 @@ class CRFEntityRecognizer(TrainablePipe):
         self.cfg["temperature"] = fit["temperature"]
         return fit
 
-    def fit_threshold(
-        self, examples: Iterable[Example], *, outcomes: Optional[Outcomes] = None
-    ) -> Dict[str, float]:
+    def fit_threshold(self, examples: Iterable[Example], *, outcomes: Optional[Outcomes] = None) -> Dict[str, float]:
         """Fit the probability doc.ents are decoded at (ents_threshold "fitted") on held-out
         examples (dev), and keep it in cfg["fitted_threshold"] (calibration.fit_threshold: half
         the best-path F1, at least 0.1).
@@ -732,8 +766,15 @@ class CRFEntityRecognizer(TrainablePipe):
         examples (Iterable[Example]): Gold examples.
         RETURNS (Outcomes): temperature -> (probabilities, right).
         """
-        decoding = calibration.decode_dev(self.model, self.tag_set, list(examples), self.long_doc_window,
-                                          self.precision, self.name, self.cfg.get("token_unit"))
+        decoding = calibration.decode_dev(
+            self.model,
+            self.tag_set,
+            list(examples),
+            self.long_doc_window,
+            self.precision,
+            self.name,
+            self.cfg.get("token_unit"),
+        )
         return calibration.dev_outcomes(self.model, self.tag_set, decoding)
 
     def _pipeline(self) -> Language:

@@ -4,6 +4,7 @@ paths under pre-set entities, and the entity probabilities of the spans.
 Functions of the model and the tag set, not of the pipe, so that the pipe file keeps spaCy's contract
 (predict, set_annotations, update...) and each step here can be read, and tested, on its own.
 """
+
 import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
@@ -94,13 +95,21 @@ def decode(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int,
     return decoded
 
 
-def decode_in_precision(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int, precision: str,
-                        name: str, best_path: bool = True) -> Decoded:
+def decode_in_precision(
+    model: Model,
+    docs: List[Doc],
+    tag_set: TagSet,
+    long_doc_window: int,
+    precision: str,
+    name: str,
+    best_path: bool = True,
+) -> Decoded:
     """decode, the emissions in a pipe's precision (backends.precision.inference_precision); it applies on
     the CPU only, and elsewhere the pipe (name) says so once."""
     if precision != "float32" and not isinstance(model.ops, NumpyOps):  # warnings shows it once
-        warnings.warn(f"{name}: precision {precision!r} applies on the CPU; on this device the model "
-                      "predicts in float32.")
+        warnings.warn(
+            f"{name}: precision {precision!r} applies on the CPU; on this device the model predicts in float32."
+        )
     with inference_precision(precision):
         return decode(model, docs, tag_set, long_doc_window, best_path=best_path)
 
@@ -150,12 +159,14 @@ def span_scores(
     return scores
 
 
-def tag_marginals(model: Model, tag_set: TagSet, docs: List[Doc], decoded: Decoded,
-                  temperature: float) -> List[Floats2d]:
+def tag_marginals(
+    model: Model, tag_set: TagSet, docs: List[Doc], decoded: Decoded, temperature: float
+) -> List[Floats2d]:
     """Per doc, P(token t has tag j | doc) (n_tokens, n_tags), its segments' marginals joined (a long
     doc's segments are decoded apart, as their entity probabilities)."""
-    found = token_marginals(model.get_ref("crf"), decoded.emissions, tag_set.scheme, decoded.allowed,
-                            temperature=temperature)
+    found = token_marginals(
+        model.get_ref("crf"), decoded.emissions, tag_set.scheme, decoded.allowed, temperature=temperature
+    )
     out = [numpy.zeros((len(doc), len(tag_set.names)), dtype="float64") for doc in docs]
     for (i, start, end), marginals in zip(decoded.segments, found):
         out[i][start:end] = marginals
@@ -223,8 +234,9 @@ def doc_entities(
     return found, scores, lost
 
 
-def span_group(doc: Doc, key: str, scores: SpanScores, entities: List[Tuple[int, int, str]],
-               candidate_threshold: float) -> SpanGroup:
+def span_group(
+    doc: Doc, key: str, scores: SpanScores, entities: List[Tuple[int, int, str]], candidate_threshold: float
+) -> SpanGroup:
     """The doc's entities and the alternatives at or above candidate_threshold, sorted, each with its
     probability in the group's attrs["scores"] (float32, as spancat's). An entity is the doc's own span
     (its kb_id and id kept, so that `span in doc.ents` holds for it)."""
@@ -262,5 +274,6 @@ def set_doc_entities(
         entity_scores[key] = scores.get(key, 1.0 if ent.label_ not in labels else None)
         ent._.score = entity_scores[key]
     if spans_key is not None:
-        doc.spans[spans_key] = span_group(doc, spans_key, {**scores, **entity_scores}, list(entity_scores),
-                                          candidate_threshold)
+        doc.spans[spans_key] = span_group(
+            doc, spans_key, {**scores, **entity_scores}, list(entity_scores), candidate_threshold
+        )

@@ -9,6 +9,7 @@ them through spacy.util.from_disk, looked up as a module attribute at each call.
 but the message of an error (its type kept where the type can be made from a message): the
 innermost reader's file is named, and what to do.
 """
+
 import functools
 import zlib
 from pathlib import Path
@@ -61,8 +62,10 @@ def _naming(reader: Callable[[Path], Any]) -> Callable[[Path], Any]:
 def _named(err: Exception, path: Path) -> Exception:
     """err again, its message naming path (a ValueError where err's type takes no message alone)."""
     what = "a file in the folder" if path.is_dir() else "the file"
-    message = (f"{path} cannot be read ({type(err).__name__}: {err}): {what} is truncated, altered or not the "
-               "one saved with the pipeline. Restore the pipeline's files as they were saved.")
+    message = (
+        f"{path} cannot be read ({type(err).__name__}: {err}): {what} is truncated, altered or not the "
+        "one saved with the pipeline. Restore the pipeline's files as they were saved."
+    )
     try:
         named = type(err)(message)
     except Exception:  # a type with other arguments (UnicodeDecodeError's five, say)

@@ -1,5 +1,6 @@
 """The lexicons of a `crf_ner` model's lexicon layers (LEBERT's adapter, SoftLexicon): set at
 initialize, saved with the pipe under its own key, given back at load."""
+
 import zlib
 from typing import List, Optional
 
@@ -43,8 +44,7 @@ def load_lexicons(model: Model, data: Optional[bytes], source: str, name: str) -
         ) from err
     if len(lexicons) != len(layers):
         raise ValueError(
-            f"{source} holds {len(lexicons)} lexicons but the model of '{name}' has "
-            f"{len(layers)} lexicon layers."
+            f"{source} holds {len(lexicons)} lexicons but the model of '{name}' has {len(layers)} lexicon layers."
         )
     for layer, lexicon in zip(layers, lexicons):
         set_lexicon(layer, lexicon)

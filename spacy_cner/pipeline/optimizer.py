@@ -1,6 +1,7 @@
 """The `crf_ner` pipe's optimizer step: the tok2vec's weights at a multiple of the learning rate
 (a pretrained transformer learns slower than the new layers above it), exact embedding tables
 row by row."""
+
 from thinc.api import Model, Optimizer
 
 from ..layers.key_embed import update_rows

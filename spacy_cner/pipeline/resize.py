@@ -1,4 +1,5 @@
 """Growing a `crf_ner` model's output layer and CRF when a label is added after initialize."""
+
 from typing import List
 
 import numpy

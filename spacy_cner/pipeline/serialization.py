@@ -1,6 +1,7 @@
 """The saved files of a `crf_ner` pipe (cfg, vocab, model, lexicon): the weights and the vocab's
 vectors with their checksums in the cfg, checked at load, and a cfg that names its file when it
 cannot be read (spaCy's own files' errors are named by file_errors.py)."""
+
 import hashlib
 from functools import partial
 from io import BytesIO
@@ -43,14 +44,17 @@ def bytes_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> D
     }
 
 
-def bytes_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str,
-                  exclude) -> Dict[str, Callable[[bytes], Any]]:
+def bytes_readers(
+    model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str, exclude
+) -> Dict[str, Callable[[bytes], Any]]:
     """spacy.util.from_bytes's deserializers: cfg first, then the model checked against it."""
     return {
         "cfg": lambda b: cfg.update(srsly.json_loads(b)),
         "vocab": lambda b: vocab.from_bytes(b, exclude=exclude),
-        "model": lambda b: (load_model(model, cfg, b, "the model in the bytes"),
-                            check_vectors(vocab, cfg, "the vectors of the pipeline's vocab")),
+        "model": lambda b: (
+            load_model(model, cfg, b, "the model in the bytes"),
+            check_vectors(vocab, cfg, "the vectors of the pipeline's vocab"),
+        ),
         "lexicon": lambda b: load_lexicons(model, b, "bytes", name),
     }
 
@@ -73,15 +77,18 @@ def file_writers(model: Model, cfg: Dict[str, Any], vocab: Vocab, exclude) -> Di
     }
 
 
-def file_readers(model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str,
-                 exclude) -> Dict[str, Callable[[Path], Any]]:
+def file_readers(
+    model: Model, cfg: Dict[str, Any], vocab: Vocab, name: str, exclude
+) -> Dict[str, Callable[[Path], Any]]:
     """spacy.util.from_disk's deserializers; a missing "lexicon" file is a model without lexicon layers."""
     return {
         "cfg": lambda p: cfg.update(read_cfg(p)),
         "vocab": lambda p: vocab.from_disk(p, exclude=exclude),
         # The vocab was read before: the pipeline's (nlp.from_disk reads it first) or the pipe's own.
-        "model": lambda p: (load_model(model, cfg, p.read_bytes(), str(p)),
-                            check_vectors(vocab, cfg, _vectors_file(p))),
+        "model": lambda p: (
+            load_model(model, cfg, p.read_bytes(), str(p)),
+            check_vectors(vocab, cfg, _vectors_file(p)),
+        ),
         "lexicon": lambda p: load_lexicons(model, p.read_bytes(), str(p), name) if p.exists() else None,
     }
 
@@ -105,8 +112,11 @@ def reads_vectors(model: Model) -> bool:
     """Whether the model reads the vocab's vectors (static vectors, or SoftLexicon.v2's word vectors): only
     then are they part of what the pipe was saved with (a pipe sourced into a pipeline with other vectors,
     or saved without its vocab, is not refused for vectors it never reads)."""
-    return any(node.name in ("static_vectors", "char_bigram_vectors")
-               or (node.name == "soft_lexicon" and node.attrs.get("word_vectors")) for node in model.walk())
+    return any(
+        node.name in ("static_vectors", "char_bigram_vectors")
+        or (node.name == "soft_lexicon" and node.attrs.get("word_vectors"))
+        for node in model.walk()
+    )
 
 
 def vectors_digest(vocab: Vocab) -> Optional[str]:
@@ -134,11 +144,13 @@ def check_vectors(vocab: Vocab, cfg: Dict[str, Any], source: str) -> None:
     bit flips in vocab/vectors changed the entities with no error."""
     expected = cfg.get("vectors_sha256")
     if expected is not None and vectors_digest(vocab) != expected:
-        raise names_file(ValueError(
-            f"{source} does not match the checksum saved with the pipe in its cfg (sha256 {expected[:12]}...): the "
-            "vectors are altered, or not the ones the pipeline was saved with. Restore the pipeline's files as "
-            "they were saved."
-        ))
+        raise names_file(
+            ValueError(
+                f"{source} does not match the checksum saved with the pipe in its cfg (sha256 {expected[:12]}...): the "
+                "vectors are altered, or not the ones the pipeline was saved with. Restore the pipeline's files as "
+                "they were saved."
+            )
+        )
 
 
 def _vectors_file(model_file: Path) -> str:
@@ -171,14 +183,18 @@ def float16_model_bytes(model: Model, int8_tables: bool = False) -> bytes:
     for node in model.walk():
         for shim in node.shims:
             if not isinstance(shim, PyTorchShim):
-                raise ValueError(f"save_weights 'float16' saves torch modules and thinc's parameters; the layer "
-                                 f"{node.name!r} holds a {type(shim).__name__}: set crf_ner's save_weights "
-                                 "to 'float32'.")
+                raise ValueError(
+                    f"save_weights 'float16' saves torch modules and thinc's parameters; the layer "
+                    f"{node.name!r} holds a {type(shim).__name__}: set crf_ner's save_weights "
+                    "to 'float32'."
+                )
     msg["shims"] = [[_float16_shim(data) for data in shims] for shims in msg["shims"]]
     msg = convert_recursive(is_xp_array, partial(model.ops.to_numpy, byte_order="<"), msg)
     msg["params"] = [
-        {name: value.astype("<f2") if value is not None and value.dtype == numpy.float32 else value
-         for name, value in params.items()}
+        {
+            name: value.astype("<f2") if value is not None and value.dtype == numpy.float32 else value
+            for name, value in params.items()
+        }
         for params in msg["params"]
     ]
     if int8_tables:
@@ -209,8 +225,10 @@ def _float16_shim(data: bytes) -> bytes:
     except Exception:  # not msgpack: msgpack raises several kinds on arbitrary bytes
         inner = None
     if not (isinstance(inner, dict) and isinstance(inner.get("state"), bytes) and inner["state"][:2] == b"PK"):
-        raise ValueError("save_weights 'float16': a torch layer saved its weights in a form spacy-cner does not "
-                         "know; set crf_ner's save_weights to 'float32'.")
+        raise ValueError(
+            "save_weights 'float16': a torch layer saved its weights in a form spacy-cner does not "
+            "know; set crf_ner's save_weights to 'float32'."
+        )
     inner["state"] = _float16_state(inner["state"])
     msg["state"] = srsly.msgpack_dumps(inner)
     return srsly.msgpack_dumps(msg)
@@ -234,7 +252,8 @@ def _float32_model(model: Model, data: bytes) -> None:
     msg["params"] = [
         {
             name: value.astype(numpy.float32)
-            if isinstance(value, numpy.ndarray) and value.dtype == numpy.float16 else value
+            if isinstance(value, numpy.ndarray) and value.dtype == numpy.float16
+            else value
             for name, value in params.items()
         }
         for params in msg["params"]
@@ -257,8 +276,10 @@ def load_model(model: Model, cfg: Dict[str, Any], data: bytes, source: str) -> N
     except (ValueError, TypeError, KeyError, IndexError) as err:
         if "Refused to load" in str(err):  # a tampered transformer: its own message says what
             raise
-        raise ValueError(f"{source} cannot be read as the model's weights ({type(err).__name__}: {err}): "
-                         "the file is truncated or altered.") from err
+        raise ValueError(
+            f"{source} cannot be read as the model's weights ({type(err).__name__}: {err}): "
+            "the file is truncated or altered."
+        ) from err
 
 
 def read_cfg(path: Path) -> Dict[str, Any]:

@@ -8,6 +8,7 @@ written here) and pip's session downloads it: no code of the package runs. The f
 against the sha256 and size we expect before it is used, and kept in a user cache folder. A
 machine without a registry passes a local copy of the tarball (checked the same way).
 """
+
 import hashlib
 import os
 import shutil
@@ -58,12 +59,14 @@ def check_file(path: Union[str, Path], sdist: Sdist) -> Path:
         raise ValueError(f"{path}: no such file (expected {sdist.filename}).")
     size = path.stat().st_size
     if size != sdist.size:
-        raise ValueError(f"{path}: {size:,} bytes, expected {sdist.size:,} ({sdist.filename}). "
-                         "Delete it and fetch again.")
+        raise ValueError(
+            f"{path}: {size:,} bytes, expected {sdist.size:,} ({sdist.filename}). Delete it and fetch again."
+        )
     found = sha256_of(path)
     if found != sdist.sha256:
-        raise ValueError(f"{path}: sha256 {found}, expected {sdist.sha256} ({sdist.filename}). "
-                         "Delete it and fetch again.")
+        raise ValueError(
+            f"{path}: sha256 {found}, expected {sdist.sha256} ({sdist.filename}). Delete it and fetch again."
+        )
     return path
 
 

@@ -18,6 +18,7 @@ Without rjieba (a requirement, but one a platform may lack), and when jieba's di
 in this process (jieba.load_userdict, jieba.add_word, jieba.set_dictionary: rjieba would not see it),
 every text goes to jieba.
 """
+
 import logging
 import re
 from pathlib import Path
@@ -32,7 +33,7 @@ JIEBA_ONLY = re.compile("[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U00
 # dictionary that hold a joiner (tests/pretrained/test_jieba_segmenter.py reads them from its dict.txt): rjieba keeps a
 # run like "kfr-35gw" whole where jieba splits it by JIEBA_SKIP.
 JOINER = re.compile("[+#&._%\\-]")
-JIEBA_HAN = re.compile("[\u4E00-\u9FD5]")
+JIEBA_HAN = re.compile("[\u4e00-\u9fd5]")
 JIEBA_SKIP = re.compile("([a-zA-Z0-9]+(?:\\.\\d+)?%?)")
 DICTIONARY_JOINED = frozenset({"AT&T", "C#", "c#", "C++", "c++"})
 
@@ -44,7 +45,7 @@ _PRISTINE_TOTAL: Optional[int] = None
 
 # jieba's blocks (jieba.re_han_default): jieba.cut segments each run of these characters, and each run
 # between them, on its own (tests/pretrained/test_jieba_segmenter.py checks that the pattern is jieba's).
-JIEBA_BLOCK = re.compile("([\u4E00-\u9FD5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
+JIEBA_BLOCK = re.compile("([\u4e00-\u9fd5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
 
 
 def jieba_words(text: str) -> List[str]:

@@ -13,6 +13,7 @@ sha256 first (fetch.py). What is read:
   tagger, `lac_model/conf/small_seg.dic` (the word list of the dictionary segmenter that chooses its
   word ids); the segmenter's own `seg_model/conf/word.dic` (8,224 characters) and `q2b.dic`.
 """
+
 import tarfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -140,8 +141,9 @@ def network_shapes(model: str) -> Dict[str, Tuple[int, ...]]:
     gru_1; fc_3, gru_3); the emission fc_4; the CRF's crfw (start row, end row, then transitions)."""
     if model not in TAG_COUNTS:
         raise ValueError(f"No LAC network {model!r}: expected {TAGGER!r} or {SEGMENTER!r}.")
-    vocab, width, hidden = ((VOCAB_SIZE, EMB_WIDTH, HIDDEN_WIDTH) if model == TAGGER
-                            else (SEG_VOCAB_SIZE, SEG_WIDTH, SEG_WIDTH))
+    vocab, width, hidden = (
+        (VOCAB_SIZE, EMB_WIDTH, HIDDEN_WIDTH) if model == TAGGER else (SEG_VOCAB_SIZE, SEG_WIDTH, SEG_WIDTH)
+    )
     tags = TAG_COUNTS[model]
     shapes: Dict[str, Tuple[int, ...]] = {"word_emb": (vocab, width)}
     for layer in range(2):
@@ -204,8 +206,9 @@ def parse_tag_dic(data: bytes, name: str, size: int) -> List[str]:
     for number, line in enumerate(_lines(data, name), 1):
         ident, tab, tag = line.partition("\t")
         if not tab or not ident.isdigit() or not tag or int(ident) >= size:
-            raise ValueError(f"{name}, line {number}: expected 'id<TAB>tag' with an id below {size}, "
-                             f"got {line[:40]!r}.")
+            raise ValueError(
+                f"{name}, line {number}: expected 'id<TAB>tag' with an id below {size}, got {line[:40]!r}."
+            )
         by_id[int(ident)] = tag
     if len(by_id) != size:
         raise ValueError(f"{name}: tags for {len(by_id)} ids, expected {size} (0..{size - 1}).")

@@ -9,6 +9,7 @@ the torch networks of lac_net.py: no paddle, no code of the package.
   characters (X-B then X-I ...), and words are read off the character tags: a word starts at a tag ending
   in B (the O tag continues the word before it, as in LAC) and takes the tag of its last character.
 """
+
 import re
 from dataclasses import dataclass
 from math import log
@@ -214,8 +215,12 @@ def length_groups(lengths: Sequence[int]) -> List[List[int]]:
     for index in sorted((i for i, length in enumerate(lengths) if length), key=lambda i: lengths[i]):
         group = groups[-1] if groups else None
         padded = (len(group) + 1) * lengths[index] if group is not None else 0
-        if (group is not None and len(group) < GROUP_SIZE and padded <= GROUP_IDS
-                and padded <= GROUP_PADDING * (own + lengths[index])):
+        if (
+            group is not None
+            and len(group) < GROUP_SIZE
+            and padded <= GROUP_IDS
+            and padded <= GROUP_PADDING * (own + lengths[index])
+        ):
             group.append(index)
             own += lengths[index]
         else:
@@ -227,8 +232,9 @@ def length_groups(lengths: Sequence[int]) -> List[List[int]]:
 def tagger_from_sdist(lac: LacFiles) -> LacTagger:
     """LAC's `lac` mode from the checked sdist's lac_model files."""
     lexicon = Lexicon(lac.model_vocabulary(TAGGER), lac.model_replacements(TAGGER), lac.tags(TAGGER))
-    return LacTagger(LacNetwork.from_paddle(lac.network(TAGGER)), lexicon,
-                     DictionarySegmenter(*lac.segment_dictionary()))
+    return LacTagger(
+        LacNetwork.from_paddle(lac.network(TAGGER)), lexicon, DictionarySegmenter(*lac.segment_dictionary())
+    )
 
 
 def segmenter_from_sdist(lac: LacFiles) -> LacSegmenter:

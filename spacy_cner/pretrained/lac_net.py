@@ -12,6 +12,7 @@ What must match paddle exactly (paddle/phi/kernels/funcs/gru_compute.cc and deta
 - crfw [T + 2, T]: row 0 start scores, row 1 end scores, rows 2.. transitions from (row) to (column);
   Viterbi keeps the first best on ties.
 """
+
 from typing import Dict, List, Sequence, Tuple
 
 import numpy
@@ -91,8 +92,12 @@ class BiGRULayer(nn.Module):
         forward_gru, backward_gru = self.forward_gru, self.backward_gru
         H = forward_gru.hidden_width
         # shape: (2, batch, length, 3H): the backward direction's inputs reversed within each sequence.
-        gate_inputs = torch.stack([self.forward_fc(inputs) + forward_gru.bias,
-                                   flip_within(self.backward_fc(inputs), lengths) + backward_gru.bias])
+        gate_inputs = torch.stack(
+            [
+                self.forward_fc(inputs) + forward_gru.bias,
+                flip_within(self.backward_fc(inputs), lengths) + backward_gru.bias,
+            ]
+        )
         gate_weight = torch.stack([forward_gru.gate_weight, backward_gru.gate_weight])  # shape: (2, H, 2H)
         state_weight = torch.stack([forward_gru.state_weight, backward_gru.state_weight])  # shape: (2, H, H)
         hidden = gate_inputs.new_zeros(2, gate_inputs.shape[1], H)

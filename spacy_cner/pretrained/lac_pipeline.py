@@ -10,6 +10,7 @@ text gets the same analysis alone and in a batch. Its weights and dictionaries a
 folder, so `spacy.load` needs neither the sdist nor paddle. `LacTokenizer` (the whole analyser in the
 tokenizer, one text at a time and read whole) stays for the pipelines written with it.
 """
+
 import io
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
@@ -62,8 +63,14 @@ class LacTaggerComponent(Pipe):
     tagger (Optional[LacTagger]): The analyser; None until from_disk / from_bytes (or set by build_pipeline).
     """
 
-    def __init__(self, vocab: Vocab, name: str = LAC_COMPONENT, tokens: str = "words", window_size: int = 256,
-                 tagger: Optional[LacTagger] = None):
+    def __init__(
+        self,
+        vocab: Vocab,
+        name: str = LAC_COMPONENT,
+        tokens: str = "words",
+        window_size: int = 256,
+        tagger: Optional[LacTagger] = None,
+    ):
         if tokens not in TOKENS:
             raise ValueError(f"{name}: tokens must be one of {TOKENS}, got {tokens!r}.")
         if window_size < 2:
@@ -79,8 +86,10 @@ class LacTaggerComponent(Pipe):
     def pipe(self, docs: Iterable[Doc], batch_size: int = 64) -> Iterator[Doc]:
         """The docs, analysed batch_size at a time (the sentences of a batch run together)."""
         if self.tagger is None:
-            raise ValueError(f"{self.name} has no weights: load a pipeline written by `python -m spacy_cner pretrained "
-                             "pipeline`, or build one with spacy_cner.pretrained.lac_pipeline.build_pipeline.")
+            raise ValueError(
+                f"{self.name} has no weights: load a pipeline written by `python -m spacy_cner pretrained "
+                "pipeline`, or build one with spacy_cner.pretrained.lac_pipeline.build_pipeline."
+            )
         for batch in minibatch(docs, size=batch_size):
             texts = [doc.text for doc in batch]
             for doc, char_tags in zip(batch, self.tagger.windowed_char_tags(texts, self.cfg["window_size"])):
@@ -89,8 +98,10 @@ class LacTaggerComponent(Pipe):
 
     def initialize(self, get_examples=None, *, nlp=None) -> None:
         if self.tagger is None:
-            raise ValueError(f"{self.name}: nothing to initialize from examples; its weights come from LAC's sdist "
-                             "(spacy_cner.pretrained.lac_pipeline.build_pipeline).")
+            raise ValueError(
+                f"{self.name}: nothing to initialize from examples; its weights come from LAC's sdist "
+                "(spacy_cner.pretrained.lac_pipeline.build_pipeline)."
+            )
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         return srsly.msgpack_dumps(tagger_files(self.tagger, self.name))
@@ -128,8 +139,11 @@ def annotate(doc: Doc, words: Sequence[str], tags: Sequence[str], merge: bool) -
     pos_tags = [ENTITY_POS.get(tag, tag) for tag in tags]
     for token in doc:
         token.tag_ = pos_tags[int(numpy.searchsorted(ends, token.idx, side="right"))]
-    entities = [doc.char_span(*bounds, label=tag, alignment_mode="expand")
-                for bounds, tag in zip(spans, tags) if bounds is not None and tag in ENTITY_POS]
+    entities = [
+        doc.char_span(*bounds, label=tag, alignment_mode="expand")
+        for bounds, tag in zip(spans, tags)
+        if bounds is not None and tag in ENTITY_POS
+    ]
     doc.ents = spacy.util.filter_spans([span for span in entities if span is not None])
     return doc
 
@@ -140,16 +154,22 @@ def tagger_files(tagger: Optional[LacTagger], owner: str) -> Dict[str, bytes]:
         raise ValueError(f"{owner} has no weights to save.")
     network = tagger.network
     lexicon = tagger.lexicon
-    sizes = {"vocab_size": network.embedding.num_embeddings, "input_width": network.embedding.embedding_dim,
-             "hidden_width": network.layers[0].forward_gru.hidden_width, "tag_count": network.emission.out_features}
+    sizes = {
+        "vocab_size": network.embedding.num_embeddings,
+        "input_width": network.embedding.embedding_dim,
+        "hidden_width": network.layers[0].forward_gru.hidden_width,
+        "tag_count": network.emission.out_features,
+    }
     buffer = io.BytesIO()
     numpy.savez(buffer, **{name: value.numpy() for name, value in network.state_dict().items()})
     return {
         "cfg": srsly.json_dumps(sizes).encode("utf8"),
-        "lexicon": srsly.json_dumps({"vocabulary": lexicon.vocabulary, "replacements": lexicon.replacements,
-                                     "tags": lexicon.tags}).encode("utf8"),
-        "segment_dictionary": srsly.json_dumps({"words": tagger.segmenter.words,
-                                                "total_count": tagger.segmenter.total_count}).encode("utf8"),
+        "lexicon": srsly.json_dumps(
+            {"vocabulary": lexicon.vocabulary, "replacements": lexicon.replacements, "tags": lexicon.tags}
+        ).encode("utf8"),
+        "segment_dictionary": srsly.json_dumps(
+            {"words": tagger.segmenter.words, "total_count": tagger.segmenter.total_count}
+        ).encode("utf8"),
         "weights": buffer.getvalue(),
     }
 
@@ -162,8 +182,11 @@ def tagger_from_files(data: Dict[str, bytes]) -> LacTagger:
     network = LacNetwork(cfg["vocab_size"], cfg["input_width"], cfg["hidden_width"], cfg["tag_count"])
     with numpy.load(io.BytesIO(data["weights"]), allow_pickle=False) as arrays:
         network.load_state_dict({name: torch.from_numpy(arrays[name]) for name in arrays.files})
-    return LacTagger(network, Lexicon(lexicon["vocabulary"], lexicon["replacements"], lexicon["tags"]),
-                     DictionarySegmenter(segment["words"], segment["total_count"]))
+    return LacTagger(
+        network,
+        Lexicon(lexicon["vocabulary"], lexicon["replacements"], lexicon["tags"]),
+        DictionarySegmenter(segment["words"], segment["total_count"]),
+    )
 
 
 def write_tagger_files(data: Dict[str, bytes], path: Union[str, Path]) -> None:
@@ -177,8 +200,10 @@ def read_tagger_files(path: Union[str, Path], what: str) -> Dict[str, bytes]:
     path = ensure_path(path)
     missing = [_file_name(name) for name in FILES if not (path / _file_name(name)).exists()]
     if missing:
-        raise ValueError(f"{path}: {', '.join(missing)} missing: not {what} folder (written by `python -m spacy_cner "
-                         "pretrained pipeline`).")
+        raise ValueError(
+            f"{path}: {', '.join(missing)} missing: not {what} folder (written by `python -m spacy_cner "
+            "pretrained pipeline`)."
+        )
     return {name: (path / _file_name(name)).read_bytes() for name in FILES}
 
 
@@ -216,9 +241,11 @@ class LacTokenizer(DummyTokenizer):
     def pipe(self, texts: Iterable[str], batch_size: int = 32) -> Iterator[Doc]:
         """The docs of texts, LAC run over batch_size texts at a time."""
         if self.tagger is None:
-            raise ValueError("LacTokenizer has no weights: load a pipeline written by `python -m spacy_cner "
-                             "pretrained pipeline`, or build one with "
-                             "spacy_cner.pretrained.lac_pipeline.build_pipeline.")
+            raise ValueError(
+                "LacTokenizer has no weights: load a pipeline written by `python -m spacy_cner "
+                "pretrained pipeline`, or build one with "
+                "spacy_cner.pretrained.lac_pipeline.build_pipeline."
+            )
         batch: List[str] = []
         for text in texts:
             _check_encodable(text)
@@ -277,10 +304,19 @@ def build_pipeline(lac: LacFiles, tokens: str = "words", window_size: int = 256)
     nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1"}}})
     component = nlp.add_pipe(LAC_COMPONENT, config={"tokens": tokens, "window_size": window_size})
     component.tagger = tagger_from_sdist(lac)
-    nlp.meta.update({"name": "lac", "version": "2.1.2", "description": DESCRIPTION, "license": "Apache-2.0",
-                     "author": "Baidu NLP (LAC); converted by spacy_cner", "url": LAC_CREDIT["url"]})
-    nlp.meta["sources"] = [source for source in nlp.meta.get("sources") or []
-                           if source.get("name") != PIPELINE_CREDIT["name"]]
+    nlp.meta.update(
+        {
+            "name": "lac",
+            "version": "2.1.2",
+            "description": DESCRIPTION,
+            "license": "Apache-2.0",
+            "author": "Baidu NLP (LAC); converted by spacy_cner",
+            "url": LAC_CREDIT["url"],
+        }
+    )
+    nlp.meta["sources"] = [
+        source for source in nlp.meta.get("sources") or [] if source.get("name") != PIPELINE_CREDIT["name"]
+    ]
     nlp.meta["sources"].append(dict(PIPELINE_CREDIT))
     return nlp
 

@@ -11,6 +11,7 @@ TensorDesc (framework.proto) holds field 1 `data_type` (a varint, VarType.Type) 
 (another version, a dtype this reader does not know, a size that does not match the dims, bytes left
 over) raises a ValueError naming the file.
 """
+
 import struct
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -20,8 +21,9 @@ import numpy
 DTYPES: Dict[int, str] = {0: "bool", 1: "<i2", 2: "<i4", 3: "<i8", 4: "<f2", 5: "<f4", 6: "<f8", 20: "u1", 21: "i1"}
 
 
-def read_tensor(data: bytes, name: str, shape: Optional[Sequence[int]] = None,
-                dtype: Optional[str] = None) -> numpy.ndarray:
+def read_tensor(
+    data: bytes, name: str, shape: Optional[Sequence[int]] = None, dtype: Optional[str] = None
+) -> numpy.ndarray:
     """The array a paddle tensor file holds.
 
     data (bytes): The file's bytes.

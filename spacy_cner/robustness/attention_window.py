@@ -7,6 +7,7 @@ transformer tok2vec as a (batch, query, key) attention mask over wordpieces, eac
 wordpiece at the position of its token (special tokens just outside the content).
 Not to be confused with long_docs, which cuts long docs into pieces a model can take.
 """
+
 from typing import Optional, TypeVar
 
 ArrayT = TypeVar("ArrayT")  # a numpy array or a torch tensor: the same operators work on both

@@ -12,6 +12,7 @@ on to the layer that has an `entity_attention_scale` (`takes_gold`): TENER's enc
 them in training only. A tok2vec shared through a listener is updated by its own
 component and never sees gold entities.
 """
+
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy
@@ -29,7 +30,7 @@ def example_entity_ids(example: Example) -> Ints1d:
     ids = numpy.full((len(example.predicted),), NO_ENTITY, dtype="i")
     entities, _ = example.get_aligned_ents_and_ner()  # the gold entities on the predicted tokens
     for index, entity in enumerate(entities):
-        ids[entity.start:entity.end] = index
+        ids[entity.start : entity.end] = index
     return ids
 
 

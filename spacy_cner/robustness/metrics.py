@@ -9,6 +9,7 @@ Each sample of the perturbed set joins two test sentences, X_i + X_j. Metrics
 - Asr (eq. 2): the share of characters of the joined samples whose predicted tag
   (B/I/E/S/O and label) differs from the one predicted for the sentence alone.
 """
+
 import random
 import weakref
 from collections import defaultdict
@@ -50,7 +51,7 @@ def evaluate_robustness(
         shown = ", ".join(str(i) for i in unannotated[:10]) + (", ..." if len(unannotated) > 10 else "")
         raise ValueError(
             f"{len(unannotated)} of the {len(gold_docs)} test docs have no entity annotation (missing, "
-            f"not O: e.g. a CLUENER test file without \"label\"): docs {shown}. The scores compare "
+            f'not O: e.g. a CLUENER test file without "label"): docs {shown}. The scores compare '
             f"predictions with gold entities: use an annotated split (such as dev)."
         )
     texts = [doc.text for doc in gold_docs]

@@ -1,4 +1,5 @@
 """An HTML report of sentence-level robustness: summary, per-type chart, changed examples with displaCy."""
+
 import html
 from typing import Dict, List, Sequence
 
@@ -15,12 +16,21 @@ JOINT_MARK = "⏐"
 METRICS = (("standard", "S-F1"), ("perturbed", "P-F1"), ("robust", "R-F1"))
 DEFINITIONS = (
     ("S-F1", "the model's entities on each test sentence alone, against the gold entities."),
-    ("P-F1", "the model's entities on the joined samples (sentence i, then sentence j, nothing between), "
-             "against the gold entities of both sentences."),
-    ("R-F1", "the model's entities on the joined samples against its own entities on the two sentences "
-             "alone: 100 when a neighbouring sentence never changes an answer."),
-    ("Asr", "attack success rate: the share of the joined samples' characters whose predicted tag "
-            "differs from the tag predicted on the sentence alone."),
+    (
+        "P-F1",
+        "the model's entities on the joined samples (sentence i, then sentence j, nothing between), "
+        "against the gold entities of both sentences.",
+    ),
+    (
+        "R-F1",
+        "the model's entities on the joined samples against its own entities on the two sentences "
+        "alone: 100 when a neighbouring sentence never changes an answer.",
+    ),
+    (
+        "Asr",
+        "attack success rate: the share of the joined samples' characters whose predicted tag "
+        "differs from the tag predicted on the sentence alone.",
+    ),
 )
 
 
@@ -84,7 +94,9 @@ def _chart(scores: RobustnessScores) -> str:
     colours = {"standard": "#4c72b0", "perturbed": "#dd8452", "robust": "#55a868"}
     bar, gap, left, scale = 10, 8, 90, 4.0
     height = len(labels) * (3 * bar + gap) + 30
-    svg = [f"<svg class='chart' width='{left + 100 * scale + 60}' height='{height}' xmlns='http://www.w3.org/2000/svg'>"]
+    svg = [
+        f"<svg class='chart' width='{left + 100 * scale + 60}' height='{height}' xmlns='http://www.w3.org/2000/svg'>"
+    ]
     y = 20
     for label in labels:
         svg.append(f"<text x='0' y='{y + 2 * bar}' font-size='12'>{html.escape(label)}</text>")
@@ -96,10 +108,13 @@ def _chart(scores: RobustnessScores) -> str:
                 y += bar
                 continue
             f1 = prf.f * 100
-            svg.append(f"<rect x='{left}' y='{y}' width='{f1 * scale:.1f}' height='{bar - 1}' fill='{colours[name]}'>"
-                       f"<title>{html.escape(label)} {heading} {f1:.2f}</title></rect>")
-            svg.append(f"<text x='{left + f1 * scale + 4:.1f}' y='{y + bar - 2}' font-size='9'>"
-                       f"{heading} {f1:.1f}</text>")
+            svg.append(
+                f"<rect x='{left}' y='{y}' width='{f1 * scale:.1f}' height='{bar - 1}' fill='{colours[name]}'>"
+                f"<title>{html.escape(label)} {heading} {f1:.2f}</title></rect>"
+            )
+            svg.append(
+                f"<text x='{left + f1 * scale + 4:.1f}' y='{y + bar - 2}' font-size='9'>{heading} {f1:.1f}</text>"
+            )
             y += bar
         y += gap
     svg.append("</svg>")
@@ -114,11 +129,11 @@ def _example(inputs: Dict[str, list], sample: int, changed: List) -> str:
     text = texts[i] + texts[j]
     alone = join_entities(inputs["alone"][i], inputs["alone"][j], offset)
     # A changed entity's offsets are within its sentence (i first, j second; i != j).
-    changed_spans = {(c.start + (0 if c.sentence == i else offset), c.end + (0 if c.sentence == i else offset))
-                     for c in changed}
+    changed_spans = {
+        (c.start + (0 if c.sentence == i else offset), c.end + (0 if c.sentence == i else offset)) for c in changed
+    }
     descriptions = "; ".join(
-        f"{html.escape(c.text)}: {html.escape(c.before or 'none')} → {html.escape(c.after or 'none')}"
-        for c in changed
+        f"{html.escape(c.text)}: {html.escape(c.before or 'none')} → {html.escape(c.after or 'none')}" for c in changed
     )
     gold = join_entities(inputs["gold"][i], inputs["gold"][j], offset) if "gold" in inputs else None
     gold_part = "" if gold is None else f"<p class='label'>Gold</p>{_render(text, gold, set(), offset)}"

@@ -12,6 +12,7 @@ bigram embeddings of the CPU configs, spaCy's MultiHashEmbed), every exact table
 (spacy-cner.KeyEmbed.v1: the rows the batch touched, its gradient's only non-zero ones) and the trained word
 table of a lexicon adapter (frozen lexicon vectors have no gradient and stay put).
 """
+
 import random
 from dataclasses import dataclass
 from typing import Callable, List, Optional
@@ -24,8 +25,9 @@ from ..layers.key_embed import touched_rows
 
 
 @registry.misc("spacy-cner.fgm.v1")
-def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every: int = 1,
-        share: float = 1.0) -> "EmbeddingAttack":
+def fgm(
+    epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every: int = 1, share: float = 1.0
+) -> "EmbeddingAttack":
     """FGM: perturb each embedding matrix by epsilon * g / ||g||_2.
 
         [components.crf_ner.adversarial]
@@ -53,8 +55,9 @@ def fgm(epsilon: float = 1.0, every: int = 1, large_corpus: int = 0, large_every
 
 
 @registry.misc("spacy-cner.fgsm.v1")
-def fgsm(epsilon: float = 0.01, every: int = 1, large_corpus: int = 0, large_every: int = 1,
-         share: float = 1.0) -> "EmbeddingAttack":
+def fgsm(
+    epsilon: float = 0.01, every: int = 1, large_corpus: int = 0, large_every: int = 1, share: float = 1.0
+) -> "EmbeddingAttack":
     """FGSM: perturb each embedding matrix by epsilon * sign(g).
 
     epsilon (float): The perturbation of every entry with a non-zero gradient.
@@ -179,7 +182,6 @@ class EmbeddingAttack:
                 undo()
 
         return restore
-
 
     def attack(self, model: Model, step: Callable[[], float]) -> float:
         """Run a training step on the perturbed model (FGM/FGSM's second pass, its gradients added

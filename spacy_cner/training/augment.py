@@ -13,6 +13,7 @@ when max_epochs >= 0 (create_train_batches), so an augmenter draws its replaceme
 whole training, and each replaced entity's own name is never seen again. In the pipe's update,
 as join_examples, the draws are fresh at every step and the examples stay as many.
 """
+
 import random
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -90,8 +91,9 @@ class MentionPool:
             return eg
         _append(reference[position:], words, spaces, tags, starts)
         has_starts = reference.has_annotation("SENT_START")
-        new_reference = Doc(reference.vocab, words=words, spaces=spaces, ents=tags,
-                            sent_starts=starts if has_starts else None)
+        new_reference = Doc(
+            reference.vocab, words=words, spaces=spaces, ents=tags, sent_starts=starts if has_starts else None
+        )
         return Example(Doc(predicted.vocab, words=words, spaces=spaces), new_reference)
 
 

@@ -7,6 +7,7 @@ training loop evaluates and saves with `nlp.use_params(optimizer.averages)`, so 
 average instead, whose window grows with the run (about the last ninth of its updates); this one
 keeps a fixed window: the weights after every `every`-th update, the last `last` of them.
 """
+
 from collections import deque
 from typing import Any, Deque, Dict, Tuple, cast
 

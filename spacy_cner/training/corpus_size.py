@@ -12,6 +12,7 @@ is the config's, and on one of up to `tokens / epochs` (500k) the epochs are. Ov
 tokens (1.5M) the default's FGM attacks at every second update (spacy-cner.fgm.v1, counted by crf_ner's
 initialize) and spacy-cner.max_epochs.v2 gives the time that saves to more tokens of training.
 """
+
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -96,8 +97,11 @@ def corpus_batch_size(
     tokens = corpus_tokens(corpus, "spacy-cner.corpus_batch_size.v1")
     words = words_per_batch(tokens, stop, max_stop, steps_per_epoch)
     if words != stop:
-        _say(("batch", tokens, words), f"Train corpus of {tokens:,} tokens: batches of up to {words:,} words "
-             f"(not {stop:,}), so that an epoch takes about {steps_per_epoch:,} steps")
+        _say(
+            ("batch", tokens, words),
+            f"Train corpus of {tokens:,} tokens: batches of up to {words:,} words "
+            f"(not {stop:,}), so that an epoch takes about {steps_per_epoch:,} steps",
+        )
     return compounding(max(1, round(start * words / stop)), words, compound, t=t)
 
 
@@ -126,8 +130,10 @@ def corpus_max_epochs(epochs: int, tokens: int, corpus: Optional[Union[str, Path
     budget = max(1, tokens // max(n_tokens, 1))
     if epochs and budget >= epochs:
         return epochs
-    _say(("epochs", n_tokens, budget), f"Train corpus of {n_tokens:,} tokens: at most {budget} epochs "
-         f"({tokens:,} tokens of training)")
+    _say(
+        ("epochs", n_tokens, budget),
+        f"Train corpus of {n_tokens:,} tokens: at most {budget} epochs ({tokens:,} tokens of training)",
+    )
     return budget
 
 
@@ -156,8 +162,10 @@ def corpus_max_epochs_v2(
     RETURNS (int): max_epochs for spaCy's training loop.
     """
     if large_corpus < 0 or large_tokens <= 0:
-        raise ValueError(f"spacy-cner.max_epochs.v2 needs large_corpus >= 0 and large_tokens > 0, "
-                         f"got {large_corpus}, {large_tokens}.")
+        raise ValueError(
+            f"spacy-cner.max_epochs.v2 needs large_corpus >= 0 and large_tokens > 0, "
+            f"got {large_corpus}, {large_tokens}."
+        )
     if corpus is not None and large_corpus and corpus_tokens(corpus, "spacy-cner.max_epochs.v2") > large_corpus:
         tokens = large_tokens
     return corpus_max_epochs(epochs, tokens, corpus)
@@ -198,7 +206,11 @@ def corpus_patience(steps: int, epochs: float, corpus: Optional[Union[str, Path]
 
 @registry.misc("spacy-cner.patience.v2")
 def corpus_patience_v2(
-    steps: int, epochs: float, corpus: Optional[Union[str, Path]], batch_words: int, max_batch_words: int,
+    steps: int,
+    epochs: float,
+    corpus: Optional[Union[str, Path]],
+    batch_words: int,
+    max_batch_words: int,
     steps_per_epoch: int,
 ) -> int:
     """spacy-cner.patience.v1 with the batch size of spacy-cner.corpus_batch_size.v1: configs/default.cfg
@@ -211,6 +223,7 @@ def corpus_patience_v2(
         raise ValueError(f"spacy-cner.patience.v2 needs steps >= 0 and epochs >= 0, got {steps}, {epochs}.")
     if corpus is None or not epochs:
         return corpus_patience(steps, epochs, None, batch_words)
-    words = words_per_batch(corpus_tokens(corpus, "spacy-cner.patience.v2"), batch_words, max_batch_words,
-                            steps_per_epoch)
+    words = words_per_batch(
+        corpus_tokens(corpus, "spacy-cner.patience.v2"), batch_words, max_batch_words, steps_per_epoch
+    )
     return corpus_patience(steps, epochs, corpus, words)

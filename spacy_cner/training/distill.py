@@ -29,6 +29,7 @@ Where each part is:
   docs of the train split joined where present;
 - distill: the teacher pass, then the student trained by spaCy's own loop (model-best on dev F1).
 """
+
 import dataclasses
 import hashlib
 import json
@@ -118,8 +119,10 @@ def soft_targets(examples: Sequence[Example], tag_names: Sequence[str]) -> Optio
             out.append(None)
             continue
         if len(targets.marginals) != len(eg.predicted):
-            raise ValueError(f"Soft targets for {len(targets.marginals)} tokens on a doc of {len(eg.predicted)} "
-                             f"({eg.predicted.text[:40]!r}): the student must split texts as the teacher tagged them.")
+            raise ValueError(
+                f"Soft targets for {len(targets.marginals)} tokens on a doc of {len(eg.predicted)} "
+                f"({eg.predicted.text[:40]!r}): the student must split texts as the teacher tagged them."
+            )
         out.append(targets.in_order(tag_names))
     return out
 
@@ -151,14 +154,27 @@ def teacher_student_loss(
     marginals = marginals.double() * mask.unsqueeze(-1)
     # float16 rows sum to 1 within its rounding: renormalised, so the loss is 0 where the student is the teacher.
     marginals = marginals / marginals.sum(dim=2, keepdim=True).clamp(min=1e-12)
-    counts = torch.stack([
-        torch.as_tensor(t.counts if t.counts is not None else product_counts(t.marginals, allowed), dtype=torch.float64)
-        for t in targets
-    ]).to(device)
+    counts = torch.stack(
+        [
+            torch.as_tensor(
+                t.counts if t.counts is not None else product_counts(t.marginals, allowed), dtype=torch.float64
+            )
+            for t in targets
+        ]
+    ).to(device)
     entropy = torch.as_tensor([t.entropy for t in targets], dtype=torch.float64, device=device)
     with parametrize.cached():
-        loss = _TeacherStudentKL.apply(emissions, mask, marginals, counts, entropy, float(temperature),
-                                       module.start_transitions, module.transitions, module.end_transitions)
+        loss = _TeacherStudentKL.apply(
+            emissions,
+            mask,
+            marginals,
+            counts,
+            entropy,
+            float(temperature),
+            module.start_transitions,
+            module.transitions,
+            module.end_transitions,
+        )
     (loss.sum() * scale).backward()
     d_scores = crf.ops.unpad(torch2xp(emissions.grad), [len(doc_scores) for doc_scores in scores])
     return crf.ops.asarray1f(torch2xp(loss.detach())) * scale, d_scores
@@ -223,7 +239,11 @@ class _TeacherStudentKL(torch.autograd.Function):
         d_transitions = student_counts - (counts * weight[:, None, None]).sum(dim=0)
         return (
             difference.to(emissions_dtype),
-            None, None, None, None, None,
+            None,
+            None,
+            None,
+            None,
+            None,
             difference[:, 0].sum(dim=0).to(start_dtype),
             d_transitions.to(transitions_dtype),
             difference[rows, last].sum(dim=0).to(end_dtype),
@@ -251,8 +271,10 @@ def teacher_soft_targets(
     n_tags = len(tags)
     decoded = segment_emissions(model, docs, tag_set, long_doc_window)
     segments = chain_soft_targets(model.get_ref("crf"), decoded.emissions, decoded.allowed, temperature)
-    out = [SoftTargets(tags, numpy.zeros((len(doc), n_tags)), numpy.zeros((n_tags, n_tags)), 0.0, temperature)
-           for doc in docs]
+    out = [
+        SoftTargets(tags, numpy.zeros((len(doc), n_tags)), numpy.zeros((n_tags, n_tags)), 0.0, temperature)
+        for doc in docs
+    ]
     previous: Dict[int, numpy.ndarray] = {}  # doc -> the last marginals row of its previous segment
     for (i, start_token, end_token), segment in zip(decoded.segments, segments):
         targets = out[i]
@@ -287,8 +309,9 @@ def chain_soft_targets(
     lengths = [len(scores) for scores in emissions]
     out: List[Optional[SoftTargets]] = [None] * len(lengths)
     with torch.no_grad(), parametrize.cached():
-        transitions, start, end = (t.double() / temperature for t in (module.transitions, module.start_transitions,
-                                                                      module.end_transitions))
+        transitions, start, end = (
+            t.double() / temperature for t in (module.transitions, module.start_transitions, module.end_transitions)
+        )
         kept = [torch.where(ok, s, 0.0) for ok, s in ((transitions_ok, transitions), (start_ok, start), (end_ok, end))]
         for group in batches_by_budget(lengths, LATTICE_BATCH_TOKENS, by_length=True, padded=True, skip_empty=True):
             emit, mask = pad_batch(crf, [emissions[i] for i in group], requires_grad=False, device=device)
@@ -301,11 +324,19 @@ def chain_soft_targets(
             for b, i in enumerate(group):
                 n = lengths[i]
                 q = marginals[b, :n]
-                counts = pair_expectations(alpha[b, : n - 1], emit[b, 1:n] + beta[b, 1:n] - log_z[b], transitions,
-                                           torch.ones(n - 1, dtype=torch.float64, device=device))
+                counts = pair_expectations(
+                    alpha[b, : n - 1],
+                    emit[b, 1:n] + beta[b, 1:n] - log_z[b],
+                    transitions,
+                    torch.ones(n - 1, dtype=torch.float64, device=device),
+                )
                 # H(q) = log Z - E_q[s(y)] / T; q is 0 where emit is FORBIDDEN (0, not 0 * FORBIDDEN).
-                score = (torch.where(q > 0, q * emit[b, :n], 0.0).sum() + (counts * kept[0]).sum()
-                         + q[0] @ kept[1] + q[-1] @ kept[2])
+                score = (
+                    torch.where(q > 0, q * emit[b, :n], 0.0).sum()
+                    + (counts * kept[0]).sum()
+                    + q[0] @ kept[1]
+                    + q[-1] @ kept[2]
+                )
                 out[i] = SoftTargets(tags, q.cpu().numpy(), counts.cpu().numpy(), float(log_z[b] - score), temperature)
     if any(targets is None for targets in out):
         raise ValueError("chain_soft_targets got an empty sequence: leave empty docs out.")
@@ -369,8 +400,9 @@ class SoftTargetsWriter:
         for batch in minibatch(docs, batch_size):
             char_docs = [character_copy(doc) if pipe.cfg.get("token_unit") == "char" else None for doc in batch]
             tagged = [char_doc if char_doc is not None else doc for doc, char_doc in zip(batch, char_docs)]
-            found = teacher_soft_targets(pipe.model, pipe.tag_set, [d for d in tagged if len(d)],
-                                         pipe.long_doc_window, self.temperature)
+            found = teacher_soft_targets(
+                pipe.model, pipe.tag_set, [d for d in tagged if len(d)], pipe.long_doc_window, self.temperature
+            )
             found_iter = iter(found)
             for doc, tagged_doc, char_doc in zip(batch, tagged, char_docs):
                 if not len(tagged_doc):
@@ -382,8 +414,9 @@ class SoftTargetsWriter:
 
 
 @registry.readers("spacy-cner.distill_corpus.v1")
-def create_distill_corpus(path: Path, gold: Optional[Path] = None,
-                          gold_weight: float = 0.5) -> Callable[[Language], Iterator[Example]]:
+def create_distill_corpus(
+    path: Path, gold: Optional[Path] = None, gold_weight: float = 0.5
+) -> Callable[[Language], Iterator[Example]]:
     """Training examples from a teacher folder (distill's OUTPUT/teacher): each annotated doc with its soft
     targets (doc.user_data[SOFT_TARGETS]); a doc of the train split gets its gold doc as reference, and
     the gold log-likelihood beside its targets at gold_weight. Empty and bad rows are left out.
@@ -504,9 +537,19 @@ def distill(
     tags = prepare_teacher(teacher, folder, temperature)
     write_teacher_inputs(folder / TEACHER_INPUTS, train, texts)
     summary = annotate(
-        str(folder / TEACHER_PIPELINE), str(folder / TEACHER_INPUTS), folder / TEACHER_SHARDS, output_format="spacy",
-        shard_size=shard_size, batch_size=batch_size, n_process=n_process, gpu_id=gpu_id, engine=engine,
-        address=address, workers=workers, gpus_per_worker=gpus_per_worker, progress=progress,
+        str(folder / TEACHER_PIPELINE),
+        str(folder / TEACHER_INPUTS),
+        folder / TEACHER_SHARDS,
+        output_format="spacy",
+        shard_size=shard_size,
+        batch_size=batch_size,
+        n_process=n_process,
+        gpu_id=gpu_id,
+        engine=engine,
+        address=address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        progress=progress,
     )
     config = load_config(student_config)
     name = _crf_ner_name(config, student_config)
@@ -514,8 +557,12 @@ def distill(
     for setting in ("join_examples", "replace_mentions"):  # new docs would lose their soft targets
         if component.get(setting):
             component[setting] = 0.0
-    config["corpora"]["train"] = {"@readers": "spacy-cner.distill_corpus.v1", "path": str(folder),
-                                  "gold": "${paths.train}", "gold_weight": gold_weight}
+    config["corpora"]["train"] = {
+        "@readers": "spacy-cner.distill_corpus.v1",
+        "path": str(folder),
+        "gold": "${paths.train}",
+        "gold_weight": gold_weight,
+    }
     # The teacher's labels in its order and its scheme: the student's tags are the teacher's.
     tag_set = TagSet.from_names(tags)
     component["scheme"] = tag_set.scheme
@@ -568,8 +615,16 @@ def prepare_teacher(teacher: str, folder: Path, temperature: float) -> List[str]
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     nlp.to_disk(folder / TEACHER_PIPELINE)
-    srsly.write_json(meta_path, {"teacher": str(teacher), "fingerprint": fingerprint, "temperature": temperature,
-                                 "component": name, "tags": tags})
+    srsly.write_json(
+        meta_path,
+        {
+            "teacher": str(teacher),
+            "fingerprint": fingerprint,
+            "temperature": temperature,
+            "component": name,
+            "tags": tags,
+        },
+    )
     return tags
 
 
@@ -612,4 +667,3 @@ def _crf_ner_name(config: Any, path: Path) -> str:
     if len(names) != 1:
         raise ValueError(f"The student config {path} must have one crf_ner component, it has {len(names)}.")
     return names[0]
-

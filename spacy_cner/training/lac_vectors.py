@@ -7,6 +7,7 @@ bigrams of the user's corpus) are either zeros ("none"), learnt on the train cor
 ("trained": word2vec with LAC's vectors fixed) or covered by self-trained vectors concatenated beside
 LAC's ("concat").
 """
+
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -36,8 +37,9 @@ def lac_table(lac: LacFiles, max_length: int = 2) -> Tuple[List[str], numpy.ndar
     return keys, rows.astype("int64"), numpy.ascontiguousarray(embeddings[unique], dtype="float32")
 
 
-def shared_vectors(strings: StringStore, keys: Sequence[str], rows: numpy.ndarray, data: numpy.ndarray,
-                   name: str) -> Vectors:
+def shared_vectors(
+    strings: StringStore, keys: Sequence[str], rows: numpy.ndarray, data: numpy.ndarray, name: str
+) -> Vectors:
     """A Vectors table where several keys may share a row (an alias and its target)."""
     if len(keys) != len(rows):
         raise ValueError(f"{len(keys)} keys for {len(rows)} rows.")
@@ -136,10 +138,12 @@ def make_lac_vectors(
     if missing not in MISSING:
         raise ValueError(f"spacy-cner.lac_vectors.v1: missing must be one of {MISSING}, got {missing!r}.")
     if dtype not in ("float32", "float16") or max_length < 1:
-        raise ValueError(f"spacy-cner.lac_vectors.v1: dtype float32 or float16 and max_length >= 1, "
-                         f"got {dtype!r}, {max_length}.")
-    settings = VectorSettings(width=width, window=window, epochs=epochs, min_count=min_count,
-                              seed=0 if seed is None else seed, workers=1)
+        raise ValueError(
+            f"spacy-cner.lac_vectors.v1: dtype float32 or float16 and max_length >= 1, got {dtype!r}, {max_length}."
+        )
+    settings = VectorSettings(
+        width=width, window=window, epochs=epochs, min_count=min_count, seed=0 if seed is None else seed, workers=1
+    )
 
     def before_init(nlp: Language) -> Language:
         start = time.perf_counter()
@@ -149,13 +153,16 @@ def make_lac_vectors(
             return nlp
         texts: List[str] = []
         if missing != "none":
-            texts = train_corpus_texts(corpus, "spacy-cner.lac_vectors.v1",
-                                       f"missing = {missing!r} learns its keys: set --paths.train, "
-                                       "or missing = \"none\"")
+            texts = train_corpus_texts(
+                corpus,
+                "spacy-cner.lac_vectors.v1",
+                f'missing = {missing!r} learns its keys: set --paths.train, or missing = "none"',
+            )
         lac = open_lac(sdist, progress=download_progress())
         keys, rows, data, counts = combine(*lac_table(lac, max_length), texts, missing, settings)
-        nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data.astype(dtype),
-                                           f"{nlp.lang}_lac_{missing}.vectors")
+        nlp.vocab.vectors = shared_vectors(
+            nlp.vocab.strings, keys, rows, data.astype(dtype), f"{nlp.lang}_lac_{missing}.vectors"
+        )
         credit(nlp)
         msg.info(
             f"Vectors: LAC's {counts['lac_keys']:,} characters and words, {counts['added_keys']:,} keys of the train "

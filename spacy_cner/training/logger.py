@@ -11,6 +11,7 @@ folder, beside model-best and model-last:
   (crf_ner): model-best's probabilities of its predicted dev entities against the share of them
   that is right, in bins (a reliability diagram), at the temperature the pipe saved and at 1.
 """
+
 import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple, Union
@@ -49,8 +50,10 @@ def plot_logger(
     RETURNS (Callable): The logger's setup, as spaCy's training loop calls it.
     """
     if calibration_bins < 0:
-        raise ValueError(f"calibration_bins is the number of bins of the calibration plot, 0 for none; got "
-                         f"{calibration_bins}. Hint: 10 bins of width 0.1 suit a dev set of a few hundred entities.")
+        raise ValueError(
+            f"calibration_bins is the number of bins of the calibration plot, 0 for none; got "
+            f"{calibration_bins}. Hint: 10 bins of width 0.1 suit a dev set of a few hundred entities."
+        )
     console = console_logger_v3(progress_bar=progress_bar, console_output=console_output, output_file=output_file)
 
     def setup_logger(
@@ -86,8 +89,9 @@ class TrainingReport:
     def __init__(self, nlp: Language, calibration_bins: int, write: Callable[[str], None]) -> None:
         self.config = nlp.config
         training = nlp.config["training"]
-        self.score_columns = [key for key, weight in training["score_weights"].items()
-                              if weight is not None and key != "speed"]
+        self.score_columns = [
+            key for key, weight in training["score_weights"].items() if weight is not None and key != "speed"
+        ]
         self.calibration_bins = calibration_bins
         self.write = write
         self.msg = Printer(no_print=True)
@@ -101,12 +105,19 @@ class TrainingReport:
             self.folder = folder
             (folder / CURVE_DATA).write_text("", encoding="utf8")
             self.write(self.msg.info(f"Training curve: {folder / CURVE_PICTURE}"))
-        scores = {key: float(value) for key, value in (info.get("other_scores") or {}).items()
-                  if isinstance(value, (int, float))}
+        scores = {
+            key: float(value)
+            for key, value in (info.get("other_scores") or {}).items()
+            if isinstance(value, (int, float))
+        }
         row = {
-            "epoch": info["epoch"], "step": info["step"], "seconds": info.get("seconds"), "words": info.get("words"),
+            "epoch": info["epoch"],
+            "step": info["step"],
+            "seconds": info.get("seconds"),
+            "words": info.get("words"),
             "losses": {name: float(loss) for name, loss in info["losses"].items()},
-            "scores": scores, "score": float(info["score"]),
+            "scores": scores,
+            "score": float(info["score"]),
         }
         self.rows.append(row)
         with (folder / CURVE_DATA).open("a", encoding="utf8") as file:
@@ -130,8 +141,9 @@ class TrainingReport:
         examples = list(dev_corpus(nlp))
         data = {"model": BEST_MODEL, "n_examples": len(examples), "pipes": {}}
         for name, pipe in pipes:
-            data["pipes"][name] = pipe_calibration(pipe.entity_outcomes(examples), pipe.cfg.get("temperature", 1.0),
-                                                   self.calibration_bins)
+            data["pipes"][name] = pipe_calibration(
+                pipe.entity_outcomes(examples), pipe.cfg.get("temperature", 1.0), self.calibration_bins
+            )
         srsly.write_json(self.folder / CALIBRATION_DATA, data)
         (self.folder / CALIBRATION_PICTURE).write_text(svg_picture(calibration_panels(data)), encoding="utf8")
         self.write(self.msg.good(f"Calibration plot of {BEST_MODEL} on dev: {self.folder / CALIBRATION_PICTURE}"))
@@ -148,9 +160,11 @@ def pipe_calibration(outcomes: Callable, temperature: float, n_bins: int) -> Dic
     """
     probs, right = outcomes(temperature)
     result = {
-        "temperature": temperature, "n_entities": len(probs),
+        "temperature": temperature,
+        "n_entities": len(probs),
         "precision": float(right.mean()) if len(right) else 0.0,
-        "ece": expected_calibration_error(probs, right, n_bins), "bins": reliability_bins(probs, right, n_bins),
+        "ece": expected_calibration_error(probs, right, n_bins),
+        "bins": reliability_bins(probs, right, n_bins),
     }
     if temperature != 1.0:
         probs, right = outcomes(1.0)
@@ -186,12 +200,25 @@ def calibration_panels(data: Dict[str, Any]) -> List[Panel]:
             bins = pipe.get(f"bins{suffix}")
             if bins is None:
                 continue
-            series.append(Series(
-                f"T = {temperature:.3g} (ECE {pipe['ece' + suffix]:.3f})",
-                [b["mean_probability"] for b in bins], [b["precision"] for b in bins], dashed=dashed,
-                labels=None if dashed else [str(b["count"]) for b in bins],
-            ))
+            series.append(
+                Series(
+                    f"T = {temperature:.3g} (ECE {pipe['ece' + suffix]:.3f})",
+                    [b["mean_probability"] for b in bins],
+                    [b["precision"] for b in bins],
+                    dashed=dashed,
+                    labels=None if dashed else [str(b["count"]) for b in bins],
+                )
+            )
         title = f"{name}: {pipe['n_entities']} predicted dev entities ({data['model']})"
-        panels.append(Panel(title, "entity probability (bin mean; numbers: entities)", "share right (precision)",
-                            series, x_range=(0.0, 1.0), y_range=(0.0, 1.0), diagonal=True))
+        panels.append(
+            Panel(
+                title,
+                "entity probability (bin mean; numbers: entities)",
+                "share right (precision)",
+                series,
+                x_range=(0.0, 1.0),
+                y_range=(0.0, 1.0),
+                diagonal=True,
+            )
+        )
     return panels

@@ -5,6 +5,7 @@ Written here, not with matplotlib: it is not a requirement (it and its compiled 
 would double the install for two line charts), and an SVG opens in every browser, on GitHub and in
 Jupyter, and stays readable as text. One panel per chart, panels side by side in one picture.
 """
+
 import math
 from html import escape
 from typing import List, NamedTuple, Optional, Sequence, Tuple
@@ -85,47 +86,67 @@ def _panel(panel: Panel) -> List[str]:
 
     out = [f'<text x="{PANEL_WIDTH / 2:.1f}" y="18" text-anchor="middle" font-size="13">{escape(panel.title)}</text>']
     for tick in nice_ticks(x_low, x_high):
-        out.append(f'<line x1="{to_x(tick):.1f}" y1="{top}" x2="{to_x(tick):.1f}" y2="{top + plot_height}" '
-                   'stroke="#eee"/>')
-        out.append(f'<text x="{to_x(tick):.1f}" y="{top + plot_height + 14}" text-anchor="middle">'
-                   f'{_number(tick)}</text>')
+        out.append(
+            f'<line x1="{to_x(tick):.1f}" y1="{top}" x2="{to_x(tick):.1f}" y2="{top + plot_height}" stroke="#eee"/>'
+        )
+        out.append(
+            f'<text x="{to_x(tick):.1f}" y="{top + plot_height + 14}" text-anchor="middle">{_number(tick)}</text>'
+        )
     for tick in nice_ticks(y_low, y_high):
-        out.append(f'<line x1="{left}" y1="{to_y(tick):.1f}" x2="{left + plot_width}" y2="{to_y(tick):.1f}" '
-                   'stroke="#eee"/>')
+        out.append(
+            f'<line x1="{left}" y1="{to_y(tick):.1f}" x2="{left + plot_width}" y2="{to_y(tick):.1f}" stroke="#eee"/>'
+        )
         out.append(f'<text x="{left - 4}" y="{to_y(tick) + 4:.1f}" text-anchor="end">{_number(tick)}</text>')
     out.append(f'<rect x="{left}" y="{top}" width="{plot_width}" height="{plot_height}" fill="none" stroke="#444"/>')
-    out.append(f'<text x="{left + plot_width / 2:.1f}" y="{top + plot_height + 30}" text-anchor="middle">'
-               f'{escape(panel.x_label)}</text>')
-    out.append(f'<text transform="translate(13,{top + plot_height / 2:.1f}) rotate(-90)" text-anchor="middle">'
-               f'{escape(panel.y_label)}</text>')
+    out.append(
+        f'<text x="{left + plot_width / 2:.1f}" y="{top + plot_height + 30}" text-anchor="middle">'
+        f"{escape(panel.x_label)}</text>"
+    )
+    out.append(
+        f'<text transform="translate(13,{top + plot_height / 2:.1f}) rotate(-90)" text-anchor="middle">'
+        f"{escape(panel.y_label)}</text>"
+    )
     if panel.diagonal:
         low, high = max(x_low, y_low), min(x_high, y_high)
-        out.append(f'<line x1="{to_x(low):.1f}" y1="{to_y(low):.1f}" x2="{to_x(high):.1f}" y2="{to_y(high):.1f}" '
-                   'stroke="#999" stroke-dasharray="2,3"/>')
+        out.append(
+            f'<line x1="{to_x(low):.1f}" y1="{to_y(low):.1f}" x2="{to_x(high):.1f}" y2="{to_y(high):.1f}" '
+            'stroke="#999" stroke-dasharray="2,3"/>'
+        )
     if panel.marker is not None and x_low <= panel.marker[0] <= x_high:
         x = to_x(panel.marker[0])
-        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_height}" stroke="#555" '
-                   'stroke-dasharray="4,3"/>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_height}" stroke="#555" '
+            'stroke-dasharray="4,3"/>'
+        )
         # The label on the side with more room, inside the plot.
         anchor, shift = ("end", -3) if x > left + plot_width / 2 else ("start", 3)
-        out.append(f'<text x="{x + shift:.1f}" y="{top + 11}" text-anchor="{anchor}" fill="#555">'
-                   f'{escape(panel.marker[1])}</text>')
+        out.append(
+            f'<text x="{x + shift:.1f}" y="{top + 11}" text-anchor="{anchor}" fill="#555">'
+            f"{escape(panel.marker[1])}</text>"
+        )
     for i, series in enumerate(panel.series):
         colour = COLOURS[i % len(COLOURS)]
-        kept = [(x, y, label) for x, y, label in zip(series.xs, series.ys, series.labels or [""] * len(series.xs))
-                if _finite(x) and _finite(y)]
+        kept = [
+            (x, y, label)
+            for x, y, label in zip(series.xs, series.ys, series.labels or [""] * len(series.xs))
+            if _finite(x) and _finite(y)
+        ]
         path = " ".join(f"{to_x(x):.1f},{to_y(y):.1f}" for x, y, _ in kept)
         dash = ' stroke-dasharray="6,4"' if series.dashed else ""
         out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.6"{dash}/>')
         for x, y, label in kept:
             out.append(f'<circle cx="{to_x(x):.1f}" cy="{to_y(y):.1f}" r="2.5" fill="{colour}"/>')
             if label:
-                out.append(f'<text x="{to_x(x):.1f}" y="{to_y(y) - 5:.1f}" text-anchor="middle" font-size="9" '
-                           f'fill="{colour}">{escape(label)}</text>')
+                out.append(
+                    f'<text x="{to_x(x):.1f}" y="{to_y(y) - 5:.1f}" text-anchor="middle" font-size="9" '
+                    f'fill="{colour}">{escape(label)}</text>'
+                )
         # The legend, under the axis title: two entries a row.
         legend_x, legend_y = left + (i % 2) * plot_width / 2, top + plot_height + 44 + (i // 2) * 13
-        out.append(f'<line x1="{legend_x:.1f}" y1="{legend_y - 4}" x2="{legend_x + 16:.1f}" y2="{legend_y - 4}" '
-                   f'stroke="{colour}" stroke-width="2"{dash}/>')
+        out.append(
+            f'<line x1="{legend_x:.1f}" y1="{legend_y - 4}" x2="{legend_x + 16:.1f}" y2="{legend_y - 4}" '
+            f'stroke="{colour}" stroke-width="2"{dash}/>'
+        )
         out.append(f'<text x="{legend_x + 20:.1f}" y="{legend_y}">{escape(series.name)}</text>')
     return out
 

@@ -3,6 +3,7 @@ diagram and the expected calibration error over them (Guo, Pleiss, Sun and Weinb
 of Modern Neural Networks", section 2). Pure functions of (probabilities, right): the calibration fits
 (pipeline/calibration.py) report them and the training logger draws them (logger.py).
 """
+
 from typing import Dict, List
 
 import numpy
@@ -12,8 +13,12 @@ def expected_calibration_error(probs: numpy.ndarray, right: numpy.ndarray, n_bin
     """Expected calibration error: over n_bins equal-width bins of probability, the share of
     the predictions in each bin times |their accuracy - their mean probability|, summed."""
     n_predicted = len(probs)
-    return float(sum(b["count"] / n_predicted * abs(b["precision"] - b["mean_probability"])
-                     for b in reliability_bins(probs, right, n_bins)))
+    return float(
+        sum(
+            b["count"] / n_predicted * abs(b["precision"] - b["mean_probability"])
+            for b in reliability_bins(probs, right, n_bins)
+        )
+    )
 
 
 def reliability_bins(probs: numpy.ndarray, right: numpy.ndarray, n_bins: int = 10) -> List[Dict[str, float]]:
@@ -31,8 +36,13 @@ def reliability_bins(probs: numpy.ndarray, right: numpy.ndarray, n_bins: int = 1
     for b in range(n_bins):
         inside = bins == b
         if inside.any():
-            points.append({
-                "lower": b / n_bins, "upper": (b + 1) / n_bins, "count": int(inside.sum()),
-                "mean_probability": float(numpy.mean(probs[inside])), "precision": float(numpy.mean(right[inside])),
-            })
+            points.append(
+                {
+                    "lower": b / n_bins,
+                    "upper": (b + 1) / n_bins,
+                    "count": int(inside.sum()),
+                    "mean_probability": float(numpy.mean(probs[inside])),
+                    "precision": float(numpy.mean(right[inside])),
+                }
+            )
     return points

@@ -1,4 +1,5 @@
 """Learning-rate schedules that pickle with the optimizer that holds them."""
+
 from thinc.api import registry
 
 

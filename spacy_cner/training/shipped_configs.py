@@ -6,6 +6,7 @@ whose config lacks a newer setting is filled from them, so they must stay what t
 default config also sets what no factory default can: the lexicon and vectors made at initialize,
 joined sentence pairs in the corpus reader, the threshold fitted before saving.
 """
+
 from pathlib import Path
 from typing import List
 

@@ -9,6 +9,7 @@ characters). They are written as a spaCy pipeline with vectors only, for `--path
 `spacy init vectors` would write them. gensim is written in C, a skip-gram of our own in torch would
 be slower by far; it is a requirement (the default config trains vectors at initialize).
 """
+
 import time
 import zlib
 from dataclasses import asdict, dataclass, field, replace
@@ -89,8 +90,10 @@ def stable_hash(text: str) -> int:
 
 
 def train_char_bigram_vectors(
-    texts: Sequence[str], settings: Optional[VectorSettings] = None,
-    fixed: Optional[Mapping[str, numpy.ndarray]] = None, progress: bool = False,
+    texts: Sequence[str],
+    settings: Optional[VectorSettings] = None,
+    fixed: Optional[Mapping[str, numpy.ndarray]] = None,
+    progress: bool = False,
 ) -> Tuple[List[str], numpy.ndarray, Dict[str, int]]:
     """Skip-gram vectors of the characters and of the bigrams of texts.
 
@@ -106,13 +109,22 @@ def train_char_bigram_vectors(
     try:
         from gensim.models import Word2Vec  # noqa: F401  (here for the error; used in _word2vec)
     except ImportError as err:
-        raise ImportError('Training vectors needs gensim (a requirement of spacy-cner): '
-                          'pip install "gensim>=4.3"') from err
+        raise ImportError(
+            'Training vectors needs gensim (a requirement of spacy-cner): pip install "gensim>=4.3"'
+        ) from err
     settings = settings or VectorSettings()
     if not any(texts):
         raise ValueError("No text to train vectors on: the inputs are empty.")
-    gensim_settings = dict(vector_size=settings.width, window=settings.window, sg=1, min_count=settings.min_count,
-                           epochs=settings.epochs, seed=settings.seed, workers=settings.workers, hashfxn=stable_hash)
+    gensim_settings = dict(
+        vector_size=settings.width,
+        window=settings.window,
+        sg=1,
+        min_count=settings.min_count,
+        epochs=settings.epochs,
+        seed=settings.seed,
+        workers=settings.workers,
+        hashfxn=stable_hash,
+    )
     kinds = {
         "char_vectors": [list(text) for text in texts],
         "bigram_vectors": [[a + b for a, b in zip(text, text[1:])] for text in texts if len(text) > 1],
@@ -177,8 +189,12 @@ def _word2vec(sentences: List[List[str]], gensim_settings: Dict, fixed: Optional
             wv.vectors[index] = vector
             lockf[index] = 0.0
     wv.vectors_lockf = lockf
-    model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs,
-                callbacks=gensim_settings.get("callbacks", ()))
+    model.train(
+        sentences,
+        total_examples=model.corpus_count,
+        epochs=model.epochs,
+        callbacks=gensim_settings.get("callbacks", ()),
+    )
     return wv
 
 
@@ -194,8 +210,9 @@ def vectors_pipeline(keys: Sequence[str], vectors: numpy.ndarray, lang: str = "z
         raise ValueError(f"{len(keys)} keys for {vectors.shape[0]} vectors.")
     nlp = spacy.blank(lang)
     strings = nlp.vocab.strings
-    nlp.vocab.vectors = Vectors(strings=strings, data=vectors, keys=[strings.add(key) for key in keys],
-                                name=f"{lang}_self_trained.vectors")
+    nlp.vocab.vectors = Vectors(
+        strings=strings, data=vectors, keys=[strings.add(key) for key in keys], name=f"{lang}_self_trained.vectors"
+    )
     return nlp
 
 
@@ -221,20 +238,26 @@ def make_self_trained_vectors(
     seed (Optional[int]): word2vec's seed (${system.seed}; null: 0).
     RETURNS (Callable[[Language], Language]): The callback.
     """
-    settings = VectorSettings(width=width, window=window, epochs=epochs, min_count=min_count,
-                              seed=0 if seed is None else seed, workers=1)
+    settings = VectorSettings(
+        width=width, window=window, epochs=epochs, min_count=min_count, seed=0 if seed is None else seed, workers=1
+    )
 
     def before_init(nlp: Language) -> Language:
         if pretrained is not None:
             msg.info(f"Vectors: {pretrained} ([initialize] vectors), none trained")
             return nlp
         start = time.perf_counter()
-        texts = train_corpus_texts(corpus, "spacy-cner.self_trained_vectors.v1",
-                                   "set --paths.train, or give vectors with --paths.vectors")
+        texts = train_corpus_texts(
+            corpus, "spacy-cner.self_trained_vectors.v1", "set --paths.train, or give vectors with --paths.vectors"
+        )
         keys, vectors, counts = train_on_the_train_corpus(texts, settings)
         strings = nlp.vocab.strings
-        nlp.vocab.vectors = Vectors(strings=strings, data=vectors, keys=[strings.add(key) for key in keys],
-                                    name=f"{nlp.lang}_self_trained.vectors")
+        nlp.vocab.vectors = Vectors(
+            strings=strings,
+            data=vectors,
+            keys=[strings.add(key) for key in keys],
+            name=f"{nlp.lang}_self_trained.vectors",
+        )
         msg.info(
             f"Vectors trained on the train corpus's {len(texts):,} texts: {counts['char_vectors']:,} characters, "
             f"{counts['bigram_vectors']:,} bigrams, width {width} ({time.perf_counter() - start:.0f} s)"
@@ -265,13 +288,17 @@ def train_on_the_train_corpus(
     except ValueError as err:
         if settings.min_count == 1 or not any(texts):
             raise
-        msg.warn(f"{err} The train corpus is too small for min_count {settings.min_count}: "
-                 "training the vectors with min_count 1.")
+        msg.warn(
+            f"{err} The train corpus is too small for min_count {settings.min_count}: "
+            "training the vectors with min_count 1."
+        )
         return train_char_bigram_vectors(texts, replace(settings, min_count=1), fixed, progress=True)
 
 
 def train_vectors(
-    inputs: Iterable[Union[str, Path]], output: Union[str, Path], settings: Optional[VectorSettings] = None,
+    inputs: Iterable[Union[str, Path]],
+    output: Union[str, Path],
+    settings: Optional[VectorSettings] = None,
     progress: bool = False,
 ) -> VectorsSummary:
     """Train character and bigram vectors on the texts of inputs and save them as a pipeline in output.
@@ -292,7 +319,12 @@ def train_vectors(
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     vectors_pipeline(keys, vectors).to_disk(output)
-    summary = VectorsSummary(sources=[str(path) for path in sources], texts=len(texts),
-                             characters=sum(len(text) for text in texts), settings=asdict(settings), **counts)
+    summary = VectorsSummary(
+        sources=[str(path) for path in sources],
+        texts=len(texts),
+        characters=sum(len(text) for text in texts),
+        settings=asdict(settings),
+        **counts,
+    )
     srsly.write_json(output / "summary.json", asdict(summary))
     return summary

@@ -1,4 +1,5 @@
 """`python -m spacy_cner annotate`: formats, bad rows, resuming, and the Ray engine (local Ray)."""
+
 import json
 import os
 import shutil
@@ -65,7 +66,9 @@ def test_annotate_text_file_keeps_every_line_and_scores(model, tmp_path):
     scores = [e["score"] for row in rows for e in row["entities"]]
     assert all(0.0 < score <= 1.0 + 1e-6 for score in scores)
     assert sorted(p.name for p in (tmp_path / "out").glob("*.jsonl")) == [
-        "docs.00000.jsonl", "docs.00001.jsonl", "docs.00002.jsonl"
+        "docs.00000.jsonl",
+        "docs.00001.jsonl",
+        "docs.00002.jsonl",
     ]
     assert (summary.docs, summary.errors, summary.shards_written, summary.shards_skipped) == (7, 0, 3, 0)
     assert summary.chars == sum(len(text) for text in texts)
@@ -76,8 +79,9 @@ def test_annotate_n_process_2_matches_one_process(model, tmp_path):
     texts = TEXTS * 3
     (tmp_path / "docs.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
     annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "one", shard_size=4)
-    summary = annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "two", shard_size=4, n_process=2,
-                       batch_size=2)
+    summary = annotate(
+        str(model), str(tmp_path / "docs.txt"), tmp_path / "two", shard_size=4, n_process=2, batch_size=2
+    )
     assert read_jsonl(tmp_path / "two") == read_jsonl(tmp_path / "one")
     assert summary.docs == len(texts)
     assert "get_all" not in vars(srsly.msgpack_decoders)
@@ -142,8 +146,10 @@ def test_lone_surrogates_are_bad_rows_not_a_stopped_job(model, tmp_path):
     rows = read_jsonl(tmp_path / "out")
     assert [row.get("id") for row in rows] == [1, None, None, 4] and (summary.docs, summary.errors) == (2, 2)
     assert rows[1]["raw"] == lines[1] and rows[2]["raw"] == lines[2]
-    assert rows[1]["error"] == (f"{source}, line 2: field 'text' has a lone surrogate '\\ud800' at character 2: "
-                                "not valid Unicode text (fix the escape, or replace it with U+FFFD)")
+    assert rows[1]["error"] == (
+        f"{source}, line 2: field 'text' has a lone surrogate '\\ud800' at character 2: "
+        "not valid Unicode text (fix the escape, or replace it with U+FFFD)"
+    )
     assert rows[2]["error"].startswith(f"{source}, line 3: field 'meta'['tags'][1] has a lone surrogate '\\udc00'")
 
 
@@ -154,8 +160,13 @@ def test_rows_an_output_format_cannot_hold_are_bad_rows(model, tmp_path, output_
     if output_format == "parquet":
         pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
     deep = '{"text": "李四", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    lines = [json.dumps({"text": "我在北京", "n": 1}), deep, json.dumps({"text": "北京", "n": 10**30}),
-             json.dumps({"text": "北京很大", "n": "two"}, ensure_ascii=False), json.dumps({"text": "上海", "n": 3})]
+    lines = [
+        json.dumps({"text": "我在北京", "n": 1}),
+        deep,
+        json.dumps({"text": "北京", "n": 10**30}),
+        json.dumps({"text": "北京很大", "n": "two"}, ensure_ascii=False),
+        json.dumps({"text": "上海", "n": 3}),
+    ]
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf8")
     summary = annotate(str(model), str(source), tmp_path / "out", output_format=output_format)
@@ -196,26 +207,43 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
     from spacy_cner.active_learning import select
 
     when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
-    table = pyarrow.table({
-        "text": ["我在北京", "北京很大"],
-        "when": pyarrow.array([when, None], pyarrow.timestamp("us", tz="UTC")),
-        "day": pyarrow.array([datetime.date(2024, 1, 2), datetime.date(2023, 12, 31)]),
-        "at": pyarrow.array([datetime.time(12, 30), datetime.time(0, 0, 1)]),
-        "took": pyarrow.array([datetime.timedelta(seconds=90), datetime.timedelta(milliseconds=5)]),
-        "price": pyarrow.array([decimal.Decimal("1.10"), decimal.Decimal("12345678901234567890.01")],
-                               pyarrow.decimal128(22, 2)),
-        "blob": pyarrow.array([b"\x00\xff", b"ab"], pyarrow.binary()),
-    })
+    table = pyarrow.table(
+        {
+            "text": ["我在北京", "北京很大"],
+            "when": pyarrow.array([when, None], pyarrow.timestamp("us", tz="UTC")),
+            "day": pyarrow.array([datetime.date(2024, 1, 2), datetime.date(2023, 12, 31)]),
+            "at": pyarrow.array([datetime.time(12, 30), datetime.time(0, 0, 1)]),
+            "took": pyarrow.array([datetime.timedelta(seconds=90), datetime.timedelta(milliseconds=5)]),
+            "price": pyarrow.array(
+                [decimal.Decimal("1.10"), decimal.Decimal("12345678901234567890.01")], pyarrow.decimal128(22, 2)
+            ),
+            "blob": pyarrow.array([b"\x00\xff", b"ab"], pyarrow.binary()),
+        }
+    )
     source = tmp_path / "in.parquet"
     pyarrow.parquet.write_table(table, source)
     summary = annotate(str(model), str(source), tmp_path / "out")
     rows = read_jsonl(tmp_path / "out")
     assert (summary.docs, summary.errors) == (2, 0)
     assert [{k: v for k, v in row.items() if k != "entities"} for row in rows] == [
-        {"text": "我在北京", "when": "2024-01-02T03:04:05+00:00", "day": "2024-01-02", "at": "12:30:00",
-         "took": 90.0, "price": "1.10", "blob": base64.b64encode(b"\x00\xff").decode()},
-        {"text": "北京很大", "when": None, "day": "2023-12-31", "at": "00:00:01", "took": 0.005,
-         "price": "12345678901234567890.01", "blob": "YWI="},
+        {
+            "text": "我在北京",
+            "when": "2024-01-02T03:04:05+00:00",
+            "day": "2024-01-02",
+            "at": "12:30:00",
+            "took": 90.0,
+            "price": "1.10",
+            "blob": base64.b64encode(b"\x00\xff").decode(),
+        },
+        {
+            "text": "北京很大",
+            "when": None,
+            "day": "2023-12-31",
+            "at": "00:00:01",
+            "took": 0.005,
+            "price": "12345678901234567890.01",
+            "blob": "YWI=",
+        },
     ]
     assert [entity_tuples(row) for row in rows] == expected_entities(model, ["我在北京", "北京很大"])
     annotate(str(model), str(source), tmp_path / "docbin", output_format="spacy")
@@ -233,6 +261,7 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
 def test_nan_and_infinities_are_written_as_null_never_nan(model, tmp_path):
     """NaN and infinities (a JSONL input's NaN literal, a Parquet double column's NaN) were written as
     NaN and Infinity, which JSON readers refuse; JSONL output writes null."""
+
     def strict(constant):
         raise ValueError(f"{constant} is not JSON")
 
@@ -252,8 +281,11 @@ def test_a_row_nested_too_deeply_for_parquet_is_a_bad_row_not_an_unreadable_shar
     import pyarrow.parquet
 
     deep = {"text": "李四", "x": json.loads("[" * 60 + "1" + "]" * 60)}
-    lines = [json.dumps({"text": "我在北京"}, ensure_ascii=False), json.dumps(deep, ensure_ascii=False),
-             json.dumps({"text": "上海", "x": [[1]]}, ensure_ascii=False)]
+    lines = [
+        json.dumps({"text": "我在北京"}, ensure_ascii=False),
+        json.dumps(deep, ensure_ascii=False),
+        json.dumps({"text": "上海", "x": [[1]]}, ensure_ascii=False),
+    ]
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf8")
     summary = annotate(str(model), str(source), tmp_path / "out", output_format="parquet")
@@ -386,8 +418,9 @@ def test_resume_after_an_input_changed_is_exact_or_refused(model, tmp_path):
 
     killed_run()
     source.write_text("\n".join(["新的一行"] + texts) + "\n", encoding="utf8")
-    with pytest.raises(ValueError,
-                       match=r"a\.txt changed since its shards in .*out were written .* To start over, delete"):
+    with pytest.raises(
+        ValueError, match=r"a\.txt changed since its shards in .*out were written .* To start over, delete"
+    ):
         annotate(str(model), str(source), out, shard_size=5)
     assert len(read_jsonl(out)) == 15  # nothing written from the new content
     source.write_text("\n".join(texts) + "\n", encoding="utf8")  # the old content again: resumes
@@ -450,8 +483,9 @@ def test_annotate_command(model, tmp_path):
     assert "not UTF-8" in rows[2]["error"] and rows[2]["raw"] == "\\xff\\xfe" and len(rows) == 3
     bad = runner.invoke(app, ["annotate", str(model), str(tmp_path / "missing.txt"), str(tmp_path / "out2"), "-q"])
     assert bad.exit_code == 1 and "No input files" in bad.output
-    unused = runner.invoke(app, ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out3"), "-q",
-                                 "--workers", "4"])
+    unused = runner.invoke(
+        app, ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out3"), "-q", "--workers", "4"]
+    )
     assert unused.exit_code == 1 and "--workers is not used by the local engine: add --engine ray" in unused.output
     with pytest.raises(ValueError, match="--n-process, --gpu-id are not used by the ray engine"):
         annotate(str(model), str(tmp_path / "in.txt"), tmp_path / "out4", engine="ray", n_process=2, gpu_id=0)
@@ -467,9 +501,11 @@ def test_annotate_never_writes_into_an_input_file_or_a_folder_it_did_not_make(mo
     others = tmp_path / "others"
     others.mkdir()
     (others / "a.00000.jsonl").write_text("mine\n", encoding="utf8")
-    for output, said in ((data / "a.txt", "a.txt is a file, not a folder"),
-                         (data / "a.txt" / "out", "a.txt is a file, not a folder"),
-                         (others, "holds files annotate did not write")):
+    for output, said in (
+        (data / "a.txt", "a.txt is a file, not a folder"),
+        (data / "a.txt" / "out", "a.txt is a file, not a folder"),
+        (others, "holds files annotate did not write"),
+    ):
         result = runner.invoke(app, ["annotate", str(model), str(data), str(output), "-q"])
         text = " ".join(result.output.split())
         assert result.exit_code == 1 and said in text and text.count("✘") == 1, result.output
@@ -488,13 +524,29 @@ def test_annotate_and_select_refuse_batch_size_0_and_unwritable_outputs(model, t
     (tmp_path / "in.txt").write_text("我在北京\n", encoding="utf8")
     unwritable = Path("/sys/spacy_cner_test")
     for command, said in (
-        (["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out"), "--batch-size", "0"],
-         "batch_size must be at least 1"),
-        (["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(tmp_path / "next.jsonl"),
-          "--batch-size", "0"], "batch_size must be at least 1"),
+        (
+            ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out"), "--batch-size", "0"],
+            "batch_size must be at least 1",
+        ),
+        (
+            [
+                "select",
+                str(model),
+                str(tmp_path / "in.txt"),
+                "-n",
+                "1",
+                "-o",
+                str(tmp_path / "next.jsonl"),
+                "--batch-size",
+                "0",
+            ],
+            "batch_size must be at least 1",
+        ),
         (["annotate", str(model), str(tmp_path / "in.txt"), str(unwritable / "out")], "spacy_cner_test"),
-        (["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(unwritable / "next.jsonl")],
-         "spacy_cner_test"),
+        (
+            ["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(unwritable / "next.jsonl")],
+            "spacy_cner_test",
+        ),
     ):
         result = runner.invoke(app, command + ["-q"])
         text = " ".join(result.output.split())
@@ -510,15 +562,20 @@ ray = pytest.importorskip(
 
 def test_ray_address_with_no_cluster_is_one_line(model, tmp_path, monkeypatch):
     """--address auto with no cluster running: one line naming the address, for annotate and select."""
+
     def no_cluster(*args, **kwargs):  # what ray.init(address="auto") raises with no cluster running
-        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to "
-                              "by setting `--address` flag or `RAY_ADDRESS` environment variable.")
+        raise ConnectionError(
+            "Could not find any running Ray instance. Please specify the one to connect to "
+            "by setting `--address` flag or `RAY_ADDRESS` environment variable."
+        )
 
     monkeypatch.setattr(ray, "init", no_cluster)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     (tmp_path / "in.txt").write_text("我在北京\n", encoding="utf8")
-    for command in (["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out")],
-                    ["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(tmp_path / "next.jsonl")]):
+    for command in (
+        ["annotate", str(model), str(tmp_path / "in.txt"), str(tmp_path / "out")],
+        ["select", str(model), str(tmp_path / "in.txt"), "-n", "1", "-o", str(tmp_path / "next.jsonl")],
+    ):
         result = runner.invoke(app, command + ["--engine", "ray", "--address", "auto", "-q"])
         said = " ".join(result.output.split())
         assert result.exit_code == 1 and said.count("✘") == 1, result.output
@@ -545,12 +602,15 @@ def test_ray_matches_local_run(model, tmp_path, local_ray):
     (tmp_path / "in" / "b.jsonl").write_text("\n".join(lines[25:]) + "\n", encoding="utf8")
     (tmp_path / "in" / "empty.jsonl").write_text("", encoding="utf8")
     local = annotate(str(model), str(tmp_path / "in"), tmp_path / "local", shard_size=10)
-    remote = annotate(str(model), str(tmp_path / "in"), tmp_path / "ray", shard_size=10, engine="ray", workers=2,
-                      batch_size=4)
+    remote = annotate(
+        str(model), str(tmp_path / "in"), tmp_path / "ray", shard_size=10, engine="ray", workers=2, batch_size=4
+    )
     assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local")
     assert len(read_jsonl(tmp_path / "ray")) == 40
-    assert (remote.docs, remote.errors, remote.shards_written) == (local.docs, local.errors, local.shards_written) == (
-        38, 2, 5
+    assert (
+        (remote.docs, remote.errors, remote.shards_written)
+        == (local.docs, local.errors, local.shards_written)
+        == (38, 2, 5)
     )
     assert (tmp_path / "ray" / ".annotate" / "done" / "empty.json").exists()
 
@@ -565,8 +625,17 @@ def test_ray_select_matches_local(model, tmp_path, local_ray):
     picks = {}
     for engine, options in (("local", {}), ("ray", {"workers": 2})):
         out = tmp_path / f"{engine}.jsonl"
-        summary = select(str(model), str(tmp_path / "pool.jsonl"), 8, out, strategy="entropy", shard_size=7,
-                         batch_size=4, engine=engine, **options)
+        summary = select(
+            str(model),
+            str(tmp_path / "pool.jsonl"),
+            8,
+            out,
+            strategy="entropy",
+            shard_size=7,
+            batch_size=4,
+            engine=engine,
+            **options,
+        )
         assert (summary.texts, summary.errors, summary.selected) == (29, 1, 8)
         picks[engine] = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         assert "line 5: not JSON" in (tmp_path / f"{engine}.jsonl.errors.jsonl").read_text(encoding="utf8")
@@ -584,14 +653,17 @@ def test_ray_text_and_parquet(model, tmp_path, local_ray):
     annotate(str(model), str(tmp_path / "t"), tmp_path / "ray", shard_size=3, engine="ray")
     assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local") and len(read_jsonl(tmp_path / "ray")) == 6
     (tmp_path / "p").mkdir()
-    pyarrow.parquet.write_table(pyarrow.table({"n": [1, 2, 3], "text": ["我在北京", "北京很大", None]}),
-                                tmp_path / "p" / "in.parquet")
+    pyarrow.parquet.write_table(
+        pyarrow.table({"n": [1, 2, 3], "text": ["我在北京", "北京很大", None]}), tmp_path / "p" / "in.parquet"
+    )
     annotate(str(model), str(tmp_path / "p"), tmp_path / "pl", output_format="parquet")
     annotate(str(model), str(tmp_path / "p"), tmp_path / "pr", output_format="parquet", engine="ray")
     local_rows = pyarrow.parquet.read_table(tmp_path / "pl" / "in.00000.parquet").to_pylist()
     assert pyarrow.parquet.read_table(tmp_path / "pr" / "in.00000.parquet").to_pylist() == local_rows
-    assert (local_rows[2]["error"].endswith("'text' is a NoneType, not a string")
-            or "not a string" in local_rows[2]["error"])
+    assert (
+        local_rows[2]["error"].endswith("'text' is a NoneType, not a string")
+        or "not a string" in local_rows[2]["error"]
+    )
 
 
 def _actor_pids():
@@ -613,8 +685,9 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     texts = [f"{i}我在北京，北京很大" for i in range(3000)]
     (tmp_path / "in").mkdir()
     for part in range(3):
-        (tmp_path / "in" / f"{part}.txt").write_text("\n".join(texts[part * 1000:(part + 1) * 1000]) + "\n",
-                                                     encoding="utf8")
+        (tmp_path / "in" / f"{part}.txt").write_text(
+            "\n".join(texts[part * 1000 : (part + 1) * 1000]) + "\n", encoding="utf8"
+        )
     killed = []
     done = threading.Event()
 
@@ -631,8 +704,9 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     killer = threading.Thread(target=kill_one_actor)
     killer.start()
     try:
-        summary = annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray",
-                           workers=2, batch_size=8)
+        summary = annotate(
+            str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray", workers=2, batch_size=8
+        )
     finally:
         finished = time.time()
         done.set()
@@ -693,8 +767,18 @@ def test_a_failed_start_does_not_lock_the_output_folder(model, tmp_path, monkeyp
 def test_workers_end_when_the_annotating_process_is_killed(model, tmp_path):
     """--n-process 2, the parent killed with SIGKILL mid-run: its forked workers do not live on."""
     (tmp_path / "in.txt").write_text("我在北京工作\n" * 200_000, encoding="utf8")
-    command = [sys.executable, "-m", "spacy_cner", "annotate", str(model), str(tmp_path / "in.txt"),
-               str(tmp_path / "out"), "--n-process", "2", "-q"]
+    command = [
+        sys.executable,
+        "-m",
+        "spacy_cner",
+        "annotate",
+        str(model),
+        str(tmp_path / "in.txt"),
+        str(tmp_path / "out"),
+        "--n-process",
+        "2",
+        "-q",
+    ]
     parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def children() -> list:
@@ -720,8 +804,12 @@ def test_workers_end_when_the_annotating_process_is_killed(model, tmp_path):
         alive = workers
         while alive and time.time() < deadline:
             time.sleep(0.2)
-            alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
-                     and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:1]]
+            alive = [
+                pid
+                for pid in workers
+                if Path(f"/proc/{pid}").exists()
+                and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:1]
+            ]
         assert alive == []
     finally:
         if parent.poll() is None:
@@ -764,7 +852,7 @@ def test_csv_and_tsv_input_with_a_text_column(model, tmp_path):
     than the header, no such column) are per-row errors naming file and row; a text file refuses a
     text column."""
     csv_file = tmp_path / "in.csv"
-    csv_file.write_bytes("id,body\n1,我在北京\n2,\"北京，上海\n很大\"\n".encode("utf8") + b"3,\xff\xfe\n4,a,b\n")
+    csv_file.write_bytes('id,body\n1,我在北京\n2,"北京，上海\n很大"\n'.encode("utf8") + b"3,\xff\xfe\n4,a,b\n")
     summary = annotate(str(model), str(csv_file), tmp_path / "out", text_field="body")
     rows = read_jsonl(tmp_path / "out")
     assert [row.get("id") for row in rows] == ["1", "2", "3", "4"] and rows[1]["body"] == "北京，上海\n很大"

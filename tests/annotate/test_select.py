@@ -1,4 +1,5 @@
 """`python -m spacy_cner select`: texts ranked by crf_ner's exact marginals, written for annotation tools."""
+
 import collections
 import json
 import random
@@ -13,8 +14,7 @@ from thinc.api import Adam, fix_random_seed
 
 import reference
 from spacy_cner.annotate.job import AnnotateJob
-from spacy_cner.annotate.select import (STRATEGIES, NearDuplicates, Typicality, pick, power_key, score_docs,
-                                        select)
+from spacy_cner.annotate.select import STRATEGIES, NearDuplicates, Typicality, pick, power_key, score_docs, select
 from spacy_cner.annotate.uncertainty import strategy_score
 from spacy_cner.corpus.convert import iter_docs
 from spacy_cner.layers._torch import torch_module
@@ -25,8 +25,7 @@ TRAIN = [
     ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")]),
     ("王五来自广州", [(0, 2, "PER"), (4, 6, "LOC")]),
 ]
-SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200},
-         "encoder": {"width": 16}}
+SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200}, "encoder": {"width": 16}}
 TEXTS = ["张三在上海", "李四去了广州", "王五在北京", "今天天气很好", "张三去了北京工作", "赵六来自上海"]
 
 
@@ -83,7 +82,7 @@ def test_scores_equal_brute_force_over_every_tag_sequence(model_dir, strategy):
         assert score == pytest.approx(expected, rel=1e-6, abs=1e-9)
         # the doc's entities carry the same probabilities
         for ent in doc.ents:
-            assert ent._.score == pytest.approx(spans[(ent.start, ent.end, ent.label_)] , abs=1e-6)
+            assert ent._.score == pytest.approx(spans[(ent.start, ent.end, ent.label_)], abs=1e-6)
 
 
 def test_strategy_scores_by_hand():
@@ -144,7 +143,9 @@ def test_pick_takes_the_top_then_the_drawn_share():
     assert pick(ranked, list("abxyz"), 4, 0.5, keep=lambda item: item != "b") == (list("ac"), list("xy"))
     asked = []  # keep (a near-duplicate guard counting what it refuses) is asked once per item
     assert pick(ranked, list("bacxy"), 4, 0.5, keep=lambda item: asked.append(item) or item != "b") == (
-        list("ac"), list("xy"))
+        list("ac"),
+        list("xy"),
+    )
     assert asked == list("abcxy")
     with pytest.raises(ValueError, match="explore"):
         pick(ranked, drawn, 5, 1.0)
@@ -153,8 +154,12 @@ def test_pick_takes_the_top_then_the_drawn_share():
 @pytest.fixture
 def pool(model_dir, tmp_path):
     """60 texts in a file, and their entropy scores."""
-    texts = [f"{name}{verb}{place}" for name in ("张三", "李四", "王五", "赵六") for verb in ("去了", "来自", "在")
-             for place in ("上海", "北京", "广州", "深圳", "杭州")]
+    texts = [
+        f"{name}{verb}{place}"
+        for name in ("张三", "李四", "王五", "赵六")
+        for verb in ("去了", "来自", "在")
+        for place in ("上海", "北京", "广州", "深圳", "杭州")
+    ]
     source = tmp_path / "pool.txt"
     source.write_text("\n".join(texts) + "\n", encoding="utf8")
     _, scores = score_docs(spacy.load(model_dir), texts, "entropy")
@@ -168,15 +173,24 @@ def test_select_explore_draws_a_share_at_random(model_dir, tmp_path, pool):
     best = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (-scores[i], i))]
     draws = []
     for seed in (0, 1, 2):
-        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3,
-                         diversity=None, seed=seed)
+        summary = select(
+            AnnotateJob(str(model_dir)),
+            str(source),
+            10,
+            out,
+            strategy="entropy",
+            explore=0.3,
+            diversity=None,
+            seed=seed,
+        )
         records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         assert (summary.selected, summary.drawn) == (10, 3) and len({r["text"] for r in records}) == 10
         assert [r["text"] for r in records[:7]] == best[:7] and not any("explore" in r["select"] for r in records[:7])
         assert all(r["select"]["explore"] is True and r["text"] not in best[:7] for r in records[7:])
         draws.append([r["text"] for r in records[7:]])
-    again = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None,
-                   seed=2)
+    again = select(
+        AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", explore=0.3, diversity=None, seed=2
+    )
     assert [json.loads(line)["text"] for line in out.read_text(encoding="utf8").splitlines()][7:] == draws[2]
     assert again.drawn == 3 and len({tuple(d) for d in draws}) > 1  # seeded: the same draw again, another seed another
     assert any(text not in best[:10] for draw in draws for text in draw)  # drawn, not the next of the ranking
@@ -214,12 +228,14 @@ def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path, pool):
     score_of = dict(zip(texts, scores))
     draws = []
     for seed in (0, 1, 2, 0):
-        summary = select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", power=1.0,
-                         diversity=None, seed=seed)
+        summary = select(
+            AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", power=1.0, diversity=None, seed=seed
+        )
         records = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]
         assert (summary.selected, summary.drawn) == (10, 0) and len({r["text"] for r in records}) == 10
-        assert all(r["select"]["power"] == 1.0 and r["select"]["score"] == pytest.approx(score_of[r["text"]])
-                   for r in records)
+        assert all(
+            r["select"]["power"] == 1.0 and r["select"]["score"] == pytest.approx(score_of[r["text"]]) for r in records
+        )
         draws.append([r["text"] for r in records])
     best = sorted(scores, reverse=True)[:10]
     assert draws[3] == draws[0] and len({tuple(d) for d in draws}) == 3  # seeded: the same draw again
@@ -227,8 +243,11 @@ def test_select_power_draws_every_text_by_its_score(model_dir, tmp_path, pool):
     select(AnnotateJob(str(model_dir)), str(source), 10, out, strategy="entropy", power=1e9, diversity=None)
     chosen = [score_of[json.loads(line)["text"]] for line in out.read_text(encoding="utf8").splitlines()]
     assert sorted(chosen, reverse=True) == pytest.approx(best, rel=1e-6)
-    for bad, message in (({"power": 0.0}, "above 0"), ({"power": 1.0, "explore": 0.2}, "without explore"),
-                         ({"power": 1.0, "strategy": "random"}, "without the random strategy")):
+    for bad, message in (
+        ({"power": 0.0}, "above 0"),
+        ({"power": 1.0, "explore": 0.2}, "without explore"),
+        ({"power": 1.0, "strategy": "random"}, "without the random strategy"),
+    ):
         with pytest.raises(ValueError, match=message):
             select(AnnotateJob(str(model_dir)), str(source), 10, out, **{"strategy": "entropy", **bad})
 
@@ -239,8 +258,7 @@ def test_typicality_is_the_mean_cosine_similarity_to_the_pool():
     in the pool is more typical than an odd one."""
     texts = ["张三去了上海", "张三去了北京", "张三 去了上海", "李四去了广州", "今天天气很好", "张三去了上海"]
     typicality = Typicality(lambda: iter(texts))
-    grams = [[*t.replace(" ", "")] + [a + b for a, b in zip(t.replace(" ", ""), t.replace(" ", "")[1:])]
-             for t in texts]
+    grams = [[*t.replace(" ", "")] + [a + b for a, b in zip(t.replace(" ", ""), t.replace(" ", "")[1:])] for t in texts]
     vocabulary = sorted({g for gs in grams for g in gs})
     df = numpy.array([sum(g in gs for gs in grams) for g in vocabulary])
     idf = numpy.log((1 + len(texts)) / (1 + df)) + 1
@@ -285,17 +303,28 @@ def annotated_export(record, output_format, index):
         text = record["text"]
         tokens = [{"text": c, "start": i, "end": i + 1, "id": i, "ws": False} for i, c in enumerate(text)]
         spans = [{**span, "token_start": span["start"], "token_end": span["end"] - 1} for span in record["spans"]]
-        return {**record, "tokens": tokens, "spans": spans, "_input_hash": index, "_task_hash": -index,
-                "_view_id": "ner_manual", "answer": "accept"}
+        return {
+            **record,
+            "tokens": tokens,
+            "spans": spans,
+            "_input_hash": index,
+            "_task_hash": -index,
+            "_view_id": "ner_manual",
+            "answer": "accept",
+        }
     if output_format == "doccano":
-        entities = [{"id": 100 * index + k, "label": label, "start_offset": s, "end_offset": e}
-                    for k, (s, e, label) in enumerate(record["label"])]
+        entities = [
+            {"id": 100 * index + k, "label": label, "start_offset": s, "end_offset": e}
+            for k, (s, e, label) in enumerate(record["label"])
+        ]
         kept = {key: value for key, value in record.items() if key != "label"}
         return {"id": index + 1, **kept, "entities": entities, "relations": [], "Comments": []}
     if output_format == "labelstudio":
-        return {**record, "id": index + 1,
-                "annotations": [{"id": index + 1, "result": record["predictions"][0]["result"],
-                                 "was_cancelled": False}]}
+        return {
+            **record,
+            "id": index + 1,
+            "annotations": [{"id": index + 1, "result": record["predictions"][0]["result"], "was_cancelled": False}],
+        }
     return record
 
 
@@ -364,8 +393,9 @@ def test_select_output_inside_the_input_folder_is_never_read_as_input(model_dir,
     pool = tmp_path / "pool"
     pool.mkdir()
     (pool / "a.txt").write_text("\n".join(TEXTS[:3]) + "\n", encoding="utf8")
-    (pool / "b.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS[3:])
-                                  + "not json\n", encoding="utf8")
+    (pool / "b.jsonl").write_text(
+        "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS[3:]) + "not json\n", encoding="utf8"
+    )
     out = pool / "next.jsonl"
     first = select(AnnotateJob(str(model_dir)), str(pool), 4, out, strategy="entropy")
     assert (first.texts, first.errors, first.selected) == (6, 1, 4) and (pool / "next.jsonl.errors.jsonl").exists()
@@ -420,18 +450,37 @@ def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(mode
     pool = tmp_path / "pool"
     pool.mkdir()
     (pool / "a.txt").write_text("\n".join(TEXTS[:3]) + "\n", encoding="utf8")
-    (pool / "b.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS[3:]),
-                                  encoding="utf8")
+    (pool / "b.jsonl").write_text(
+        "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS[3:]), encoding="utf8"
+    )
     (pool / "c.errors.jsonl").write_text(json.dumps({"text": TEXTS[0]}, ensure_ascii=False) + "\n", encoding="utf8")
     before = {p: p.read_bytes() for p in pool.iterdir()}
-    for out, said in ((pool / "a.txt", "output .*a.txt is one of the input files"),
-                      (pool / "b.jsonl", "output .*b.jsonl is one of the input files"),
-                      (pool / "c", "errors file .*c.errors.jsonl is one of the input files"),
-                      (pool, "is a folder"), (pool / "a.txt" / "next.jsonl", "a.txt is a file, not a folder")):
+    for out, said in (
+        (pool / "a.txt", "output .*a.txt is one of the input files"),
+        (pool / "b.jsonl", "output .*b.jsonl is one of the input files"),
+        (pool / "c", "errors file .*c.errors.jsonl is one of the input files"),
+        (pool, "is a folder"),
+        (pool / "a.txt" / "next.jsonl", "a.txt is a file, not a folder"),
+    ):
         with pytest.raises(ValueError, match=said):
             select(AnnotateJob(str(model_dir)), str(pool), 2, out, strategy="entropy")
-    single = subprocess.run([sys.executable, "-m", "spacy_cner", "select", str(model_dir), str(pool / "a.txt"),
-                             "-n", "2", "-o", str(pool / "a.txt"), "-q"], capture_output=True, text=True)
+    single = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spacy_cner",
+            "select",
+            str(model_dir),
+            str(pool / "a.txt"),
+            "-n",
+            "2",
+            "-o",
+            str(pool / "a.txt"),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert single.returncode == 1 and "is one of the input files" in " ".join(single.stdout.split())
     assert "Traceback" not in single.stderr
     assert {p: p.read_bytes() for p in pool.iterdir()} == before
@@ -445,8 +494,10 @@ def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(mode
 
 def test_select_reads_the_text_column_it_is_given(model_dir, tmp_path):
     source = tmp_path / "pool.jsonl"
-    source.write_text("".join(json.dumps({"id": i, "content": t}, ensure_ascii=False) + "\n"
-                              for i, t in enumerate(TEXTS)), encoding="utf8")
+    source.write_text(
+        "".join(json.dumps({"id": i, "content": t}, ensure_ascii=False) + "\n" for i, t in enumerate(TEXTS)),
+        encoding="utf8",
+    )
     out = tmp_path / "next.jsonl"
     summary = select(AnnotateJob(str(model_dir), text_field="content"), str(source), 3, out, strategy="entropy")
     assert (summary.texts, summary.errors, summary.selected) == (6, 0, 3)
@@ -471,8 +522,15 @@ def test_select_shows_annotate_progress_bar_with_a_total(model_dir, tmp_path, mo
     monkeypatch.setattr(tqdm, "tqdm", Recorder)
     source = tmp_path / "pool.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
-    select(AnnotateJob(str(model_dir)), str(source), 2, tmp_path / "next.jsonl", strategy="entropy", progress=True,
-           shard_size=2)
+    select(
+        AnnotateJob(str(model_dir)),
+        str(source),
+        2,
+        tmp_path / "next.jsonl",
+        strategy="entropy",
+        progress=True,
+        shard_size=2,
+    )
     assert bars == [(6, 6)]
 
 
@@ -480,8 +538,23 @@ def test_select_command(model_dir, tmp_path):
     source = tmp_path / "pool.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
     out = tmp_path / "next.jsonl"
-    args = [sys.executable, "-m", "spacy_cner", "select", str(model_dir), str(source), "-n", "3", "-o", str(out),
-            "--strategy", "least-confident", "--format", "prodigy", "-q"]
+    args = [
+        sys.executable,
+        "-m",
+        "spacy_cner",
+        "select",
+        str(model_dir),
+        str(source),
+        "-n",
+        "3",
+        "-o",
+        str(out),
+        "--strategy",
+        "least-confident",
+        "--format",
+        "prodigy",
+        "-q",
+    ]
     result = subprocess.run(args, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "3 of 6 texts selected (least-confident)" in result.stdout
@@ -489,7 +562,10 @@ def test_select_command(model_dir, tmp_path):
     explored = subprocess.run(args + ["--explore", "0.34"], capture_output=True, text=True)
     assert explored.returncode == 0 and "3 of 6 texts selected (least-confident, 1 drawn at random)" in explored.stdout
     assert [bool(json.loads(line)["meta"].get("explore")) for line in out.read_text("utf8").splitlines()] == [
-        False, False, True]
+        False,
+        False,
+        True,
+    ]
     drawn = subprocess.run(args + ["--power", "1"], capture_output=True, text=True)
     assert drawn.returncode == 0 and "proportional to score ** 1)" in drawn.stdout
     dense = subprocess.run(args + ["--density", "1"], capture_output=True, text=True)
@@ -498,8 +574,9 @@ def test_select_command(model_dir, tmp_path):
     assert both.returncode == 1 and "without explore" in both.stdout and "Traceback" not in both.stderr
     short = subprocess.run(args[:7] + ["10"] + args[8:], capture_output=True, text=True)
     assert short.returncode == 0 and "Only 6 of the 10 texts asked for" in " ".join(short.stdout.split())
-    bad = subprocess.run(args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        args[:4] + [str(tmp_path / "missing"), str(source), "-n", "3", "-o", str(out)], capture_output=True, text=True
+    )
     assert bad.returncode == 1 and "Cannot load the pipeline" in bad.stdout and "Traceback" not in bad.stderr
 
 
@@ -556,8 +633,14 @@ def test_select_scores_are_the_same_with_worker_processes(model_dir, tmp_path):
     outs = []
     for n_process in (1, 2):
         out = tmp_path / f"next{n_process}.jsonl"
-        select(AnnotateJob(str(model_dir), n_process=n_process, batch_size=4), str(source), 5, out,
-               strategy="entropy", diversity=None)
+        select(
+            AnnotateJob(str(model_dir), n_process=n_process, batch_size=4),
+            str(source),
+            5,
+            out,
+            strategy="entropy",
+            diversity=None,
+        )
         outs.append([json.loads(line) for line in out.read_text(encoding="utf8").splitlines()])
     assert [r["select"]["source"] for r in outs[0]] == [r["select"]["source"] for r in outs[1]]
     assert [r["select"]["score"] for r in outs[0]] == pytest.approx([r["select"]["score"] for r in outs[1]], rel=1e-6)

@@ -1,4 +1,5 @@
 """crf_ner's precision setting: its products at prediction on the CPU in float32 or bfloat16."""
+
 import os
 import subprocess
 import sys
@@ -14,11 +15,13 @@ from thinc.api import Adam, fix_random_seed
 from spacy_cner.backends import precision as _precision, rowwise_ops
 from spacy_cner.backends.precision import inference_precision
 
-TRAIN = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")]),
-         ("王五来自广州", [(0, 2, "PER"), (4, 6, "LOC")])]
+TRAIN = [
+    ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
+    ("李四在北京工作", [(0, 2, "PER"), (3, 5, "LOC")]),
+    ("王五来自广州", [(0, 2, "PER"), (4, 6, "LOC")]),
+]
 TEXTS = ["张三去了上海", "李四在北京工作", "王五来自广州", "张三在北京", "李四去了广州工作，王五来自上海"]
-SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200},
-         "encoder": {"width": 16}}
+SMALL = {"tok2vec": {"width": 16, "embed_width": 8, "char_rows": 200, "bigram_rows": 200}, "encoder": {"width": 16}}
 # The tests of bfloat16's own products; the fallback's tests below run on every CPU.
 needs_bfloat16 = pytest.mark.skipif(
     not _precision.bfloat16_runs(),
@@ -179,8 +182,10 @@ def test_bfloat16_warns_on_a_cpu_without_native_bfloat16(monkeypatch, trained):
 
 def test_bfloat16_is_refused_for_a_transformer_tok2vec(tiny_bert):
     nlp = spacy.blank("zh")
-    model = {"@architectures": "spacy-cner.CRFTagger.v1",
-             "tok2vec": {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(tiny_bert)}}
+    model = {
+        "@architectures": "spacy-cner.CRFTagger.v1",
+        "tok2vec": {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(tiny_bert)},
+    }
     nlp.add_pipe("crf_ner", config={"model": model})
     with pytest.raises(ValueError, match="not for a transformer tok2vec"):
         nlp.get_pipe("crf_ner").precision = "bfloat16"
@@ -214,8 +219,11 @@ def test_bfloat16_where_the_cpu_cannot_run_it_predicts_in_float32(monkeypatch, t
     docs = [trained.make_doc(text) for text in TEXTS]
     exact, found = emissions(pipe, docs, "float32"), entities(trained, TEXTS)
     try:
-        with pytest.warns(UserWarning, match=r"crf_ner: precision 'bfloat16' cannot run on this CPU .*"
-                                             "predictions run in float32 here") as caught:
+        with pytest.warns(
+            UserWarning,
+            match=r"crf_ner: precision 'bfloat16' cannot run on this CPU .*"
+            "predictions run in float32 here",
+        ) as caught:
             pipe.precision = "bfloat16"
         assert len(caught) == 1 and "\n" not in str(caught[0].message)
         assert all(numpy.array_equal(a, b) for a, b in zip(pipe._decode(docs, best_path=False).emissions, exact))
@@ -239,13 +247,15 @@ def test_bfloat16_runs_is_a_probe_of_this_cpu_not_a_guess(trained, tmp_path):
             trained.to_disk(tmp_path / "model")
         finally:
             pipe.precision = "float32"
-    code = ("import json, spacy, warnings\n"
-            "from spacy_cner.backends.precision import bfloat16_runs\n"
-            "with warnings.catch_warnings(record=True) as caught:\n"
-            "    warnings.simplefilter('always')\n"
-            f"    nlp = spacy.load({str(tmp_path / 'model')!r})\n"
-            f"    ents = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in {TEXTS!r}]\n"
-            "print(json.dumps([bfloat16_runs(), [str(w.message) for w in caught], ents]))\n")
+    code = (
+        "import json, spacy, warnings\n"
+        "from spacy_cner.backends.precision import bfloat16_runs\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    nlp = spacy.load({str(tmp_path / 'model')!r})\n"
+        f"    ents = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in {TEXTS!r}]\n"
+        "print(json.dumps([bfloat16_runs(), [str(w.message) for w in caught], ents]))\n"
+    )
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr

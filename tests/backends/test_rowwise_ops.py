@@ -1,5 +1,6 @@
 """use_rowwise_ops: the CRF tagger's and CharBigramEmbed's layers multiply on RowwiseOps (backends.rowwise_ops)
 on CPU."""
+
 import multiprocessing
 import os
 import platform
@@ -80,8 +81,9 @@ def test_a_row_comes_out_the_same_alone_and_in_any_batch(n_in, n_out):
     numpy.testing.assert_allclose(whole, X @ W.T, rtol=1e-4, atol=1e-4)
     for start, length in [(0, 1), (5, 2), (40, 3), (300, 7), (254, 5), (1, 512), (3, 300)]:
         # A copy (on its own alignment) and a view into X (on X's) alike.
-        assert numpy.array_equal(ops.gemm(X[start : start + length].copy(), W, trans2=True),
-                                 whole[start : start + length])
+        assert numpy.array_equal(
+            ops.gemm(X[start : start + length].copy(), W, trans2=True), whole[start : start + length]
+        )
         assert numpy.array_equal(ops.gemm(X[start : start + length], W, trans2=True), whole[start : start + length])
     out = numpy.full((3, n_out), numpy.nan, dtype="f")
     assert ops.gemm(X[:3], W.T.copy(), out=out) is out and numpy.array_equal(out, whole[:3])
@@ -110,8 +112,9 @@ def test_rows_split_among_threads_come_out_as_on_one(n_threads, torch_threads, m
     torch_threads(n_threads)
     ran_on = []
     matmul = numpy.matmul
-    monkeypatch.setattr(rowwise_ops.numpy, "matmul",
-                        lambda *a, **k: ran_on.append(threading.current_thread().name) or matmul(*a, **k))
+    monkeypatch.setattr(
+        rowwise_ops.numpy, "matmul", lambda *a, **k: ran_on.append(threading.current_thread().name) or matmul(*a, **k)
+    )
     split = ops.gemm(X, W, trans2=True)
     monkeypatch.undo()
     assert numpy.array_equal(split, alone)

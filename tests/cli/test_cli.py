@@ -1,4 +1,5 @@
 """`python -m spacy_cner fetch-assets` and `show-ents`: the commands project.yml calls."""
+
 import hashlib
 
 import srsly
@@ -77,8 +78,9 @@ def test_display_table_aligns_cjk_by_display_width():
     from spacy_cner.cli import display_table, display_width
 
     assert display_width("北京a\u0301") == 5  # 2 + 2 + 1 + a combining accent
-    table = display_table([("北京市", "LOC", "2", "5"), ("ab", "PER", "10", "12")], ("entity", "label", "start", "end"),
-                          "llrr")
+    table = display_table(
+        [("北京市", "LOC", "2", "5"), ("ab", "PER", "10", "12")], ("entity", "label", "start", "end"), "llrr"
+    )
     lines = table.splitlines()
     label_columns = {display_width(line[: line.index(label)]) for line, label in zip(lines[2:], ("LOC", "PER"))}
     assert len(label_columns) == 1 and display_width(lines[0][: lines[0].index("label")]) in label_columns
@@ -116,8 +118,14 @@ def test_debug_data_runs_the_named_entity_checks(tmp_path, fake_lac_sdist):
     docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in data]
     DocBin(docs=docs).to_disk(tmp_path / "train.spacy")
     config = REPO_ROOT / "configs" / "default.cfg"
-    paths = ["--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "train.spacy"),
-             "--paths.lac_sdist", str(fake_lac_sdist)]  # the default's vectors: LAC's, here a fabricated sdist
+    paths = [
+        "--paths.train",
+        str(tmp_path / "train.spacy"),
+        "--paths.dev",
+        str(tmp_path / "train.spacy"),
+        "--paths.lac_sdist",
+        str(fake_lac_sdist),
+    ]  # the default's vectors: LAC's, here a fabricated sdist
     result = runner.invoke(app, ["debug-data", str(config), *paths])
     assert "Named Entity Recognition" in result.output, result.output
     assert "2 label(s)" in result.output

@@ -1,5 +1,6 @@
 """`python -m spacy_cner init-config`: the shipped training configs, where `spacy init config -p crf_ner`
 gives the factory's plain BiLSTM-CRF; they travel inside the wheel."""
+
 import subprocess
 import sys
 import zipfile
@@ -41,9 +42,12 @@ def test_init_config_writes_the_default_and_refuses_to_overwrite(tmp_path):
 def test_init_config_bad_output_paths_are_one_line_each(tmp_path):
     """A folder, a path below a file, a place that cannot be written: exit 1, one message, no traceback."""
     (tmp_path / "a_file").write_text("mine", encoding="utf8")
-    for output, said, force in ((tmp_path, "is a folder", []), (tmp_path, "is a folder", ["--force"]),
-                                (tmp_path / "a_file" / "config.cfg", "Cannot write", []),
-                                (Path("/sys/spacy_cner_test/config.cfg"), "Cannot write", [])):
+    for output, said, force in (
+        (tmp_path, "is a folder", []),
+        (tmp_path, "is a folder", ["--force"]),
+        (tmp_path / "a_file" / "config.cfg", "Cannot write", []),
+        (Path("/sys/spacy_cner_test/config.cfg"), "Cannot write", []),
+    ):
         result = CliRunner().invoke(app, ["init-config", str(output), *force])
         text = " ".join(result.output.split())
         assert result.exit_code == 1 and said in text and text.count("✘") == 1, result.output
@@ -68,8 +72,22 @@ def test_spacys_init_config_gives_the_factorys_plain_model(tmp_path):
 
 
 def test_the_wheel_carries_the_configs(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                             "-w", str(tmp_path), str(REPO_ROOT)], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO_ROOT),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (wheel,) = tmp_path.glob("spacy_cner-*.whl")
     with zipfile.ZipFile(wheel) as archive:

@@ -1,4 +1,5 @@
 """The model card (`python -m spacy_cner model-card`) and spacy.explain for crf_ner's labels."""
+
 import importlib
 
 import pytest
@@ -26,8 +27,9 @@ CARD_DATA = [
 @pytest.fixture
 def fresh_glossary(monkeypatch):
     """spaCy's glossary as it is without spacy_cner's additions, restored after the test."""
-    clean = {k: v for k, v in glossary.GLOSSARY.items()
-             if k not in KNOWN or k in ("NR", "NT", "PER", "LOC", "ORG", "MISC")}
+    clean = {
+        k: v for k, v in glossary.GLOSSARY.items() if k not in KNOWN or k in ("NR", "NT", "PER", "LOC", "ORG", "MISC")
+    }
     clean.pop("FOOD", None)
     monkeypatch.setattr(glossary, "GLOSSARY", clean)
     return clean
@@ -91,12 +93,18 @@ def test_model_card_in_meta_and_the_package_readme(tmp_path, fresh_glossary):
     path = _trained(tmp_path)
     nlp = spacy.load(path)
     DocBin(docs=[nlp.make_doc(text) for text, _ in CARD_DATA]).to_disk(tmp_path / "dev.spacy")
-    meta = write_model_card(path, source_name="Resume NER (Zhang and Yang 2018)", source_url="https://example.org/resume",
-                            source_license="research only", speed_corpus=tmp_path / "dev.spacy")
+    meta = write_model_card(
+        path,
+        source_name="Resume NER (Zhang and Yang 2018)",
+        source_url="https://example.org/resume",
+        source_license="research only",
+        speed_corpus=tmp_path / "dev.spacy",
+    )
     saved = srsly.read_json(path / "meta.json")
     assert saved["notes"] == meta["notes"]
-    assert saved["sources"] == [{"name": "Resume NER (Zhang and Yang 2018)", "url": "https://example.org/resume",
-                                 "license": "research only"}]
+    assert saved["sources"] == [
+        {"name": "Resume NER (Zhang and Yang 2018)", "url": "https://example.org/resume", "license": "research only"}
+    ]
     notes = saved["notes"]
     assert f"| `EDU` | {RESUME['EDU']} | 50.00 | 25.00 | 33.33 |" in notes  # the source names the dataset
     assert "| `FOOD` | n/a | n/a | n/a | n/a |" in notes  # no meaning given, no dev score

@@ -1,4 +1,5 @@
 """Tests for the NER file converters and the `convert` command."""
+
 import json
 import re
 import runpy
@@ -14,8 +15,14 @@ from hypothesis import strategies as st
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from spacy_cner.corpus.convert import (ConversionStats, decode_tags, detect_format, detect_scheme, iter_docs,
-                                       read_sentences)
+from spacy_cner.corpus.convert import (
+    ConversionStats,
+    decode_tags,
+    detect_format,
+    detect_scheme,
+    iter_docs,
+    read_sentences,
+)
 
 from conftest import SHARED_DATA as DATA_DIR
 
@@ -25,22 +32,26 @@ def convert_file(path, format="auto", scheme="auto", repair=False):
     stats = ConversionStats(path=str(path))
     return list(iter_docs(path, format=format, scheme=scheme, repair=repair, stats=stats)), stats
 
+
 BMES = "高 B-NAME\n勇 E-NAME\n： O\n男 S-RACE\n\n中 B-CONT\n国 M-CONT\n国 M-CONT\n籍 E-CONT\n\n"
 BIOES = "张 B-PER\n三 I-PER\n丰 E-PER\n在 O\n京 S-LOC\n\n好 O\n"
 BIO = "在 O\n北 B-LOC\n京 I-LOC\n的 O\n张 B-PER\n三 I-PER\n李 B-PER\n\n\n\n好 O\n的 O\n"
 IOB1 = "在 O\n北 I-LOC\n京 I-LOC\n张 I-PER\n李 B-PER\n四 I-PER\n王 B-PER\n\n好 O\n"
 CHARS_SEG = "科0\tB-PER.NAM\n比1\tI-PER.NAM\n的0\tO\n粉0\tB-PER.NOM\n丝1\tI-PER.NOM\n\n好0\tO\n"
-CLUENER = "\n".join(
-    json.dumps(record, ensure_ascii=False)
-    for record in [
-        {
-            "text": "浙商银行企业信贷部叶老桂",
-            "label": {"name": {"叶老桂": [[9, 11]]}, "company": {"浙商银行": [[0, 3]]}},
-        },
-        {"text": "生生不息CSOL生化狂潮", "label": {"game": {"CSOL": [[4, 7]]}}},
-        {"text": "今天天气很好", "label": {}},
-    ]
-) + "\n"
+CLUENER = (
+    "\n".join(
+        json.dumps(record, ensure_ascii=False)
+        for record in [
+            {
+                "text": "浙商银行企业信贷部叶老桂",
+                "label": {"name": {"叶老桂": [[9, 11]]}, "company": {"浙商银行": [[0, 3]]}},
+            },
+            {"text": "生生不息CSOL生化狂潮", "label": {"game": {"CSOL": [[4, 7]]}}},
+            {"text": "今天天气很好", "label": {}},
+        ]
+    )
+    + "\n"
+)
 
 # (name, content, format, scheme) of well-formed files
 VALID_FILES = [
@@ -101,9 +112,7 @@ def reference_parse(content: str, format: str, scheme: Optional[str]):
 
 def docbin_ents(docs) -> Counter:
     """(sentence, start, end, label) of every entity in a list of Docs."""
-    return Counter(
-        (i, ent.start, ent.end, ent.label_) for i, doc in enumerate(docs) for ent in doc.ents
-    )
+    return Counter((i, ent.start, ent.end, ent.label_) for i, doc in enumerate(docs) for ent in doc.ents)
 
 
 @pytest.mark.parametrize("name,content,format,scheme", VALID_FILES, ids=VALID_IDS)
@@ -199,41 +208,66 @@ OK_LINE = _cluener("你好", {})
 # (id, content, format, scheme, error line, repair kind, entities after repair per sentence)
 MALFORMED = [
     ("no_tag", "高 B-NAME\n勇\n", "chars", "auto", 2, "missing_tag", [[(0, 1, "NAME")]]),
-    ("three_columns", "高 B-NAME\n勇 x I-NAME\n", "chars", "bio", 2, "extra_columns",
-     [[(0, 2, "NAME")]]),
+    ("three_columns", "高 B-NAME\n勇 x I-NAME\n", "chars", "bio", 2, "extra_columns", [[(0, 2, "NAME")]]),
     ("unknown_prefix", "高 O\n勇 X-ORG\n", "chars", "bio", 2, "unknown_tag", [[]]),
     ("underscore", "高 B_PER\n", "chars", "bio", 1, "unknown_tag", [[]]),
     ("empty_type", "高 O\n\n勇 B-\n", "chars", "bio", 3, "unknown_tag", [[], []]),
-    ("i_in_bmes", "高 S-X\n勇 I-X\n男 S-X\n", "chars", "bmes", 2, "unknown_tag",
-     [[(0, 1, "X"), (2, 3, "X")]]),
-    ("bio_i_opens", "高 O\n勇 I-PER\n男 I-PER\n", "chars", "bio", 2, "missing_opening",
-     [[(1, 3, "PER")]]),
-    ("bio_type_change", "高 B-ORG\n勇 I-LOC\n", "chars", "bio", 2, "type_mismatch",
-     [[(0, 1, "ORG"), (1, 2, "LOC")]]),
+    ("i_in_bmes", "高 S-X\n勇 I-X\n男 S-X\n", "chars", "bmes", 2, "unknown_tag", [[(0, 1, "X"), (2, 3, "X")]]),
+    ("bio_i_opens", "高 O\n勇 I-PER\n男 I-PER\n", "chars", "bio", 2, "missing_opening", [[(1, 3, "PER")]]),
+    ("bio_type_change", "高 B-ORG\n勇 I-LOC\n", "chars", "bio", 2, "type_mismatch", [[(0, 1, "ORG"), (1, 2, "LOC")]]),
     ("iob1_b_opens", "高 O\n勇 B-PER\n", "chars", "iob", 2, "iob1_b_opening", [[(1, 2, "PER")]]),
-    ("bmes_m_opens", "a O\n\n高 M-ORG\n勇 E-ORG\n", "chars", "auto", 3, "missing_opening",
-     [[], [(0, 2, "ORG")]]),
+    ("bmes_m_opens", "a O\n\n高 M-ORG\n勇 E-ORG\n", "chars", "auto", 3, "missing_opening", [[], [(0, 2, "ORG")]]),
     ("bioes_e_opens", "高 O\n勇 E-ORG\n", "chars", "bioes", 2, "missing_opening", [[(1, 2, "ORG")]]),
     ("bmes_b_then_o", "高 B-X\n勇 O\n", "chars", "bmes", 1, "unclosed_entity", [[(0, 1, "X")]]),
-    ("bmes_b_then_b", "高 B-X\n勇 M-X\n男 B-Y\n的 E-Y\n", "chars", "bmes", 2, "unclosed_entity",
-     [[(0, 2, "X"), (2, 4, "Y")]]),
-    ("bmes_b_at_end", "a O\n高 B-X\n勇 M-X\n\n的 O\n", "chars", "bmes", 3, "unclosed_entity",
-     [[(1, 3, "X")], []]),
-    ("bmes_type_change", "高 B-ORG\n勇 M-LOC\n男 E-LOC\n", "chars", "bmes", 2, "type_mismatch",
-     [[(0, 1, "ORG"), (1, 3, "LOC")]]),
-    ("seg_token", "科0 B-PER.NAM\n比 I-PER.NAM\n", "chars-seg", "auto", 2, "bad_token",
-     [[(0, 2, "PER.NAM")]]),
-    ("cluener_overlap",
-     OK_LINE + "\n" + _cluener("北京大学", {"LOC": {"北京": [[0, 1]]}, "ORG": {"北京大学": [[0, 3]]}}),
-     "cluener", "auto", 2, "overlap", [[], [(0, 4, "ORG")]]),
-    ("cluener_range", _cluener("北京", {"LOC": {"北京": [[0, 2]]}}), "cluener", "auto", 1,
-     "span_out_of_range", [[]]),
-    ("cluener_surface", OK_LINE + "\n" + _cluener("北京", {"LOC": {"南京": [[0, 1]]}}), "cluener",
-     "auto", 2, "surface_mismatch", [[], []]),
-    ("cluener_json", OK_LINE + "\n\n" + '{"text": "北京", "label": {', "cluener", "auto", 3,
-     "invalid_json", [[]]),
-    ("cluener_empty", OK_LINE + "\n" + '{"text": "", "label": {}}\n' + OK_LINE, "cluener", "auto",
-     2, "empty_text", [[], []]),
+    (
+        "bmes_b_then_b",
+        "高 B-X\n勇 M-X\n男 B-Y\n的 E-Y\n",
+        "chars",
+        "bmes",
+        2,
+        "unclosed_entity",
+        [[(0, 2, "X"), (2, 4, "Y")]],
+    ),
+    ("bmes_b_at_end", "a O\n高 B-X\n勇 M-X\n\n的 O\n", "chars", "bmes", 3, "unclosed_entity", [[(1, 3, "X")], []]),
+    (
+        "bmes_type_change",
+        "高 B-ORG\n勇 M-LOC\n男 E-LOC\n",
+        "chars",
+        "bmes",
+        2,
+        "type_mismatch",
+        [[(0, 1, "ORG"), (1, 3, "LOC")]],
+    ),
+    ("seg_token", "科0 B-PER.NAM\n比 I-PER.NAM\n", "chars-seg", "auto", 2, "bad_token", [[(0, 2, "PER.NAM")]]),
+    (
+        "cluener_overlap",
+        OK_LINE + "\n" + _cluener("北京大学", {"LOC": {"北京": [[0, 1]]}, "ORG": {"北京大学": [[0, 3]]}}),
+        "cluener",
+        "auto",
+        2,
+        "overlap",
+        [[], [(0, 4, "ORG")]],
+    ),
+    ("cluener_range", _cluener("北京", {"LOC": {"北京": [[0, 2]]}}), "cluener", "auto", 1, "span_out_of_range", [[]]),
+    (
+        "cluener_surface",
+        OK_LINE + "\n" + _cluener("北京", {"LOC": {"南京": [[0, 1]]}}),
+        "cluener",
+        "auto",
+        2,
+        "surface_mismatch",
+        [[], []],
+    ),
+    ("cluener_json", OK_LINE + "\n\n" + '{"text": "北京", "label": {', "cluener", "auto", 3, "invalid_json", [[]]),
+    (
+        "cluener_empty",
+        OK_LINE + "\n" + '{"text": "", "label": {}}\n' + OK_LINE,
+        "cluener",
+        "auto",
+        2,
+        "empty_text",
+        [[], []],
+    ),
 ]
 
 
@@ -276,14 +310,11 @@ def test_repairs_are_all_counted(tmp_path):
     content = "高 M-ORG\n勇 E-ORG\n男\n的 B-X\n\n中 B-LOC\n国 M-PER\n人 E-PER\n了 Q-A\n"
     docs, stats = convert_file(write(tmp_path, content), repair=True)
     assert stats.repair_counts == Counter(
-        {"missing_opening": 1, "missing_tag": 1, "unclosed_entity": 1, "type_mismatch": 1,
-         "unknown_tag": 1}
+        {"missing_opening": 1, "missing_tag": 1, "unclosed_entity": 1, "type_mismatch": 1, "unknown_tag": 1}
     )
     assert stats.n_repairs == 5
     assert [r.sentence for r in stats.repairs] == [0, 0, 0, 1, 1]
-    assert docbin_ents(docs) == Counter(
-        [(0, 0, 2, "ORG"), (0, 3, 4, "X"), (1, 0, 1, "LOC"), (1, 1, 3, "PER")]
-    )
+    assert docbin_ents(docs) == Counter([(0, 0, 2, "ORG"), (0, 3, 4, "X"), (1, 0, 1, "LOC"), (1, 1, 3, "PER")])
     assert stats.n_entities == 4
 
 
@@ -449,14 +480,24 @@ def test_real_resume_train():
         convert_file(path)
     assert str(excinfo.value).startswith(f"{path}:{lines[1835][-1]}: ORG entity opened by B-ORG")
     docs, stats = convert_file(path, repair=True)
-    print(f"\n{path}: {stats.n_sentences} sentences, {stats.n_chars} chars, "
-          f"{stats.n_entities} entities, {dict(sorted(stats.entity_counts.items()))}, "
-          f"repairs {dict(stats.repair_counts)}")
+    print(
+        f"\n{path}: {stats.n_sentences} sentences, {stats.n_chars} chars, "
+        f"{stats.n_entities} entities, {dict(sorted(stats.entity_counts.items()))}, "
+        f"repairs {dict(stats.repair_counts)}"
+    )
     for repair in stats.repairs:
         print(f"  line {repair.line} sentence {repair.sentence}: [{repair.kind}] {repair.message}")
     assert (stats.n_sentences, stats.n_chars, stats.n_entities) == (3821, 124099, 13440)
-    assert stats.entity_counts == {"CONT": 260, "EDU": 858, "LOC": 47, "NAME": 952, "ORG": 4613,
-                                   "PRO": 287, "RACE": 115, "TITLE": 6308}
+    assert stats.entity_counts == {
+        "CONT": 260,
+        "EDU": 858,
+        "LOC": 47,
+        "NAME": 952,
+        "ORG": 4613,
+        "PRO": 287,
+        "RACE": 115,
+        "TITLE": 6308,
+    }
     openers = [(r.sentence, r.line) for r in stats.repairs if r.kind == "missing_opening"]
     assert openers == [(1836, lines[1836][0]), (1893, lines[1893][0])]
     unclosed = [(r.sentence, r.line) for r in stats.repairs if r.kind == "unclosed_entity"]
@@ -468,8 +509,10 @@ def test_real_resume_train():
 def test_real_peoples_daily_dev():
     path = _real_file("peoples_daily", "example.dev")
     docs, stats = convert_file(path)
-    print(f"\n{path}: {stats.n_sentences} sentences, {stats.n_chars} chars, "
-          f"{stats.n_entities} entities, {dict(sorted(stats.entity_counts.items()))}")
+    print(
+        f"\n{path}: {stats.n_sentences} sentences, {stats.n_chars} chars, "
+        f"{stats.n_entities} entities, {dict(sorted(stats.entity_counts.items()))}"
+    )
     assert (stats.n_sentences, stats.n_chars, stats.n_entities) == (2318, 109870, 3819)
     assert stats.entity_counts == {"LOC": 1951, "ORG": 984, "PER": 884}
     texts, ents = reference_parse(path.read_text(encoding="utf8"), "chars", "bio")
@@ -502,17 +545,21 @@ def test_weibo_two_digit_positions_and_multi_code_point_characters(tmp_path):
     path = write(tmp_path, content)
     assert detect_format(path) == "chars-seg"
     docs, stats = convert_file(path)
-    assert tokens_and_ents(docs) == [
-        (["科", "比", "s", "1", "\ufffd\ufffd", "好"], [(0, 2, "PER.NAM")])
-    ]
+    assert tokens_and_ents(docs) == [(["科", "比", "s", "1", "\ufffd\ufffd", "好"], [(0, 2, "PER.NAM")])]
     assert stats.repairs == [] and stats.note_counts == Counter({"multi_char_token": 1})
     assert stats.notes[0].line == 5
 
 
 @pytest.mark.parametrize(
     "line,token",
-    [(" \tI-HC", " "), ("  I-HC", " "), ("\u3000 I-HC", "\u3000"), ("\xa0 I-HC", "\xa0"),
-     ("\u3000\tI-HC", "\u3000"), (" \t I-HC", " \t")],
+    [
+        (" \tI-HC", " "),
+        ("  I-HC", " "),
+        ("\u3000 I-HC", "\u3000"),
+        ("\xa0 I-HC", "\xa0"),
+        ("\u3000\tI-HC", "\u3000"),
+        (" \t I-HC", " \t"),
+    ],
     ids=["space-tab", "space-space", "ideographic", "nbsp", "ideographic-tab", "space-tab-space"],
 )
 def test_blank_character_inside_an_entity(tmp_path, line, token):
@@ -591,8 +638,7 @@ def test_line_separators_inside_a_line_do_not_split_it(tmp_path):
     for format, scheme in (("chars", "auto"), ("chars", "bioes")):
         docs, stats = convert_file(write(tmp_path, content), format=format, scheme=scheme)
         assert tokens_and_ents(docs) == [(list("\x85\u2028\u2029\x0b\x0c高"), [(5, 6, "X")])]
-    record = json.dumps({"text": "北\u2028京\x85", "label": {"LOC": {"北\u2028京": [[0, 2]]}}},
-                        ensure_ascii=False)
+    record = json.dumps({"text": "北\u2028京\x85", "label": {"LOC": {"北\u2028京": [[0, 2]]}}}, ensure_ascii=False)
     docs, _ = convert_file(write(tmp_path, record + "\n", name="x.json"))
     assert tokens_and_ents(docs) == [(list("北\u2028京\x85"), [(0, 3, "LOC")])]
 
@@ -613,42 +659,88 @@ def test_multi_character_tokens_are_reported(tmp_path, capsys):
 
 # --- Annotation-tool formats ---
 
-DOCCANO = "\n".join([
-    json.dumps({"id": 1, "text": "张三在北京", "label": [[0, 2, "PER"], [3, 5, "LOC"]]},
-               ensure_ascii=False),
-    json.dumps({"id": 2, "text": "好的", "label": []}, ensure_ascii=False),
-    json.dumps({"text": "李四", "entities": [{"id": 7, "start_offset": 0, "end_offset": 2,
-                                             "label": "PER"}]}, ensure_ascii=False),
-]) + "\n"
-PRODIGY = "\n".join([
-    json.dumps({"text": "张三在北京", "spans": [{"start": 0, "end": 2, "label": "PER"},
-                                            {"start": 3, "end": 5, "label": "LOC"}],
-                "answer": "accept"}, ensure_ascii=False),
-    json.dumps({"text": "错的", "spans": [], "answer": "reject"}, ensure_ascii=False),
-    json.dumps({"text": "好的", "spans": []}, ensure_ascii=False),
-]) + "\n"
-LABEL_STUDIO = json.dumps([
-    {"id": 1, "data": {"text": "张三在北京"}, "annotations": [{"was_cancelled": False, "result": [
-        {"type": "labels", "value": {"start": 0, "end": 2, "text": "张三", "labels": ["PER"]}},
-        {"type": "labels", "value": {"start": 3, "end": 5, "text": "北京", "labels": ["LOC"]}},
-    ]}]},
-    # JavaScript offsets: the emoji counts as two UTF-16 units
-    {"id": 2, "data": {"text": "😀李四"}, "annotations": [{"result": [
-        {"type": "labels", "value": {"start": 2, "end": 4, "text": "李四", "labels": ["PER"]}},
-    ]}]},
-    {"id": 3, "data": {"text": "未标注"}, "annotations": []},
-], ensure_ascii=False, indent=2)
+DOCCANO = (
+    "\n".join(
+        [
+            json.dumps({"id": 1, "text": "张三在北京", "label": [[0, 2, "PER"], [3, 5, "LOC"]]}, ensure_ascii=False),
+            json.dumps({"id": 2, "text": "好的", "label": []}, ensure_ascii=False),
+            json.dumps(
+                {"text": "李四", "entities": [{"id": 7, "start_offset": 0, "end_offset": 2, "label": "PER"}]},
+                ensure_ascii=False,
+            ),
+        ]
+    )
+    + "\n"
+)
+PRODIGY = (
+    "\n".join(
+        [
+            json.dumps(
+                {
+                    "text": "张三在北京",
+                    "spans": [{"start": 0, "end": 2, "label": "PER"}, {"start": 3, "end": 5, "label": "LOC"}],
+                    "answer": "accept",
+                },
+                ensure_ascii=False,
+            ),
+            json.dumps({"text": "错的", "spans": [], "answer": "reject"}, ensure_ascii=False),
+            json.dumps({"text": "好的", "spans": []}, ensure_ascii=False),
+        ]
+    )
+    + "\n"
+)
+LABEL_STUDIO = json.dumps(
+    [
+        {
+            "id": 1,
+            "data": {"text": "张三在北京"},
+            "annotations": [
+                {
+                    "was_cancelled": False,
+                    "result": [
+                        {"type": "labels", "value": {"start": 0, "end": 2, "text": "张三", "labels": ["PER"]}},
+                        {"type": "labels", "value": {"start": 3, "end": 5, "text": "北京", "labels": ["LOC"]}},
+                    ],
+                }
+            ],
+        },
+        # JavaScript offsets: the emoji counts as two UTF-16 units
+        {
+            "id": 2,
+            "data": {"text": "😀李四"},
+            "annotations": [
+                {
+                    "result": [
+                        {"type": "labels", "value": {"start": 2, "end": 4, "text": "李四", "labels": ["PER"]}},
+                    ]
+                }
+            ],
+        },
+        {"id": 3, "data": {"text": "未标注"}, "annotations": []},
+    ],
+    ensure_ascii=False,
+    indent=2,
+)
 
 
 @pytest.mark.parametrize(
     "content,format,expected",
     [
-        (DOCCANO, "doccano", [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]),
-                              (list("好的"), []), (list("李四"), [(0, 2, "PER")])]),
-        (PRODIGY, "prodigy", [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]),
-                              (list("好的"), [])]),
-        (LABEL_STUDIO, "labelstudio", [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]),
-                                       (list("😀李四"), [(1, 3, "PER")]), (list("未标注"), [])]),
+        (
+            DOCCANO,
+            "doccano",
+            [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]), (list("好的"), []), (list("李四"), [(0, 2, "PER")])],
+        ),
+        (PRODIGY, "prodigy", [(list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]), (list("好的"), [])]),
+        (
+            LABEL_STUDIO,
+            "labelstudio",
+            [
+                (list("张三在北京"), [(0, 2, "PER"), (3, 5, "LOC")]),
+                (list("😀李四"), [(1, 3, "PER")]),
+                (list("未标注"), []),
+            ],
+        ),
     ],
     ids=["doccano", "prodigy", "labelstudio"],
 )
@@ -737,8 +829,7 @@ REAL_FILES = [
     ("youku", "train.txt", " ", None, 8001, 136240, {"MISC": 2128, "PER": 3559, "TELEVISION": 7067}),
     ("youku", "dev.txt", " ", None, 1000, 16346, {"MISC": 257, "PER": 424, "TELEVISION": 900}),
     ("youku", "test.txt", " ", None, 1001, 17213, {"MISC": 246, "PER": 419, "TELEVISION": 905}),
-    ("taobao", "train.txt", " ", None, 6000, 174562,
-     {"HCCX": 20656, "HPPX": 2803, "MISC": 4322, "XH": 1616}),
+    ("taobao", "train.txt", " ", None, 6000, 174562, {"HCCX": 20656, "HPPX": 2803, "MISC": 4322, "XH": 1616}),
     ("taobao", "dev.txt", " ", None, 998, 29186, {"HCCX": 3430, "HPPX": 484, "MISC": 755, "XH": 272}),
     ("taobao", "test.txt", " ", None, 1000, 29071, {"HCCX": 3378, "HPPX": 474, "MISC": 729, "XH": 285}),
     ("resume", "dev.char.bmes", " ", None, 463, 13890, None),
@@ -747,8 +838,9 @@ REAL_FILES = [
 ]
 
 
-@pytest.mark.parametrize("dataset,name,sep,bad_line,n_sents,n_chars,counts", REAL_FILES,
-                         ids=[f"{case[0]}/{case[1]}" for case in REAL_FILES])
+@pytest.mark.parametrize(
+    "dataset,name,sep,bad_line,n_sents,n_chars,counts", REAL_FILES, ids=[f"{case[0]}/{case[1]}" for case in REAL_FILES]
+)
 def test_real_file_texts_and_entities_survive(dataset, name, sep, bad_line, n_sents, n_chars, counts):
     """Counts as SOURCE.md gives them; each Doc's text is its source characters joined."""
     path = _real_file(dataset, name)
@@ -761,9 +853,7 @@ def test_real_file_texts_and_entities_survive(dataset, name, sep, bad_line, n_se
     assert (stats.n_sentences, stats.n_chars) == (n_sents, n_chars)
     assert [doc.text for doc in docs] == [text for text, _ in reference]
     assert all(len(doc) == len(doc.text) for doc in docs)
-    assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs] == [
-        spans for _, spans in reference
-    ]
+    assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs] == [spans for _, spans in reference]
     if counts is not None:
         assert dict(stats.entity_counts) == counts
 
@@ -773,7 +863,18 @@ def test_real_file_texts_and_entities_survive(dataset, name, sep, bad_line, n_se
 # Characters that break naive readers: blanks, separators Python treats as line breaks,
 # controls, brackets, digits, Latin letters, an astral character.
 FUZZ_CHARS = list("北京大学张三丰的aZ19{[-") + [
-    " ", "\t", "\u3000", "\xa0", "\x85", "\u2028", "\x0b", "\x0c", "\x00", "\ufffd", "😀", "\u200d"
+    " ",
+    "\t",
+    "\u3000",
+    "\xa0",
+    "\x85",
+    "\u2028",
+    "\x0b",
+    "\x0c",
+    "\x00",
+    "\ufffd",
+    "😀",
+    "\u200d",
 ]
 
 
@@ -788,9 +889,7 @@ def _fuzz_file(format: str, scheme: str, sentences, separator: str) -> str:
         blocks = []
         for chars, spans in sentences:
             tags = _encode(spans, len(chars), scheme)
-            blocks.append("".join(
-                f"{c}{i % 20}{separator}{t}\n" for i, (c, t) in enumerate(zip(chars, tags))
-            ))
+            blocks.append("".join(f"{c}{i % 20}{separator}{t}\n" for i, (c, t) in enumerate(zip(chars, tags))))
         return "\n".join(blocks) + "\n"
     records = []
     for chars, spans in sentences:
@@ -803,14 +902,22 @@ def _fuzz_file(format: str, scheme: str, sentences, separator: str) -> str:
         elif format == "doccano":
             records.append({"text": text, "label": [[s, e, lab] for s, e, lab in spans]})
         elif format == "prodigy":
-            records.append({"text": text, "spans": [{"start": s, "end": e, "label": lab}
-                                                    for s, e, lab in spans], "answer": "accept"})
+            records.append(
+                {
+                    "text": text,
+                    "spans": [{"start": s, "end": e, "label": lab} for s, e, lab in spans],
+                    "answer": "accept",
+                }
+            )
         else:  # Label Studio: offsets in UTF-16 units, as its front end counts them
+
             def units(i):
                 return len(text[:i].encode("utf-16-le")) // 2
-            result = [{"type": "labels", "value": {"start": units(s), "end": units(e),
-                                                   "text": text[s:e], "labels": [lab]}}
-                      for s, e, lab in spans]
+
+            result = [
+                {"type": "labels", "value": {"start": units(s), "end": units(e), "text": text[s:e], "labels": [lab]}}
+                for s, e, lab in spans
+            ]
             records.append({"data": {"text": text}, "annotations": [{"result": result}]})
     if format == "labelstudio":
         return json.dumps(records, ensure_ascii=False, indent=1)
@@ -820,8 +927,7 @@ def _fuzz_file(format: str, scheme: str, sentences, separator: str) -> str:
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_fuzz_random_files_keep_texts_and_entities(tmp_path_factory, data):
-    format = data.draw(st.sampled_from(
-        ["chars", "chars-seg", "cluener", "doccano", "prodigy", "labelstudio"]))
+    format = data.draw(st.sampled_from(["chars", "chars-seg", "cluener", "doccano", "prodigy", "labelstudio"]))
     scheme = data.draw(st.sampled_from(["bio", "bioes", "bmes"]))
     separator = data.draw(st.sampled_from(["\t", " "]))
     sentences = []

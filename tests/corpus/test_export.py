@@ -1,5 +1,6 @@
 """Export to every format of corpus.formats that has a writer (chars, CLUENER, doccano, Prodigy,
 Label Studio), and convert -> export -> convert round trips."""
+
 import json
 
 import pytest
@@ -18,16 +19,22 @@ from test_convert import PRODIGY, write
 def summary(docs):
     """What a round trip must keep: text, tokens, entities, and whether they are annotated."""
     return [
-        (doc.text, [t.text for t in doc], [(e.start, e.end, e.label_) for e in doc.ents],
-         doc.has_annotation("ENT_IOB"))
+        (doc.text, [t.text for t in doc], [(e.start, e.end, e.label_) for e in doc.ents], doc.has_annotation("ENT_IOB"))
         for doc in docs
     ]
 
 
 SPACE_TOKENS = "品\tB-HC\n \tI-HC\n牌\tE-HC\n\u3000\tO\n\xa0\tS-HP\n\n{\tO\n\x85\tO\n"
 INPUTS = {
-    "bmes": BMES, "bioes": BIOES, "bio": BIO, "chars_seg": CHARS_SEG, "cluener": CLUENER,
-    "doccano": DOCCANO, "prodigy": PRODIGY, "labelstudio": LABEL_STUDIO, "spaces": SPACE_TOKENS,
+    "bmes": BMES,
+    "bioes": BIOES,
+    "bio": BIO,
+    "chars_seg": CHARS_SEG,
+    "cluener": CLUENER,
+    "doccano": DOCCANO,
+    "prodigy": PRODIGY,
+    "labelstudio": LABEL_STUDIO,
+    "spaces": SPACE_TOKENS,
 }
 
 
@@ -91,7 +98,8 @@ def test_cli_export(tmp_path):
     result = runner.invoke(app, ["export", str(tmp_path / "corpus.spacy"), str(out), "-f", "cluener"])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text("utf8").split("\n")[1]) == {
-        "text": "中国国籍", "label": {"CONT": {"中国国籍": [[0, 3]]}}
+        "text": "中国国籍",
+        "label": {"CONT": {"中国国籍": [[0, 3]]}},
     }
 
 
@@ -123,14 +131,18 @@ def test_doccano_ids_come_back_through_convert_and_export(tmp_path):
     """doccano matches a re-imported record to its own by id: convert keeps it (in the .spacy file)
     and export --format doccano writes it back; records without one get none."""
     source = tmp_path / "in.jsonl"
-    records = [{"id": 17, "text": "张三去了上海", "label": [[0, 2, "PER"]]}, {"text": "李四", "label": []},
-               {"id": "a-3", "text": "王五在北京", "label": [[3, 5, "LOC"]]}]
+    records = [
+        {"id": 17, "text": "张三去了上海", "label": [[0, 2, "PER"]]},
+        {"text": "李四", "label": []},
+        {"id": "a-3", "text": "王五在北京", "label": [[3, 5, "LOC"]]},
+    ]
     source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf8")
     runner = CliRunner()
     result = runner.invoke(app, ["convert", str(source), str(tmp_path / "corpus.spacy")])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["export", str(tmp_path / "corpus.spacy"), str(tmp_path / "out.jsonl"),
-                                 "-f", "doccano"])
+    result = runner.invoke(
+        app, ["export", str(tmp_path / "corpus.spacy"), str(tmp_path / "out.jsonl"), "-f", "doccano"]
+    )
     assert result.exit_code == 0, result.output
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text("utf8").splitlines()]
     assert written == records

@@ -1,5 +1,6 @@
 """corpus.formats, the one table of formats: each tool's writer and reader round-trip a record, a
 written file is detected as its format, and every command offers the formats the table gives it."""
+
 import json
 
 import pytest
@@ -45,8 +46,9 @@ def test_a_written_file_is_detected_and_read_as_its_format(tmp_path, name):
 
 
 def test_a_models_entities_go_to_label_studio_as_predictions():
-    item = AnnotatedText(TEXT, [(1, 3, "PER", 0.9)], fields={"text": TEXT, "id": 4}, meta={"score": 0.5},
-                         model="my_model")
+    item = AnnotatedText(
+        TEXT, [(1, 3, "PER", 0.9)], fields={"text": TEXT, "id": 4}, meta={"score": 0.5}, model="my_model"
+    )
     task = FORMATS["labelstudio"].write(item)
     assert task["data"] == {"text": TEXT, "id": 4} and "annotations" not in task
     (prediction,) = task["predictions"]

@@ -1,4 +1,5 @@
 """A `spacy package` build of a trained pipeline installs and loads without importing spacy_cner."""
+
 import os
 import subprocess
 import sys
@@ -12,7 +13,10 @@ from thinc.api import fix_random_seed
 ENCODER = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0}
 CPU_TOK2VEC = {
     "@architectures": "spacy-cner.CharBigramEmbed.v1",
-    "width": 16, "char_rows": 200, "bigram_rows": 200, "bigram_dropout": 0.0,
+    "width": 16,
+    "char_rows": 200,
+    "bigram_rows": 200,
+    "bigram_dropout": 0.0,
 }
 # Not the toy corpus: two short sentences that LEXICON covers, so that each of the five builds trains quickly.
 TRAIN = [("李四在上海工作", [(0, 2, "PER"), (3, 5, "LOC")]), ("王五去北京", [(0, 2, "PER"), (3, 5, "LOC")])]
@@ -116,8 +120,21 @@ def test_package_command_builds_without_the_build_log(tmp_path):
 
     spacy.blank("zh").to_disk(tmp_path / "model")
     (tmp_path / "packages").mkdir()
-    command = [sys.executable, "-m", "spacy_cner", "package", "model", "packages", "--name", "tiny", "--version",
-               "0.0.1", "--build", "sdist,wheel", "--no-isolation"]  # offline: this environment's setuptools
+    command = [
+        sys.executable,
+        "-m",
+        "spacy_cner",
+        "package",
+        "model",
+        "packages",
+        "--name",
+        "tiny",
+        "--version",
+        "0.0.1",
+        "--build",
+        "sdist,wheel",
+        "--no-isolation",
+    ]  # offline: this environment's setuptools
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     printed = (result.stdout + result.stderr).strip().splitlines()

@@ -1,5 +1,6 @@
 """`spacy project run` trains and evaluates the TENER, a transformer, the lexicon and the
 self-trained vectors configs end to end (toy corpus); project.yml's vars and assets."""
+
 import shutil
 import subprocess
 import sys
@@ -34,20 +35,43 @@ def test_project_trains_and_evaluates(config, tmp_path, tiny_bert):
     overrides = SMALL_CONFIG_OVERRIDES.get(config, {"vars.transformer": str(tiny_bert)})
     project = project_copy(tmp_path, config, overrides)
     for command in ("train-demo", "evaluate-demo"):
-        args = [sys.executable, "-m", "spacy", "project", "run", command, str(project),
-                "--vars.config", "small", "--vars.demo_max_steps", "4"]
+        args = [
+            sys.executable,
+            "-m",
+            "spacy",
+            "project",
+            "run",
+            command,
+            str(project),
+            "--vars.config",
+            "small",
+            "--vars.demo_max_steps",
+            "4",
+        ]
         result = subprocess.run(args, capture_output=True, text=True, cwd=project)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     metrics = srsly.read_json(project / "metrics" / "resume_demo.json")
     assert "ents_f" in metrics
     if config == "tener":  # the annotate command, once: the test split as JSONL, gold labels carried through
-        args = [sys.executable, "-m", "spacy", "project", "run", "annotate", str(project), "--vars.config", "small",
-                "--vars.annotate_model", "training/resume/demo/model-best"]
+        args = [
+            sys.executable,
+            "-m",
+            "spacy",
+            "project",
+            "run",
+            "annotate",
+            str(project),
+            "--vars.config",
+            "small",
+            "--vars.annotate_model",
+            "training/resume/demo/model-best",
+        ]
         result = subprocess.run(args, capture_output=True, text=True, cwd=project)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         rows = list(srsly.read_jsonl(project / "annotations" / "resume_small" / "test.00000.jsonl"))
-        test_docs = list(DocBin().from_disk(project / "corpus" / "resume" / "test.spacy")
-                         .get_docs(spacy.blank("zh").vocab))
+        test_docs = list(
+            DocBin().from_disk(project / "corpus" / "resume" / "test.spacy").get_docs(spacy.blank("zh").vocab)
+        )
         assert [row["text"] for row in rows] == [doc.text for doc in test_docs]
         assert all("label" in row and isinstance(row["entities"], list) for row in rows)
     nlp = spacy.load(project / "training" / "resume" / "demo" / "model-best")
@@ -65,12 +89,15 @@ def test_project_trains_the_default_on_its_own_vectors(tmp_path):
     ones itself at initialize."""
     project = project_copy(tmp_path, "default", SMALL_CONFIG_OVERRIDES["pretrain_free"])  # widths only
     load_config(REPO_ROOT / "configs" / "pretrain_free.cfg", overrides=SMALL_CONFIG_OVERRIDES["pretrain_free"]).to_disk(
-        project / "configs" / "free.cfg")
+        project / "configs" / "free.cfg"
+    )
     train = project / "corpus" / "resume" / "train.spacy"
     docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
     DocBin(docs=docs * 2).to_disk(train)  # every bigram twice: min count 2
-    commands = [("train-vectors",), ("train-demo", "--vars.config", "small", "--vars.vectors", "vectors/resume",
-                                     "--vars.demo_max_steps", "4")]
+    commands = [
+        ("train-vectors",),
+        ("train-demo", "--vars.config", "small", "--vars.vectors", "vectors/resume", "--vars.demo_max_steps", "4"),
+    ]
     for command in commands:
         args = [sys.executable, "-m", "spacy", "project", "run", *command[:1], str(project), *command[1:]]
         result = subprocess.run(args, capture_output=True, text=True, cwd=project)
@@ -81,8 +108,19 @@ def test_project_trains_the_default_on_its_own_vectors(tmp_path):
     assert any(node.name == "char_bigram_vectors" for node in nlp.get_pipe("crf_ner").model.walk())
     assert not any("LAC" in source["name"] for source in nlp.meta.get("sources") or [])
     # Without --vars.vectors pretrain_free.cfg trains them itself, at initialize: the same ones (seed 0).
-    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "free",
-            "--vars.demo_max_steps", "4"]
+    args = [
+        sys.executable,
+        "-m",
+        "spacy",
+        "project",
+        "run",
+        "train-demo",
+        str(project),
+        "--vars.config",
+        "free",
+        "--vars.demo_max_steps",
+        "4",
+    ]
     result = subprocess.run(args, capture_output=True, text=True, cwd=project)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Vectors trained on the train corpus's" in result.stdout + result.stderr
@@ -128,8 +166,19 @@ def test_project_package_writes_the_model_card_into_a_copy(tmp_path):
     """`package` puts the model card (labels, the dev split's speed, the source) in the package's README
     and leaves train's output as it was, so that a rerun of the workflow finds train up to date."""
     project = project_copy(tmp_path, "tener", SMALL_CONFIG_OVERRIDES["tener"])
-    args = [sys.executable, "-m", "spacy", "project", "run", "train-demo", str(project), "--vars.config", "small",
-            "--vars.demo_max_steps", "2"]
+    args = [
+        sys.executable,
+        "-m",
+        "spacy",
+        "project",
+        "run",
+        "train-demo",
+        str(project),
+        "--vars.config",
+        "small",
+        "--vars.demo_max_steps",
+        "2",
+    ]
     result = subprocess.run(args, capture_output=True, text=True, cwd=project)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     model_best = project / "training" / "resume" / "default" / "model-best"

@@ -6,6 +6,7 @@ demo writes its own (training/resume/demo/model-best). The bash snippets are com
 project and of spaCy that CI runs elsewhere (the test command) or that need the full data: each
 names a command, option and config setting that exists.
 """
+
 import re
 from pathlib import Path
 
@@ -49,7 +50,10 @@ def demo_model(path: Path) -> None:
         "@architectures": "spacy-cner.CRFTagger.v1",
         "tok2vec": {
             "@architectures": "spacy-cner.CharBigramEmbed.v1",
-            "width": 32, "char_rows": 500, "bigram_rows": 500, "bigram_dropout": 0.0,
+            "width": 32,
+            "char_rows": 500,
+            "bigram_rows": 500,
+            "bigram_dropout": 0.0,
         },
         "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
     }
@@ -100,14 +104,16 @@ def test_readme_is_a_first_screen():
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines: move sections to docs/"
     demo = next(i for i, line in enumerate(lines) if "python -m spacy project run demo" in line)
     marker = next(i for i, line in enumerate(lines) if line.startswith("<!-- test-command"))
-    assert demo < marker < 60 and "python -m pytest" in lines[marker + 2], lines[marker:marker + 3]
+    assert demo < marker < 60 and "python -m pytest" in lines[marker + 2], lines[marker : marker + 3]
 
 
 def anchors(page: Path) -> set:
     """A Markdown page's anchors: its `<a id>`s and its headings as GitHub slugs them."""
     text = page.read_text(encoding="utf8")
-    slugs = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-             for heading in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+    slugs = {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", text, flags=re.M)
+    }
     return slugs | set(re.findall(r'<a id="([^"]+)">', text))
 
 
@@ -143,8 +149,9 @@ def test_readme_package_snippet_installs_what_it_builds(tmp_path):
     block = bash_block("To ship a pipeline")
     build, install, check = block.strip().splitlines()
     demo_model(tmp_path / "training" / "resume" / "demo" / "model-best")
-    result = subprocess.run(build.replace("python ", f"{sys.executable} "), shell=True, cwd=tmp_path,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        build.replace("python ", f"{sys.executable} "), shell=True, cwd=tmp_path, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     # Quiet: the model card's line and spaCy's package lines, not the build's log (spacy package: 70 more).
     printed = (result.stdout + result.stderr).strip().splitlines()
@@ -157,8 +164,12 @@ def test_readme_package_snippet_installs_what_it_builds(tmp_path):
     pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", "--target", "site"]
     subprocess.run(pip + [sdist], check=True, cwd=tmp_path)
     code = shlex.split(check)[-1]
-    result = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'site')\n" + code],
-                            capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, 'site')\n" + code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("(")
 
@@ -228,7 +239,8 @@ def test_readme_bash_commands_name_what_exists():
         elif words[:4] == ["python", "-m", "spacy", "train"]:
             options = words[5:]
             overrides = {
-                option[2:]: value for option, value in zip(options, options[1:])
+                option[2:]: value
+                for option, value in zip(options, options[1:])
                 if option.startswith("--") and option not in ("--output", "--gpu-id", "--code")  # spacy train's own
             }
             # Every overridden setting is one the config has (confection would add a new key silently).
@@ -284,12 +296,18 @@ def test_readme_recipe_runs_as_written(tmp_path, toy_vectors):
 
     (tmp_path / "mydata").mkdir()
     for split, data in (("train", TRAIN_DATA * 2), ("dev", TRAIN_DATA), ("test", TRAIN_DATA)):
-        sentences = ["\n".join(f"{char} {tag}" for char, tag in zip(text, spans_to_tags(ents, len(text), "BIOES")))
-                     for text, ents in data]
+        sentences = [
+            "\n".join(f"{char} {tag}" for char, tag in zip(text, spans_to_tags(ents, len(text), "BIOES")))
+            for text, ents in data
+        ]
         (tmp_path / "mydata" / f"{split}.txt").write_text("\n\n".join(sentences) + "\n", encoding="utf8")
     shutil.copytree(REPO_ROOT / "configs", tmp_path / "configs")
-    small = {**SMALL_CONFIG_OVERRIDES["pretrain_free"], "training.max_steps": 10, "training.eval_frequency": 5,
-             "paths.vectors": toy_vectors}
+    small = {
+        **SMALL_CONFIG_OVERRIDES["pretrain_free"],
+        "training.max_steps": 10,
+        "training.eval_frequency": 5,
+        "paths.vectors": toy_vectors,
+    }
     printed = ""
     for command in bash_block("## Training on your own data").strip().splitlines():
         if command.startswith("python -m spacy train"):

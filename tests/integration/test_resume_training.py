@@ -1,4 +1,5 @@
 """Slow: the CPU configs learn real Resume NER data (pytest -m slow)."""
+
 import pytest
 import spacy
 from spacy.tokens import DocBin

@@ -1,4 +1,5 @@
 """`spacy train` on the configs in configs/ with the toy corpus: what each saves, loaded back."""
+
 import json
 import subprocess
 import sys
@@ -67,9 +68,12 @@ def test_spacy_train_reports_and_weights_robust_f(tmp_path, fake_lac_sdist):
     config["components"]["crf_ner"]["scorer"] = {"@scorers": "spacy-cner.robust_ner_scorer.v1"}
     config["training"]["score_weights"] = {"ents_f": 0.0, "ents_robust_f": 1.0, "ents_asr": None}
     config.to_disk(tmp_path / "config.cfg")
-    overrides = {**write_corpus(tmp_path, TRAIN_DATA[:3], TRAIN_DATA[:3]), "paths.lac_sdist": str(fake_lac_sdist),
-                 "training.max_steps": 20,
-                 "training.eval_frequency": 10}
+    overrides = {
+        **write_corpus(tmp_path, TRAIN_DATA[:3], TRAIN_DATA[:3]),
+        "paths.lac_sdist": str(fake_lac_sdist),
+        "training.max_steps": 20,
+        "training.eval_frequency": 10,
+    }
     output = train_from_config(tmp_path / "config.cfg", tmp_path / "output", overrides)
     performance = srsly.read_json(output / "model-best" / "meta.json")["performance"]
     assert 0.0 <= performance["ents_robust_f"] <= 1.0
@@ -156,8 +160,9 @@ def test_spacy_train_and_the_saved_pipeline_carries_its_lexicon(name, tmp_path, 
         "scores = nlp.get_pipe('crf_ner').model.predict([nlp.make_doc(texts[0])])[0].ravel().tolist()\n"
         "print(json.dumps([ents, scores]))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={"HF_HUB_OFFLINE": "1", "PATH": ""})
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": ""}
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     ents, loaded_scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert ents == expected

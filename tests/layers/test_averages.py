@@ -3,6 +3,7 @@
 spaCy evaluates and saves with nlp.use_params(optimizer.averages); thinc's PyTorchShim
 looked the averages up under keys the optimizer never writes, so they were ignored.
 """
+
 import numpy
 import pytest
 import spacy
@@ -10,8 +11,13 @@ from thinc.api import Adam, fix_random_seed
 
 from conftest import TRAIN_DATA, make_examples
 
-TOK2VEC = {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "embed_width": 8,
-           "char_rows": 100, "bigram_rows": 100}
+TOK2VEC = {
+    "@architectures": "spacy-cner.CharBigramEmbed.v1",
+    "width": 16,
+    "embed_width": 8,
+    "char_rows": 100,
+    "bigram_rows": 100,
+}
 ENCODERS = {
     "bilstm": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16},
     "tener": {"@layers": "spacy-cner.TENEREncoder.v1", "n_heads": 2, "head_width": 8, "ffn_width": 16},
@@ -21,9 +27,12 @@ ENCODERS = {
 def torch_weights(nlp) -> dict:
     """Every torch parameter of the pipe's model, copied, by (shim id, name)."""
     model = nlp.get_pipe("crf_ner").model
-    return {(shim.id, name): param.detach().numpy().copy()
-            for layer in model.walk() for shim in layer.shims
-            for name, param in shim._model.named_parameters()}
+    return {
+        (shim.id, name): param.detach().numpy().copy()
+        for layer in model.walk()
+        for shim in layer.shims
+        for name, param in shim._model.named_parameters()
+    }
 
 
 def trained(tok2vec: dict, encoder) -> tuple:

@@ -1,4 +1,5 @@
 """BiLSTMEncoder: padding is invisible, gradients reach the inputs."""
+
 import numpy
 import pytest
 from thinc.api import fix_random_seed

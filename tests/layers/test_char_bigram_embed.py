@@ -1,4 +1,5 @@
 """CharBigramEmbed: a token is embedded by itself and the bigrams around it."""
+
 import numpy
 import pytest
 import spacy

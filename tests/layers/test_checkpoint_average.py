@@ -1,4 +1,5 @@
 """Checkpoint averaging (spacy-cner.AdamCheckpointAverage.v1): Adam's steps, the mean of the last checkpoints."""
+
 from pathlib import Path
 
 import numpy

@@ -1,4 +1,5 @@
 """The constrained CRF: log-likelihood and Viterbi against brute force over all tag sequences."""
+
 import itertools
 import random
 
@@ -88,9 +89,7 @@ def test_gold_log_likelihood_vs_brute_force(tag_set):
         gold = [paths[(k * 7919) % len(paths)] for paths in golds]  # spread over the valid paths
         allowed = [one_hot(path, n_tags) for path in gold]
         log_likelihood = model.predict((emissions, allowed))
-        expected = [
-            path_score(model, em, path) - log_z for em, path, log_z in zip(emissions, gold, log_zs)
-        ]
+        expected = [path_score(model, em, path) - log_z for em, path, log_z in zip(emissions, gold, log_zs)]
         numpy.testing.assert_allclose(log_likelihood, expected, rtol=1e-5, atol=1e-4)
 
 
@@ -289,8 +288,12 @@ def test_gradient_vs_autograd():
     rng = numpy.random.default_rng(7)
     model = make_crf(tag_names, seed=7)
     emissions = random_emissions(rng, n_tags, lengths=[3, 1, 4])
-    allowed = [numpy.maximum(one_hot(next(iter(valid_paths(tag_names, len(em)))), n_tags),
-                             rng.random((len(em), n_tags)) < 0.4).astype("float32") for em in emissions]
+    allowed = [
+        numpy.maximum(
+            one_hot(next(iter(valid_paths(tag_names, len(em)))), n_tags), rng.random((len(em), n_tags)) < 0.4
+        ).astype("float32")
+        for em in emissions
+    ]
     d_log_likelihood = rng.normal(size=len(emissions)).astype("float32")
     log_likelihood, backprop = model.begin_update((emissions, allowed))
     d_emissions, d_allowed = backprop(d_log_likelihood)
@@ -311,8 +314,12 @@ def test_transition_gradients_vs_autograd_of_brute_force():
     rng = numpy.random.default_rng(17)
     model = make_crf(tag_names, seed=17)
     emissions = random_emissions(rng, n_tags, lengths=[3, 1, 4, 2])
-    allowed = [numpy.maximum(one_hot(next(iter(valid_paths(tag_names, len(em)))), n_tags),
-                             rng.random((len(em), n_tags)) < 0.4).astype("float32") for em in emissions]
+    allowed = [
+        numpy.maximum(
+            one_hot(next(iter(valid_paths(tag_names, len(em)))), n_tags), rng.random((len(em), n_tags)) < 0.4
+        ).astype("float32")
+        for em in emissions
+    ]
     d_log_likelihood = rng.normal(size=len(emissions)).astype("float32")
     _, backprop = model.begin_update((emissions, allowed))
     backprop(d_log_likelihood)
@@ -338,8 +345,9 @@ def test_pair_expectations_sum_term_by_term_where_a_side_overflows():
     before, after = (torch.from_numpy(rng.normal(size=(50, 4))) for _ in range(2))
     transitions, weight = torch.from_numpy(rng.normal(size=(4, 4))), torch.from_numpy(rng.normal(size=50))
     direct = (torch.exp(before[:, :, None] + transitions + after[:, None, :]) * weight[:, None, None]).sum(dim=0)
-    numpy.testing.assert_allclose(pair_expectations(before, after, transitions, weight).numpy(), direct.numpy(),
-                                  rtol=1e-10)
+    numpy.testing.assert_allclose(
+        pair_expectations(before, after, transitions, weight).numpy(), direct.numpy(), rtol=1e-10
+    )
     # Row 0: the likely tag before cannot go to the likely tags after, and the others are
     # 3,000 nats less likely: one product of exponentials overflows (inf * 0).
     before[0], after[0] = torch.tensor([0.0, -3000, -3000, -3000]), torch.tensor([-3000, 1500.0, 1500.0, 1500.0])
@@ -452,8 +460,9 @@ def is_entity(path, tag_names, scheme, start, end, label):
     """Whether tokens start..end - 1 of the tag path form one entity of label."""
     tags = [tag_names[i] for i in path]
     if scheme == "BIOES":
-        want = ([f"S-{label}"] if end - start == 1
-                else [f"B-{label}"] + [f"I-{label}"] * (end - start - 2) + [f"E-{label}"])
+        want = (
+            [f"S-{label}"] if end - start == 1 else [f"B-{label}"] + [f"I-{label}"] * (end - start - 2) + [f"E-{label}"]
+        )
         return tags[start:end] == want
     want = [f"B-{label}"] + [f"I-{label}"] * (end - start - 1)
     return tags[start:end] == want and (end == len(tags) or tags[end] != f"I-{label}")
@@ -480,8 +489,10 @@ def test_span_probabilities_vs_brute_force(tag_set, with_mask):
     rng = numpy.random.default_rng(11)
     emissions = random_emissions(rng, len(tag_names), lengths=[1, 2, 3, 5])
     masks = random_masks(rng, emissions, labels, scheme, tag_names, 0.5) if with_mask else None
-    spans = [[(s, e, label) for s in range(len(em)) for e in range(s + 1, len(em) + 1) for label in labels]
-             for em in emissions]
+    spans = [
+        [(s, e, label) for s in range(len(em)) for e in range(s + 1, len(em) + 1) for label in labels]
+        for em in emissions
+    ]
     log_probs = span_log_probs(model, emissions, spans, scheme, masks)
     for d, em in enumerate(emissions):
         mask = None if masks is None else masks[d]

@@ -1,4 +1,5 @@
 """_torch.Dropout: torch's dropout distribution with a numpy mask on the CPU, reproducible."""
+
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
 """KeyEmbed: a row per training key, row 0 for the rest; row-sparse updates equal dense ones on the rows."""
+
 import numpy
 import pytest
 import spacy
@@ -63,11 +64,14 @@ def step(model, X, dY, optimizer, sparse):
         model.attrs["touched_rows"] = []
 
 
-@pytest.mark.parametrize("make_optimizer", [
-    lambda: Adam(0.01, L2=0.0, grad_clip=0.5),
-    lambda: Adam(0.01, L2=0.1, L2_is_weight_decay=True, use_averages=True),
-    lambda: SGD(0.1),
-])
+@pytest.mark.parametrize(
+    "make_optimizer",
+    [
+        lambda: Adam(0.01, L2=0.0, grad_clip=0.5),
+        lambda: Adam(0.01, L2=0.1, L2_is_weight_decay=True, use_averages=True),
+        lambda: SGD(0.1),
+    ],
+)
 def test_row_update_equals_the_dense_update_on_the_rows(make_optimizer):
     """Steps that touch the same rows give the dense optimizer's weights, moments and averages;
     the rows no step touched keep their weights (no decay, no momentum: lazy Adam)."""
@@ -91,10 +95,17 @@ def test_row_update_equals_the_dense_update_on_the_rows(make_optimizer):
         if (dense_id, "E") in getattr(dense_opt, name):
             numpy.testing.assert_allclose(
                 getattr(sparse_opt, name)[(sparse_id, "E")].reshape(4, 4)[[1, 2]],
-                getattr(dense_opt, name)[(dense_id, "E")].reshape(4, 4)[[1, 2]], rtol=1e-6, atol=1e-9)
+                getattr(dense_opt, name)[(dense_id, "E")].reshape(4, 4)[[1, 2]],
+                rtol=1e-6,
+                atol=1e-9,
+            )
     if dense_opt.averages is not None:
-        numpy.testing.assert_allclose(sparse_opt.averages[(sparse_id, "E")][[1, 2]],
-                                      dense_opt.averages[(dense_id, "E")][[1, 2]], rtol=1e-6, atol=1e-7)
+        numpy.testing.assert_allclose(
+            sparse_opt.averages[(sparse_id, "E")][[1, 2]],
+            dense_opt.averages[(dense_id, "E")][[1, 2]],
+            rtol=1e-6,
+            atol=1e-7,
+        )
     assert not any(key[-1] == "rows" for key in sparse_opt.nr_update)
 
 
@@ -129,12 +140,22 @@ def test_crf_ner_sizes_the_tables_at_initialize_and_saves_them(tmp_path, capsys)
     train = [("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]), ("我在北京市工作", [(2, 5, "LOC")])]
     fix_random_seed(0)
     nlp = spacy.blank("zh")
-    tok2vec = {"@architectures": "spacy-cner.CharBigramEmbed.v2", "width": 16, "char_rows": 100,
-               "bigram_rows": None, "dropout": 0.0, "bigram_dropout": 0.3}
+    tok2vec = {
+        "@architectures": "spacy-cner.CharBigramEmbed.v2",
+        "width": 16,
+        "char_rows": 100,
+        "bigram_rows": None,
+        "dropout": 0.0,
+        "bigram_dropout": 0.3,
+    }
     encoder = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0}
-    ner = nlp.add_pipe("crf_ner", config={
-        "model": {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": encoder},
-        "adversarial": {"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0}})
+    ner = nlp.add_pipe(
+        "crf_ner",
+        config={
+            "model": {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": encoder},
+            "adversarial": {"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0},
+        },
+    )
     examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in train]
     optimizer = nlp.initialize(lambda: examples)
     tables = [node for node in ner.model.walk() if node.name == "key_embed"]

@@ -1,6 +1,7 @@
 """spacy-cner.LacFeatures.v1 on a fabricated LAC sdist (tests/fake_lac.py): the features are lac_net's outputs for
 the same text (alone and in a padded batch), positions by brute force, windows, word tokens, the projection, the
 cache for FGM's second pass, save/load offline; and configs/lac_context.cfg trained on it."""
+
 import pickle
 import shutil
 from pathlib import Path
@@ -27,8 +28,9 @@ TEXTS = ["张三去了北京市工作", "", "上海", "阿里巴巴的员工 在
 
 
 def make_layer(**settings):
-    block = "".join(f"{key} = {value if isinstance(value, str) else str(value).lower()}\n"
-                    for key, value in settings.items())
+    block = "".join(
+        f"{key} = {value if isinstance(value, str) else str(value).lower()}\n" for key, value in settings.items()
+    )
     return registry.resolve(Config().from_str(f'[m]\n@layers = "spacy-cner.LacFeatures.v1"\n{block}'))["m"]
 
 
@@ -67,9 +69,13 @@ def reference_chars(tagger, text):
 
 def per_token(chars, doc):
     """Rows per character as rows per token: the mean over its characters, zeros for whitespace."""
-    return numpy.asarray([numpy.zeros(chars.shape[1]) if token.is_space
-                          else chars[token.idx : token.idx + len(token)].mean(axis=0)
-                          for token in doc], dtype="float32").reshape(len(doc), chars.shape[1])
+    return numpy.asarray(
+        [
+            numpy.zeros(chars.shape[1]) if token.is_space else chars[token.idx : token.idx + len(token)].mean(axis=0)
+            for token in doc
+        ],
+        dtype="float32",
+    ).reshape(len(doc), chars.shape[1])
 
 
 def test_features_are_lac_nets_outputs_with_positions_alone_and_batched(fake_lac_sdist):
@@ -197,9 +203,16 @@ def test_the_lac_context_config_trains_and_loads_offline(fake_lac_sdist, tmp_pat
     """configs/lac_context.cfg with LAC's vectors and tagger from one (fabricated) sdist: trains a few steps, saves
     the tagger with the pipeline (float16, save_weights), and loads and tags with no sdist at all."""
     sdist = Path(shutil.copy(fake_lac_sdist, tmp_path / "LAC-2.1.2.tar.gz"))  # deleted below; the fixture's is shared
-    overrides = {**write_corpus(tmp_path), "paths.lac_sdist": str(sdist), "training.max_steps": 4,
-                 "training.eval_frequency": 2, "training.max_epochs": 0, "initialize.before_init.missing": "none",
-                 "components.crf_ner.model.tok2vec.width": 16, "components.crf_ner.model.encoder.width": 16}
+    overrides = {
+        **write_corpus(tmp_path),
+        "paths.lac_sdist": str(sdist),
+        "training.max_steps": 4,
+        "training.eval_frequency": 2,
+        "training.max_epochs": 0,
+        "initialize.before_init.missing": "none",
+        "components.crf_ner.model.tok2vec.width": 16,
+        "components.crf_ner.model.encoder.width": 16,
+    }
     train_from_config(REPO_ROOT / "configs" / "lac_context.cfg", tmp_path / "out", overrides)
     tagger = tagger_from_sdist(open_lac(sdist))
     sdist.unlink()

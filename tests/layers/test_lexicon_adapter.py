@@ -1,4 +1,5 @@
 """LexiconAdapterModule: LEBERT's eqs. 4-7 against a per-character loop in plain PyTorch."""
+
 import pytest
 import torch
 
@@ -31,10 +32,13 @@ def inputs():
     hidden = torch.randn(2, 5, 8)
     words = torch.randn(2, 5, 3, 6)
     # Characters with 0-3 words; batch item 1 has a padded last character too.
-    word_mask = torch.tensor([
-        [[1, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 0], [0, 0, 0]],
-        [[0, 0, 0], [1, 1, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0]],
-    ], dtype=torch.bool)
+    word_mask = torch.tensor(
+        [
+            [[1, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 0], [0, 0, 0]],
+            [[0, 0, 0], [1, 1, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0]],
+        ],
+        dtype=torch.bool,
+    )
     return hidden, words, word_mask
 
 

@@ -2,6 +2,7 @@
 
 A new registered layer must get a row in ROWS: test_every_registered_name_has_a_row fails until it does.
 """
+
 import configparser
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
@@ -68,7 +69,7 @@ class Row:
         config = self.config
         if self.fixture is not None:
             config = config.replace("{fixture}", str(request.getfixturevalue(self.fixture)))
-        text = f"[model]\n@{self.registry} = \"{name}\"\n{config}"
+        text = f'[model]\n@{self.registry} = "{name}"\n{config}'
         return registry.resolve(Config().from_str(text))["model"]
 
 
@@ -145,7 +146,10 @@ ROWS = {
         has_weights=False,
     ),
     "spacy-cner.KeyEmbed.v1": Row(
-        "layers", "nO = 5\ncolumn = 1\ndropout = 0.3\n", make_keys, prepare=give_keys,
+        "layers",
+        "nO = 5\ncolumn = 1\ndropout = 0.3\n",
+        make_keys,
+        prepare=give_keys,
     ),
     "spacy-cner.CharBigramEmbed.v1": Row(
         "architectures",
@@ -192,8 +196,12 @@ ROWS = {
         "layers", "softword = true\n", make_docs, dropout=False, prepare=give_lexicon, has_weights=False
     ),
     "spacy-cner.SoftLexicon.v2": Row(
-        "layers", "softword = false\nword_vectors = true\n", make_docs_with_word_vectors, dropout=False,
-        prepare=give_lexicon, has_weights=False,
+        "layers",
+        "softword = false\nword_vectors = true\n",
+        make_docs_with_word_vectors,
+        dropout=False,
+        prepare=give_lexicon,
+        has_weights=False,
     ),
     "spacy-cner.CRF.v1": Row(
         "layers", "", make_crf_input, split=split_crf_input, Y=TAG_NAMES, doc_input=False, dropout=False
@@ -240,9 +248,7 @@ def declared_entry_points(group: str):
     return {line.split("=")[0].strip() for line in lines if line.strip().startswith(PREFIX)}
 
 
-@pytest.mark.parametrize(
-    "reg,group", [("architectures", "spacy_architectures"), ("layers", "thinc_layers")]
-)
+@pytest.mark.parametrize("reg,group", [("architectures", "spacy_architectures"), ("layers", "thinc_layers")])
 def test_entry_points_match_registrations(reg, group):
     """A config naming @layers = "spacy-cner.X" resolves in a fresh process only through
     the matching entry-point group (spaCy does not import spacy_cner by itself).
@@ -286,15 +292,12 @@ def test_forward_backprop(name, request):
         assert [d.shape for d in dX_arrays] == [x.shape for x in X_arrays]
         assert all(numpy.isfinite(d).all() for d in dX_arrays)
         assert any(numpy.abs(d).sum() > 0 for d in dX_arrays)
-    grads = [
-        node.get_grad(param)
-        for node in model.walk()
-        for param in node.param_names
-        if node.has_grad(param)
-    ]
+    grads = [node.get_grad(param) for node in model.walk() for param in node.param_names if node.has_grad(param)]
     shim_grads = [
-        p.grad for shim in (s for node in model.walk() for s in node.shims)
-        for p in shim._model.parameters() if p.grad is not None
+        p.grad
+        for shim in (s for node in model.walk() for s in node.shims)
+        for p in shim._model.parameters()
+        if p.grad is not None
     ]
     all_grads = [numpy.asarray(g) for g in grads] + [g.numpy() for g in shim_grads]
     if not row.has_weights:

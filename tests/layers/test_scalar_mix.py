@@ -1,4 +1,5 @@
 """ScalarMix against numpy: outputs, and gradients by finite differences."""
+
 import numpy
 import pytest
 

@@ -1,4 +1,5 @@
 """SoftLexicon features and softword: against a per-character reference, in a pipeline, saved."""
+
 import math
 import subprocess
 import sys
@@ -83,8 +84,12 @@ def test_word_vectors_match_the_reference(text, with_frequencies):
     lexicon = Lexicon(WORDS + ["巴"], frequencies=(FREQUENCIES + [5]) if with_frequencies else None, tags=TAGS + ["n"])
     vectors = numpy.random.default_rng(0).normal(size=(7, 3)).astype("float32")
     rows = numpy.asarray([0, 1, -1, 2, 3, 4, -1, 5, -1, 6, 0, 2], dtype="int64")  # 京市, 巴巴, 员工: none
-    assert_allclose(char_word_vectors(lexicon, text, rows, vectors),
-                    reference_word_vectors(lexicon, text, rows, vectors), rtol=1e-5, atol=1e-6)
+    assert_allclose(
+        char_word_vectors(lexicon, text, rows, vectors),
+        reference_word_vectors(lexicon, text, rows, vectors),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(tmp_path):
@@ -98,8 +103,9 @@ def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(
     lexicon = Lexicon(WORDS, frequencies=FREQUENCIES, tags=TAGS)
     nlp = spacy.blank("zh")
     data = numpy.random.default_rng(1).normal(size=(3, 5)).astype("float32")
-    nlp.vocab.vectors = Vectors(strings=nlp.vocab.strings, data=data,
-                                keys=[nlp.vocab.strings.add(w) for w in ("北京市", "上海", "工作")])
+    nlp.vocab.vectors = Vectors(
+        strings=nlp.vocab.strings, data=data, keys=[nlp.vocab.strings.add(w) for w in ("北京市", "上海", "工作")]
+    )
     docs = [nlp.make_doc(text) for text in TEXTS]
     plain, with_vectors = SoftLexicon(), SoftLexicon_v2(word_vectors=True)
     for model in (plain, with_vectors):
@@ -113,7 +119,7 @@ def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(
         expected = char_word_vectors(lexicon, text, rows, data)
         spans = token_spans(doc)
         per_token = [expected[a:b].mean(axis=0) if b > a else numpy.zeros(20) for a, b in spans]
-        assert_allclose(full[:, base.shape[1]:], numpy.asarray(per_token).reshape(-1, 20), rtol=1e-5, atol=1e-6)
+        assert_allclose(full[:, base.shape[1] :], numpy.asarray(per_token).reshape(-1, 20), rtol=1e-5, atol=1e-6)
     # Projected on their 2 principal directions: the same sums of the projected vectors, P saved with the layer.
     from spacy_cner.layers.soft_lexicon import principal_directions
 
@@ -128,7 +134,7 @@ def test_v2_reads_word_vectors_from_the_pipeline_and_refuses_a_pipeline_without(
     for doc, base, full in zip(docs, plain.predict(docs), narrow.predict(docs)):
         expected = char_word_vectors(lexicon, doc.text, rows, data @ projection)
         per_token = [expected[a:b].mean(axis=0) if b > a else numpy.zeros(8) for a, b in token_spans(doc)]
-        assert_allclose(full[:, base.shape[1]:], numpy.asarray(per_token).reshape(-1, 8), rtol=1e-5, atol=1e-6)
+        assert_allclose(full[:, base.shape[1] :], numpy.asarray(per_token).reshape(-1, 8), rtol=1e-5, atol=1e-6)
     restored = SoftLexicon_v2(word_vectors=True, vector_width=2).from_bytes(narrow.to_bytes())
     assert_allclose(restored.get_param("P"), projection)
     with pytest.raises(ValueError, match="vector_width"):
@@ -212,7 +218,11 @@ def test_word_list_tags_gazetteers_and_bytes(tmp_path):
 
 SOFT_TOK2VEC = {
     "@architectures": "spacy-cner.CharBigramEmbed.v1",
-    "width": 16, "char_rows": 200, "bigram_rows": 300, "dropout": 0.0, "bigram_dropout": 0.0,
+    "width": 16,
+    "char_rows": 200,
+    "bigram_rows": 300,
+    "dropout": 0.0,
+    "bigram_dropout": 0.0,
     "soft_lexicon": {"@layers": "spacy-cner.SoftLexicon.v1", "softword": False},
 }
 

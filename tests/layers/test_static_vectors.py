@@ -1,4 +1,5 @@
 """Pretrained character and bigram vectors: CharBigramEmbed(static_vectors=True), from `spacy init vectors`."""
+
 import subprocess
 import sys
 
@@ -27,8 +28,11 @@ def write_vectors(path, width=4):
 @pytest.fixture
 def vectors_model(tmp_path):
     text = write_vectors(tmp_path / "vectors.txt")
-    subprocess.run([sys.executable, "-m", "spacy", "init", "vectors", "zh", str(text), str(tmp_path / "vectors")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "spacy", "init", "vectors", "zh", str(text), str(tmp_path / "vectors")],
+        check=True,
+        capture_output=True,
+    )
     return tmp_path / "vectors"
 
 

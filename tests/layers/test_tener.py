@@ -1,4 +1,5 @@
 """TENER: eq. 18 against a naive loop, direction awareness, padding, attention window, gold entity ids."""
+
 import math
 
 import numpy
@@ -117,7 +118,7 @@ def test_relative_encoding_knows_direction():
 
 
 def test_mirrored_context_changes_scores_unlike_absolute_sinusoids():
-    """"a c b" vs "b c a": from c, the score of a depends on its side.
+    """ "a c b" vs "b c a": from c, the score of a depends on its side.
 
     With a plain sinusoidal Transformer (absolute encodings added to the input, scores
     as dot products, TENER section 3.2.1), PE_t . PE_{t+k} == PE_t . PE_{t-k}, so the
@@ -134,8 +135,10 @@ def test_mirrored_context_changes_scores_unlike_absolute_sinusoids():
 
     def absolute(position):
         return numpy.concatenate(
-            [[math.sin(position / 10000 ** (2 * i / WIDTH)), math.cos(position / 10000 ** (2 * i / WIDTH))]
-             for i in range(WIDTH // 2)]
+            [
+                [math.sin(position / 10000 ** (2 * i / WIDTH)), math.cos(position / 10000 ** (2 * i / WIDTH))]
+                for i in range(WIDTH // 2)
+            ]
         )
 
     def plain_score(sequence, t, j):

@@ -1,4 +1,5 @@
 """TransformerTok2Vec with tiny local BERT and NEZHA models: gradients reach every fused layer."""
+
 import numpy
 import pytest
 import spacy
@@ -188,11 +189,13 @@ def test_import_spacy_cner_leaves_transformers_unimported():
     import subprocess
     import sys
 
-    code = ("import sys, spacy_cner\n"
-            "print([m for m in ('transformers', 'spacy_transformers') if m in sys.modules])\n"
-            "from spacy.util import registry\n"
-            "layer = registry.architectures.get('spacy-cner.TransformerTok2Vec.v1')\n"
-            "print(layer is spacy_cner.TransformerTok2Vec, 'transformers' in sys.modules)\n")
+    code = (
+        "import sys, spacy_cner\n"
+        "print([m for m in ('transformers', 'spacy_transformers') if m in sys.modules])\n"
+        "from spacy.util import registry\n"
+        "layer = registry.architectures.get('spacy-cner.TransformerTok2Vec.v1')\n"
+        "print(layer is spacy_cner.TransformerTok2Vec, 'transformers' in sys.modules)\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-2:] == ["[]", "True True"]

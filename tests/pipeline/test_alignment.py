@@ -26,9 +26,7 @@ WORD_DATA = [
 def test_word_segmented_docs(scheme):
     fix_random_seed(0)
     nlp = make_nlp(scheme)
-    examples = [
-        Example.from_dict(Doc(nlp.vocab, words=words), {"entities": tags}) for words, tags in WORD_DATA
-    ]
+    examples = [Example.from_dict(Doc(nlp.vocab, words=words), {"entities": tags}) for words, tags in WORD_DATA]
     train(nlp, examples, n_steps=30)
     ner = nlp.get_pipe("crf_ner")
     doc = ner(Doc(nlp.vocab, words=["我", "在", "北京市", "工作"]))
@@ -71,8 +69,9 @@ def test_misaligned_gold():
 def word_pipeline(segmenter: str, **settings) -> spacy.Language:
     """The trained character pipeline's crf_ner in a pipeline with another segmenter."""
     trained = load_trained()
-    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer",
-                                                          "segmenter": segmenter}}})
+    nlp = spacy.blank(
+        "zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer", "segmenter": segmenter}}}
+    )
     nlp.add_pipe("crf_ner", source=trained)
     ner = nlp.get_pipe("crf_ner")
     for key, value in settings.items():
@@ -91,8 +90,10 @@ def test_a_character_model_tags_jieba_docs_on_their_characters():
     found = [(e.start_char, e.end_char, e.label_) for e in chars(text).ents]
     assert len(found) >= 3
     # The character model's entities, grown to the words they touch ("expand").
-    expected = [(s.start_char, s.end_char, label) for s, label in
-                ((doc.char_span(start, end, alignment_mode="expand"), label) for start, end, label in found)]
+    expected = [
+        (s.start_char, s.end_char, label)
+        for s, label in ((doc.char_span(start, end, alignment_mode="expand"), label) for start, end, label in found)
+    ]
     assert [(e.start_char, e.end_char, e.label_) for e in doc.ents] == expected
     assert sum(e == f for e, f in zip(expected, found)) >= 2  # most lie on jieba's word boundaries
     group = doc.spans["crf_ner"]
@@ -117,7 +118,6 @@ def test_entities_inside_a_word_follow_the_alignment_mode():
         spacy.blank("zh").add_pipe("crf_ner", config={"alignment_mode": "exact"})
 
 
-
 def test_a_character_model_tags_pkuseg_docs_on_their_characters(tmp_path):
     pkuseg = pytest.importorskip("spacy_pkuseg", reason="needs spacy-pkuseg (the test extra installs it)")
     # A pkuseg model trained here on segmented sentences (its published models need a download).
@@ -125,8 +125,9 @@ def test_a_character_model_tags_pkuseg_docs_on_their_characters(tmp_path):
     (tmp_path / "train.txt").write_text(segmented * 60, encoding="utf8")
     (tmp_path / "test.txt").write_text(segmented, encoding="utf8")
     pkuseg.train(str(tmp_path / "train.txt"), str(tmp_path / "test.txt"), str(tmp_path / "pkuseg"), train_iter=5)
-    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer",
-                                                          "segmenter": "pkuseg"}}})
+    nlp = spacy.blank(
+        "zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.zh.ChineseTokenizer", "segmenter": "pkuseg"}}}
+    )
     nlp.tokenizer.initialize(pkuseg_model=str(tmp_path / "pkuseg"))
     nlp.add_pipe("crf_ner", source=load_trained())
     text = "李四是阿里巴巴的员工"

@@ -1,4 +1,5 @@
 """Every config in configs/ takes blank and control-only texts: alone, in nlp.pipe batches, in training."""
+
 import math
 
 import pytest

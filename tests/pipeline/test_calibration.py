@@ -120,13 +120,13 @@ def test_calibrate_callback_fits_on_dev_and_scores_the_saved_pipeline(tmp_path):
     assert ner.entity_threshold is not None
     scores = nlp.evaluate(make_examples(nlp, HELD_OUT))
     assert nlp.meta["performance"] == {
-        **{key: scores[key] for key in ("ents_f", "ents_p", "ents_r")}, "crf_ner_loss": 5.0
+        **{key: scores[key] for key in ("ents_f", "ents_p", "ents_r")},
+        "crf_ner_loss": 5.0,
     }
     # The temperature-only callback of older configs fits no threshold.
     ner.cfg["fitted_threshold"] = None
     registry.misc.get("spacy-cner.fit_temperature.v1")(path=str(tmp_path / "dev.spacy"))(nlp)
     assert ner.entity_threshold is None
-
 
 
 def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatch):
@@ -138,8 +138,11 @@ def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatc
     DocBin(docs=[eg.reference for eg in make_examples(nlp, HELD_OUT)]).to_disk(tmp_path / "dev.spacy")
     decodings = []
     decode = decoding.decode  # the pipe's predict and the calibrator both decode through it
-    monkeypatch.setattr(decoding, "decode", lambda model, docs, *args, **kwargs: decodings.append(len(docs))
-                        or decode(model, docs, *args, **kwargs))
+    monkeypatch.setattr(
+        decoding,
+        "decode",
+        lambda model, docs, *args, **kwargs: decodings.append(len(docs)) or decode(model, docs, *args, **kwargs),
+    )
     callback = registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))
 
     def save(ents_f=None):

@@ -4,6 +4,7 @@ The modules beside the pipe have their own files here (decoding, calibration, al
 tiny pipe they share (32 wide, a few dozen steps on five sentences) is tests/toy_pipe.py; `spacy train` on
 configs/default.cfg is in tests/integration/test_spacy_train.py.
 """
+
 import json
 import signal
 import warnings
@@ -177,9 +178,7 @@ def test_annotations_are_consistent(scheme):
                 assert ents_from_tokens and ents_from_tokens[-1][1] == i
                 assert ents_from_tokens[-1][2] == ent_type
                 ents_from_tokens[-1][1] = i + 1
-        assert [tuple(ent) for ent in ents_from_tokens] == [
-            (ent.start, ent.end, ent.label_) for ent in doc.ents
-        ]
+        assert [tuple(ent) for ent in ents_from_tokens] == [(ent.start, ent.end, ent.label_) for ent in doc.ents]
         assert {ent.label_ for ent in doc.ents} <= set(LABELS)
 
 
@@ -313,9 +312,7 @@ def _subprocess_value(subprocess_result, key):
     out, expected, result = subprocess_result
     if key not in out:
         hung = " (-9: it hung and was killed)" if result.returncode == -signal.SIGKILL else ""
-        pytest.fail(
-            f"the subprocess gave no {key!r}, rc {result.returncode}{hung}:\n{result.stderr[-3000:]}"
-        )
+        pytest.fail(f"the subprocess gave no {key!r}, rc {result.returncode}{hung}:\n{result.stderr[-3000:]}")
     return out[key], expected
 
 

@@ -26,9 +26,7 @@ def test_entity_ruler_before(scheme):
     # a label the model does not know.
     ruler.add_patterns([{"label": "LOC", "pattern": "北京"}, {"label": "GPE", "pattern": "上海"}])
     doc = nlp("我在北京市工作")
-    assert [(ent.text, ent.start, ent.end, ent.label_) for ent in doc.ents if ent.start < 4] == [
-        ("北京", 2, 4, "LOC")
-    ]
+    assert [(ent.text, ent.start, ent.end, ent.label_) for ent in doc.ents if ent.start < 4] == [("北京", 2, 4, "LOC")]
     assert [token.ent_iob_ for token in doc][:4] == ["O", "O", "B", "I"]
     # 市 may start a new entity but must not extend the pre-set one.
     assert doc[4].ent_iob_ != "I"
@@ -174,8 +172,9 @@ def test_a_long_docs_windows_go_to_the_model_in_small_calls(monkeypatch):
     expected = [(e.start, e.end, e.label_) for e in nlp(text).ents]
     calls = []
     predict = type(ner.model).predict
-    monkeypatch.setattr(type(ner.model), "predict",
-                        lambda model, docs: calls.append(sum(map(len, docs))) or predict(model, docs))
+    monkeypatch.setattr(
+        type(ner.model), "predict", lambda model, docs: calls.append(sum(map(len, docs))) or predict(model, docs)
+    )
     monkeypatch.setattr(long_docs, "WINDOW_BATCH_TOKENS", 30)
     monkeypatch.setattr(long_docs, "EMISSION_BATCH_TOKENS", 1000)
     assert [(e.start, e.end, e.label_) for e in nlp(text).ents] == expected
@@ -256,8 +255,9 @@ def test_scoring_settings():
     nlp = load_trained()
     text = "王五在阿里巴巴上海总部，张三李四"
     with_scores = nlp(text)
-    probabilities = {(e.start, e.end, e.label_): scored(with_scores)[(e.start, e.end, e.label_)]
-                     for e in with_scores.ents}
+    probabilities = {
+        (e.start, e.end, e.label_): scored(with_scores)[(e.start, e.end, e.label_)] for e in with_scores.ents
+    }
     assert len(probabilities) >= 2
     ner = nlp.get_pipe("crf_ner")
     ner.spans_key = None
@@ -276,8 +276,12 @@ def test_scoring_settings():
     ner.spans_key, ner.candidate_threshold, ner.ents_threshold = "scores", 1.5, None
     only_ents = nlp(text)
     assert set(scored(only_ents, "scores")) == set(probabilities)
-    for bad in ({"candidate_threshold": 0}, {"candidate_threshold": 0.0001}, {"ents_threshold": 1.5},
-                {"ents_threshold": 0}):
+    for bad in (
+        {"candidate_threshold": 0},
+        {"candidate_threshold": 0.0001},
+        {"ents_threshold": 1.5},
+        {"ents_threshold": 0},
+    ):
         with pytest.raises(ValueError, match=list(bad)[0]):
             spacy.blank("zh").add_pipe("crf_ner", config=bad)
 

@@ -1,5 +1,6 @@
 """The lexicon adapter in pipelines: after the CPU embeddings and inside a transformer, trained,
 saved with its lexicon, and with the scalar mix and FGM."""
+
 import numpy
 import pytest
 import spacy
@@ -20,7 +21,11 @@ TEXTS = ["我在北京市工作", "", "张三去了上海。李四 ab", "腾讯�
 ADAPTER = {"@layers": "spacy-cner.LexiconAdapter.v1", "word_width": 8, "word_rows": 64, "dropout": 0.0}
 CPU_TOK2VEC = {
     "@architectures": "spacy-cner.CharBigramEmbed.v1",
-    "width": 16, "char_rows": 200, "bigram_rows": 300, "dropout": 0.0, "bigram_dropout": 0.0,
+    "width": 16,
+    "char_rows": 200,
+    "bigram_rows": 300,
+    "dropout": 0.0,
+    "bigram_dropout": 0.0,
 }
 
 
@@ -49,13 +54,15 @@ def hidden_states(tok2vec_model, doc, hooked: bool):
     max_length, offset = window_geometry(hf.transformer.config, hf.tokenizer, tok2vec_model.attrs["window_size"])
     adapter = tok2vec_model.get_ref("lexicon_adapter")
     plan = plan_doc(doc, hf.tokenizer, max_length, adapter)
-    batch = window_batch(hf.tokenizer, [(plan, plan.windows[0])], offset,
-                         max_words_per_char=adapter.attrs["max_words_per_char"])
+    batch = window_batch(
+        hf.tokenizer, [(plan, plan.windows[0])], offset, max_words_per_char=adapter.attrs["max_words_per_char"]
+    )
     inputs = {key: torch.as_tensor(batch[key]) for key in ("input_ids", "attention_mask")}
     with torch.no_grad():
         if hooked:
-            with lexicon_hook(adapter, hf.transformer, tok2vec_model.attrs["lexicon_layer"], batch["word_ids"],
-                              is_train=False):
+            with lexicon_hook(
+                adapter, hf.transformer, tok2vec_model.attrs["lexicon_layer"], batch["word_ids"], is_train=False
+            ):
                 return hf.transformer(**inputs, output_hidden_states=True).hidden_states, batch
         return hf.transformer(**inputs, output_hidden_states=True).hidden_states, batch
 
@@ -171,8 +178,9 @@ def test_pipe_n_process_with_the_adapter(tmp_path):
         nlp.update(examples, sgd=optimizer)
     texts = [t for t, _ in TRAIN_DATA[:4]] * 3 + TEXTS
     expected = entities(nlp, texts)
-    multi = [[(e.start_char, e.end_char, e.label_) for e in doc.ents]
-             for doc in nlp.pipe(texts, n_process=2, batch_size=2)]
+    multi = [
+        [(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, n_process=2, batch_size=2)
+    ]
     assert multi == expected
 
 
@@ -183,8 +191,11 @@ def test_pipe_bytes_carry_the_lexicon():
         nlp.update(examples, sgd=optimizer)
     data = nlp.get_pipe("crf_ner").to_bytes()
     fresh = spacy.blank("zh")
-    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": {**CPU_TOK2VEC, "lexicon_adapter": ADAPTER},
-             "encoder": None}
+    model = {
+        "@architectures": "spacy-cner.CRFTagger.v1",
+        "tok2vec": {**CPU_TOK2VEC, "lexicon_adapter": ADAPTER},
+        "encoder": None,
+    }
     pipe = fresh.add_pipe("crf_ner", config={"model": model})
     pipe.from_bytes(data)
     adapter = pipe.model.get_ref("tok2vec").get_ref("lexicon_adapter")

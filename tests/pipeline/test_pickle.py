@@ -1,4 +1,5 @@
 """Pipelines pickle, so nlp.pipe(n_process=2) works under the spawn start method (macOS, Windows)."""
+
 import pickle
 import subprocess
 import sys

@@ -1,5 +1,6 @@
 """A tampered pipeline cannot run code at spacy.load, an altered one is refused naming its file;
 report.html escapes labels and text."""
+
 import io
 import pickle
 
@@ -121,8 +122,9 @@ def _escaping_file_name(shim):
     shim["tokenizer"]["../escaped.txt"] = b"written outside the temporary folder"
 
 
-@pytest.mark.parametrize("change,refusal", [(_remote_code, "trust_remote_code"),
-                                            (_escaping_file_name, "not a plain file name")])
+@pytest.mark.parametrize(
+    "change,refusal", [(_remote_code, "trust_remote_code"), (_escaping_file_name, "not a plain file name")]
+)
 def test_tampered_tokenizer_files_are_refused(change, refusal, request, tmp_path, monkeypatch):
     """A saved transformer's tokenizer is rebuilt with from_pretrained from kwargs and files kept in
     crf_ner/model: settings that run shipped code, or file names leaving the temporary folder, are refused."""

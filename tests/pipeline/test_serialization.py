@@ -1,5 +1,6 @@
 """crf_ner's saved weights (float16, int8 tables) and the cfg checked against them at load
 (spacy_cner/pipeline/serialization.py, checks.py)."""
+
 import json
 
 import numpy
@@ -106,10 +107,9 @@ def test_save_weights_float16_with_a_transformer(request, tmp_path):
     assert {p.dtype for node in loaded.model.walk() for shim in node.shims for p in shim._model.parameters()} == {
         torch.float32
     }
-    assert (
-        [[(e.start, e.end, e.label_) for e in doc.ents] for doc in loaded.pipe([nlp.make_doc(t) for t in TEXTS])]
-        == [[(e.start, e.end, e.label_) for e in doc.ents] for doc in ner.pipe([nlp.make_doc(t) for t in TEXTS])]
-    )
+    assert [
+        [(e.start, e.end, e.label_) for e in doc.ents] for doc in loaded.pipe([nlp.make_doc(t) for t in TEXTS])
+    ] == [[(e.start, e.end, e.label_) for e in doc.ents] for doc in ner.pipe([nlp.make_doc(t) for t in TEXTS])]
     with pytest.raises(ValueError, match="set crf_ner's save_weights to 'float32'"):
         _float16_shim(srsly.msgpack_dumps({"config": {}, "state": b"not torch"}))
 
@@ -136,8 +136,17 @@ def test_cfg_that_disagrees_with_the_weights_is_refused(edit, tmp_path):
         make_nlp().get_pipe("crf_ner").from_bytes(srsly.msgpack_dumps(ner_bytes))
 
 
-@pytest.mark.parametrize("edit", [{"temperature": "hot"}, {"temperature": float("nan")}, {"temperature": 0},
-                                  {"fitted_threshold": 2.0}, {"fitted_threshold": -0.1}, {"fitted_threshold": True}])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"temperature": "hot"},
+        {"temperature": float("nan")},
+        {"temperature": 0},
+        {"fitted_threshold": 2.0},
+        {"fitted_threshold": -0.1},
+        {"fitted_threshold": True},
+    ],
+)
 def test_cfg_with_an_impossible_calibration_is_refused(edit, tmp_path):
     nlp = load_trained("BIOES")
     nlp.to_disk(tmp_path)

@@ -1,5 +1,6 @@
 """crf_ner with the TENER encoder: configs/tener.cfg overfits, saves and loads (`spacy train` on it:
 tests/integration/test_spacy_train.py)."""
+
 import pytest
 import spacy
 from spacy.util import load_config

@@ -1,4 +1,5 @@
 """CRFTagger takes any spaCy tok2vec: spaCy's own Tok2Vec, or a listener to a shared tok2vec."""
+
 import numpy
 import pytest
 import spacy
@@ -15,8 +16,13 @@ SPACY_TOK2VEC = {
         "rows": [500, 500],
         "include_static_vectors": False,
     },
-    "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": 32, "depth": 2, "window_size": 1,
-               "maxout_pieces": 3},
+    "encode": {
+        "@architectures": "spacy.MaxoutWindowEncoder.v2",
+        "width": 32,
+        "depth": 2,
+        "window_size": 1,
+        "maxout_pieces": 3,
+    },
 }
 
 
@@ -93,7 +99,8 @@ def test_vectors_read_by_a_static_vectors_tok2vec():
     fix_random_seed(0)
     nlp = spacy.blank("zh")
     tok2vec = {**SPACY_TOK2VEC, "embed": {**SPACY_TOK2VEC["embed"], "include_static_vectors": True}}
-    nlp.add_pipe("crf_ner", config={"model": {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec,
-                                              "encoder": None}})
+    nlp.add_pipe(
+        "crf_ner", config={"model": {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": tok2vec, "encoder": None}}
+    )
     add_vectors(nlp)
     assert overfit(nlp) == 1.0

@@ -1,5 +1,6 @@
 """The full transformer config (NEZHA-BiLSTM-CRF + DF + AT) overfits with tiny local models, saves and
 loads (`spacy train` on every transformer config: tests/integration/test_spacy_train.py)."""
+
 import pytest
 import spacy
 from spacy.util import load_config, load_model_from_config
@@ -14,9 +15,12 @@ TEXTS = ["我在北京市工作", "", "张三去了上海。李四 ab", "腾讯�
 def overfit(request, tmp_path_factory):
     """The full model (+DF +AT) with a tiny BERT or NEZHA, overfit to four sentences."""
     model_path = request.getfixturevalue(f"tiny_{request.param}")
-    overrides = {"vars.transformer": str(model_path), "training.dropout": 0.0,
-                 "components.crf_ner.model.encoder.width": 32,
-                 "components.crf_ner.model.encoder.dropout": 0.0}
+    overrides = {
+        "vars.transformer": str(model_path),
+        "training.dropout": 0.0,
+        "components.crf_ner.model.encoder.width": 32,
+        "components.crf_ner.model.encoder.dropout": 0.0,
+    }
     config = load_config(REPO_ROOT / "configs" / "nezha_bilstm_crf_df_at.cfg", overrides=overrides, interpolate=True)
     fix_random_seed(0)
     nlp = load_model_from_config(config, auto_fill=True)

@@ -1,4 +1,5 @@
 """jieba's segmentation on rjieba: the same words as jieba on every corpus file and on random text."""
+
 import subprocess
 import sys
 
@@ -16,8 +17,23 @@ jieba = pytest.importorskip("jieba", reason="softword needs jieba (the test extr
 # the characters rjieba groups differently, whitespace, full-width punctuation, emoji, a BOM.
 ALPHABET = list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可北京市长江大桥研究生命起源")
 # Han characters at and beyond the edges of jieba's Han block (U+4E00-U+9FD5), which rjieba's blocks hold.
-RARE_HAN = ["\u3400", "\u4dbf", "\u9fd5", "\u9fd6", "\u9fff", "\uf900", "\ufaff", "\U00020000", "\U0002a6df",
-            "\U0002a700", "\U0002ceb0", "\U0002ebe0", "\U0002f800", "\U0002fa1d", "\U00030000"]
+RARE_HAN = [
+    "\u3400",
+    "\u4dbf",
+    "\u9fd5",
+    "\u9fd6",
+    "\u9fff",
+    "\uf900",
+    "\ufaff",
+    "\U00020000",
+    "\U0002a6df",
+    "\U0002a700",
+    "\U0002ceb0",
+    "\U0002ebe0",
+    "\U0002f800",
+    "\U0002fa1d",
+    "\U00030000",
+]
 ALPHABET += ["龘"] + RARE_HAN + list("abcXYZ0123456789") + list("+#&._%-") + list(" \t\n\u3000")
 ALPHABET += list("，。！？；：“”（）《》、…—～/:@") + ["😀", "é", "\ufeff", "\u200b"]
 
@@ -87,7 +103,8 @@ def test_rjiebas_joined_runs_are_split_by_jiebas_own_patterns():
     assert "(" + segmenter.JIEBA_HAN.pattern + "+)" == finalseg.re_han.pattern
     # The joiners: the ASCII punctuation that jieba's blocks hold.
     assert [c for c in string.punctuation if segmenter.JOINER.fullmatch(c)] == [
-        c for c in string.punctuation if jieba.re_han_default.fullmatch(c)]
+        c for c in string.punctuation if jieba.re_han_default.fullmatch(c)
+    ]
     text = (Path(jieba.__file__).parent / "dict.txt").read_text(encoding="utf8")
     joined = set(re.findall(r"^([^ \n]*[+#&._%\-][^ \n]*) ", text, re.M))
     assert segmenter.DICTIONARY_JOINED == joined

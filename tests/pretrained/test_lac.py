@@ -1,5 +1,6 @@
 """LAC's weights from its sdist: the paddle tensor reader, the fetch (offline: a local index, a local copy),
 the vocabularies, the vectors and the initialize callback, on small fabricated files."""
+
 import hashlib
 import io
 import tarfile
@@ -19,7 +20,7 @@ import spacy_cner.training.lac_vectors as lac_vectors_module
 from spacy_cner.cli import app
 from spacy_cner.pretrained import fetch
 from spacy_cner.pretrained.fetch import Sdist, fetch_sdist
-from spacy_cner.pretrained.lac import (LacFiles, char_bigram_vectors, open_lac, parse_q2b, parse_word_dic)
+from spacy_cner.pretrained.lac import LacFiles, char_bigram_vectors, open_lac, parse_q2b, parse_word_dic
 from spacy_cner.pretrained.paddle_tensor import read_tensor, write_tensor
 from spacy_cner.training.lac_vectors import combine, lac_table, make_lac_vectors
 from spacy_cner.training.vectors import VectorSettings
@@ -73,8 +74,10 @@ def fake_lac(tmp_path, monkeypatch):
 
 # --- the paddle tensor reader ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype,shape",
-                         [("float32", (3, 5)), ("int64", (7,)), ("float64", (2, 1, 3)), ("int32", (0, 4))])
+
+@pytest.mark.parametrize(
+    "dtype,shape", [("float32", (3, 5)), ("int64", (7,)), ("float64", (2, 1, 3)), ("int32", (0, 4))]
+)
 def test_tensor_round_trip(dtype, shape):
     array = (numpy.arange(int(numpy.prod(shape))) * 3 - 5).astype(dtype).reshape(shape)
     read = read_tensor(write_tensor(array), "x")
@@ -85,25 +88,36 @@ def test_tensor_round_trip(dtype, shape):
 def test_tensor_reader_reads_a_paddle_file_byte_for_byte():
     """The header of LAC's word_emb as paddle wrote it (first 32 bytes of the real file): dims [58224, 128]
     as varints, float32 (5), then data; and a LoD level with its offsets skipped, dims packed."""
-    header = bytes.fromhex("00000000" "0000000000000000" "00000000" "09000000" "0805" "10f0c603" "108001")
+    header = bytes.fromhex("0000000000000000000000000000000009000000080510f0c603108001")
     data = numpy.arange(58224 * 128, dtype="<f4").tobytes()
     array = read_tensor(header + data, "word_emb", shape=(58224, 128), dtype="float32")
     assert array[1, 0] == 128.0
-    lod = (b"\x00\x00\x00\x00" + (1).to_bytes(8, "little") + (16).to_bytes(8, "little") + bytes(16)
-           + b"\x00\x00\x00\x00" + (6).to_bytes(4, "little") + bytes.fromhex("0803120202") + b"")
+    lod = (
+        b"\x00\x00\x00\x00"
+        + (1).to_bytes(8, "little")
+        + (16).to_bytes(8, "little")
+        + bytes(16)
+        + b"\x00\x00\x00\x00"
+        + (6).to_bytes(4, "little")
+        + bytes.fromhex("0803120202")
+        + b""
+    )
     # field 1 = 3 (int64), field 2 packed [2, 2]... one byte short of the packed length: 2 dims need 2 bytes
     lod = lod[:-1] + bytes.fromhex("0203")[:1] + b"\x03"
     array = read_tensor(lod + numpy.arange(6, dtype="<i8").tobytes(), "packed")
     assert array.shape == (2, 3) and array[1, 2] == 5
 
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda b: b[:-3], "truncated"),
-    (lambda b: b[:10], "truncated"),
-    (lambda b: b + b"\x00", "bytes after the data"),
-    (lambda b: b"\x01" + b[1:], "version 1"),
-    (lambda b: b[:20] + b"\x08\x63" + b[22:], "data type 99"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda b: b[:-3], "truncated"),
+        (lambda b: b[:10], "truncated"),
+        (lambda b: b + b"\x00", "bytes after the data"),
+        (lambda b: b"\x01" + b[1:], "version 1"),
+        (lambda b: b[:20] + b"\x08\x63" + b[22:], "data type 99"),
+    ],
+)
 def test_damaged_tensor_files_are_refused_naming_the_file(damage, message):
     good = write_tensor(numpy.ones((2, 3), dtype="float32"))
     with pytest.raises(ValueError, match=f"emb.bin: .*{message}"):
@@ -119,6 +133,7 @@ def test_unexpected_shape_or_dtype_is_refused():
 
 
 # --- vocabularies ----------------------------------------------------------------------------------------------
+
 
 def test_word_dic_keeps_a_space_token_and_checks_ids_and_oov():
     assert parse_word_dic("0\t \n1\t张\n2\tOOV\n".encode("utf8"), "d") == [" ", "张", "OOV"]
@@ -151,6 +166,7 @@ def test_char_bigram_keys_and_aliases_by_brute_force():
 
 
 # --- the sdist: checks, reading, fetching ----------------------------------------------------------------------
+
 
 def test_open_lac_reads_the_three_files_of_a_checked_sdist(fake_lac):
     lac = open_lac(fake_lac)
@@ -246,8 +262,9 @@ def test_combine_none_trained_and_concat(fake_lac):
     keys, rows, data = lac_table(open_lac(fake_lac))
     embeddings = fake_embeddings()
     for key, row in zip(keys, rows):
-        numpy.testing.assert_array_equal(data[row],
-                                         embeddings[VOCAB.index({"萬": "万", "與": "与", "１": "1"}.get(key, key))])
+        numpy.testing.assert_array_equal(
+            data[row], embeddings[VOCAB.index({"萬": "万", "與": "与", "１": "1"}.get(key, key))]
+        )
     settings = VectorSettings(width=3, epochs=2, min_count=2, seed=0)
     same = combine(keys, rows, data, TEXTS, "none", settings)
     assert same[0] == keys and same[3] == {"lac_keys": len(keys), "added_keys": 0, "width": WIDTH}
@@ -319,15 +336,22 @@ def test_the_default_config_trains_with_lac_vectors_and_saves_them(fake_lac, tmp
     (missing = "trained"), saves them in float16 and credits LAC in meta.json."""
     from conftest import REPO_ROOT, train_from_config, write_corpus as write_toy_corpus
 
-    overrides = {**write_toy_corpus(tmp_path), "paths.lac_sdist": str(fake_lac), "training.max_steps": 4,
-                 "training.eval_frequency": 2, "training.max_epochs": 0, "initialize.before_init.min_count": 1,
-                 "initialize.before_init.epochs": 1}
+    overrides = {
+        **write_toy_corpus(tmp_path),
+        "paths.lac_sdist": str(fake_lac),
+        "training.max_steps": 4,
+        "training.eval_frequency": 2,
+        "training.max_epochs": 0,
+        "initialize.before_init.min_count": 1,
+        "initialize.before_init.epochs": 1,
+    }
     train_from_config(REPO_ROOT / "configs" / "default.cfg", tmp_path / "out", overrides)
     nlp = spacy.load(tmp_path / "out" / "model-last")
     vectors = nlp.vocab.vectors
     assert vectors.shape[1] == WIDTH and vectors.data.dtype == numpy.float16
-    numpy.testing.assert_array_equal(vectors[nlp.vocab.strings["北京"]],
-                                     fake_embeddings()[VOCAB.index("北京")].astype("float16"))
+    numpy.testing.assert_array_equal(
+        vectors[nlp.vocab.strings["北京"]], fake_embeddings()[VOCAB.index("北京")].astype("float16")
+    )
     assert vectors.find(key="工作") >= 0  # the toy corpus's own bigram, learnt
     assert any("LAC" in source["name"] for source in nlp.meta["sources"])
     assert nlp("张三去了北京").ents is not None
@@ -352,8 +376,10 @@ REAL = REAL_LAC_SDIST  # the user's cache (the tests' own is empty: conftest)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not REAL.exists(), reason=f"the real LAC sdist is not in the cache ({REAL}): "
-                    "`python -m spacy_cner pretrained fetch` puts it there")
+@pytest.mark.skipif(
+    not REAL.exists(),
+    reason=f"the real LAC sdist is not in the cache ({REAL}): `python -m spacy_cner pretrained fetch` puts it there",
+)
 def test_the_real_sdist():
     lac = open_lac(REAL)
     vocabulary, embeddings = lac.word_embeddings()

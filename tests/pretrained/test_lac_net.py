@@ -1,5 +1,6 @@
 """LAC's networks in torch (lac_net.py) and its text handling (lac_analyzer.py), checked against references:
 paddle's GRU step by step in numpy, Viterbi by brute force, LAC's segmenter and tag reading on small cases."""
+
 import itertools
 import math
 
@@ -25,7 +26,7 @@ def reference_gru(gate_inputs, weight, bias, reverse):
     update_reset_weight, candidate_weight = flat[: 2 * H * H].reshape(H, 2 * H), flat[2 * H * H :].reshape(H, H)
     hidden = numpy.zeros(H)
     outputs = numpy.zeros((len(gate_inputs), H))
-    for step in (reversed(range(len(gate_inputs))) if reverse else range(len(gate_inputs))):
+    for step in reversed(range(len(gate_inputs))) if reverse else range(len(gate_inputs)):
         x = gate_inputs[step] + bias.reshape(-1)
         update = numpy_sigmoid(x[:H] + hidden @ update_reset_weight[:, :H])
         reset = numpy_sigmoid(x[H : 2 * H] + hidden @ update_reset_weight[:, H:])
@@ -75,8 +76,10 @@ def test_viterbi_is_the_best_path_by_brute_force_with_paddles_start_end_rows():
     crf_weights = rng.normal(size=(tags + 2, tags)).astype("float32")
     paths = viterbi_decode(torch.from_numpy(emissions), torch.from_numpy(crf_weights), torch.tensor(lengths))
     for row, length in enumerate(lengths):
-        best = max(itertools.product(range(tags), repeat=length),
-                   key=lambda path: path_score(emissions[row].astype("float64"), crf_weights.astype("float64"), path))
+        best = max(
+            itertools.product(range(tags), repeat=length),
+            key=lambda path: path_score(emissions[row].astype("float64"), crf_weights.astype("float64"), path),
+        )
         assert paths[row] == list(best)
 
 
@@ -137,8 +140,9 @@ def test_tagger_ids_and_reading_tags_as_lac_does():
     segmenter = DictionarySegmenter(["张三", "北京市"], total_count=10)
     tag = {name: LAC_TAGS.index(name) for name in ("PER-B", "v-B", "LOC-B", "m-B", "O")}
     # 张三|去|北|京|市|１ -> ids 张三, 去, then 北京市 is not in word.dic: its characters, 市 OOV; １ -> 1.
-    network = FixedPaths({7: [tag["PER-B"], tag["v-B"], tag["LOC-B"], tag["LOC-B"] + 1, tag["LOC-B"] + 1, tag["O"],
-                              tag["m-B"]]})
+    network = FixedPaths(
+        {7: [tag["PER-B"], tag["v-B"], tag["LOC-B"], tag["LOC-B"] + 1, tag["LOC-B"] + 1, tag["O"], tag["m-B"]]}
+    )
     tagger = LacTagger(network, lexicon, segmenter)
     words, tags = tagger(["张三去北京市１x"])[0]
     assert network.seen == [[7, 3, 4, 5, 9, 6, 9]]  # 张三 one id; 北 京 市(OOV); １ as 1; x OOV

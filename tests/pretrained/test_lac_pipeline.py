@@ -1,5 +1,6 @@
 """The ready LAC pipeline (lac_pipeline.py) on a fabricated sdist with tiny networks: builds, tags, saves and
 loads offline; and, marked slow, LAC in torch against LAC's own outputs with the real sdist."""
+
 import json
 from pathlib import Path
 
@@ -15,8 +16,13 @@ from spacy_cner.cli import app
 from spacy_cner.pretrained import fetch
 from spacy_cner.long_docs import SENTENCE_ENDS
 from spacy_cner.pretrained.lac import LacFiles, network_shapes, open_lac
-from spacy_cner.pretrained.lac_analyzer import (ENTITY_POS, segmenter_from_sdist, tagger_from_sdist, text_windows,
-                                                words_and_tags)
+from spacy_cner.pretrained.lac_analyzer import (
+    ENTITY_POS,
+    segmenter_from_sdist,
+    tagger_from_sdist,
+    text_windows,
+    words_and_tags,
+)
 from spacy_cner.pretrained.lac_pipeline import LacTaggerComponent, LacTokenizer, build_pipeline
 from spacy_cner.pretrained.paddle_tensor import write_tensor
 
@@ -24,10 +30,14 @@ from test_lac import VOCAB, WIDTH, spec_of, write_fake_sdist
 
 POS = "a ad an c d f m n nr ns nt nw nz p q r s t u v vd vn w xc".split()
 # tag.dic as LAC 2.1.2 writes it: B/I of 24 POS, then the entity names on the ids of nr, ns, nt, t, then O.
-TAG_DIC = ([f"{2 * i + j}\t{pos}-{'BI'[j]}" for i, pos in enumerate(POS) for j in range(2)]
-           + [f"{16 + j}\tPER-{'BI'[j]}" for j in range(2)] + [f"{18 + j}\tLOC-{'BI'[j]}" for j in range(2)]
-           + [f"{20 + j}\tORG-{'BI'[j]}" for j in range(2)] + [f"{34 + j}\tTIME-{'BI'[j]}" for j in range(2)]
-           + ["48\tO"])
+TAG_DIC = (
+    [f"{2 * i + j}\t{pos}-{'BI'[j]}" for i, pos in enumerate(POS) for j in range(2)]
+    + [f"{16 + j}\tPER-{'BI'[j]}" for j in range(2)]
+    + [f"{18 + j}\tLOC-{'BI'[j]}" for j in range(2)]
+    + [f"{20 + j}\tORG-{'BI'[j]}" for j in range(2)]
+    + [f"{34 + j}\tTIME-{'BI'[j]}" for j in range(2)]
+    + ["48\tO"]
+)
 LAC_TAGS = [f"{pos}-{b}" for pos in POS for b in "BI"] + ["O"]
 for ident, name in ((16, "PER"), (18, "LOC"), (20, "ORG"), (34, "TIME")):
     LAC_TAGS[ident], LAC_TAGS[ident + 1] = f"{name}-B", f"{name}-I"
@@ -61,8 +71,9 @@ def fake_network_tensors(model: str, seed: int = 0) -> dict:
 def network_files(seed: int = 0) -> dict:
     files = {}
     for model in SIZES:
-        files.update({f"{model}/model/{name}": write_tensor(value)
-                      for name, value in fake_network_tensors(model, seed).items()})
+        files.update(
+            {f"{model}/model/{name}": write_tensor(value) for name, value in fake_network_tensors(model, seed).items()}
+        )
     files["lac_model/conf/tag.dic"] = ("\n".join(TAG_DIC) + "\n").encode("utf8")
     files["lac_model/conf/small_seg.dic"] = ("\n".join(SEG_DIC) + "\n").encode("utf8")
     files["seg_model/conf/tag.dic"] = "".join(f"{i}\t{tag}\n" for i, tag in enumerate(SEG_TAGS)).encode("utf8")
@@ -73,8 +84,13 @@ def network_files(seed: int = 0) -> dict:
 
 @pytest.fixture
 def lac_sizes(monkeypatch):
-    for name, value in {"VOCAB_SIZE": len(VOCAB), "EMB_WIDTH": WIDTH, "HIDDEN_WIDTH": HIDDEN,
-                        "SEG_VOCAB_SIZE": len(SEG_VOCAB), "SEG_WIDTH": 3}.items():
+    for name, value in {
+        "VOCAB_SIZE": len(VOCAB),
+        "EMB_WIDTH": WIDTH,
+        "HIDDEN_WIDTH": HIDDEN,
+        "SEG_VOCAB_SIZE": len(SEG_VOCAB),
+        "SEG_WIDTH": 3,
+    }.items():
         monkeypatch.setattr(lac_module, name, value)
 
 
@@ -155,7 +171,12 @@ def test_make_doc_keeps_whitespace_spacy_style_and_entities_off_it():
     words, tags = ["张三 ", "在", "  ", "北京 ", "ok"], ["PER", "p", "w", "LOC", ""]
     doc = tokenizer.make_doc(text, words, tags)
     assert [(t.text, t.whitespace_, t.tag_) for t in doc] == [
-        ("张三", " ", "nr"), ("在", " ", "p"), (" ", "", "w"), ("北京", " ", "ns"), ("ok", "", "")]
+        ("张三", " ", "nr"),
+        ("在", " ", "p"),
+        (" ", "", "w"),
+        ("北京", " ", "ns"),
+        ("ok", "", ""),
+    ]
     assert [(e.text, e.label_) for e in doc.ents] == [("张三", "PER"), ("北京", "LOC")]
 
 
@@ -174,8 +195,13 @@ def test_a_doc_gets_the_same_analysis_alone_in_any_batch_and_sentence_by_sentenc
     long_text = texts[-1]
     windows = text_windows(long_text, 16)
     assert len(windows) > 2 and windows[0].end > windows[1].start  # overlapping
-    expected = sum((tagger.char_tags([long_text[w.start : w.end]])[0][w.own_start - w.start : w.own_end - w.start]
-                    for w in windows), [])
+    expected = sum(
+        (
+            tagger.char_tags([long_text[w.start : w.end]])[0][w.own_start - w.start : w.own_end - w.start]
+            for w in windows
+        ),
+        [],
+    )
     assert tagger.windowed_char_tags([long_text], 16) == [expected] and len(expected) == len(long_text)
     doc = build_pipeline(open_lac(fake_lac_networks), window_size=16)(long_text)
     words, tags = words_and_tags(long_text, expected)
@@ -204,15 +230,17 @@ def test_a_tokenizer_without_weights_or_files_says_what_to_do(tmp_path):
     with pytest.raises(ValueError, match="cfg.json, lexicon.json, segment_dictionary.json, weights.npz missing"):
         LacTokenizer(spacy.blank("zh").vocab).from_disk(tmp_path)
     with pytest.raises(ValueError, match="tokens must be one of"):
-        spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.LacTokenizer.v1",
-                                                        "tokens": "bytes"}}})
+        spacy.blank(
+            "zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.LacTokenizer.v1", "tokens": "bytes"}}}
+        )
 
 
 def test_cli_writes_a_pipeline_that_loads(fake_lac_networks, tmp_path):
     runner = CliRunner()
     out = tmp_path / "zh_lac"
-    result = runner.invoke(app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks),
-                                 "--tokens", "chars"])
+    result = runner.invoke(
+        app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks), "--tokens", "chars"]
+    )
     assert result.exit_code == 0, result.output
     nlp = spacy.load(out)
     assert nlp.config["components"]["lac_tagger"]["tokens"] == "chars" and len(nlp("张三去了北京市")) == 7
@@ -233,8 +261,10 @@ REFERENCE = Path(__file__).parent / "data" / "lac_reference.json"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not REAL.exists(), reason=f"the real LAC sdist is not in the cache ({REAL}): "
-                    "`python -m spacy_cner pretrained fetch` puts it there")
+@pytest.mark.skipif(
+    not REAL.exists(),
+    reason=f"the real LAC sdist is not in the cache ({REAL}): `python -m spacy_cner pretrained fetch` puts it there",
+)
 def test_torch_lac_reproduces_lacs_own_outputs():
     """data/lac_reference.json: 313 texts (the README's examples, 10 written to probe full-width forms,
     traditional characters, spaces, emoji, one character; 160 from MSRA's test split, 50 Youku, 50
@@ -257,12 +287,17 @@ def test_torch_lac_reproduces_lacs_own_outputs():
     # The pipeline reads each sentence alone: it agrees with LAC reading the whole text except where a text
     # holds a sentence end before its last character (1 of the 313: "...侧漏！选自己...").
     for record, doc in zip(reference, nlp.pipe(texts)):
-        expected = [(w.strip(), ENTITY_POS.get(t, t))
-                    for w, t in zip(record["lac_words"], record["lac_tags"]) if w.strip()]
+        expected = [
+            (w.strip(), ENTITY_POS.get(t, t)) for w, t in zip(record["lac_words"], record["lac_tags"]) if w.strip()
+        ]
         if [(t.text, t.tag_) for t in doc if not t.is_space] != expected:
             assert any(char in SENTENCE_ENDS for char in record["text"][:-1]), record["text"]
     doc = nlp("百度是一家高科技公司")  # the README's example
     assert [(t.text, t.tag_) for t in doc] == [
-        ("百度", "nt"), ("是", "v"), ("一家", "m"), ("高科技", "n"), ("公司", "n")
+        ("百度", "nt"),
+        ("是", "v"),
+        ("一家", "m"),
+        ("高科技", "n"),
+        ("公司", "n"),
     ]
     assert [(e.text, e.label_) for e in doc.ents] == [("百度", "ORG")]

@@ -1,4 +1,5 @@
 """Sliding-window attention (cs): which keys a query may attend to, for numpy arrays and torch tensors."""
+
 import numpy
 import pytest
 import torch

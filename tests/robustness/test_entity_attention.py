@@ -1,4 +1,5 @@
 """Entity-label attention enhancement (cl): gold entities sharpen attention in training, never in prediction."""
+
 import math
 
 import numpy
@@ -47,8 +48,15 @@ def test_entity_scale_is_beta_w_plus_j():
 
 def tener(beta):
     fix_random_seed(0)
-    model = TENEREncoder(n_heads=2, head_width=8, depth=2, dropout=0.0, attention_dropout=0.0,
-                         output_dropout=0.0, entity_attention_scale=beta)
+    model = TENEREncoder(
+        n_heads=2,
+        head_width=8,
+        depth=2,
+        dropout=0.0,
+        attention_dropout=0.0,
+        output_dropout=0.0,
+        entity_attention_scale=beta,
+    )
     model.initialize(X=[numpy.zeros((2, 5), dtype="float32")])
     return model
 
@@ -75,17 +83,26 @@ def test_tener_scales_scores_in_training_only():
     untouched, _ = plain.begin_update((X, ids))
     for x, i, a, b in zip(X, ids, trained, untouched):
         numpy.testing.assert_allclose(a, with_scale(plain, x, entity_scale(i, 2.0)), rtol=1e-5, atol=1e-6)
-        numpy.testing.assert_allclose(b, with_scale(plain, x, numpy.ones((len(x), len(x)), "float32")),
-                                      rtol=1e-5, atol=1e-6)
+        numpy.testing.assert_allclose(
+            b, with_scale(plain, x, numpy.ones((len(x), len(x)), "float32")), rtol=1e-5, atol=1e-6
+        )
     assert not numpy.allclose(trained[0], untouched[0], atol=1e-4)
 
 
 def tagger(beta, sentence_encoding=False):
     fix_random_seed(0)
-    tok2vec = spacy.util.registry.resolve({"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16,
-                                                 "dropout": 0.0, "bigram_dropout": 0.0}})["t"]
-    encoder = TENEREncoder(n_heads=2, head_width=8, depth=1, dropout=0.0, attention_dropout=0.0,
-                           output_dropout=0.0, entity_attention_scale=beta)
+    tok2vec = spacy.util.registry.resolve(
+        {"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16, "dropout": 0.0, "bigram_dropout": 0.0}}
+    )["t"]
+    encoder = TENEREncoder(
+        n_heads=2,
+        head_width=8,
+        depth=1,
+        dropout=0.0,
+        attention_dropout=0.0,
+        output_dropout=0.0,
+        entity_attention_scale=beta,
+    )
     model = build_crf_tagger(tok2vec, encoder, sentence_encoding=sentence_encoding)
     docs = [example.predicted for example in make_examples(spacy.blank("zh"), TRAIN_DATA[:3])]
     model.initialize(X=docs, Y=["O", "B-PER", "I-PER"])
@@ -123,8 +140,9 @@ def test_tagger_cuts_the_gold_ids_as_it_cuts_the_sentences(monkeypatch, sentence
 
     seen = []
     original = tener_module.entity_scale
-    monkeypatch.setattr(tener_module, "entity_scale",
-                        lambda ids, beta: seen.append(ids.tolist()) or original(ids, beta))
+    monkeypatch.setattr(
+        tener_module, "entity_scale", lambda ids, beta: seen.append(ids.tolist()) or original(ids, beta)
+    )
     model, _ = tagger(2.0, sentence_encoding)
     doc = spacy.blank("zh").make_doc("张三去了。上海很大")  # the sentence ends after "。"
     ids = numpy.asarray([0, 0, -1, 1, 1, 1, 2, 2, -1], dtype="i")
@@ -155,8 +173,12 @@ def test_pipe_refuses_an_enhanced_layer_in_another_architecture():
 
     tok2vec = spacy.util.registry.resolve({"t": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 16}})["t"]
     crf = CRF()
-    model = Model("my_tagger", lambda model, X, is_train: (X, lambda dY: dY),
-                  layers=[chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)), crf], refs={"crf": crf})
+    model = Model(
+        "my_tagger",
+        lambda model, X, is_train: (X, lambda dY: dY),
+        layers=[chain(tok2vec, TENEREncoder(entity_attention_scale=1.0)), crf],
+        refs={"crf": crf},
+    )
     with pytest.raises(ValueError, match="in a 'my_tagger' model: only spacy-cner.CRFTagger.v1"):
         uses_gold_entities(model, "crf_ner")
 
@@ -209,8 +231,11 @@ def test_wordpiece_scale_follows_tokens(tiny_roberta):
     batch = window_batch(tokenizer, items, 1)
     window = plan.windows[0]
     scale = wordpiece_entity_scale(
-        [plan.wordpiece_tokens[window.start : window.end]], [numpy.asarray([0, 0, -1, -1], dtype="i")],
-        batch["input_ids"].shape[1], 1, 2.0,
+        [plan.wordpiece_tokens[window.start : window.end]],
+        [numpy.asarray([0, 0, -1, -1], dtype="i")],
+        batch["input_ids"].shape[1],
+        1,
+        2.0,
     )
     assert scale.shape == (1, 14, 14)  # <s>, 4 x 3 wordpieces, </s>
     expected = numpy.ones((14, 14), dtype="float32")
@@ -221,10 +246,15 @@ def test_wordpiece_scale_follows_tokens(tiny_roberta):
 def transformer_pipeline(path, beta, window=None):
     fix_random_seed(0)
     nlp = spacy.blank("zh")
-    tok2vec = {"@architectures": "spacy-cner.TransformerTok2Vec.v1", "name": str(path),
-               "entity_attention_scale": beta, "attention_window": window}
-    nlp.add_pipe("crf_ner", config={"model": {"@architectures": "spacy-cner.CRFTagger.v1", "encoder": None,
-                                              "tok2vec": tok2vec}})
+    tok2vec = {
+        "@architectures": "spacy-cner.TransformerTok2Vec.v1",
+        "name": str(path),
+        "entity_attention_scale": beta,
+        "attention_window": window,
+    }
+    nlp.add_pipe(
+        "crf_ner", config={"model": {"@architectures": "spacy-cner.CRFTagger.v1", "encoder": None, "tok2vec": tok2vec}}
+    )
     examples = make_examples(nlp, TRAIN_DATA[:3])
     optimizer = nlp.initialize(lambda: examples)
     return nlp, examples, optimizer
@@ -248,11 +278,20 @@ def tener_pipeline(beta):
 
 
 def parameters(nlp):
-    return numpy.concatenate([
-        nlp.get_pipe("crf_ner").model.ops.to_numpy(node.get_param(name)).ravel()
-        for node in nlp.get_pipe("crf_ner").model.walk() for name in node.param_names if node.has_param(name)
-    ] + [p.detach().numpy().ravel() for node in nlp.get_pipe("crf_ner").model.walk()
-         for shim in node.shims for p in shim._model.parameters()])
+    return numpy.concatenate(
+        [
+            nlp.get_pipe("crf_ner").model.ops.to_numpy(node.get_param(name)).ravel()
+            for node in nlp.get_pipe("crf_ner").model.walk()
+            for name in node.param_names
+            if node.has_param(name)
+        ]
+        + [
+            p.detach().numpy().ravel()
+            for node in nlp.get_pipe("crf_ner").model.walk()
+            for shim in node.shims
+            for p in shim._model.parameters()
+        ]
+    )
 
 
 @pytest.mark.parametrize("kind", ["tener", "bert", "nezha"])
@@ -262,8 +301,10 @@ def test_cl_changes_training_only(kind, request):
         (enhanced, examples, sgd_a), (plain, _, sgd_b) = tener_pipeline(3.0), tener_pipeline(0.0)
     else:
         path = request.getfixturevalue(f"tiny_{kind}")
-        (enhanced, examples, sgd_a), (plain, _, sgd_b) = (transformer_pipeline(path, 3.0),
-                                                          transformer_pipeline(path, 0.0))
+        (enhanced, examples, sgd_a), (plain, _, sgd_b) = (
+            transformer_pipeline(path, 3.0),
+            transformer_pipeline(path, 0.0),
+        )
     texts = [text for text, _ in TRAIN_DATA[:3]]
     numpy.testing.assert_array_equal(parameters(enhanced), parameters(plain))
     a = [enhanced.get_pipe("crf_ner").model.predict([enhanced.make_doc(t)])[0] for t in texts]

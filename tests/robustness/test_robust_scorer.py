@@ -1,5 +1,6 @@
 """spacy-cner.robust_ner_scorer.v1: R-F1 in the dev scores (model selection on it in `spacy train`:
 tests/integration/test_spacy_train.py)."""
+
 import pytest
 import spacy
 from spacy.training import Example
@@ -11,8 +12,10 @@ ROBUST_SCORER = {"@scorers": "spacy-cner.robust_ner_scorer.v1"}
 
 
 def examples_of(nlp, texts, gold):
-    return [Example(nlp(text), Example.from_dict(nlp.make_doc(text), {"entities": e}).reference)
-            for text, e in zip(texts, gold)]
+    return [
+        Example(nlp(text), Example.from_dict(nlp.make_doc(text), {"entities": e}).reference)
+        for text, e in zip(texts, gold)
+    ]
 
 
 def test_scores_a_context_sensitive_pipeline():

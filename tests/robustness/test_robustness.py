@@ -1,4 +1,5 @@
 """Robustness metrics on hand-made predictions: S/P/R-F1, Asr and the changed entities."""
+
 import pytest
 import spacy
 from spacy.training import Example

@@ -1,4 +1,5 @@
 """`python -m spacy_cner robustness`: metrics.json and an HTML report that renders in a browser."""
+
 import shutil
 import subprocess
 
@@ -48,7 +49,7 @@ def test_report_renders_the_changed_entities_in_chromium(report):
     assert "ORG ✱" in dom  # the changed entity, highlighted in the "in context" rendering
     assert "<svg" in dom and "R-F1" in dom
     # Gold next to alone and in context, the joint marked, the metrics defined.
-    example = dom[dom.index("id=\"sample-1\""):]
+    example = dom[dom.index('id="sample-1"') :]
     assert example.index(">Gold<") < example.index(">Alone<") < example.index(">In context<")
     assert "来了⏐" in example.replace("\n", "")  # 张三来了 | 深圳特区, the second an entity
     assert "<dt>Asr</dt>" in dom and "<dt>S-F1</dt>" in dom
@@ -81,8 +82,9 @@ def test_too_few_sentences(tmp_path):
     nlp = spacy.blank("zh")
     nlp.to_disk(tmp_path / "model")
     DocBin(docs=[nlp.make_doc("张三")]).to_disk(tmp_path / "one.spacy")
-    result = CliRunner().invoke(app, ["robustness", str(tmp_path / "model"), str(tmp_path / "one.spacy"),
-                                      "-o", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app, ["robustness", str(tmp_path / "model"), str(tmp_path / "one.spacy"), "-o", str(tmp_path / "out")]
+    )
     assert result.exit_code == 1
     assert "needs at least 2" in result.output
 
@@ -114,8 +116,15 @@ def test_gpu_id_without_cupy_fails_in_one_line(tmp_path):
     nlp = spacy.blank("zh")
     nlp.to_disk(tmp_path / "model")
     DocBin(docs=[nlp.make_doc("张三"), nlp.make_doc("李四")]).to_disk(tmp_path / "two.spacy")
-    args = ["robustness", str(tmp_path / "model"), str(tmp_path / "two.spacy"), "-o", str(tmp_path / "out"),
-            "--gpu-id", "0"]
+    args = [
+        "robustness",
+        str(tmp_path / "model"),
+        str(tmp_path / "two.spacy"),
+        "-o",
+        str(tmp_path / "out"),
+        "--gpu-id",
+        "0",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert "CuPy is not installed" in result.output and "spacy-cner[cuda]" in result.output

@@ -1,4 +1,5 @@
 """FGM/FGSM adversarial training: a harder second pass, embeddings restored bit for bit."""
+
 import numpy
 import pytest
 import spacy
@@ -12,7 +13,11 @@ from conftest import TRAIN_DATA, make_examples
 ENCODER = {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 16, "dropout": 0.0}
 CPU_TOK2VEC = {
     "@architectures": "spacy-cner.CharBigramEmbed.v1",
-    "width": 16, "char_rows": 200, "bigram_rows": 300, "dropout": 0.0, "bigram_dropout": 0.0,
+    "width": 16,
+    "char_rows": 200,
+    "bigram_rows": 300,
+    "dropout": 0.0,
+    "bigram_dropout": 0.0,
 }
 
 # Exact bigram tables (KeyEmbed): the attack moves the rows the batch touched.
@@ -50,8 +55,9 @@ def tok2vec(request, tiny_bert):
     return tok2vecs[request.param] if request.param in tok2vecs else transformer_tok2vec(tiny_bert)
 
 
-@pytest.mark.parametrize("attack", [{"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0},
-                                    {"@misc": "spacy-cner.fgsm.v1", "epsilon": 0.05}])
+@pytest.mark.parametrize(
+    "attack", [{"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0}, {"@misc": "spacy-cner.fgsm.v1", "epsilon": 0.05}]
+)
 def test_adversarial_loss_is_higher_and_embeddings_are_restored(tok2vec, attack):
     nlp, examples = make_nlp(tok2vec, adversarial=attack)
     before = embedding_matrices(nlp)
@@ -219,8 +225,12 @@ def test_a_share_of_the_batch_is_attacked_and_stands_for_the_whole_batch(monkeyp
         pipe = nlp.get_pipe("crf_ner")
         losses = pipe.update(examples)
         grads = [pipe.model.get_ref("output_layer").get_grad("W").copy()]
-        grads += [node.get_grad(name).copy() for node in pipe.model.walk() for name in node.grad_names
-                  if node.name != "output_layer"]
+        grads += [
+            node.get_grad(name).copy()
+            for node in pipe.model.walk()
+            for name in node.grad_names
+            if node.name != "output_layer"
+        ]
         results[share] = (losses, grads)
     assert [len(indices) for indices in taken] == [2]  # share 1 attacks the whole batch without taking
     assert results[0.5][0]["crf_ner_adversarial"] == pytest.approx(results[1.0][0]["crf_ner_adversarial"], rel=1e-5)

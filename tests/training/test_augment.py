@@ -1,5 +1,6 @@
 """Augmentation (spacy_cner.training.augment): mention replacement (crf_ner's replace_mentions, MentionPool) and
 training on joined pairs (join_pairs, crf_ner's join_examples)."""
+
 import pickle
 import random
 from collections import Counter
@@ -92,8 +93,12 @@ def test_examples_it_cannot_carry_are_left_as_they_are():
 def test_keeps_spaces_and_sentence_starts():
     nlp = spacy.blank("zh")
     words = ["Apple", " ", "iPhone", "手", "机", "，", "华", "为", "好"]
-    train = Doc(nlp.vocab, words=words, spaces=[False] * 9,
-                ents=["B-BRAND", "I-BRAND", "I-BRAND", "O", "O", "O", "B-BRAND", "I-BRAND", "O"])
+    train = Doc(
+        nlp.vocab,
+        words=words,
+        spaces=[False] * 9,
+        ents=["B-BRAND", "I-BRAND", "I-BRAND", "O", "O", "O", "B-BRAND", "I-BRAND", "O"],
+    )
     pool = MentionPool()
     pool.add([Example(train.copy(), train)])
     reference = Doc(

@@ -1,4 +1,5 @@
 """Batch size, epochs and patience computed from the train corpus (spacy_cner.training.corpus_size)."""
+
 import itertools
 from pathlib import Path
 

@@ -1,5 +1,6 @@
 """Distillation (spacy_cner.training.distill): the teacher's soft targets and the student's loss against
 brute force over all tag sequences, a student that learns its teacher's entities, and the CLI's resume."""
+
 import itertools
 import os
 import subprocess
@@ -49,8 +50,9 @@ def make_crf(tag_names, seed):
 def raw_scores(model, requires_grad=False):
     """The CRF's raw start, transition and end scores as float64 tensors."""
     crf = torch_module(model)
-    return [crf.parametrizations[name].original.detach().double().clone().requires_grad_(requires_grad)
-            for name in NAMES]
+    return [
+        crf.parametrizations[name].original.detach().double().clone().requires_grad_(requires_grad) for name in NAMES
+    ]
 
 
 def path_scores(scores, emissions, paths):
@@ -128,8 +130,9 @@ def test_loss_and_gradients_vs_brute_force(tag_set, temperature):
     scores = raw_scores(student, requires_grad=True)
     total = 0.0
     for i, (t_em, s_em) in enumerate(zip(teacher_emissions, student_emissions)):
-        paths, teacher_log_p = brute_distribution(raw_scores(teacher), torch.from_numpy(t_em).double(), tag_names,
-                                                  temperature)
+        paths, teacher_log_p = brute_distribution(
+            raw_scores(teacher), torch.from_numpy(t_em).double(), tag_names, temperature
+        )
         em = torch.from_numpy(s_em).double().requires_grad_()
         kl = brute_loss(scores, em, teacher_log_p, paths, tag_names, temperature)
         assert losses[i] == pytest.approx(d_loss * kl.item(), rel=1e-4, abs=1e-5)
@@ -197,8 +200,13 @@ def test_targets_in_the_students_tag_order():
 # The teacher of the end-to-end tests: a small BiLSTM-CRF overfit to the toy corpus.
 TEACHER_MODEL = {
     "@architectures": "spacy-cner.CRFTagger.v1",
-    "tok2vec": {"@architectures": "spacy-cner.CharBigramEmbed.v1", "width": 32, "char_rows": 500, "bigram_rows": 1000,
-                "bigram_dropout": 0.0},
+    "tok2vec": {
+        "@architectures": "spacy-cner.CharBigramEmbed.v1",
+        "width": 32,
+        "char_rows": 500,
+        "bigram_rows": 1000,
+        "bigram_dropout": 0.0,
+    },
     "encoder": {"@layers": "spacy-cner.BiLSTMEncoder.v1", "width": 32, "dropout": 0.0},
 }
 # Unlabeled text for the student: new sentences of the toy corpus's characters (and an empty line).
@@ -224,8 +232,12 @@ def corpus(tmp_path_factory):
     assert nlp.evaluate(make_examples(nlp))["ents_f"] == 1.0
     nlp.to_disk(folder / "teacher")
     (folder / "unlabeled.txt").write_text("\n".join(UNLABELED) + "\n", encoding="utf8")
-    return {"teacher": folder / "teacher", "train": write_docs(folder / "train.spacy"),
-            "dev": write_docs(folder / "dev.spacy", TRAIN_DATA[:3]), "text": folder / "unlabeled.txt"}
+    return {
+        "teacher": folder / "teacher",
+        "train": write_docs(folder / "train.spacy"),
+        "dev": write_docs(folder / "dev.spacy", TRAIN_DATA[:3]),
+        "text": folder / "unlabeled.txt",
+    }
 
 
 def test_student_reproduces_the_teachers_entities(corpus, tmp_path):
@@ -233,9 +245,18 @@ def test_student_reproduces_the_teachers_entities(corpus, tmp_path):
     teacher's soft targets alone (gold weight 0), tags the train and unlabeled texts as its teacher does."""
     from spacy_cner.training.distill import distill
 
-    summary = distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path / "out", train=corpus["train"],
-                      dev=corpus["dev"], texts=[corpus["text"]], gold_weight=0.0, max_steps=100, progress=False,
-                      overrides={"training.max_epochs": 0, "training.eval_frequency": 25})
+    summary = distill(
+        str(corpus["teacher"]),
+        STUDENT_CONFIG,
+        tmp_path / "out",
+        train=corpus["train"],
+        dev=corpus["dev"],
+        texts=[corpus["text"]],
+        gold_weight=0.0,
+        max_steps=100,
+        progress=False,
+        overrides={"training.max_epochs": 0, "training.eval_frequency": 25},
+    )
     assert summary.teacher.docs == len(TRAIN_DATA) + len(UNLABELED)
     assert summary.student == tmp_path / "out" / "model-best" and summary.student.is_dir()
     texts = [text for text, _ in TRAIN_DATA] + [text for text in UNLABELED if text]
@@ -252,8 +273,16 @@ def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
     gold doc and the gold weight, the unlabeled ones without gold (weight 0)."""
     from spacy_cner.training.distill import create_distill_corpus, distill
 
-    distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"],
-            texts=[corpus["text"]], progress=False, train_student=False)
+    distill(
+        str(corpus["teacher"]),
+        STUDENT_CONFIG,
+        tmp_path,
+        train=corpus["train"],
+        dev=corpus["dev"],
+        texts=[corpus["text"]],
+        progress=False,
+        train_student=False,
+    )
     nlp = spacy.blank("zh")
     examples = list(create_distill_corpus(tmp_path / "teacher", corpus["train"], gold_weight=0.3)(nlp))
     assert len(examples) == len(TRAIN_DATA) + len(UNLABELED) - 1
@@ -268,8 +297,16 @@ def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
         numpy.testing.assert_allclose(targets.marginals.astype("float64").sum(axis=1), 1.0, atol=2e-3)
     assert "ents_threshold = null" in (tmp_path / "student.cfg").read_text(encoding="utf8")
     # Called again without the unlabeled text: its cached shards are kept but not read.
-    distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"], texts=[""],
-            progress=False, train_student=False)
+    distill(
+        str(corpus["teacher"]),
+        STUDENT_CONFIG,
+        tmp_path,
+        train=corpus["train"],
+        dev=corpus["dev"],
+        texts=[""],
+        progress=False,
+        train_student=False,
+    )
     assert len(list((tmp_path / "teacher" / "shards").glob("text_*.spacy"))) == 1
     assert len(list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(nlp))) == len(TRAIN_DATA)
     # Another train split than the teacher read: refused, not paired by index with other texts.
@@ -294,13 +331,35 @@ def stored_targets(shards):
 def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
     """`distill` killed in its teacher pass (after its first shard) and run again: the shards written
     before are kept as they were (not recomputed), the rest written, the targets those of one pass."""
-    texts = [f"{name}在{place}工作"
-             for name, place in itertools.product(["张三", "李四", "王五"] * 50, ["北京市", "上海", "深圳", "广州"])]
+    texts = [
+        f"{name}在{place}工作"
+        for name, place in itertools.product(["张三", "李四", "王五"] * 50, ["北京市", "上海", "深圳", "广州"])
+    ]
     (tmp_path / "many.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
     output = tmp_path / "out"
-    command = [sys.executable, "-m", "spacy_cner", "distill", str(corpus["teacher"]), str(STUDENT_CONFIG),
-               "--train", str(corpus["train"]), "--dev", str(corpus["dev"]), "--text", str(tmp_path / "many.txt"),
-               "--output", str(output), "--shard-size", "25", "--batch-size", "8", "--max-steps", "2", "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "spacy_cner",
+        "distill",
+        str(corpus["teacher"]),
+        str(STUDENT_CONFIG),
+        "--train",
+        str(corpus["train"]),
+        "--dev",
+        str(corpus["dev"]),
+        "--text",
+        str(tmp_path / "many.txt"),
+        "--output",
+        str(output),
+        "--shard-size",
+        "25",
+        "--batch-size",
+        "8",
+        "--max-steps",
+        "2",
+        "--quiet",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     shards = output / "teacher" / "shards"
     process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -362,10 +421,26 @@ def test_a_teacher_folder_keeps_its_teacher_and_temperature(corpus, tmp_path):
     output is refused, naming the folder, rather than mixing two teachers' shards."""
     from spacy_cner.training.distill import create_distill_corpus, distill
 
-    distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"],
-            temperature=2.0, progress=False, train_student=False)
+    distill(
+        str(corpus["teacher"]),
+        STUDENT_CONFIG,
+        tmp_path,
+        train=corpus["train"],
+        dev=corpus["dev"],
+        temperature=2.0,
+        progress=False,
+        train_student=False,
+    )
     examples = list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(spacy.blank("zh")))
     assert {eg.predicted.user_data[SOFT_TARGETS].temperature for eg in examples} == {2.0}
     with pytest.raises(ValueError, match="another teacher or temperature"):
-        distill(str(corpus["teacher"]), STUDENT_CONFIG, tmp_path, train=corpus["train"], dev=corpus["dev"],
-                temperature=1.0, progress=False, train_student=False)
+        distill(
+            str(corpus["teacher"]),
+            STUDENT_CONFIG,
+            tmp_path,
+            train=corpus["train"],
+            dev=corpus["dev"],
+            temperature=1.0,
+            progress=False,
+            train_student=False,
+        )

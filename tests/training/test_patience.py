@@ -1,4 +1,5 @@
 """spacy-cner.patience.v1: a training patience that grows with the corpus."""
+
 import itertools
 from pathlib import Path
 
@@ -62,8 +63,9 @@ def test_configs_resolve_a_patience_for_spacys_loop(corpora, name):
     huge_patience, huge_epochs = (3000, 12) if name == "default" else (3220, 30)
     cases = ((small, 1600, 30), (large, large_patience, large_epochs), (huge, huge_patience, huge_epochs))
     for corpus, expected, epochs in cases:
-        config = load_config(CONFIGS / f"{name}.cfg", overrides={"paths.train": str(corpus), "paths.dev": str(small)},
-                             interpolate=True)
+        config = load_config(
+            CONFIGS / f"{name}.cfg", overrides={"paths.train": str(corpus), "paths.dev": str(small)}, interpolate=True
+        )
         training = registry.resolve(config["training"], schema=ConfigSchemaTraining)
         assert training["patience"] == expected
         assert training["max_epochs"] == epochs

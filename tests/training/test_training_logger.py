@@ -1,5 +1,6 @@
 """spacy-cner.PlotLogger.v1: spaCy's console log plus a training curve and a calibration plot (data and
 SVG) written into the training output folder; and the SVG charts and reliability bins it draws from."""
+
 import io
 import xml.etree.ElementTree as ElementTree
 
@@ -26,8 +27,12 @@ def polylines(path):
 def test_spacy_train_writes_curve_and_calibration_beside_the_model(tmp_path):
     """The default config, trained by `spacy train` for 10 steps: the curve has one row per evaluation, the
     calibration plot is model-best's on dev (its saved temperature, the ECE its own outcomes give)."""
-    overrides = {**write_corpus(tmp_path), **SMALL_CONFIG_OVERRIDES["default"],
-                 "training.max_steps": 10, "training.eval_frequency": 5}
+    overrides = {
+        **write_corpus(tmp_path),
+        **SMALL_CONFIG_OVERRIDES["default"],
+        "training.max_steps": 10,
+        "training.eval_frequency": 5,
+    }
     output = train_from_config("default", tmp_path / "output", overrides)
     rows = list(srsly.read_jsonl(output / "training_curve.jsonl"))
     assert [row["step"] for row in rows] == [0, 5, 10]
@@ -58,9 +63,17 @@ def test_every_shipped_config_logs_with_pictures():
 
 
 def evaluation(step, output_path, f=0.5):
-    return {"epoch": 0, "step": step, "score": f, "other_scores": {"ents_f": f, "ents_p": f, "ents_r": f,
-            "ents_per_type": {}}, "losses": {"crf_ner": 10.0 / (step + 1)}, "checkpoints": [],
-            "seconds": step, "words": 10 * step, "output_path": output_path}
+    return {
+        "epoch": 0,
+        "step": step,
+        "score": f,
+        "other_scores": {"ents_f": f, "ents_p": f, "ents_r": f, "ents_per_type": {}},
+        "losses": {"crf_ner": 10.0 / (step + 1)},
+        "checkpoints": [],
+        "seconds": step,
+        "words": 10 * step,
+        "output_path": output_path,
+    }
 
 
 def setup(tmp_path, **settings):
@@ -116,7 +129,8 @@ def test_reliability_bins_and_ece():
     assert [(b["lower"], b["count"]) for b in bins] == [(0.1, 1), (0.5, 1), (0.9, 3)]  # 1.0 in the last bin
     assert bins[2]["mean_probability"] == pytest.approx(2.9 / 3) and bins[2]["precision"] == pytest.approx(2 / 3)
     assert expected_calibration_error(probs, right) == pytest.approx(
-        0.2 * 0.15 + 0.2 * 0.45 + 0.6 * abs(2 / 3 - 2.9 / 3))
+        0.2 * 0.15 + 0.2 * 0.45 + 0.6 * abs(2 / 3 - 2.9 / 3)
+    )
     assert reliability_bins(numpy.zeros(0), numpy.zeros(0)) == [] and expected_calibration_error([], []) == 0.0
 
 
@@ -124,8 +138,10 @@ def test_nice_ticks_and_svg_picture(tmp_path):
     assert nice_ticks(0, 100) == [0, 25, 50, 75, 100]
     assert nice_ticks(0, 1) == [0, 0.25, 0.5, 0.75, 1]
     assert nice_ticks(3, 37) == [10, 20, 30]
-    panels = [Panel("a <b>", "x", "y", [Series("s & t", [0, 1, 2], [1.0, float("nan"), 3.0])]),
-              Panel("empty", "x", "y", [], diagonal=True, marker=(0.5, "best"))]
+    panels = [
+        Panel("a <b>", "x", "y", [Series("s & t", [0, 1, 2], [1.0, float("nan"), 3.0])]),
+        Panel("empty", "x", "y", [], diagonal=True, marker=(0.5, "best")),
+    ]
     (tmp_path / "p.svg").write_text(svg_picture(panels), encoding="utf8")
     lines = polylines(tmp_path / "p.svg")
     assert len(lines) == 1 and len(lines[0].get("points").split()) == 2  # the NaN left out

@@ -1,4 +1,5 @@
 """`python -m spacy_cner train-vectors`: character and bigram vectors trained on the train split's own text."""
+
 import numpy
 import pytest
 import spacy
@@ -106,8 +107,9 @@ def test_bad_input_is_named(tmp_path):
 def test_cli_writes_a_vectors_pipeline_and_reports_failures(tmp_path):
     train = write_corpus(tmp_path / "train.spacy")
     runner = CliRunner()
-    result = runner.invoke(app, ["train-vectors", str(train), str(tmp_path / "vectors"), "--width", "8",
-                                 "--epochs", "2"])
+    result = runner.invoke(
+        app, ["train-vectors", str(train), str(tmp_path / "vectors"), "--width", "8", "--epochs", "2"]
+    )
     assert result.exit_code == 0, result.output
     assert "character and" in result.output and "bigram vectors of width 8" in result.output
     assert spacy.load(tmp_path / "vectors").vocab.vectors.shape[1] == 8

@@ -18,6 +18,7 @@ model.py (and with it spacy-transformers and transformers, seconds to import) is
 TransformerTok2Vec, not by `import spacy_cner`: a character BiLSTM pipeline never needs it. A config that
 names spacy-cner.TransformerTok2Vec.v1 finds it through setup.cfg's entry point.
 """
+
 from typing import Any
 
 # The layer's name: CRFTagger(sentence_encoding=True) finds it by name and sets its "sentence_windows".

@@ -1,5 +1,6 @@
 """Padded batches of transformer windows: wordpiece ids with special tokens, the attention
 mask (3-D with an attention window, cs), and the lexicon adapter's word ids."""
+
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy

@@ -1,5 +1,6 @@
 """Loading a Hugging Face model and running it: spacy-transformers' HFWrapper and HFShim,
 with the shim's memory and weights-loading fixes and hidden states of every layer."""
+
 import warnings
 from io import BytesIO
 from typing import Any, Callable, Dict, Tuple

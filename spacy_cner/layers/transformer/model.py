@@ -1,4 +1,5 @@
 """The thinc layer: TransformerTok2Vec (spacy-cner.TransformerTok2Vec.v1)."""
+
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy
@@ -162,7 +163,10 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     for chunk in _chunks(windows, None if is_train else model.attrs["max_batch_windows"]):
         items = [(plans[windows[i][0]], windows[i][1]) for i in chunk]
         batch = window_batch(
-            tokenizer, items, content_offset, model.attrs.get("attention_window"),
+            tokenizer,
+            items,
+            content_offset,
+            model.attrs.get("attention_window"),
             adapter.attrs["max_words_per_char"] if adapter is not None else None,
         )
         if entity_ids is not None:

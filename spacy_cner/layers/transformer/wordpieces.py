@@ -4,6 +4,7 @@ Each wordpiece belongs to every token its characters overlap (the tokenizer's of
 mapping); a token's vector is the mean of its wordpieces' (thinc's reduce_mean), read
 from the window that owns them.
 """
+
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -45,8 +46,15 @@ def plan_doc(
         empty = numpy.zeros((0,), dtype="i")
         return DocPlan([], [], empty, numpy.zeros((len(doc),), dtype="i"), [])
     # The doc's wordpieces and their character offsets only: the windows add the special tokens.
-    encoding = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False,
-                         return_token_type_ids=False, truncation=False, verbose=False)
+    encoding = tokenizer(
+        doc.text,
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        truncation=False,
+        verbose=False,
+    )
     offsets = encoding["offset_mapping"]
     char_to_token = [-1] * len(doc.text)
     for token in doc:
@@ -62,9 +70,7 @@ def plan_doc(
     starts = numpy.asarray([start for start, _ in offsets], dtype="i")
     # A cut may go after a token that ends a sentence.
     sentence_ends = [
-        int(numpy.searchsorted(starts, token.idx + len(token.text)))
-        for token in doc
-        if ends_sentence(token.text)
+        int(numpy.searchsorted(starts, token.idx + len(token.text))) for token in doc if ends_sentence(token.text)
     ]
     windows = split_windows(sentence_ends, len(offsets), max_length, every_sentence)
     flat = [j for wordpieces in token_wordpieces for j in wordpieces]
