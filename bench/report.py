@@ -894,7 +894,7 @@ def record_tables(record: dict) -> List[Table]:
 
 
 def _legacy_tables(record: dict) -> List[Table]:
-    """LEGACY: a result saved before save_result took rows (2026-11-29) holds its tables as the cells of the
+    """LEGACY: a result saved before save_result took rows (2026-11-28) holds its tables as the cells of the
     Markdown its script printed (`tables`: {"columns", "align", "rows"}), shown as they are: its figures do
     not hold every cell (rounding, units, "**", columns changed across the script's versions), and those files
     are history, not rewritten. A rerun of the script replaces one with rows."""
