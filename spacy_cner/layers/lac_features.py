@@ -10,6 +10,10 @@ characters at sentence ends (long_docs.split_windows), by default each sentence 
 features alone and beside another, as sentence_bigrams gives it the same bigrams), and the windows of the whole
 batch run together, sorted by length and padded in groups.
 
+Nothing is trained, so in training the features of each window are computed once (TrainCache, keyed by the
+window's text, up to train_cache_mb): from the second epoch on a training step skips LAC's network for the
+sentences it has seen. Prediction always computes them.
+
 Nothing is trained. The weights come from LAC's sdist at initialize (pretrained/lac.py's open_lac: fetched through
 pip's index and cached, or a local copy) and are saved with the model: the network's state, and as its module's
 constructor arguments the vocabulary, q2b.dic and the dictionary segmenter's words. A saved pipeline loads
@@ -46,6 +50,7 @@ def LacFeatures(
     window_size: int = 256,
     sentences: bool = True,
     sdist: Optional[str] = None,
+    train_cache_mb: int = 1024,
 ) -> Model[List[Doc], List[Floats2d]]:
     """Per token, LAC's tagger's contextual features, frozen: use it as the lac_features of
     spacy-cner.CharBigramEmbed.v3.
@@ -60,6 +65,9 @@ def LacFeatures(
     sentences (bool): Cut at every sentence end (。！？!?;；, newline): each sentence is read alone.
     sdist (Optional[str]): A local copy of LAC-2.1.2.tar.gz (sha256-checked); None: fetched through pip's index
         at initialize and cached (`python -m spacy_cner pretrained fetch` does it ahead). Only initialize reads it.
+    train_cache_mb (int): In training, keep the windows' features up to this many MB (float32, per LAC id; about
+        1.2 kB per character) and reuse them when the same window text comes again (the next epoch); 0: none.
+        Not saved; prediction never reads it.
     RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc, nO set at initialize:
         projected_width or 256 * hidden + 49 * emissions, plus 4 positions.
     """
@@ -69,6 +77,8 @@ def LacFeatures(
         raise ValueError(f"LacFeatures: projected_width must be null or >= 1, got {projected_width}.")
     if window_size < 2:
         raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
+    if train_cache_mb < 0:
+        raise ValueError(f"LacFeatures: train_cache_mb must be >= 0, got {train_cache_mb}.")
     shim = InPlacePyTorchShim(
         LacEncoder(), serialize_model=serialize_rebuildable, deserialize_model=deserialize_rebuildable
     )
@@ -80,6 +90,7 @@ def LacFeatures(
         "sentences": sentences,
         "sdist": sdist,
         "last_batch": LastBatch(),
+        "train_cache": TrainCache(train_cache_mb * 2**20),
     }
     params = {"P": None} if projected_width is not None else {}
     return Model("lac_features", forward, init=init, dims={"nO": None}, params=params, attrs=attrs, shims=[shim])
@@ -92,7 +103,8 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2
     texts, spans = [doc_text(doc) for doc in docs], [token_spans(doc) for doc in docs]
 
     def compute() -> List[numpy.ndarray]:
-        return [token_means(chars, doc_spans) for chars, doc_spans in zip(char_features(model, module, texts), spans)]
+        chars = char_features(model, module, texts, cache=model.attrs.get("train_cache") if is_train else None)
+        return [token_means(doc_chars, doc_spans) for doc_chars, doc_spans in zip(chars, spans)]
 
     values = model.attrs["last_batch"].features(module, texts, spans, compute) if is_train else compute()
     return [model.ops.asarray2f(doc_values) for doc_values in values], lambda d_features: []
@@ -102,6 +114,8 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
     """Read LAC's tagger from the sdist (unless loaded already), fit the projection, set nO."""
     if not torch_module(model).is_built:
         set_torch_module(model, LacEncoder.from_sdist(open_lac(model.attrs["sdist"])))
+    if "train_cache" in model.attrs:
+        model.attrs["train_cache"].clear()
     module = torch_module(model)
     width = module.feature_width(model.attrs["hidden"], model.attrs["emissions"])
     projected_width = model.attrs["projected_width"]
@@ -228,17 +242,33 @@ def built_encoder(model: Model) -> LacEncoder:
     return module
 
 
-def char_features(model: Model, module: LacEncoder, texts: Sequence[str], project: bool = True) -> List[numpy.ndarray]:
+def char_features(
+    model: Model,
+    module: LacEncoder,
+    texts: Sequence[str],
+    project: bool = True,
+    cache: Optional["TrainCache"] = None,
+) -> List[numpy.ndarray]:
     """Per text, float32 (n_characters, width + 4): the features of the LAC id covering each character (projected
-    by "P" when project and the layer has it), then the character's position in the id's word."""
+    by "P" when project and the layer has it), then the character's position in the id's word. With a cache, the
+    windows it holds are not run again and those it lacks are added to it."""
     hidden, emissions = model.attrs["hidden"], model.attrs["emissions"]
     projection = model.ops.to_numpy(model.get_param("P")) if project and model.has_param("P") else None
     pieces = [(index, window) for index, text in enumerate(texts) for window in text_windows(model, text)]
-    prepared = [module.tagger.ids(texts[index][window.start : window.end]) for index, window in pieces]
-    encoded = module.encode([ids for ids, _ in prepared], hidden, emissions)
+    window_texts = [texts[index][window.start : window.end] for index, window in pieces]
+    found: List[Optional[Tuple[numpy.ndarray, List[int]]]] = [
+        cache.get(text) if cache is not None else None for text in window_texts
+    ]
+    missing = [i for i, entry in enumerate(found) if entry is None]
+    prepared = [module.tagger.ids(window_texts[i]) for i in missing]
+    encoded = module.encode([ids for ids, _ in prepared], hidden, emissions) if missing else []
+    for i, (_, lengths), features in zip(missing, prepared, encoded):
+        found[i] = (features, lengths)
+        if cache is not None:
+            cache.put(window_texts[i], features, lengths)
     width = module.feature_width(hidden, emissions) if projection is None else projection.shape[1]
     out = [numpy.zeros((len(text), width + len(POSITIONS)), dtype="float32") for text in texts]
-    for (index, window), (_, lengths), features in zip(pieces, prepared, encoded):
+    for (index, window), (features, lengths) in zip(pieces, found):
         if projection is not None:
             features = features @ projection
         unit, position = word_positions(lengths)
@@ -247,6 +277,41 @@ def char_features(model: Model, module: LacEncoder, texts: Sequence[str], projec
         rows[:, :width] = features[unit[own]]
         rows[numpy.arange(len(rows)), width + position[own]] = 1.0
     return out
+
+
+class TrainCache:
+    """LAC's features (per id) and the ids' lengths of window texts seen in training, up to max_bytes of features.
+
+    Why a cache of our own: the features are frozen and depend on the window's text only, and a training reads the
+    same sentences every epoch (LAC's network is most of a lac_context training step). It fills until full and then
+    keeps what it has (an epoch reads the windows in a new order, so evicting would only churn). The arrays handed
+    out are read-only. Not saved, not pickled; initialize empties it (new weights).
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.clear()
+
+    def clear(self) -> None:
+        self._entries: Dict[str, Tuple[numpy.ndarray, List[int]]] = {}
+        self.n_bytes = 0
+
+    def get(self, text: str) -> Optional[Tuple[numpy.ndarray, List[int]]]:
+        return self._entries.get(text)
+
+    def put(self, text: str, features: numpy.ndarray, lengths: List[int]) -> None:
+        if text in self._entries or self.n_bytes + features.nbytes > self.max_bytes:
+            return
+        features = features.copy()  # encode's rows are views of their padded group
+        features.setflags(write=False)
+        self._entries[text] = (features, list(lengths))
+        self.n_bytes += features.nbytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getstate__(self) -> Dict:
+        return {"max_bytes": self.max_bytes, "_entries": {}, "n_bytes": 0}
 
 
 def text_windows(model: Model, text: str):

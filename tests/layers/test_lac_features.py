@@ -167,16 +167,60 @@ def test_training_passes_reuse_the_last_batch_and_predict_does_not_keep_it(fake_
     module.encode = lambda *args: calls.append(1) or encode(*args)
     second, _ = layer.begin_update(make_docs())  # the same texts: FGM's second pass
     assert not calls and all(numpy.array_equal(a, b) for a, b in zip(first, second))
-    layer.begin_update(make_docs(["上海"]))
+    layer.begin_update(make_docs(["北京"]))
     layer.predict(docs)
     layer.predict(docs)
     assert len(calls) == 3
+
+
+def test_training_computes_each_window_once_and_prediction_always(fake_lac_sdist):
+    """In training a window's features come from the cache the second time (no network call), equal to computing
+    them afresh; prediction never reads or fills it; a full cache keeps what it has; initialize empties it."""
+    docs = make_docs()
+    fresh = initialized(fake_lac_sdist, train_cache_mb=0)
+    layer = initialized(fake_lac_sdist)
+    cache = layer.attrs["train_cache"]
+    module = torch_module(layer)
+    encode, calls = module.encode, []
+    module.encode = lambda sequences, *args: calls.append(len(sequences)) or encode(sequences, *args)
+    layer.predict(docs)
+    assert len(cache) == 0 and len(calls) == 1
+    first, _ = layer.begin_update(docs)
+    assert calls[-1] == 7 and len(cache) == 7  # TEXTS[3] is three sentences (windows), "" none
+    # Windows already seen (王五, 李四住在广州！, 京), in other docs and batches: no network call for them.
+    mixed = make_docs(["王五", "李四住在广州！北京", "京"])
+    out, _ = layer.begin_update(mixed)
+    assert calls[-1] == 1  # only 北京 is new
+    for got, expected in zip(out, fresh.begin_update(mixed)[0]):  # other batches: equal up to the products' rounding
+        numpy.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    n_calls = len(calls)
+    again, _ = layer.begin_update(make_docs(list(reversed(TEXTS))))  # the next epoch, in another order
+    assert len(calls) == n_calls
+    for got, expected in zip(again, reversed(first)):
+        numpy.testing.assert_array_equal(got, expected)
+    layer.predict(docs)
+    assert len(calls) == n_calls + 1
+    # Full: nothing more goes in, the features are still right.
+    small = initialized(fake_lac_sdist, train_cache_mb=1)
+    small.attrs["train_cache"].max_bytes = small.attrs["train_cache"].n_bytes + 1
+    out, _ = small.begin_update(mixed)
+    assert len(small.attrs["train_cache"]) == 0
+    for got, expected in zip(out, fresh.begin_update(mixed)[0]):
+        numpy.testing.assert_array_equal(got, expected)
+    layer.initialize(X=docs)
+    assert len(cache) == 0 and cache.n_bytes == 0
+    with pytest.raises(ValueError, match="train_cache_mb must be >= 0"):
+        make_layer(train_cache_mb=-1)
 
 
 def test_save_load_and_pickle_need_no_sdist(fake_lac_sdist, tmp_path):
     layer = initialized(fake_lac_sdist, projected_width=5)
     docs = make_docs()
     expected = layer.predict(docs)
+    saved = layer.to_bytes()
+    layer.begin_update(docs)  # fills the training cache, which is not saved or pickled
+    assert len(layer.attrs["train_cache"]) and layer.to_bytes() == saved
+    assert len(pickle.loads(pickle.dumps(layer)).attrs["train_cache"]) == 0
     fresh = make_layer(projected_width=5, sdist=f'"{tmp_path / "nowhere.tar.gz"}"')
     with pytest.raises(ValueError, match="LacFeatures has no weights"):
         fresh.predict(docs)
