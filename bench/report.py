@@ -569,12 +569,34 @@ def lac_best(records: Records, dataset: str) -> Optional[dict]:
     return max(rows, key=lambda row: row["dev_f1"]) if rows else None
 
 
+def lac_default_pooled(records: Records, dataset: str) -> Optional[dict]:
+    """Today's default (LAC's vectors) on dataset: every seed of its runs in the comparison ([comparison.lac]) pooled
+    (test F1 per seed, dev F1 averaged over the runs), as the README's column reads them."""
+    rows = [
+        row
+        for runs in LAC_DEFAULT.values()
+        for run in runs
+        if run[1] == dataset and (row := dataset_row(records, *run))
+    ]
+    if not rows:
+        return None
+    return {
+        "system": "default",
+        "f1": statistics.mean(f1 for row in rows for f1 in row.get("f1_per_seed") or [row["f1"]]),
+        "dev_f1": statistics.mean(row["dev_f1"] for row in rows),
+        "seeds": [seed for row in rows for seed in row["seeds"]],
+    }
+
+
 def _lac_against(records: Records, dataset: str, goal: Callable[[float], float]) -> Tuple[str, str, bool]:
-    best, default = lac_best(records, dataset), default_seeds(records, dataset)
+    """Today's default on dataset (its pooled seeds; before the comparison has a run there, the LAC variant best on
+    dev) against the goal of pretrain_free's mean."""
+    best = lac_default_pooled(records, dataset) or lac_best(records, dataset)
+    default = default_seeds(records, dataset)
     if best is None:
         return "", "", False
     seeds = len(best["seeds"])
-    base = f", default {statistics.mean(default):.2f} ({len(default)} seeds)" if default else ""
+    base = f", pretrain_free {statistics.mean(default):.2f} ({len(default)} seeds)" if default else ""
     return (
         f"{dataset} {best['system']} {best['f1']:.2f} ({seeds} seed{'s' if seeds > 1 else ''}{base})",
         "" if seeds >= 3 else f" ({seeds} seed of 3)",

@@ -858,6 +858,28 @@ def test_the_comparison_shows_the_lac_defaults_seeds_pooled_over_its_runs(monkey
     assert cells["Resume"]["R-F1 default / pretrain_free / fast / TENER / spaCy"].startswith("98.50 / -")
 
 
+def test_the_lac_targets_read_the_defaults_pooled_seeds_against_pretrain_free(monkeypatch):
+    """Issue 55's "every other set >= today's default + 1.0": the LAC default's seeds of the comparison's runs pooled
+    (not one variant's run), against pretrain_free's mean over its seed runs."""
+    monkeypatch.setattr(report, "LAC_DEFAULT", {"Youku": [("full", "youku", "default")]})
+    monkeypatch.setattr(report, "SMALL_VECTORS_SEEDS", ("s0", "s1"))
+    free = lambda f1: {"figures": {"rows": [{"dataset": "youku", "system": "vectors", "f1": f1, "seeds": [0]}]}}  # noqa: E731
+    row = {"dataset": "youku", "system": "default", "f1": 85.5, "dev_f1": 85.0, "seeds": [0, 1, 2]}
+    records = {
+        "s0": free(84.0),
+        "s1": free(84.2),
+        "full": {"figures": {"rows": [{**row, "f1_per_seed": [85, 85.5, 86]}]}},
+    }
+    text, status = report.lac_others(records, margin=1.0)
+    assert (
+        text == "youku default 85.50 (3 seeds, pretrain_free 84.10 (2 seeds))"
+        and status == "met on set measured (1 of 4)"
+    )
+    records["full"]["figures"]["rows"][0]["f1_per_seed"] = [85, 85, 85]
+    text, status = report.lac_others(records, margin=1.0)
+    assert text.startswith("youku default 85.00") and status.startswith("not met")
+
+
 def test_the_resume_training_time_target_prefers_todays_default():
     old = {"figures": {"tables": [[{"wall time": "**9.4 min** (563.2 s)"}, {"wall time": "12.8 min (769.1 s)"}]]}}
     assert report.resume_training({"resume_training_time": old}) == (
