@@ -14,9 +14,9 @@ Nothing is trained, so in training the features of each window are computed once
 window's text, up to train_cache_mb): from the second epoch on a training step skips LAC's network for the
 sentences it has seen. Prediction always computes them.
 
-Nothing is trained. The weights come from LAC's sdist at initialize (pretrained/lac.py's open_lac: fetched through
-pip's index and cached, or a local copy) and are saved with the model: the network's state, and as its module's
-constructor arguments the vocabulary, q2b.dic and the dictionary segmenter's words. A saved pipeline loads
+The weights come from LAC's sdist at initialize (pretrained/lac.py's open_lac: fetched through pip's index and
+cached, or a local copy) and are saved with the model: the network's state, and as its module's constructor
+arguments the vocabulary, q2b.dic and the dictionary segmenter's words. A saved pipeline loads
 without the sdist.
 """
 
@@ -103,7 +103,10 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2
     texts, spans = [doc_text(doc) for doc in docs], [token_spans(doc) for doc in docs]
 
     def compute() -> List[numpy.ndarray]:
-        chars = char_features(model, module, texts, cache=model.attrs.get("train_cache") if is_train else None)
+        cache = model.attrs.get("train_cache") if is_train else None
+        if cache is not None:
+            cache.check(module)
+        chars = char_features(model, module, texts, cache=cache)
         return [token_means(doc_chars, doc_spans) for doc_chars, doc_spans in zip(chars, spans)]
 
     values = model.attrs["last_batch"].features(module, texts, spans, compute) if is_train else compute()
@@ -285,7 +288,8 @@ class TrainCache:
     Why a cache of our own: the features are frozen and depend on the window's text only, and a training reads the
     same sentences every epoch (LAC's network is most of a lac_context training step). It fills until full and then
     keeps what it has (an epoch reads the windows in a new order, so evicting would only churn). The arrays handed
-    out are read-only. Not saved, not pickled; initialize empties it (new weights).
+    out are read-only. Not saved, not pickled; initialize empties it, and so does check when the weights changed
+    (loaded into the layer: torch counts each in-place write of a tensor in its _version).
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -295,6 +299,14 @@ class TrainCache:
     def clear(self) -> None:
         self._entries: Dict[str, Tuple[numpy.ndarray, List[int]]] = {}
         self.n_bytes = 0
+        self._weights: Optional[Tuple[int, ...]] = None
+
+    def check(self, module: torch.nn.Module) -> None:
+        """Empty the cache if the module's weights were written since the last check."""
+        weights = (id(module),) + tuple(tensor._version for tensor in module.state_dict().values())
+        if weights != self._weights:
+            self.clear()
+            self._weights = weights
 
     def get(self, text: str) -> Optional[Tuple[numpy.ndarray, List[int]]]:
         return self._entries.get(text)
@@ -311,7 +323,7 @@ class TrainCache:
         return len(self._entries)
 
     def __getstate__(self) -> Dict:
-        return {"max_bytes": self.max_bytes, "_entries": {}, "n_bytes": 0}
+        return {"max_bytes": self.max_bytes, "_entries": {}, "n_bytes": 0, "_weights": None}
 
 
 def text_windows(model: Model, text: str):

@@ -209,6 +209,15 @@ def test_training_computes_each_window_once_and_prediction_always(fake_lac_sdist
         numpy.testing.assert_array_equal(got, expected)
     layer.initialize(X=docs)
     assert len(cache) == 0 and cache.n_bytes == 0
+    # Other weights loaded into the layer: the cache is emptied, the features are the new weights'.
+    layer.begin_update(docs)
+    other = initialized(fake_lac_sdist, train_cache_mb=0)
+    with torch.no_grad():
+        for tensor in torch_module(other).network.parameters():
+            tensor.mul_(0.5)
+    layer.from_bytes(other.to_bytes())
+    for got, expected in zip(layer.begin_update(docs)[0], other.begin_update(docs)[0]):
+        numpy.testing.assert_array_equal(got, expected)
     with pytest.raises(ValueError, match="train_cache_mb must be >= 0"):
         make_layer(train_cache_mb=-1)
 
