@@ -571,21 +571,14 @@ def lac_best(records: Records, dataset: str) -> Optional[dict]:
 
 def lac_default_pooled(records: Records, dataset: str) -> Optional[dict]:
     """Today's default (LAC's vectors) on dataset: every seed of its runs in the comparison ([comparison.lac]) pooled
-    (test F1 per seed, dev F1 averaged over the runs), as the README's column reads them."""
+    (pooled_seeds), as the README's column reads them."""
     rows = [
         row
         for runs in LAC_DEFAULT.values()
         for run in runs
         if run[1] == dataset and (row := dataset_row(records, *run))
     ]
-    if not rows:
-        return None
-    return {
-        "system": "default",
-        "f1": statistics.mean(f1 for row in rows for f1 in row.get("f1_per_seed") or [row["f1"]]),
-        "dev_f1": statistics.mean(row["dev_f1"] for row in rows),
-        "seeds": [seed for row in rows for seed in row["seeds"]],
-    }
+    return {"system": "default", **pooled_seeds(rows)} if rows else None
 
 
 def _lac_against(records: Records, dataset: str, goal: Callable[[float], float]) -> Tuple[str, str, bool]:
@@ -701,19 +694,26 @@ MSRA_ROW = (DATA["comparison"]["msra_label"], MSRA_DEFAULT, MSRA_FAST, None, MSR
 LAC_DEFAULT = {label: [tuple(run) for run in runs] for label, runs in DATA["comparison"].get("lac", {}).items()}
 
 
-def lac_default_row(records: Records, label: str) -> Optional[dict]:
-    """The LAC default's row of a comparison label: F1 mean and sd over every seed of its runs, with the seed count
-    (a run of several seeds gives each seed's F1, f1_per_seed)."""
-    rows = [row for run in LAC_DEFAULT.get(label, []) if (row := dataset_row(records, *run))]
-    if not rows:
-        return None
+def pooled_seeds(rows: List[dict]) -> dict:
+    """Runs' rows of one system pooled: test F1 mean and sd over every seed (a run of several seeds gives each seed's
+    F1, f1_per_seed), the seed count and list, R-F1 and dev F1 averaged over the runs."""
     f1s = [f1 for row in rows for f1 in row.get("f1_per_seed") or [row["f1"]]]
     return {
         "f1": statistics.mean(f1s),
         "f1_sd": statistics.stdev(f1s) if len(f1s) > 1 else None,
-        "r_f1": statistics.mean(row["r_f1"] for row in rows),
+        **{
+            key: statistics.mean(row[key] for row in rows) if all(key in row for row in rows) else None
+            for key in ("r_f1", "dev_f1")
+        },
         "n_seeds": len(f1s),
+        "seeds": [seed for row in rows for seed in row.get("seeds", [])],
     }
+
+
+def lac_default_row(records: Records, label: str) -> Optional[dict]:
+    """The LAC default's row of a comparison label: its runs pooled (pooled_seeds)."""
+    rows = [row for run in LAC_DEFAULT.get(label, []) if (row := dataset_row(records, *run))]
+    return pooled_seeds(rows) if rows else None
 
 
 def comparison(records: Records, n_rows: int = len(COMPARISON) + 1) -> Table:
