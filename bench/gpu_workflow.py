@@ -14,6 +14,7 @@ out of time is a row with its status; the figures it would have given are left o
 import argparse
 import datetime
 import json
+import os
 import time
 from pathlib import Path
 
@@ -180,7 +181,10 @@ def write_record(work: Path, output: Path) -> Path:
         "notes": notes,
     }
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
+    # Written beside, then renamed: the GPU tests' step records in the background while others run.
+    part = output.with_name(f"{output.name}.{os.getpid()}.part")
+    part.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
+    part.replace(output)
     return output
 
 
