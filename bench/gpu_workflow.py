@@ -135,7 +135,9 @@ def write_record(work: Path, output: Path) -> Path:
         f"{settings.get('eval_frequency')}), evaluate, package, then distill (the student: configs/student.cfg, "
         f"{settings.get('distill_steps')} steps; its seconds include the teacher's pass), on Resume; chars/s: "
         f"the fastest of 3 passes of nlp.pipe over the test texts on the {device}; each step time-boxed "
-        f"(status timeout), the whole under {settings.get('budget')} s. Empty cells: not measured."
+        f"(status timeout), the whole under {settings.get('budget')} s. Empty cells: not measured. Steps: "
+        + ", ".join(f"{row['step']} {row['status']} ({row['seconds']:.1f} s)" for row in steps)
+        + "."
     )
     step_rows = [
         {"step": row["step"], "status": row["status"], "seconds": round(row["seconds"], 1), "note": row["note"]}
@@ -177,7 +179,8 @@ def write_record(work: Path, output: Path) -> Path:
         "machine": {**machine(), "gpu": gpu},
         "code_version": settings.get("code_version") or code_version(),
         "figures": _json_safe(figures),
-        "table_rows": [step_rows, systems],
+        # The systems first: BENCHMARKS.md shows each result's first table (the steps are in the notes too).
+        "table_rows": [systems, step_rows],
         "notes": notes,
     }
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -102,11 +102,12 @@ def test_record_writes_the_steps_so_far(tmp_path):
     record = json.loads(output.read_text())
     assert record["name"] == "gpu_workflow" and record["code_version"]["commit"] == "abc"
     assert record["machine"]["gpu"].startswith("NVIDIA H100") and record["machine"]["cpu"]
-    assert [(row["step"], row["status"]) for row in record["table_rows"][0]] == [
+    assert [(row["step"], row["status"]) for row in record["table_rows"][1]] == [
         ("pytest-gpu", "ok"),
         ("train-transformer", "timeout"),
     ]
-    assert record["table_rows"][1] == [
+    assert "pytest-gpu ok (55.2 s), train-transformer timeout (300.0 s)." in record["notes"]
+    assert record["table_rows"][0] == [
         {
             "system": "bert_crf",
             "steps": 200,
@@ -125,7 +126,7 @@ def test_record_writes_the_steps_so_far(tmp_path):
     (work / "speed.json").write_text(json.dumps({"chars_per_s": 23456.7}))
     subprocess.run(args, check=True, cwd=REPO_ROOT)
     record = json.loads(output.read_text())
-    assert [record["table_rows"][1][0][key] for key in ("test P", "test R", "test F1", "chars/s")] == [
+    assert [record["table_rows"][0][0][key] for key in ("test P", "test R", "test F1", "chars/s")] == [
         80.0,
         78.0,
         79.0,
