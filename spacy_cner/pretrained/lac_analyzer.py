@@ -53,27 +53,34 @@ class DictionarySegmenter:
                 self.tree[word[:end]] = self.tree.get(word[:end], None)
 
     def __call__(self, text: str) -> List[str]:
+        # fast_cut's DAG and route, the same floats in the same order, without its dicts of lists: the best
+        # (score, last) of each start, from the end; ties to the larger last (the longer word), as max() of
+        # the (score, last) tuples does. A text's cut was a tenth of LacFeatures' time at prediction.
         length = len(text)
-        dag: Dict[int, List[int]] = {start: [start] for start in range(length)}
-        for start in range(length):
-            end = start + 1
-            word = text[start:end]
-            while end <= length and word in self.tree:
-                if self.tree[word]:
-                    dag[start].append(end - 1)
-                end += 1
-                word = text[start:end]
-        route: Dict[int, Tuple[float, int]] = {length: (0.0, 0)}
+        tree_get = self.tree.get
+        log_total = self.log_total
+        score_after = [0.0] * (length + 1)
+        best_end = [0] * (length + 1)
         for start in range(length - 1, -1, -1):
-            route[start] = max(
-                (log(self.tree.get(text[start : last + 1]) or 1) - self.log_total + route[last + 1][0], last)
-                for last in dag[start]
-            )
+            # The character alone: log(1) - log(total), whether or not it is a dictionary word.
+            best_score = log(1) - log_total + score_after[start + 1]
+            best_last = start
+            end = start + 1
+            prefix = tree_get(text[start:end], -1)
+            while prefix != -1:  # -1: not a prefix of a word; None: a prefix, not a word; else the word's length
+                if prefix:
+                    score = log(prefix) - log_total + score_after[end]
+                    if score > best_score or (score == best_score and end - 1 > best_last):
+                        best_score, best_last = score, end - 1
+                end += 1
+                prefix = tree_get(text[start:end], -1) if end <= length else -1
+            score_after[start] = best_score
+            best_end[start] = best_last + 1
         words: List[str] = []
         buffer = ""
         start = 0
         while start < length:
-            end = route[start][1] + 1
+            end = best_end[start]
             word = text[start:end]
             if ASCII_ALNUM.match(word) and len(word) == 1:
                 buffer += word

@@ -88,21 +88,26 @@ class BiGRULayer(nn.Module):
 
     def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Both directions in one loop over the steps, each step one batched product per gate group for both
-        (PaddleGRU's arithmetic, in the same order): half the steps' fixed cost of running them one after the other."""
+        (PaddleGRU's arithmetic, in the same order): half the steps' fixed cost of running them one after the other.
+
+        The backward direction reads the padded time axis from its end (a plain flip) with its state held at
+        zero on the padding, so each sequence starts from h_0 = 0 at its own last item, as reversing it within
+        its length does (flip_within), bit for bit: flip_within's gathers were a fifth of the layer's time."""
         forward_gru, backward_gru = self.forward_gru, self.backward_gru
         H = forward_gru.hidden_width
-        # shape: (2, batch, length, 3H): the backward direction's inputs reversed within each sequence.
+        steps = inputs.shape[1]
+        # shape: (2, batch, length, 3H): the backward direction's inputs from the last padded position back.
         gate_inputs = torch.stack(
-            [
-                self.forward_fc(inputs) + forward_gru.bias,
-                flip_within(self.backward_fc(inputs), lengths) + backward_gru.bias,
-            ]
+            [self.forward_fc(inputs) + forward_gru.bias, (self.backward_fc(inputs) + backward_gru.bias).flip(1)]
         )
         gate_weight = torch.stack([forward_gru.gate_weight, backward_gru.gate_weight])  # shape: (2, H, 2H)
         state_weight = torch.stack([forward_gru.state_weight, backward_gru.state_weight])  # shape: (2, H, H)
+        # shape: (length, batch, 1): 1 where step t's backward position, length - 1 - t, is inside the sequence.
+        positions = torch.arange(steps - 1, -1, -1, device=inputs.device).unsqueeze(1)
+        inside = (positions < lengths.unsqueeze(0)).unsqueeze(2).to(gate_inputs.dtype)
         hidden = gate_inputs.new_zeros(2, gate_inputs.shape[1], H)
-        outputs = gate_inputs.new_empty(2, gate_inputs.shape[1], gate_inputs.shape[2], H)
-        for step in range(gate_inputs.shape[2]):
+        outputs = gate_inputs.new_empty(2, gate_inputs.shape[1], steps, H)
+        for step in range(steps):
             x = gate_inputs[:, :, step]  # shape: (2, batch, 3H)
             update_reset = (
                 torch.baddbmm(x[..., : 2 * H], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
@@ -112,8 +117,9 @@ class BiGRULayer(nn.Module):
             candidate = torch.baddbmm(x[..., 2 * H :], reset * hidden, state_weight)
             candidate.mul_(2.0).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_().mul_(2.0).sub_(1.0)
             hidden = hidden - update * hidden + update * candidate  # gru_finalOutput, origin_mode False
+            hidden[1].mul_(inside[step])
             outputs[:, :, step] = hidden
-        return torch.cat([outputs[0], flip_within(outputs[1], lengths)], dim=-1)  # shape: (batch, length, 2H)
+        return torch.cat([outputs[0], outputs[1].flip(1)], dim=-1)  # shape: (batch, length, 2H)
 
 
 class LacNetwork(nn.Module):

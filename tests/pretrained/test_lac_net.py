@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from spacy_cner.pretrained.lac_analyzer import DictionarySegmenter, LacSegmenter, LacTagger, Lexicon
-from spacy_cner.pretrained.lac_net import LacNetwork, PaddleGRU, flip_within, viterbi_decode
+from spacy_cner.pretrained.lac_net import BiGRULayer, LacNetwork, PaddleGRU, flip_within, viterbi_decode
 
 from test_lac_pipeline import LAC_TAGS, SEG_TAGS, fake_network_tensors
 
@@ -55,6 +55,32 @@ def test_gru_matches_paddles_step_by_step_reference_in_a_padded_batch(reverse):
         reference_gru(gate_inputs[0, :5], weight.reshape(3, H, H).transpose(1, 0, 2).reshape(H, 3 * H), bias, reverse),
         atol=1e-3,
     )
+
+
+def test_bigru_layer_is_paddles_two_directions_bit_for_bit_in_a_padded_batch():
+    """BiGRULayer runs both directions in one loop, the backward one over the padded time axis from its end with
+    its state held at zero on the padding: on every real position it equals PaddleGRU's forward and reversed
+    runs (each sequence reversed within its own length) exactly, whatever the padding holds."""
+    torch.manual_seed(0)
+    H, lengths = 4, torch.tensor([6, 2, 5, 1])
+    layer = BiGRULayer(3, H)
+    for parameter in layer.parameters():
+        parameter.data.normal_(0, 0.8)
+    inputs = torch.randn(len(lengths), int(lengths.max()), 3) * 3.0
+    output = layer(inputs, lengths)
+    forward = layer.forward_gru(layer.forward_fc(inputs), lengths)
+    backward = layer.backward_gru(layer.backward_fc(inputs), lengths)
+    assert output.shape == (len(lengths), int(lengths.max()), 2 * H)
+    for row, length in enumerate(lengths.tolist()):
+        assert torch.equal(output[row, :length, :H], forward[row, :length])
+        assert torch.equal(output[row, :length, H:], backward[row, :length])
+    # Other padding changes nothing on the real positions.
+    noisy = inputs.clone()
+    for row, length in enumerate(lengths.tolist()):
+        noisy[row, length:] = 100.0
+    again = layer(noisy, lengths)
+    for row, length in enumerate(lengths.tolist()):
+        assert torch.equal(again[row, :length], output[row, :length])
 
 
 def test_flip_within_reverses_each_sequence_inside_its_length():
