@@ -19,6 +19,7 @@ from spacy.util import registry
 from spacy.vectors import Vectors
 from wasabi import msg
 
+from ..layers.soft_lexicon import principal_directions
 from ..pretrained.fetch import download_progress
 from ..pretrained.lac import LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
 from .vectors import VectorSettings, train_corpus_texts, train_on_the_train_corpus
@@ -115,6 +116,7 @@ def make_lac_vectors(
     seed: Optional[int] = 0,
     max_length: int = 2,
     dtype: str = "float32",
+    projected_width: Optional[int] = None,
 ) -> Callable[[Language], Language]:
     """[initialize.before_init]: give the pipeline's vocab LAC's character and bigram vectors (fetched
     through pip's package index the first time, hash-checked, cached), completed for the train
@@ -133,6 +135,9 @@ def make_lac_vectors(
         CharBigramEmbed reads; more for SoftLexicon.v2's word vectors).
     dtype (str): "float32", or "float16" to store the (frozen) vectors in half the space; they are
         read into float32.
+    projected_width (Optional[int]): Keep only the vectors' coordinates on their projected_width principal
+        directions (uncentered, as SoftLexicon.v2's vector_width; fitted on the rows at initialize): a
+        smaller table and input layer, e.g. for a distilled student; None: the vectors as they are.
     RETURNS (Callable[[Language], Language]): The callback.
     """
     if missing not in MISSING:
@@ -141,6 +146,8 @@ def make_lac_vectors(
         raise ValueError(
             f"spacy-cner.lac_vectors.v1: dtype float32 or float16 and max_length >= 1, got {dtype!r}, {max_length}."
         )
+    if projected_width is not None and projected_width < 1:
+        raise ValueError(f"spacy-cner.lac_vectors.v1: projected_width must be null or >= 1, got {projected_width}.")
     settings = VectorSettings(
         width=width, window=window, epochs=epochs, min_count=min_count, seed=0 if seed is None else seed, workers=1
     )
@@ -160,13 +167,22 @@ def make_lac_vectors(
             )
         lac = open_lac(sdist, progress=download_progress())
         keys, rows, data, counts = combine(*lac_table(lac, max_length), texts, missing, settings)
+        if projected_width is not None:
+            if projected_width > data.shape[1]:
+                raise ValueError(
+                    f"spacy-cner.lac_vectors.v1: projected_width {projected_width} is more than the vectors' "
+                    f"width {data.shape[1]}: lower it or set it to null."
+                )
+            data = (data @ principal_directions(data, projected_width)).astype("float32")
+            counts["width"] = projected_width
         nlp.vocab.vectors = shared_vectors(
             nlp.vocab.strings, keys, rows, data.astype(dtype), f"{nlp.lang}_lac_{missing}.vectors"
         )
         credit(nlp)
         msg.info(
             f"Vectors: LAC's {counts['lac_keys']:,} characters and words, {counts['added_keys']:,} keys of the train "
-            f"corpus added ({missing}), width {counts['width']} ({time.perf_counter() - start:.0f} s)"
+            f"corpus added ({missing}), width {counts['width']}{' (projected)' if projected_width else ''} "
+            f"({time.perf_counter() - start:.0f} s)"
         )
         return nlp
 

@@ -313,6 +313,28 @@ def test_before_init_gives_the_vocab_lacs_vectors_and_credits_lac(fake_lac, tmp_
         make_lac_vectors(str(train), missing="zero")
 
 
+def test_projected_width_keeps_the_vectors_on_their_principal_directions(fake_lac):
+    full, projected = spacy.blank("zh"), spacy.blank("zh")
+    make_lac_vectors(None, missing="none", sdist=str(fake_lac))(full)
+    make_lac_vectors(None, missing="none", sdist=str(fake_lac), projected_width=2)(projected)
+    data, small = full.vocab.vectors.data, projected.vocab.vectors.data
+    assert small.shape == (data.shape[0], 2) and small.dtype == numpy.float32
+    assert list(projected.vocab.vectors.keys()) == list(full.vocab.vectors.keys())
+    # The reference: the top right singular vectors of the rows (uncentered), up to each column's sign.
+    _, singular, vt = numpy.linalg.svd(data.astype("float64"), full_matrices=False)
+    expected = data.astype("float64") @ vt[:2].T
+    for column in range(2):
+        assert numpy.allclose(small[:, column], expected[:, column], atol=1e-4) or numpy.allclose(
+            small[:, column], -expected[:, column], atol=1e-4
+        )
+    # As much of the rows as two directions can keep: the energy of the top two singular values.
+    assert numpy.isclose((small.astype("float64") ** 2).sum(), (singular[:2] ** 2).sum(), rtol=1e-4)
+    with pytest.raises(ValueError, match="projected_width 500 is more than the vectors' width"):
+        make_lac_vectors(None, missing="none", sdist=str(fake_lac), projected_width=500)(spacy.blank("zh"))
+    with pytest.raises(ValueError, match="projected_width must be null or >= 1"):
+        make_lac_vectors(None, missing="none", projected_width=0)
+
+
 def test_before_init_on_a_corpus_too_small_for_min_count_learns_with_1(fake_lac, tmp_path, capsys):
     """As the self-trained vectors: a toy or first-round corpus (no character twice) still trains, said."""
     train = write_corpus(tmp_path / "train.spacy", ["张三去了上海", "我在北京市工作"])
