@@ -22,9 +22,35 @@ TRANSFORMER_CONFIGS = [
 ]
 
 
-def test_script_parses():
-    result = subprocess.run(["bash", "-n", str(BENCH / "gpu_workflow.sh")], capture_output=True, text=True)
+@pytest.mark.parametrize("script", ["gpu_workflow.sh", "gpu_session.sh"])
+def test_script_parses(script):
+    result = subprocess.run(["bash", "-n", str(BENCH / script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_session_runs_parse_as_bench_slow_start_arguments():
+    """gpu_session.sh's slow-start runs name systems and settings bench_slow_start.py accepts (a typo would cost
+    a run on the device)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_slow_start
+    finally:
+        sys.path.remove(str(BENCH))
+    text = (BENCH / "gpu_session.sh").read_text(encoding="utf8")
+    runs = text.split("RUNS=(", 1)[1].split("\n)", 1)[0].strip().splitlines()
+    assert len(runs) >= 6
+    for line in runs:
+        name, arguments = shlex.split(line)[0].split("|", 1)
+        args = shlex.split(arguments)
+        systems = args[args.index("--systems") + 1 :]
+        systems = systems[: next((i for i, arg in enumerate(systems) if arg.startswith("--")), len(systems))]
+        assert systems and set(systems) <= set(bench_slow_start.SYSTEMS), (name, systems)
+        for index, arg in enumerate(args):
+            if arg == "--variant":
+                variant_name, _, settings = args[index + 1].partition(":")
+                assert variant_name and "=" in settings and settings.startswith("components."), line
+            elif arg == "--learn-rate":
+                assert float(args[index + 1]) > 0
 
 
 def transformer_commands(overrides=None) -> dict:
