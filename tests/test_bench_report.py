@@ -855,7 +855,8 @@ def test_the_comparison_shows_the_lac_defaults_seeds_pooled_over_its_runs(monkey
     cells = {row[0]: dict(zip(columns, row)) for row in rows}
     lac = "default: LAC's vectors (seeds so far)"
     assert cells["Resume"][lac] == "96.00 ± 1.00 (3 seeds)" and cells["Youku"][lac] == ""
-    assert cells["Resume"]["R-F1 default / pretrain_free / fast / TENER / spaCy"].startswith("98.50 / -")
+    # R-F1: the runs' means weighted by their seeds, (99.0 + 2 x 98.0) / 3.
+    assert cells["Resume"]["R-F1 default / pretrain_free / fast / TENER / spaCy"].startswith("98.33 / -")
 
 
 def test_the_lac_targets_read_the_defaults_pooled_seeds_against_pretrain_free(monkeypatch):
@@ -1032,7 +1033,33 @@ def test_the_msra_target_reads_lacs_run_beside_pretrain_free():
     assert report.lac_msra({}, goal=92.0, recall_gain=3.0)[1] == "not measured"
     records = {report.LAC_MSRA: {"figures": {"rows": [row("default", 89.9, 90.5, 73.1), row("lac", 92.5, 91.0, 76.2)]}}}
     text, status = report.lac_msra(records, goal=92.0, recall_gain=3.0)
-    assert text.startswith("92.50 (seed 0; pretrain_free beside it 89.90; dev 91.00 against 90.50)")
+    assert text.startswith("92.50 (seed 0; pretrain_free beside seed 0 89.90; dev 91.00 against 90.50)")
     assert text.endswith("recall 76.2 against 73.1") and status == "met (1 seed of 3)"
     records[report.LAC_MSRA]["figures"]["rows"][1]["r_unseen"] = 75.0
     assert report.lac_msra(records, goal=92.0, recall_gain=3.0)[1] == "not met (1 seed of 3)"
+
+
+def test_the_msra_target_pools_the_defaults_seeds_weighted_by_seed(monkeypatch):
+    """With the default's MSRA runs in [comparison.lac] (seed 0 as "lac" beside pretrain_free, seeds 1-2 later), the
+    target reads their seeds pooled: F1 over the three seeds, dev F1 and unseen recall weighted by each run's seeds."""
+    runs = [(report.LAC_MSRA, "msra", "lac"), ("later", "msra", "default")]
+    monkeypatch.setattr(report, "LAC_DEFAULT", {"MSRA": runs})
+    side = [
+        {"dataset": "msra", "system": "default", "f1": 90.0, "dev_f1": 86.9, "r_unseen": 69.0, "seeds": [0]},
+        {"dataset": "msra", "system": "lac", "f1": 91.0, "dev_f1": 88.0, "r_unseen": 74.0, "seeds": [0]},
+    ]
+    later = {
+        "dataset": "msra",
+        "system": "default",
+        "f1": 92.5,
+        "f1_per_seed": [92.0, 93.0],
+        "dev_f1": 88.6,
+        "r_unseen": 77.0,
+        "seeds": [1, 2],
+    }
+    records = {report.LAC_MSRA: {"figures": {"rows": side}}, "later": {"figures": {"rows": [later]}}}
+    text, status = report.lac_msra(records, goal=92.0, recall_gain=3.0)
+    assert text.startswith("92.00 (seeds 0, 1, 2; pretrain_free beside seed 0 90.00; dev 88.40 against 86.90)")
+    assert text.endswith("recall 76.0 against 69.0") and status == "met"
+    later["f1_per_seed"] = [91.0, 92.0]
+    assert report.lac_msra(records, goal=92.0, recall_gain=3.0)[1] == "not met"
