@@ -30,6 +30,17 @@ def entities(nlp, texts=TEXTS):
     return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
 
 
+def assert_scores_or_none(nlp):
+    """Entity probabilities in [0, 1] where the pipe keeps them (spans_key); none where it keeps no span group
+    (the student config: spans_key null, Viterbi only)."""
+    ner = nlp.get_pipe("crf_ner")
+    if ner.spans_key is not None:
+        scores = [doc.spans[ner.spans_key].attrs["scores"] for doc in nlp.pipe(TEXTS) if len(doc)]
+        assert scores and all(((s >= 0) & (s <= 1)).all() for s in scores)
+    else:
+        assert not any(doc.spans for doc in nlp.pipe(TEXTS))
+
+
 @pytest.mark.parametrize("name", CONFIG_NAMES)
 def test_config_trains_and_predicts_on_gpu(name, request, tmp_path):
     import cupy
@@ -48,11 +59,7 @@ def test_config_trains_and_predicts_on_gpu(name, request, tmp_path):
         losses = [nlp.update(examples, sgd=optimizer)["crf_ner"] for _ in range(5)]
         assert all(torch.isfinite(torch.tensor(losses)))
         on_gpu = entities(nlp)
-        if ner.spans_key is not None:  # the student config keeps no scores (spans_key null: Viterbi only)
-            scores = [doc.spans[ner.spans_key].attrs["scores"] for doc in nlp.pipe(TEXTS) if len(doc)]
-            assert scores and all(((s >= 0) & (s <= 1)).all() for s in scores)
-        else:
-            assert not any(doc.spans for doc in nlp.pipe(TEXTS))
+        assert_scores_or_none(nlp)
         nlp.to_disk(tmp_path / "model")
     finally:
         require_cpu()
@@ -101,10 +108,6 @@ def test_mixed_precision_skips_overflowed_steps(name, request):
             if node.has_param(param) and not bool(node.ops.xp.isfinite(node.get_param(param)).all())
         ]
         assert not bad, f"non-finite weights after overflowed steps: {bad}"
-        if ner.spans_key is not None:  # the student config keeps no scores (spans_key null: Viterbi only)
-            scores = [doc.spans[ner.spans_key].attrs["scores"] for doc in nlp.pipe(TEXTS) if len(doc)]
-            assert scores and all(((s >= 0) & (s <= 1)).all() for s in scores)
-        else:
-            assert not any(doc.spans for doc in nlp.pipe(TEXTS))
+        assert_scores_or_none(nlp)
     finally:
         require_cpu()

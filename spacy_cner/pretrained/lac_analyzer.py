@@ -61,9 +61,9 @@ class DictionarySegmenter:
         log_total = self.log_total
         score_after = [0.0] * (length + 1)
         best_end = [0] * (length + 1)
+        alone = log(1) - log_total  # a character alone, whether or not it is a dictionary word
         for start in range(length - 1, -1, -1):
-            # The character alone: log(1) - log(total), whether or not it is a dictionary word.
-            best_score = log(1) - log_total + score_after[start + 1]
+            best_score = alone + score_after[start + 1]
             best_last = start
             end = start + 1
             prefix = tree_get(text[start:end], -1)
