@@ -1063,3 +1063,35 @@ def test_the_msra_target_pools_the_defaults_seeds_weighted_by_seed(monkeypatch):
     assert text.endswith("recall 76.0 against 69.0") and status == "met"
     later["f1_per_seed"] = [91.0, 92.0]
     assert report.lac_msra(records, goal=92.0, recall_gain=3.0)[1] == "not met"
+
+
+def test_profile_pipeline_times_each_stage_and_layer(tmp_path):
+    """bench/profile_pipeline.py on a small trained pipeline: the top-level stages make up the total, the
+    model's layers (in pre-order, indented by depth) each take at most their parent's time, and no label
+    holds a '|' (a Markdown cell's end)."""
+    from spacy.tokens import DocBin
+
+    from conftest import TRAIN_DATA, write_docs
+    from toy_pipe import load_trained
+
+    nlp = load_trained("BIOES")
+    nlp.to_disk(tmp_path / "model")
+    corpus = write_docs(tmp_path / "test.spacy")
+    rows, n_texts, n_chars = _module("profile_pipeline").profile(tmp_path / "model", corpus, depth=3, repeats=1)
+    assert n_texts == len(TRAIN_DATA) and n_chars == sum(len(text) for text, _ in TRAIN_DATA)
+    assert n_texts == len(list(DocBin().from_disk(corpus).get_docs(nlp.vocab)))
+    us = {stage: value for stage, value, _ in rows}
+    top = ["tokenizer", "crf_ner.predict", "crf_ner.set_annotations"]
+    assert list(us)[:3] == top and list(us)[-1] == "total"
+    assert sum(us[stage] for stage in top) == pytest.approx(us["total"])
+    assert sum(share for stage, _, share in rows if stage in top) == pytest.approx(100.0)
+    layers = [(stage.split(": ", 1)[1], value) for stage, value, _ in rows if stage.startswith("crf_ner.predict: ")]
+    assert layers[0][0] == "0 crf_tagger" and layers[0][1] <= us["crf_ner.predict"]
+    assert layers[-1][0] == "the rest (decoding, copies)"
+    timed = {label.split(" ")[0]: value for label, value in layers[:-1]}
+    assert len(timed) > 3 and all(value > 0 for value in timed.values())
+    for path, value in timed.items():
+        parent = path.rsplit(".", 1)[0]
+        if parent != path and parent in timed:
+            assert value <= timed[parent]
+    assert not any("|" in stage for stage in us)
