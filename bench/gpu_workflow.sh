@@ -194,13 +194,14 @@ step package 150 60 "$LOG" "${SPACY_RUN[@]}" package "$PROJECT" "${VARS[@]}" --v
 
 # ---- (d) the distillation route (issue 58): the transformer trained above teaches the CPU student -------
 # project.yml's `distill` (the teacher's soft targets on the train split through annotate's engine on this GPU,
-# then configs/student.cfg trained on them for DISTILL_STEPS), the student evaluated on test. Skipped, saying
-# so, where `python -m spacy_cner distill` does not exist.
+# then configs/student_pretrain_free.cfg trained on them for DISTILL_STEPS: student.cfg fetches LAC's vectors
+# through a package index the device cannot reach), the student evaluated on test. Skipped, saying so, where
+# `python -m spacy_cner distill` does not exist.
 if timeout 60 "$PY" -m spacy_cner distill --help > "$WORK/distill_help.txt" 2>&1; then
     if [ -d "$MODEL" ]; then
         step distill 150 20 "$OUT/distill.log" "${SPACY_RUN[@]}" distill "$PROJECT" "${VARS[@]}" \
-            --vars.max_steps "$DISTILL_STEPS"
-        STUDENT=$PROJECT/training/resume/student/model-best
+            --vars.max_steps "$DISTILL_STEPS" --vars.distill_config student_pretrain_free
+        STUDENT=$PROJECT/training/resume/student_pretrain_free/model-best
         if [ -d "$STUDENT" ]; then
             step distill-evaluate 60 0 "$OUT/distill.log" "$PY" -m spacy_cner evaluate "$STUDENT" \
                 "$PROJECT/corpus/resume/test.spacy" --output "$WORK/student_metrics.json" \

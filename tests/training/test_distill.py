@@ -240,9 +240,10 @@ def corpus(tmp_path_factory):
     }
 
 
-def test_student_reproduces_the_teachers_entities(corpus, tmp_path):
-    """A student of another architecture (configs/student.cfg: a CNN window encoder), trained on the
-    teacher's soft targets alone (gold weight 0), tags the train and unlabeled texts as its teacher does."""
+def test_student_reproduces_the_teachers_entities(corpus, tmp_path, fake_lac_sdist):
+    """A student of another architecture (configs/student.cfg: a CNN window encoder over hash embeddings and
+    LAC's vectors, here a fabricated sdist's on their 3 principal directions), trained on the teacher's soft
+    targets alone (gold weight 0), tags the train and unlabeled texts as its teacher does."""
     from spacy_cner.training.distill import distill
 
     summary = distill(
@@ -255,13 +256,19 @@ def test_student_reproduces_the_teachers_entities(corpus, tmp_path):
         gold_weight=0.0,
         max_steps=100,
         progress=False,
-        overrides={"training.max_epochs": 0, "training.eval_frequency": 25},
+        overrides={
+            "training.max_epochs": 0,
+            "training.eval_frequency": 25,
+            "paths.lac_sdist": str(fake_lac_sdist),
+            "initialize.before_init.projected_width": 3,
+        },
     )
     assert summary.teacher.docs == len(TRAIN_DATA) + len(UNLABELED)
     assert summary.student == tmp_path / "out" / "model-best" and summary.student.is_dir()
     texts = [text for text, _ in TRAIN_DATA] + [text for text in UNLABELED if text]
     teacher = spacy.load(corpus["teacher"])
     student = spacy.load(tmp_path / "out" / "model-last")
+    assert student.vocab.vectors.shape[1] == 3 and student.vocab.vectors.data.dtype == numpy.float16
     assert student.get_pipe("crf_ner").labels == teacher.get_pipe("crf_ner").labels
     found = entities(student.pipe(texts))
     assert found == entities(teacher.pipe(texts))
@@ -328,9 +335,10 @@ def stored_targets(shards):
     return out
 
 
-def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
+def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path, toy_vectors):
     """`distill` killed in its teacher pass (after its first shard) and run again: the shards written
-    before are kept as they were (not recomputed), the rest written, the targets those of one pass."""
+    before are kept as they were (not recomputed), the rest written, the targets those of one pass. The
+    student reads toy vectors (--paths.vectors, a config override) instead of fetching LAC's."""
     texts = [
         f"{name}在{place}工作"
         for name, place in itertools.product(["张三", "李四", "王五"] * 50, ["北京市", "上海", "深圳", "广州"])
@@ -359,6 +367,8 @@ def test_cli_resumes_the_teacher_pass_after_a_kill(corpus, tmp_path):
         "--max-steps",
         "2",
         "--quiet",
+        "--paths.vectors",
+        str(toy_vectors),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     shards = output / "teacher" / "shards"
