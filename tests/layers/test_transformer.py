@@ -199,3 +199,30 @@ def test_import_spacy_cner_leaves_transformers_unimported():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-2:] == ["[]", "True True"]
+
+
+def test_transformer_configs_without_spacy_transformers_say_what_to_install():
+    """spacy-transformers is an extra (spaCy imports an installed plugin's factories at every spacy.load):
+    without it, the transformer layer's registered name raises an ImportError naming the extra to install;
+    the character configs' layers still resolve."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['spacy_transformers'] = None  # as if not installed: importing it raises\n"
+        "import spacy_cner\n"
+        "from spacy.util import registry\n"
+        "print(registry.architectures.get('spacy-cner.CharBigramEmbed.v1').__name__)\n"
+        "try:\n"
+        "    registry.architectures.get('spacy-cner.TransformerTok2Vec.v1')\n"
+        "except ImportError as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-2] == "CharBigramEmbed"
+    assert (
+        lines[-1].startswith("ImportError spacy-cner.TransformerTok2Vec.v1") and "spacy-cner[transformers]" in lines[-1]
+    )

@@ -15,7 +15,8 @@ all L + 1 layers are fine-tuned through the mix.
 A LEBERT lexicon adapter runs inside the transformer (layers/lexicon_adapter.py, lexicon_hook).
 
 model.py (and with it spacy-transformers and transformers, seconds to import) is imported on first use of
-TransformerTok2Vec, not by `import spacy_cner`: a character BiLSTM pipeline never needs it. A config that
+TransformerTok2Vec, not by `import spacy_cner`: a character BiLSTM pipeline never needs it. spacy-transformers is
+an extra (`spacy-cner[transformers]`): installed, spaCy imports its factories at every spacy.load. A config that
 names spacy-cner.TransformerTok2Vec.v1 finds it through setup.cfg's entry point.
 """
 
@@ -29,7 +30,16 @@ __all__ = ["TransformerTok2Vec", "TRANSFORMER_TOK2VEC"]
 
 def __getattr__(name: str) -> Any:
     if name == "TransformerTok2Vec":
-        from .model import TransformerTok2Vec
-
+        try:
+            from .model import TransformerTok2Vec
+        except ModuleNotFoundError as error:
+            missing = (error.name or "").split(".")[0]
+            if missing not in ("spacy_transformers", "transformers"):
+                raise
+            raise ImportError(
+                f"spacy-cner.TransformerTok2Vec.v1 (the transformer configs) needs {missing}, which is not "
+                'installed: pip install "spacy-cner[transformers]" (spacy-transformers and Hugging Face '
+                "transformers; an extra, so that other pipelines load without importing them)."
+            ) from error
         return TransformerTok2Vec
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
