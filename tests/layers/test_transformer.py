@@ -205,8 +205,8 @@ def test_transformer_configs_without_spacy_transformers_say_what_to_install():
     """spacy-transformers is an extra (spaCy imports an installed plugin's factories at every spacy.load):
     without it, the transformer layer's registered name raises an ImportError naming the extra to install;
     the character configs' layers still resolve."""
-    import subprocess
-    import sys
+    from conftest import REPO_ROOT
+    from toy_pipe import run_python
 
     code = (
         "import sys\n"
@@ -219,7 +219,7 @@ def test_transformer_configs_without_spacy_transformers_say_what_to_install():
         "except ImportError as error:\n"
         "    print(type(error).__name__, error)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = run_python(code, REPO_ROOT)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[-2] == "CharBigramEmbed"
