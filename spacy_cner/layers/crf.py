@@ -155,39 +155,48 @@ class ConstrainedCRF(TorchCRF, RebuildableModule):
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[numpy.ndarray]:
         """The best path per sequence, shapes as in forward.
 
-        pytorch-crf's _viterbi_decode, with the backtrace vectorised over the batch (its own
-        reads one tensor element per sequence and step with .item()) and the back-pointers
-        kept as int16 (a quarter of the memory): faster than pytorch-crf's on a batch of
-        windows, as fast on one long sequence.
+        pytorch-crf's _viterbi_decode, with three changes for speed on CPU, where a batch of
+        sentences of mixed lengths is the common case:
+        - each step computes only the sequences still running (pytorch-crf computes every padded
+          position and keeps the old score there): the sequences sorted longest first, step i
+          updates the first k_i rows, as torch's packed sequences do, so a batch costs its real
+          length x tags^2 rather than its longest length x size x tags^2 (five times less on
+          Resume's test sentences, whose 33 tags made the padded cost most of a student's time);
+        - the emission is added after the max over the previous tag (it does not depend on it);
+        - the back-pointers are kept as int16 and the backtrace is vectorised over the batch (its
+          own reads one tensor element per sequence and step with .item()).
         """
         n_docs, n_steps, n_tags = emissions.shape
         lengths = mask.sum(dim=1).cpu().numpy()
-        # shape: (length - 1, batch, n_tags): the best previous tag per step and tag
-        history = [torch.zeros((0, n_docs, n_tags), dtype=torch.int16, device=emissions.device)]
-        pending = []
+        # Longest first, so that the sequences running at step i are the first n_running[i].
+        order = numpy.argsort(-lengths, kind="stable")
+        lengths = lengths[order]
+        n_running = (lengths[None, :] > numpy.arange(n_steps)[:, None]).sum(axis=1).tolist()
         # Time first, as pytorch-crf: each step reads contiguous rows.
-        steps, step_mask = emissions.transpose(0, 1).contiguous(), mask.transpose(0, 1).unsqueeze(2).contiguous()
+        steps = emissions[torch.as_tensor(order, device=emissions.device)].transpose(0, 1).contiguous()
+        # shape: (length - 1, batch, n_tags): the best previous tag per step and tag; 0 where done
+        history = torch.zeros((max(n_steps - 1, 0), n_docs, n_tags), dtype=torch.int16, device=emissions.device)
         with parametrize.cached():
             transitions = self.transitions
             score = self.start_transitions + steps[0]
             for i in range(1, n_steps):
-                next_score, indices = (score.unsqueeze(2) + transitions + steps[i].unsqueeze(1)).max(dim=1)
-                score = torch.where(step_mask[i], next_score, score)
-                pending.append(indices)
-                if len(pending) == 1024 or i == n_steps - 1:
-                    history.append(torch.stack(pending).to(torch.int16))
-                    pending = []
+                k = n_running[i]
+                best, indices = (score[:k].unsqueeze(2) + transitions).max(dim=1)
+                score[:k] = best + steps[i, :k]
+                history[i - 1, :k] = indices
             score = score + self.end_transitions
-        history = torch.cat(history).cpu().numpy()
+        history = history.cpu().numpy()
         tags = numpy.zeros((n_docs, n_steps), dtype=numpy.int64)
         rows = numpy.arange(n_docs)
         current = score.argmax(dim=1).cpu().numpy()
         tags[rows, lengths - 1] = current
         for i in range(n_steps - 1, 0, -1):
-            active = i < lengths
-            current = numpy.where(active, history[i - 1, rows, current], current)
-            tags[rows[active], i - 1] = current[active]
-        return [tags[d, : lengths[d]] for d in range(n_docs)]
+            k = n_running[i]
+            current[:k] = history[i - 1, rows[:k], current[:k]]
+            tags[:k, i - 1] = current[:k]
+        row_of = numpy.empty_like(order)
+        row_of[order] = rows
+        return [tags[row, : lengths[row]] for row in row_of]
 
 
 class _AllowedPathsLogLikelihood(torch.autograd.Function):

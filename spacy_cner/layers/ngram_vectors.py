@@ -1,7 +1,7 @@
 """Frozen character and bigram vectors read from the pipeline's vocab, looked up in bulk."""
 
 from collections import OrderedDict
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy
 from spacy.attrs import LENGTH, ORTH
@@ -127,15 +127,24 @@ class _VectorIndex:
         order = numpy.argsort(keys, kind="stable")
         self.keys, self.rows = keys[order], rows[order]
         left, right, pair_rows, complete = [], [], [], True
+        strings = vectors.strings
+        char_ids: Dict[str, int] = {}  # a character's key hashed once, not once per pair it is in
         for key, row in key2row.items():
             try:
-                text = vectors.strings[key]
+                text = strings[key]
             except (KeyError, IndexError):
                 complete = False  # a key without its text: bigrams are looked up by their text
                 break
             if len(text) == 2:
-                left.append(get_string_id(text[0]))
-                right.append(get_string_id(text[1]))
+                first, second = text
+                left_id = char_ids.get(first)
+                if left_id is None:
+                    left_id = char_ids[first] = get_string_id(first)
+                right_id = char_ids.get(second)
+                if right_id is None:
+                    right_id = char_ids[second] = get_string_id(second)
+                left.append(left_id)
+                right.append(right_id)
                 pair_rows.append(row)
         self.pairs = complete
         left_keys = numpy.asarray(left, dtype="uint64")

@@ -456,6 +456,27 @@ def test_viterbi_equals_pytorch_crf_in_length_groups():
     assert [path.tolist() for path in decoded] == [next(expected) if n else [] for n in lengths]
 
 
+def test_viterbi_runs_only_the_unfinished_sequences_in_any_order():
+    """One viterbi call over sequences of mixed lengths in no particular order (steps past a
+    sequence's end compute only the others) gives pytorch-crf's paths, each in its own place."""
+    tag_names = get_tag_names(["X", "Y", "Z", "W"], "BIOES")
+    model = make_crf(tag_names, seed=11)
+    crf = torch_module(model)
+    rng = numpy.random.default_rng(11)
+    lengths = [5, 1, 9, 5, 2, 9, 1]
+    padded = torch.zeros((len(lengths), max(lengths), len(tag_names)))
+    mask = torch.zeros((len(lengths), max(lengths)), dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        padded[i, :n] = torch.from_numpy(rng.normal(0, 3, (n, len(tag_names))).astype("float32"))
+        mask[i, :n] = True
+    with torch.no_grad():
+        decoded = crf.viterbi(padded, mask)
+        with torch.nn.utils.parametrize.cached():
+            expected = crf._viterbi_decode(padded.transpose(0, 1), mask.transpose(0, 1))
+    assert [len(path) for path in decoded] == lengths
+    assert [path.tolist() for path in decoded] == expected
+
+
 def is_entity(path, tag_names, scheme, start, end, label):
     """Whether tokens start..end - 1 of the tag path form one entity of label."""
     tags = [tag_names[i] for i in path]
