@@ -1,7 +1,7 @@
 """Frozen character and bigram vectors read from the pipeline's vocab, looked up in bulk."""
 
 from collections import OrderedDict
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy
 from spacy.attrs import LENGTH, ORTH
@@ -126,9 +126,8 @@ class _VectorIndex:
         rows = numpy.fromiter(key2row.values(), dtype="int64", count=len(key2row))
         order = numpy.argsort(keys, kind="stable")
         self.keys, self.rows = keys[order], rows[order]
-        left, right, pair_rows, complete = [], [], [], True
+        pairs, pair_rows, complete = [], [], True
         strings = vectors.strings
-        char_ids: Dict[str, int] = {}  # a character's key hashed once, not once per pair it is in
         for key, row in key2row.items():
             try:
                 text = strings[key]
@@ -136,16 +135,12 @@ class _VectorIndex:
                 complete = False  # a key without its text: bigrams are looked up by their text
                 break
             if len(text) == 2:
-                first, second = text
-                left_id = char_ids.get(first)
-                if left_id is None:
-                    left_id = char_ids[first] = get_string_id(first)
-                right_id = char_ids.get(second)
-                if right_id is None:
-                    right_id = char_ids[second] = get_string_id(second)
-                left.append(left_id)
-                right.append(right_id)
+                pairs.append(text)
                 pair_rows.append(row)
+        # Each character's key hashed once, not once per pair it is in.
+        char_ids = {char: get_string_id(char) for char in {char for pair in pairs for char in pair}}
+        left = [char_ids[pair[0]] for pair in pairs]
+        right = [char_ids[pair[1]] for pair in pairs]
         self.pairs = complete
         left_keys = numpy.asarray(left, dtype="uint64")
         right_keys = numpy.asarray(right, dtype="uint64")
