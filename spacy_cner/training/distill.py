@@ -518,9 +518,9 @@ def distill(
     texts (Sequence[Path]): Unlabeled text: files, folders or globs as annotate reads them (a .txt with one
         text per line, .jsonl, .parquet, .csv, .tsv); "" is left out. Never a split that will be scored.
     temperature (float): The teacher's and the student's CRF scores are divided by it in the loss. 2.0:
-        three E-commerce students of one teacher at T = 2 against T = 1, dev 73.49 against 72.86, test
-        74.79 against 73.95 (bench/results/distill_ecommerce_temperature.json); the softer targets carry more
-        of the teacher's second choices.
+        students at T = 2 against T = 1 were higher on dev on five of six sets (E-commerce 73.49 against 72.86
+        over three students, MSRA +1.14) and tied on Resume (bench/results/distill_*_temperature.json); the
+        softer targets carry more of the teacher's second choices.
     gold_weight (float): The gold negative log-likelihood's weight beside the KL.
     max_steps (Optional[int]): Stop training after this many steps (None: the config's).
     shard_size, batch_size, engine, n_process, gpu_id, address, workers, gpus_per_worker: the teacher
