@@ -18,6 +18,18 @@ _PAIR_MIX = numpy.uint64(0x9E37_79B9_7F4A_7C15)
 # The bulk indexes of the last few vectors tables seen (a pipeline has one).
 _INDEXES: "OrderedDict[int, _VectorIndex]" = OrderedDict()
 _MAX_INDEXES = 4
+# An int8 vectors table (spacy-cner.lac_vectors.v1's dtype "int8") holds each column scaled into [-1, 1]
+# in steps of 1/127: read as its values times INT8_STEP.
+INT8_STEP = 1.0 / 127
+
+
+def float32_rows(data, xp=numpy):
+    """Rows of a vectors table (or the whole table) as float32: an int8 table's values times INT8_STEP
+    (its columns scaled into [-1, 1], see spacy-cner.lac_vectors.v1), float16 and float32 as they are."""
+    rows = xp.asarray(data, dtype="float32")
+    if data.dtype == numpy.int8:
+        rows *= INT8_STEP
+    return rows
 
 
 def ngram_vectors(prev_bigram: bool, sentence_bigrams: bool = False) -> Model[List[Doc], List[Floats2d]]:
@@ -72,7 +84,7 @@ def _forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats
     xp_rows = ops.xp.asarray(rows)
     found = ops.asarray(vectors.data)[ops.xp.maximum(xp_rows, 0)]  # (n_tokens, columns, width)
     found[xp_rows < 0] = 0
-    found = ops.asarray2f(found.reshape((rows.shape[0], rows.shape[1] * vectors.shape[1])), dtype="float32")
+    found = float32_rows(found.reshape((rows.shape[0], rows.shape[1] * vectors.shape[1])), ops.xp)
     ends = numpy.cumsum([len(doc) for doc in docs])
     return [found[end - len(doc) : end] for doc, end in zip(docs, ends)], lambda dY: []
 

@@ -108,13 +108,13 @@ class WordVectorRows:
 
     def table(self, vectors, projection=None) -> numpy.ndarray:
         """The vectors' rows as float32 numpy, times the projection (n_dims, k) when given."""
-        from .ngram_vectors import _signature
+        from .ngram_vectors import _signature, float32_rows
 
         projection = None if projection is None else _to_numpy(projection).astype("float32")
         key = None if projection is None else projection.tobytes()
         entry = self._table
         if entry is None or entry[0] is not vectors or entry[1] != _signature(vectors) or entry[2] != key:
-            data = _to_numpy(vectors.data).astype("float32")
+            data = float32_rows(_to_numpy(vectors.data))
             self._table = (vectors, _signature(vectors), key, data if projection is None else data @ projection)
         return self._table[3]
 

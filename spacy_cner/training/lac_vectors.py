@@ -17,6 +17,7 @@ from spacy.language import Language
 from spacy.strings import StringStore
 from spacy.util import registry
 from spacy.vectors import Vectors
+from thinc.api import Model
 from wasabi import msg
 
 from ..layers.soft_lexicon import principal_directions
@@ -25,6 +26,7 @@ from ..pretrained.lac import LAC_CREDIT, LacFiles, char_bigram_vectors, open_lac
 from .vectors import VectorSettings, train_corpus_texts, train_on_the_train_corpus
 
 MISSING = ("none", "trained", "concat")
+DTYPES = ("float32", "float16", "int8")
 
 
 def lac_table(lac: LacFiles, max_length: int = 2) -> Tuple[List[str], numpy.ndarray, numpy.ndarray]:
@@ -133,8 +135,10 @@ def make_lac_vectors(
     width, window, epochs, min_count, seed: word2vec's settings (VectorSettings; width only for concat).
     max_length (int): LAC's words up to this many characters (2: characters and bigrams, what
         CharBigramEmbed reads; more for SoftLexicon.v2's word vectors).
-    dtype (str): "float32", or "float16" to store the (frozen) vectors in half the space; they are
-        read into float32.
+    dtype (str): "float32", or "float16" to store the (frozen) vectors in half the space, or "int8" in
+        a quarter: each column scaled into [-1, 1] (by its largest magnitude) and rounded to steps of
+        1/127 (int8_columns). All are read into float32; int8 tables only by CharBigramEmbed's vectors
+        and SoftLexicon's word vectors, which scale them back (spaCy's StaticVectors would not: refused).
     projected_width (Optional[int]): Keep only the vectors' coordinates on their projected_width principal
         directions (uncentered, as SoftLexicon.v2's vector_width; fitted on the rows at initialize): a
         smaller table and input layer, e.g. for a distilled student; None: the vectors as they are.
@@ -142,9 +146,9 @@ def make_lac_vectors(
     """
     if missing not in MISSING:
         raise ValueError(f"spacy-cner.lac_vectors.v1: missing must be one of {MISSING}, got {missing!r}.")
-    if dtype not in ("float32", "float16") or max_length < 1:
+    if dtype not in DTYPES or max_length < 1:
         raise ValueError(
-            f"spacy-cner.lac_vectors.v1: dtype float32 or float16 and max_length >= 1, got {dtype!r}, {max_length}."
+            f"spacy-cner.lac_vectors.v1: dtype one of {DTYPES} and max_length >= 1, got {dtype!r}, {max_length}."
         )
     if projected_width is not None and projected_width < 1:
         raise ValueError(f"spacy-cner.lac_vectors.v1: projected_width must be null or >= 1, got {projected_width}.")
@@ -165,6 +169,8 @@ def make_lac_vectors(
                 "spacy-cner.lac_vectors.v1",
                 f'missing = {missing!r} learns its keys: set --paths.train, or missing = "none"',
             )
+        if dtype == "int8":
+            refuse_unscaled_int8_readers(nlp)
         lac = open_lac(sdist, progress=download_progress())
         keys, rows, data, counts = combine(*lac_table(lac, max_length), texts, missing, settings)
         if projected_width is not None:
@@ -175,9 +181,8 @@ def make_lac_vectors(
                 )
             data = (data @ principal_directions(data, projected_width)).astype("float32")
             counts["width"] = projected_width
-        nlp.vocab.vectors = shared_vectors(
-            nlp.vocab.strings, keys, rows, data.astype(dtype), f"{nlp.lang}_lac_{missing}.vectors"
-        )
+        data = int8_columns(data) if dtype == "int8" else data.astype(dtype)
+        nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data, f"{nlp.lang}_lac_{missing}.vectors")
         credit(nlp)
         msg.info(
             f"Vectors: LAC's {counts['lac_keys']:,} characters and words, {counts['added_keys']:,} keys of the train "
@@ -187,6 +192,29 @@ def make_lac_vectors(
         return nlp
 
     return before_init
+
+
+def int8_columns(data: numpy.ndarray) -> numpy.ndarray:
+    """The table in int8: each column divided by its largest magnitude and rounded to steps of 1/127,
+    which the readers (ngram_vectors.float32_rows) multiply back by 1/127. Per column, because a projected
+    table's first principal directions are much wider than its last. The scales are not kept: the frozen
+    vectors feed a trained linear layer, which learns on the scaled columns as they are stored."""
+    scale = numpy.abs(data).max(axis=0).astype("float64")
+    scale[scale == 0] = 1.0
+    return numpy.rint(data / scale * 127).astype("int8")
+
+
+def refuse_unscaled_int8_readers(nlp: Language) -> None:
+    """dtype "int8" with a component whose model reads the vectors with spaCy's StaticVectors, which
+    would read the int8 values as they are (up to 127 instead of 1): refused, saying what to do."""
+    for name, proc in nlp.pipeline:
+        model = getattr(proc, "model", None)
+        if isinstance(model, Model) and any(node.name == "static_vectors" for node in model.walk()):
+            raise ValueError(
+                f"spacy-cner.lac_vectors.v1: dtype 'int8' is read by spacy-cner.CharBigramEmbed's and "
+                f"SoftLexicon's vectors only, but the model of '{name}' reads them with spaCy's StaticVectors, "
+                'which would not scale them back: set dtype = "float16".'
+            )
 
 
 def _initialize_vectors(nlp: Language) -> Optional[str]:

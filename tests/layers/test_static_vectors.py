@@ -60,6 +60,28 @@ def test_lookup_of_chars_and_bigrams():
     assert empty.shape == (0, 6) and one[:, ::2].tolist() == [[1, 0, 0]]
 
 
+def test_an_int8_table_is_read_in_steps_of_1_127():
+    """An int8 vectors table (lac_vectors' dtype "int8") gives its values over 127, as float32, to
+    CharBigramEmbed's vectors and to SoftLexicon's word vectors; a key the table lacks is still zeros."""
+    from spacy.vectors import Vectors
+
+    from spacy_cner.layers.soft_lexicon import WordVectorRows
+
+    nlp = spacy.blank("zh")
+    data = numpy.array([[127, -127, 3], [-64, 0, 1], [5, 100, -2]], dtype="int8")
+    table = Vectors(strings=nlp.vocab.strings, data=data)
+    for word, row in (("张", 0), ("三", 1), ("张三", 2)):
+        table.add(nlp.vocab.strings.add(word), row=row)
+    nlp.vocab.vectors = table
+    (out,) = ngram_vectors(prev_bigram=False).predict([nlp.make_doc("张三去")])
+    assert out.dtype == numpy.float32 and out.shape == (3, 6)
+    expected = numpy.zeros((3, 6), dtype="float32")
+    expected[0, :3], expected[0, 3:], expected[1, :3] = data[0], data[2], data[1]  # 张 + 张三; 三 (三去 unknown)
+    numpy.testing.assert_allclose(out, expected / 127, rtol=1e-6)
+    # SoftLexicon's word vectors read the same table the same way.
+    numpy.testing.assert_allclose(WordVectorRows().table(table), data / 127, rtol=1e-6)
+
+
 def config(vectors, static_vectors=True):
     """configs/fast.cfg (the default without its self-trained vectors) reading the vectors given."""
     overrides = {

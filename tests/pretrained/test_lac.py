@@ -305,8 +305,8 @@ def test_before_init_gives_the_vocab_lacs_vectors_and_credits_lac(fake_lac, tmp_
     make_lac_vectors(None, missing="none", sdist=str(fake_lac), max_length=3, dtype="float16")(words)
     assert words.vocab.vectors.data.dtype == numpy.float16 and words.vocab.vectors.find(key="北京市") >= 0
     assert vectors.find(key="北京市") < 0  # max_length 2: characters and bigrams only
-    with pytest.raises(ValueError, match="dtype float32 or float16"):
-        make_lac_vectors(None, missing="none", dtype="int8")
+    with pytest.raises(ValueError, match="dtype one of"):
+        make_lac_vectors(None, missing="none", dtype="int4")
     with pytest.raises(ValueError, match="corpus \\(paths.train\\) is null"):
         make_lac_vectors(None, missing="trained")(spacy.blank("zh"))
     with pytest.raises(ValueError, match="missing must be one of"):
@@ -333,6 +333,46 @@ def test_projected_width_keeps_the_vectors_on_their_principal_directions(fake_la
         make_lac_vectors(None, missing="none", sdist=str(fake_lac), projected_width=500)(spacy.blank("zh"))
     with pytest.raises(ValueError, match="projected_width must be null or >= 1"):
         make_lac_vectors(None, missing="none", projected_width=0)
+
+
+def test_int8_vectors_keep_each_column_to_within_half_a_step(fake_lac):
+    """dtype "int8": each column divided by its largest magnitude, in steps of 1/127 (the readers multiply
+    back by 1/127): every value within half a step of the float32 table's, each column's largest at +-127;
+    refused with a component that reads the vectors through spaCy's StaticVectors, which would not scale them."""
+    full, small = spacy.blank("zh"), spacy.blank("zh")
+    make_lac_vectors(None, missing="none", sdist=str(fake_lac), projected_width=3)(full)
+    make_lac_vectors(None, missing="none", sdist=str(fake_lac), projected_width=3, dtype="int8")(small)
+    data, quantized = full.vocab.vectors.data, small.vocab.vectors.data
+    assert quantized.dtype == numpy.int8 and quantized.shape == data.shape
+    assert list(small.vocab.vectors.keys()) == list(full.vocab.vectors.keys())
+    scale = numpy.abs(data).max(axis=0)
+    assert (numpy.abs(quantized).max(axis=0) == 127).all()
+    assert (numpy.abs(quantized / 127 - data / scale) <= 0.5 / 127 + 1e-6).all()
+    tagger = spacy.blank("zh")
+    tagger.add_pipe(
+        "tok2vec",
+        config={
+            "model": {
+                "@architectures": "spacy.Tok2Vec.v2",
+                "embed": {
+                    "@architectures": "spacy.MultiHashEmbed.v2",
+                    "width": 8,
+                    "attrs": ["ORTH"],
+                    "rows": [100],
+                    "include_static_vectors": True,
+                },
+                "encode": {
+                    "@architectures": "spacy.MaxoutWindowEncoder.v2",
+                    "width": 8,
+                    "depth": 1,
+                    "window_size": 1,
+                    "maxout_pieces": 2,
+                },
+            }
+        },
+    )
+    with pytest.raises(ValueError, match="model of 'tok2vec' reads them with spaCy's StaticVectors"):
+        make_lac_vectors(None, missing="none", sdist=str(fake_lac), dtype="int8")(tagger)
 
 
 def test_before_init_on_a_corpus_too_small_for_min_count_learns_with_1(fake_lac, tmp_path, capsys):
