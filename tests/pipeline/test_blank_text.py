@@ -48,7 +48,7 @@ def test_blank_texts_in_training(nlp):
 def test_entity_scores_in_every_config(nlp):
     """doc.spans["crf_ner"] holds the entities with probabilities, blank texts an empty group."""
     if nlp.get_pipe("crf_ner").spans_key is None:
-        pytest.skip("the config computes no span probabilities (spans_key null: configs/student.cfg)")
+        pytest.skip("the config computes no span probabilities (spans_key null: the student configs)")
     for doc in nlp.pipe(["张三去了上海，我在北京市工作", " ", ""]):
         group = doc.spans["crf_ner"]
         scores = group.attrs["scores"]
