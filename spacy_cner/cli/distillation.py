@@ -61,6 +61,13 @@ def distill_command(
         "--gold-weight",
         help="Weight of the gold log-likelihood (train split) beside the KL; 0: soft targets only.",
     ),
+    augment: int = typer.Option(
+        0,
+        "--augment",
+        min=0,
+        help="Copies of each train text with its entities replaced by other names of their labels from the train "
+        "split, for the teacher to label beside --text (0: none).",
+    ),
     max_steps: Optional[int] = typer.Option(
         None, "--max-steps", help="Stop training after N steps (default: the config's)."
     ),
@@ -97,6 +104,7 @@ def distill_command(
             texts=text or [],
             temperature=temperature,
             gold_weight=gold_weight,
+            augment=augment,
             max_steps=max_steps,
             shard_size=shard_size,
             batch_size=batch_size,

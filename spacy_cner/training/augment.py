@@ -15,7 +15,7 @@ as join_examples, the draws are fresh at every step and the examples stay as man
 """
 
 import random
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy
 from spacy.attrs import ORTH, SENT_START, SPACY
@@ -54,16 +54,17 @@ class MentionPool:
             self._choices[label] = sorted(self._found.get(label, ()))
         return self._choices[label]
 
-    def replace(self, examples: List[Example], level: float) -> List[Example]:
+    def replace(self, examples: List[Example], level: float, rng: Any = random) -> List[Example]:
         """Each example with each entity replaced, with probability level, by another mention of
-        its label drawn uniformly (Python's `random`, seeded by spaCy's training); the rest of
+        its label drawn uniformly (by rng: Python's `random` by default, seeded by spaCy's training;
+        a random.Random of its own for draws that must not depend on it); the rest of
         the doc and its sentence starts are kept. Left as they are: examples whose predicted and
         reference tokens differ, whose predicted doc holds annotation (pre-set entities, tags)
         or whose reference has missing entity annotation, other token annotation or span groups.
         """
-        return [self._replace_one(eg, level) for eg in examples]
+        return [self._replace_one(eg, level, rng) for eg in examples]
 
-    def _replace_one(self, eg: Example, level: float) -> Example:
+    def _replace_one(self, eg: Example, level: float, rng: Any) -> Example:
         reference, predicted = eg.reference, eg.predicted
         if not reference.ents or not _replaceable(eg):
             return eg
@@ -77,10 +78,10 @@ class MentionPool:
             _append(reference[position : ent.start], words, spaces, tags, starts)
             new_words, new_spaces = mention = _mention(ent)
             choices = self.choices(ent.label_)
-            if len(choices) > 1 and random.random() < level:
-                new_words, new_spaces = choice = random.choice(choices)
+            if len(choices) > 1 and rng.random() < level:
+                new_words, new_spaces = choice = rng.choice(choices)
                 while choice == mention:
-                    new_words, new_spaces = choice = random.choice(choices)
+                    new_words, new_spaces = choice = rng.choice(choices)
                 replaced = True
             words.extend(new_words)
             spaces.extend(new_spaces[:-1] + (bool(ent[-1].whitespace_),))
@@ -95,6 +96,43 @@ class MentionPool:
             reference.vocab, words=words, spaces=spaces, ents=tags, sent_starts=starts if has_starts else None
         )
         return Example(Doc(predicted.vocab, words=words, spaces=spaces), new_reference)
+
+
+def mention_replaced_texts(docs: Sequence[Doc], copies: int, seed: int = 0, exclude: Iterable[str] = ()) -> List[str]:
+    """New texts for a teacher to label (distill's augment): each doc with entities, copies times,
+    with every entity replaced by another mention of its label from the docs (MentionPool, drawn by
+    a random.Random(seed) of its own). Texts equal to one of the docs, to one of exclude (the dev split's:
+    never train on a scored text) or to an earlier one are left out.
+
+    Why: a student learns its teacher's function only on the texts it sees the teacher label; where
+    in-domain unlabeled text is scarce, the train split's own contexts with other names are the closest
+    (Dai and Adel 2020's mention replacement; for distillation, TinyBERT's augmented transfer set).
+
+    docs (Sequence[Doc]): Docs with complete gold entities (the train split).
+    copies (int): Replaced copies per doc, at least 0.
+    seed (int): The draws' seed.
+    exclude (Iterable[str]): Texts never to return.
+    RETURNS (List[str]): The new texts, the copies of the first doc first.
+    """
+    if copies < 0:
+        raise ValueError(f"copies must be at least 0, not {copies}.")
+    examples = [
+        Example(Doc(doc.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]), doc)
+        for doc in docs
+        if doc.ents
+    ]
+    pool = MentionPool()
+    pool.add(examples)
+    rng = random.Random(seed)
+    seen = {doc.text for doc in docs} | set(exclude)
+    texts = []
+    for eg in examples:
+        for _ in range(copies):
+            text = pool.replace([eg], 1.0, rng)[0].reference.text
+            if text not in seen:
+                seen.add(text)
+                texts.append(text)
+    return texts
 
 
 def _mention(ent) -> Mention:

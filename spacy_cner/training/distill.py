@@ -493,6 +493,7 @@ def distill(
     texts: Sequence[Any] = (),
     temperature: float = 2.0,
     gold_weight: float = 0.5,
+    augment: int = 0,
     max_steps: Optional[int] = None,
     shard_size: int = 10_000,
     batch_size: int = 256,
@@ -522,6 +523,8 @@ def distill(
         over three students, MSRA +1.14) and tied on Resume (bench/results/distill_*_temperature.json); the
         softer targets carry more of the teacher's second choices.
     gold_weight (float): The gold negative log-likelihood's weight beside the KL.
+    augment (int): Copies of each train doc with its entities replaced by other mentions of their labels
+        (mention_replaced_texts) that the teacher labels too, beside texts (0: none).
     max_steps (Optional[int]): Stop training after this many steps (None: the config's).
     shard_size, batch_size, engine, n_process, gpu_id, address, workers, gpus_per_worker: the teacher
         pass's, as annotate takes them.
@@ -538,7 +541,7 @@ def distill(
     output = Path(output)
     folder = output / "teacher"
     tags = prepare_teacher(teacher, folder, temperature)
-    write_teacher_inputs(folder / TEACHER_INPUTS, train, texts)
+    write_teacher_inputs(folder / TEACHER_INPUTS, train, texts, augment, dev)
     summary = annotate(
         str(folder / TEACHER_PIPELINE),
         str(folder / TEACHER_INPUTS),
@@ -631,22 +634,32 @@ def prepare_teacher(teacher: str, folder: Path, temperature: float) -> List[str]
     return tags
 
 
-def write_teacher_inputs(folder: Path, train: Path, texts: Sequence[Any]) -> None:
+def write_teacher_inputs(
+    folder: Path, train: Path, texts: Sequence[Any], augment: int = 0, dev: Optional[Path] = None
+) -> None:
     """The teacher pass's input folder: train.jsonl (the train split's texts, each with its index, so that
-    its gold doc is found again) and a link to each unlabeled text file (text_<hash of its path>_<its name>), each of
-    texts a file, a folder or a glob as annotate reads them ("" is left out); links of earlier calls' other texts
-    are removed."""
+    its gold doc is found again), augmented_<augment>x.jsonl where augment > 0 (the train split's docs with
+    their entities replaced, mention_replaced_texts, none a text of dev; no gold) and a link to each unlabeled text file
+    (text_<hash of its path>_<its name>), each of texts a file, a folder or a glob as annotate reads them ("" is
+    left out); links and augmented files of earlier calls' other settings are removed (their shards are kept)."""
     import spacy
 
     from ..annotate.inputs import find_sources
+    from .augment import mention_replaced_texts
 
     folder.mkdir(parents=True, exist_ok=True)
-    docs = DocBin().from_disk(train).get_docs(spacy.blank("xx").vocab)
+    vocab = spacy.blank("xx").vocab
+    docs = list(DocBin().from_disk(train).get_docs(vocab))
     lines = [json.dumps({"text": doc.text, GOLD_INDEX: i}, ensure_ascii=False) for i, doc in enumerate(docs)]
-    content = "".join(line + "\n" for line in lines)
-    path = folder / "train.jsonl"
-    if not path.is_file() or path.read_text(encoding="utf8") != content:
-        path.write_text(content, encoding="utf8", newline="\n")
+    _write_if_changed(folder / "train.jsonl", lines)
+    augmented = folder / f"augmented_{augment}x.jsonl"
+    for path in folder.glob("augmented_*x.jsonl"):
+        if path != augmented or not augment:
+            path.unlink()
+    if augment:
+        dev_texts = [doc.text for doc in DocBin().from_disk(dev).get_docs(vocab)] if dev is not None else []
+        new_texts = mention_replaced_texts(docs, augment, exclude=dev_texts)
+        _write_if_changed(augmented, [json.dumps({"text": text}, ensure_ascii=False) for text in new_texts])
     links = {}
     for text in texts:
         for source in find_sources(str(text)) if str(text) else ():
@@ -663,6 +676,14 @@ def write_teacher_inputs(folder: Path, train: Path, texts: Sequence[Any]) -> Non
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to(target)
+
+
+def _write_if_changed(path: Path, lines: List[str]) -> None:
+    """Write the lines as the file unless it holds them already (annotate refuses an input whose content
+    changed under its written shards; an unchanged file keeps them)."""
+    content = "".join(line + "\n" for line in lines)
+    if not path.is_file() or path.read_text(encoding="utf8") != content:
+        path.write_text(content, encoding="utf8", newline="\n")
 
 
 def _crf_ner_name(config: Any, path: Path) -> str:

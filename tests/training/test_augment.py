@@ -17,7 +17,7 @@ import spacy_cner  # noqa: F401  (registers crf_ner)
 from conftest import make_examples
 from toy_pipe import pipe_config, train
 from spacy_cner.pipeline import crf_ner as crf_ner_module
-from spacy_cner.training.augment import MentionPool, join_pairs
+from spacy_cner.training.augment import MentionPool, join_pairs, mention_replaced_texts
 
 TRAIN = [
     ("张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")]),
@@ -67,6 +67,31 @@ def test_replaces_entities_by_other_mentions_of_their_label():
     # level 0: none replaced
     example = make_example(nlp, "张三去了上海", [(0, 2, "PER"), (4, 6, "LOC")])
     assert pool.replace([example], 0.0)[0] is example
+
+
+def test_mention_replaced_texts_for_a_teacher():
+    """distill's augment: copies of the docs with every entity swapped for another mention of its label,
+    the same for a seed, none a text of the docs, of exclude or of an earlier copy; docs without entities
+    give none."""
+    nlp = spacy.blank("zh")
+    docs = [make_example(nlp, text, ents).reference for text, ents in TRAIN] + [nlp.make_doc("今天天气很好")]
+    names = {label: {t[s:e] for t, ents in TRAIN for s, e, l in ents if l == label} for label in ("PER", "LOC")}
+    texts = mention_replaced_texts(docs, 3, seed=1)
+    assert texts == mention_replaced_texts(docs, 3, seed=1)
+    assert texts != mention_replaced_texts(docs, 3, seed=2)
+    assert len(texts) == len(set(texts)) and not set(texts) & {doc.text for doc in docs}
+    # 3 PER x 3 LOC contexts of the PER-LOC docs: each a copy with another name of each label
+    first = [text for text in texts if text.endswith(("上海", "北京市", "广州", "杭州")) and "去了" in text]
+    assert first and all(text[: text.index("去了")] in names["PER"] - {"张三"} for text in first)
+    assert all(text[text.index("去了") + 2 :] in names["LOC"] - {"上海"} for text in first)
+    # The ORG doc's single ORG mention stays, its LOC is replaced
+    assert all(text.startswith("阿里巴巴在") for text in texts if "阿里巴巴" in text)
+    assert len(texts) <= 3 * len(TRAIN)
+    excluded = mention_replaced_texts(docs, 3, seed=1, exclude=texts[:2])
+    assert not set(excluded) & set(texts[:2])
+    assert mention_replaced_texts(docs, 0) == []
+    with pytest.raises(ValueError, match="at least 0"):
+        mention_replaced_texts(docs, -1)
 
 
 def test_examples_it_cannot_carry_are_left_as_they_are():

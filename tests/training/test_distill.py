@@ -1,6 +1,7 @@
 """Distillation (spacy_cner.training.distill): the teacher's soft targets and the student's loss against
 brute force over all tag sequences, a student that learns its teacher's entities, and the CLI's resume."""
 
+import json
 import itertools
 import os
 import subprocess
@@ -323,6 +324,47 @@ def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
     DocBin(docs=[spacy.blank("zh")(text + "。") for text, _ in TRAIN_DATA]).to_disk(other)
     with pytest.raises(ValueError, match="pass the same train split"):
         list(create_distill_corpus(tmp_path / "teacher", other)(nlp))
+
+
+def test_augmented_texts_are_labelled_by_the_teacher(corpus, tmp_path):
+    """augment: mention-replaced copies of the train texts (none a dev text) go through the teacher pass
+    and come back as examples without gold; a call without augment reads them no more."""
+    from spacy_cner.training.distill import create_distill_corpus, distill
+
+    summary = distill(
+        str(corpus["teacher"]),
+        STUDENT_CONFIG,
+        tmp_path,
+        train=corpus["train"],
+        dev=corpus["dev"],
+        augment=2,
+        progress=False,
+        train_student=False,
+    )
+    (augmented,) = (tmp_path / "teacher" / "inputs").glob("augmented_*")
+    assert augmented.name == "augmented_2x.jsonl"
+    new_texts = [json.loads(line)["text"] for line in augmented.read_text(encoding="utf8").splitlines()]
+    train_texts = {text for text, _ in TRAIN_DATA}
+    assert new_texts and not set(new_texts) & train_texts
+    assert summary.teacher.docs == len(TRAIN_DATA) + len(new_texts)
+    nlp = spacy.blank("zh")
+    examples = list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(nlp))
+    by_text = {eg.predicted.text: eg for eg in examples}
+    assert set(by_text) == train_texts | set(new_texts)
+    for text in new_texts:
+        assert by_text[text].predicted.user_data[SOFT_TARGETS].gold_weight == 0.0
+        assert not by_text[text].reference.has_annotation("ENT_IOB")
+    distill(
+        str(corpus["teacher"]),
+        STUDENT_CONFIG,
+        tmp_path,
+        train=corpus["train"],
+        dev=corpus["dev"],
+        progress=False,
+        train_student=False,
+    )
+    assert not list((tmp_path / "teacher" / "inputs").glob("augmented_*"))
+    assert len(list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(nlp))) == len(TRAIN_DATA)
 
 
 def stored_targets(shards):
