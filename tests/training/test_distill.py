@@ -1,8 +1,8 @@
 """Distillation (spacy_cner.training.distill): the teacher's soft targets and the student's loss against
 brute force over all tag sequences, a student that learns its teacher's entities, and the CLI's resume."""
 
-import json
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -276,21 +276,28 @@ def test_student_reproduces_the_teachers_entities(corpus, tmp_path, fake_lac_sdi
     assert all(found)
 
 
+def teacher_pass(corpus, output, **settings):
+    """distill's teacher pass alone (no student trained) of the corpus fixture's teacher into output."""
+    from spacy_cner.training.distill import distill
+
+    return distill(
+        str(corpus["teacher"]),
+        STUDENT_CONFIG,
+        output,
+        train=corpus["train"],
+        dev=corpus["dev"],
+        progress=False,
+        train_student=False,
+        **settings,
+    )
+
+
 def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
     """spacy-cner.distill_corpus.v1: every non-empty text with its targets; the train split's with its
     gold doc and the gold weight, the unlabeled ones without gold (weight 0)."""
-    from spacy_cner.training.distill import create_distill_corpus, distill
+    from spacy_cner.training.distill import create_distill_corpus
 
-    distill(
-        str(corpus["teacher"]),
-        STUDENT_CONFIG,
-        tmp_path,
-        train=corpus["train"],
-        dev=corpus["dev"],
-        texts=[corpus["text"]],
-        progress=False,
-        train_student=False,
-    )
+    teacher_pass(corpus, tmp_path, texts=[corpus["text"]])
     nlp = spacy.blank("zh")
     examples = list(create_distill_corpus(tmp_path / "teacher", corpus["train"], gold_weight=0.3)(nlp))
     assert len(examples) == len(TRAIN_DATA) + len(UNLABELED) - 1
@@ -305,16 +312,7 @@ def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
         numpy.testing.assert_allclose(targets.marginals.astype("float64").sum(axis=1), 1.0, atol=2e-3)
     assert "ents_threshold = null" in (tmp_path / "student.cfg").read_text(encoding="utf8")
     # Called again without the unlabeled text: its cached shards are kept but not read.
-    distill(
-        str(corpus["teacher"]),
-        STUDENT_CONFIG,
-        tmp_path,
-        train=corpus["train"],
-        dev=corpus["dev"],
-        texts=[""],
-        progress=False,
-        train_student=False,
-    )
+    teacher_pass(corpus, tmp_path, texts=[""])
     assert len(list((tmp_path / "teacher" / "shards").glob("text_*.spacy"))) == 1
     assert len(list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(nlp))) == len(TRAIN_DATA)
     # Another train split than the teacher read: refused, not paired by index with other texts.
@@ -329,18 +327,9 @@ def test_the_corpus_reader_gives_soft_targets_and_gold(corpus, tmp_path):
 def test_augmented_texts_are_labelled_by_the_teacher(corpus, tmp_path):
     """augment: mention-replaced copies of the train texts (none a dev text) go through the teacher pass
     and come back as examples without gold; a call without augment reads them no more."""
-    from spacy_cner.training.distill import create_distill_corpus, distill
+    from spacy_cner.training.distill import create_distill_corpus
 
-    summary = distill(
-        str(corpus["teacher"]),
-        STUDENT_CONFIG,
-        tmp_path,
-        train=corpus["train"],
-        dev=corpus["dev"],
-        augment=2,
-        progress=False,
-        train_student=False,
-    )
+    summary = teacher_pass(corpus, tmp_path, augment=2)
     (augmented,) = (tmp_path / "teacher" / "inputs").glob("augmented_*")
     assert augmented.name == "augmented_2x.jsonl"
     new_texts = [json.loads(line)["text"] for line in augmented.read_text(encoding="utf8").splitlines()]
@@ -354,15 +343,7 @@ def test_augmented_texts_are_labelled_by_the_teacher(corpus, tmp_path):
     for text in new_texts:
         assert by_text[text].predicted.user_data[SOFT_TARGETS].gold_weight == 0.0
         assert not by_text[text].reference.has_annotation("ENT_IOB")
-    distill(
-        str(corpus["teacher"]),
-        STUDENT_CONFIG,
-        tmp_path,
-        train=corpus["train"],
-        dev=corpus["dev"],
-        progress=False,
-        train_student=False,
-    )
+    teacher_pass(corpus, tmp_path)
     assert not list((tmp_path / "teacher" / "inputs").glob("augmented_*"))
     assert len(list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(nlp))) == len(TRAIN_DATA)
 
@@ -471,28 +452,10 @@ def test_crf_ner_mixes_the_kl_and_the_gold_loss(corpus):
 def test_a_teacher_folder_keeps_its_teacher_and_temperature(corpus, tmp_path):
     """Soft targets cached at one temperature are read at it; another temperature (or teacher) for the same
     output is refused, naming the folder, rather than mixing two teachers' shards."""
-    from spacy_cner.training.distill import create_distill_corpus, distill
+    from spacy_cner.training.distill import create_distill_corpus
 
-    distill(
-        str(corpus["teacher"]),
-        STUDENT_CONFIG,
-        tmp_path,
-        train=corpus["train"],
-        dev=corpus["dev"],
-        temperature=2.0,
-        progress=False,
-        train_student=False,
-    )
+    teacher_pass(corpus, tmp_path, temperature=2.0)
     examples = list(create_distill_corpus(tmp_path / "teacher", corpus["train"])(spacy.blank("zh")))
     assert {eg.predicted.user_data[SOFT_TARGETS].temperature for eg in examples} == {2.0}
     with pytest.raises(ValueError, match="another teacher or temperature"):
-        distill(
-            str(corpus["teacher"]),
-            STUDENT_CONFIG,
-            tmp_path,
-            train=corpus["train"],
-            dev=corpus["dev"],
-            temperature=1.0,
-            progress=False,
-            train_student=False,
-        )
+        teacher_pass(corpus, tmp_path, temperature=1.0)
