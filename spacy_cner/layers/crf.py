@@ -11,6 +11,7 @@ from torch.nn.utils import parametrize
 from torchcrf import CRF as TorchCRF
 
 from ..backends.batching import batches_by_budget
+from ..backends.viterbi import viterbi_paths
 from ..tags import allowed_transitions
 from ._torch import RebuildableModule, pad_batch, set_torch_module, torch_module, wrap_rebuildable
 from .forward_backward import forward_backward, pair_expectations
@@ -153,50 +154,12 @@ class ConstrainedCRF(TorchCRF, RebuildableModule):
             )
 
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[numpy.ndarray]:
-        """The best path per sequence, shapes as in forward.
-
-        pytorch-crf's _viterbi_decode, with three changes for speed on CPU, where a batch of
-        sentences of mixed lengths is the common case:
-        - each step computes only the sequences still running (pytorch-crf computes every padded
-          position and keeps the old score there): the sequences sorted longest first, step i
-          updates the first k_i rows, as torch's packed sequences do, so a batch costs its real
-          length x tags^2 rather than its longest length x size x tags^2 (five times less on
-          Resume's test sentences, whose 33 tags made the padded cost most of a student's time);
-        - the emission is added after the max over the previous tag (it does not depend on it);
-        - the back-pointers are kept as int16 and the backtrace is vectorised over the batch (its
-          own reads one tensor element per sequence and step with .item()).
-        """
-        n_docs, n_steps, n_tags = emissions.shape
+        """The best path per sequence, shapes as in forward: backends.viterbi's decoding (pytorch-crf's
+        _viterbi_decode computes every padded position, and keeps back-pointers that cost more than
+        the scores on CPU)."""
         lengths = mask.sum(dim=1).cpu().numpy()
-        # Longest first, so that the sequences running at step i are the first n_running[i].
-        order = numpy.argsort(-lengths, kind="stable")
-        lengths = lengths[order]
-        n_running = (lengths[None, :] > numpy.arange(n_steps)[:, None]).sum(axis=1).tolist()
-        # Time first, as pytorch-crf: each step reads contiguous rows.
-        steps = emissions[torch.as_tensor(order, device=emissions.device)].transpose(0, 1).contiguous()
-        # shape: (length - 1, batch, n_tags): the best previous tag per step and tag; 0 where done
-        history = torch.zeros((max(n_steps - 1, 0), n_docs, n_tags), dtype=torch.int16, device=emissions.device)
         with parametrize.cached():
-            transitions = self.transitions
-            score = self.start_transitions + steps[0]
-            for i in range(1, n_steps):
-                k = n_running[i]
-                best, indices = (score[:k].unsqueeze(2) + transitions).max(dim=1)
-                score[:k] = best + steps[i, :k]
-                history[i - 1, :k] = indices
-            score = score + self.end_transitions
-        history = history.cpu().numpy()
-        tags = numpy.zeros((n_docs, n_steps), dtype=numpy.int64)
-        rows = numpy.arange(n_docs)
-        current = score.argmax(dim=1).cpu().numpy()
-        tags[rows, lengths - 1] = current
-        for i in range(n_steps - 1, 0, -1):
-            k = n_running[i]
-            current[:k] = history[i - 1, rows[:k], current[:k]]
-            tags[:k, i - 1] = current[:k]
-        row_of = numpy.empty_like(order)
-        row_of[order] = rows
-        return [tags[row, : lengths[row]] for row in row_of]
+            return viterbi_paths(emissions, lengths, self.start_transitions, self.transitions, self.end_transitions)
 
 
 class _AllowedPathsLogLikelihood(torch.autograd.Function):

@@ -19,6 +19,8 @@ import numpy
 import torch
 from torch import nn
 
+from ..backends.viterbi import viterbi_paths
+
 # paddle's SIGMOID_THRESHOLD_MIN / MAX (paddle/phi/kernels/funcs/detail/activation_functions.h).
 SIGMOID_MIN, SIGMOID_MAX = -40.0, 13.0
 
@@ -192,7 +194,7 @@ class LacNetwork(nn.Module):
 
 
 def viterbi_decode(emissions: torch.Tensor, crf_weights: torch.Tensor, lengths: torch.Tensor) -> List[List[int]]:
-    """paddle's crf_decoding (linear_chain_crf's layout) over a padded batch.
+    """paddle's crf_decoding (linear_chain_crf's layout) over a padded batch, by backends.viterbi.
 
     emissions (torch.Tensor): (batch, length, tags).
     crf_weights (torch.Tensor): (tags + 2, tags): start row, end row, transitions.
@@ -200,25 +202,8 @@ def viterbi_decode(emissions: torch.Tensor, crf_weights: torch.Tensor, lengths: 
     RETURNS (List[List[int]]): The best path of each sequence, first best on ties (as paddle).
     """
     start, end, transitions = crf_weights[0], crf_weights[1], crf_weights[2:]
-    batch, length, _ = emissions.shape
-    score = start + emissions[:, 0]  # shape: (batch, tags)
-    backpointers = []
-    for step in range(1, length):
-        # shape: (batch, from, to); max over `from` returns the first best index on ties.
-        best, previous = (score.unsqueeze(2) + transitions).max(dim=1)
-        active = (step < lengths).unsqueeze(1)
-        score = torch.where(active, best + emissions[:, step], score)
-        backpointers.append(previous)
-    last = (score + end).max(dim=1).indices
-    paths = []
-    for row in range(batch):
-        tag = int(last[row])
-        path = [tag]
-        for step in range(int(lengths[row]) - 1, 0, -1):
-            tag = int(backpointers[step - 1][row, tag])
-            path.append(tag)
-        paths.append(path[::-1] if int(lengths[row]) > 0 else [])
-    return paths
+    paths = viterbi_paths(emissions, lengths.cpu().numpy(), start, transitions, end)
+    return [path.tolist() for path in paths]
 
 
 def flip_within(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,78 @@
+"""Viterbi decoding of a linear-chain CRF over a padded batch, fast on CPU: the one decoder of the
+package's CRF (layers/crf.py) and of LAC's tagger (pretrained/lac_net.py).
+
+Why not pytorch-crf's _viterbi_decode (or a loop of `max(dim=1)` keeping the back-pointers): on CPU,
+torch's max with indices over the previous tag costs about ten times its max without them (1.4 ms
+against 0.12 ms for 256 sequences of 33 tags on an AMD EPYC, one thread; argmax over that dimension
+costs more again), and with many tags that reduction is most of the decoding. So the forward pass keeps
+only the best scores (`amax`), and the backtrace recomputes each step's best previous tag for the one
+tag the path continues from: (batch, tags) values per step instead of (batch, tags, tags). The sums
+recomputed are the same float operations on the same numbers, so the path is the one the back-pointers
+give, ties included (numpy's argmax, as torch's max, takes the first best).
+"""
+
+from typing import List
+
+import numpy
+import torch
+
+
+@torch.no_grad()
+def viterbi_paths(
+    emissions: torch.Tensor,
+    lengths: numpy.ndarray,
+    start: torch.Tensor,
+    transitions: torch.Tensor,
+    end: torch.Tensor,
+) -> List[numpy.ndarray]:
+    """The best tag path of each sequence of a padded batch.
+
+    Each step computes only the sequences still running (the sequences sorted longest first, step i
+    updates the first k_i rows, as torch's packed sequences do), so a batch costs its real length x
+    tags^2, not its longest length x batch size x tags^2; the emission is added after the max over the
+    previous tag (it does not depend on it).
+
+    emissions (torch.Tensor): Scores, shape (batch, length, tags); positions past a sequence's end are
+        ignored.
+    lengths (numpy.ndarray): The real length of each sequence, shape (batch,); 0 gives an empty path.
+    start (torch.Tensor): The score of starting in each tag, shape (tags,).
+    transitions (torch.Tensor): The score of moving from tag i (row) to tag j (column), (tags, tags).
+    end (torch.Tensor): The score of ending in each tag, shape (tags,).
+    RETURNS (List[numpy.ndarray]): The tag ids (int64) of each sequence, in the batch's order.
+    """
+    n_seqs, n_steps, n_tags = emissions.shape
+    lengths = numpy.asarray(lengths, dtype=numpy.int64)
+    if n_seqs == 0:
+        return []
+    n_steps = min(n_steps, int(lengths.max()))
+    if n_steps == 0:
+        return [numpy.zeros(0, dtype=numpy.int64) for _ in range(n_seqs)]
+    # Longest first, so that the sequences running at step i are the first n_running[i].
+    order = numpy.argsort(-lengths, kind="stable")
+    lengths = lengths[order]
+    n_running = (lengths[None, :] > numpy.arange(n_steps)[:, None]).sum(axis=1).tolist()
+    # Time first: each step reads contiguous rows.
+    steps = emissions[torch.as_tensor(order, device=emissions.device), :n_steps].transpose(0, 1).contiguous()
+    score = start + steps[0]
+    # shape: (length, batch, tags): the best score of a path ending in each tag at each step
+    history = score.new_zeros((n_steps, n_seqs, n_tags))
+    history[0] = score
+    for i in range(1, n_steps):
+        k = n_running[i]
+        score[:k] = (score[:k].unsqueeze(2) + transitions).amax(dim=1) + steps[i, :k]
+        history[i, :k] = score[:k]
+    last_scores = (score + end).cpu().numpy()
+    history_np = history.cpu().numpy()
+    # Row j: the scores of moving into tag j from each tag.
+    into = transitions.detach().t().contiguous().cpu().numpy()
+    tags = numpy.zeros((n_seqs, n_steps), dtype=numpy.int64)
+    rows = numpy.arange(n_seqs)
+    current = last_scores.argmax(axis=1)
+    tags[rows, numpy.maximum(lengths - 1, 0)] = current
+    for i in range(n_steps - 1, 0, -1):
+        k = n_running[i]
+        current[:k] = (history_np[i - 1, :k] + into[current[:k]]).argmax(axis=1)
+        tags[:k, i - 1] = current[:k]
+    row_of = numpy.empty_like(order)
+    row_of[order] = rows
+    return [tags[row, : lengths[row]] for row in row_of]
