@@ -1,0 +1,47 @@
+"""A copy of a trained crf_ner pipeline that decodes doc.ents at the threshold fitted on dev.
+
+Usage: python bench/fit_threshold.py MODEL DEV.spacy OUTPUT
+
+For pipelines trained before their config fitted one (students of configs/student*.cfg before the
+calibration callback): crf_ner's fit_temperature and fit_threshold on DEV, as spacy-cner.calibrate.v1
+does at a save, then the pipeline saved to OUTPUT with ents_threshold "fitted" in its config (the
+weights are the same; spacy.load(MODEL, config={"components": {"crf_ner": {"ents_threshold":
+"fitted"}}}) loads a pipeline whose config fitted it the same way). Prints the fits and the dev F1 at
+the best path and at the threshold.
+"""
+
+import argparse
+from pathlib import Path
+
+import spacy
+from spacy.tokens import DocBin
+from spacy.training import Example
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="a trained pipeline with a crf_ner pipe")
+    parser.add_argument("dev", type=Path, help="the dev split (.spacy) to fit on")
+    parser.add_argument("output", type=Path, help="where the copy goes")
+    args = parser.parse_args()
+    nlp = spacy.load(args.model)
+    pipe = nlp.get_pipe("crf_ner")
+    examples = [Example(nlp.make_doc(doc.text), doc) for doc in DocBin().from_disk(args.dev).get_docs(nlp.vocab)]
+    pipe.ents_threshold = None
+    best_path = nlp.evaluate(examples)["ents_f"]
+    temperature = pipe.fit_temperature(examples)["temperature"]
+    threshold = pipe.fit_threshold(examples)["threshold"]
+    pipe.ents_threshold = "fitted"
+    at_threshold = nlp.evaluate(examples)["ents_f"]
+    nlp.to_disk(args.output)
+    config = nlp.config.copy()
+    config["components"]["crf_ner"]["ents_threshold"] = "fitted"
+    config.to_disk(args.output / "config.cfg")
+    print(
+        f"{args.model}: temperature {temperature:.4g}, threshold {threshold:.4g}; dev F1 {best_path * 100:.2f} at the "
+        f"best path, {at_threshold * 100:.2f} at the threshold -> {args.output}"
+    )
+
+
+if __name__ == "__main__":
+    main()
