@@ -274,10 +274,13 @@ def test_student_reproduces_the_teachers_entities(corpus, tmp_path, fake_lac_sdi
     found = entities(student.pipe(texts))
     assert found == entities(teacher.pipe(texts))
     assert all(found)
-    # The config's calibration fitted a threshold on dev; the best path stays the default, the threshold one override away.
+    # The config's calibration fitted a threshold on dev: the best path stays the default, the threshold one
+    # override away.
     pipe = student.get_pipe("crf_ner")
     assert pipe.entity_threshold is None and 0.1 <= pipe.cfg["fitted_threshold"] <= 0.5
-    at_threshold = spacy.load(tmp_path / "out" / "model-last", config={"components": {"crf_ner": {"ents_threshold": "fitted"}}})
+    at_threshold = spacy.load(
+        tmp_path / "out" / "model-last", config={"components": {"crf_ner": {"ents_threshold": "fitted"}}}
+    )
     assert at_threshold.get_pipe("crf_ner").entity_threshold == pipe.cfg["fitted_threshold"]
     assert entities(at_threshold.pipe(texts)) == found
 
