@@ -53,22 +53,23 @@ def viterbi_paths(
     n_running = (lengths[None, :] > numpy.arange(n_steps)[:, None]).sum(axis=1).tolist()
     # Time first: each step reads contiguous rows.
     steps = emissions[torch.as_tensor(order, device=emissions.device), :n_steps].transpose(0, 1).contiguous()
-    score = start + steps[0]
-    # shape: (length, batch, tags): the best score of a path ending in each tag at each step
-    history = score.new_zeros((n_steps, n_seqs, n_tags))
-    history[0] = score
+    first = start + steps[0]
+    # shape: (length, batch, tags): the best score of a path ending in each tag at each step (a sequence's rows
+    # past its end stay 0 and are never read)
+    history = first.new_zeros((n_steps, n_seqs, n_tags))
+    history[0] = first
     for i in range(1, n_steps):
         k = n_running[i]
-        score[:k] = (score[:k].unsqueeze(2) + transitions).amax(dim=1) + steps[i, :k]
-        history[i, :k] = score[:k]
-    last_scores = (score + end).cpu().numpy()
+        history[i, :k] = (history[i - 1, :k].unsqueeze(2) + transitions).amax(dim=1) + steps[i, :k]
+    rows = numpy.arange(n_seqs)
+    last = numpy.maximum(lengths - 1, 0)
     history_np = history.cpu().numpy()
+    last_scores = history_np[last, rows] + end.detach().cpu().numpy()
     # Row j: the scores of moving into tag j from each tag.
     into = transitions.detach().t().contiguous().cpu().numpy()
     tags = numpy.zeros((n_seqs, n_steps), dtype=numpy.int64)
-    rows = numpy.arange(n_seqs)
     current = last_scores.argmax(axis=1)
-    tags[rows, numpy.maximum(lengths - 1, 0)] = current
+    tags[rows, last] = current
     for i in range(n_steps - 1, 0, -1):
         k = n_running[i]
         current[:k] = (history_np[i - 1, :k] + into[current[:k]]).argmax(axis=1)
