@@ -3,8 +3,8 @@
 Usage: python bench/fit_threshold.py MODEL DEV.spacy OUTPUT
 
 For pipelines trained before their config fitted one (students of configs/student*.cfg before the
-calibration callback): crf_ner's fit_temperature and fit_threshold on DEV, as spacy-cner.calibrate.v1
-does at a save, then the pipeline saved to OUTPUT with ents_threshold "fitted" in its config (the
+calibration callback): spacy-cner.calibrate.v1, the callback itself, fits the temperature and the threshold
+on DEV, then the pipeline saved to OUTPUT with ents_threshold "fitted" in its config (the
 weights are the same; spacy.load(MODEL, config={"components": {"crf_ner": {"ents_threshold":
 "fitted"}}}) loads a pipeline whose config fitted it the same way). Prints the fits and the dev F1 at
 the best path and at the threshold.
@@ -16,6 +16,8 @@ from pathlib import Path
 import spacy
 from spacy.tokens import DocBin
 from spacy.training import Example
+
+from spacy_cner.pipeline.calibration import make_calibrator
 
 
 def main() -> None:
@@ -29,10 +31,11 @@ def main() -> None:
     examples = [Example(nlp.make_doc(doc.text), doc) for doc in DocBin().from_disk(args.dev).get_docs(nlp.vocab)]
     pipe.ents_threshold = None
     best_path = nlp.evaluate(examples)["ents_f"]
-    temperature = pipe.fit_temperature(examples)["temperature"]
-    threshold = pipe.fit_threshold(examples)["threshold"]
+    # The configs' own calibration callback: the same fits, and meta["performance"] at the threshold.
     pipe.ents_threshold = "fitted"
-    at_threshold = nlp.evaluate(examples)["ents_f"]
+    make_calibrator(str(args.dev))(nlp)
+    temperature, threshold = pipe.cfg["temperature"], pipe.cfg["fitted_threshold"]
+    at_threshold = nlp.meta["performance"]["ents_f"]
     nlp.to_disk(args.output)
     config = nlp.config.copy()
     config["components"]["crf_ner"]["ents_threshold"] = "fitted"
