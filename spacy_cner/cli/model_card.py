@@ -145,8 +145,12 @@ def _probabilities(pipe: Any) -> str:
     threshold = pipe.entity_threshold
     if threshold is None:
         decoding = "the most probable tag sequence (Viterbi)"
+        if pipe.ents_threshold == "auto" and pipe.cfg.get("fitted_threshold") is not None:
+            decoding += ", which scored at least as well on dev as the threshold fitted there"
     else:
-        how = "fitted on dev" if pipe.ents_threshold == "fitted" else "set in the config"
+        how = {"fitted": "fitted on dev", "auto": "fitted on dev, where it beat the best path"}.get(
+            pipe.ents_threshold, "set in the config"
+        )
         decoding = f"the spans at least {threshold:.3f} probable ({how}), most probable first, none overlapping"
     temperature = pipe.cfg.get("temperature", 1.0)
     scaled = f"temperature {temperature:.3f}, fitted on dev" if temperature != 1.0 else "no temperature fitted"

@@ -101,14 +101,43 @@ def make_calibrator(
             if threshold:
                 fit = pipe.fit_threshold(examples, outcomes=outcomes)
                 msg.info(f"{name}: entity threshold {fit['threshold']:.3g} (best-path dev F1 {fit['f1'] * 100:.2f})")
-                fitted = fitted or pipe.ents_threshold == "fitted"
+                fitted = fitted or pipe.ents_threshold in ("fitted", "auto")
         if fitted:
+            scores = None
+            for name, pipe in nlp.pipeline:
+                if name in decodings and pipe.ents_threshold == "auto":
+                    scores = choose_decoding(nlp, pipe, examples, decodings)
+            scores = scores if scores is not None else scores_after_fit(nlp, examples, decodings)
             performance = nlp.meta.setdefault("performance", {})
-            scores = scores_after_fit(nlp, examples, decodings)
             performance.update({key: scores[key] for key in performance if key.startswith("ents_") and key in scores})
         return nlp
 
     return fit_before_saving
+
+
+def choose_decoding(
+    nlp: Language, pipe: Any, examples: List[Example], decodings: Dict[str, DevDecoding]
+) -> Dict[str, Any]:
+    """For a pipe with ents_threshold "auto", after its fits: decode doc.ents at the fitted threshold
+    only where that scores a higher dev F1 (the pipeline's ents_f) than the best path, which is
+    faster (no forward-backward) and wins ties; the choice is kept in cfg["threshold_chosen"].
+    Why a choice: the threshold raised the test F1 of most students (BENCHMARKS.md#distillation) but
+    lowered some, and dev told which in most cases (docs/distillation.md).
+
+    RETURNS (Dict[str, Any]): The pipeline's scores on the examples with the chosen decoding.
+    """
+    scores = {}
+    for chosen in (True, False):
+        pipe.cfg["threshold_chosen"] = chosen
+        scores[chosen] = scores_after_fit(nlp, examples, decodings)
+    chosen = pipe.cfg.get("fitted_threshold") is not None and scores[True]["ents_f"] > scores[False]["ents_f"]
+    pipe.cfg["threshold_chosen"] = chosen
+    msg.info(
+        f"{pipe.name}: decoding doc.ents {'at the threshold' if chosen else 'at the best path'} "
+        f"(dev F1 {scores[True]['ents_f'] * 100:.2f} at the threshold, {scores[False]['ents_f'] * 100:.2f} "
+        "at the best path)"
+    )
+    return scores[chosen]
 
 
 def scores_after_fit(nlp: Language, examples: List[Example], decodings: Dict[str, DevDecoding]) -> Dict[str, Any]:

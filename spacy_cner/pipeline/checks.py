@@ -142,10 +142,10 @@ def validate_settings(
             f"{candidate_threshold}: a doc of n tokens can have up to n / threshold spans that probable."
         )
     numeric = not isinstance(ents_threshold, str) and ents_threshold is not None
-    if not (ents_threshold in (None, "fitted") or (numeric and MIN_SPAN_PROBABILITY <= ents_threshold <= 1.0)):
+    if not (ents_threshold in (None, "fitted", "auto") or (numeric and MIN_SPAN_PROBABILITY <= ents_threshold <= 1.0)):
         raise ValueError(
             f"ents_threshold is a probability (from {MIN_SPAN_PROBABILITY} to 1; a doc of n tokens can have up to "
-            f'n / threshold spans that probable), "fitted" or None; got {ents_threshold!r}.'
+            f'n / threshold spans that probable), "fitted", "auto" or None; got {ents_threshold!r}.'
         )
     if alignment_mode not in ("strict", "contract", "expand"):
         raise ValueError(f"alignment_mode must be 'strict', 'contract' or 'expand', got {alignment_mode!r}.")

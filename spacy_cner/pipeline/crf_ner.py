@@ -160,7 +160,9 @@ def make_crf_ner(
         keeps the surer ones: precision for recall). "fitted" (default): the threshold fitted on
         dev at the end of training (fit_threshold, by spacy-cner.calibrate.v1 in
         [training.before_to_disk]; half the dev F1, BENCHMARKS.md#probabilities), the best path until
-        one is fitted or after the weights change. None:
+        one is fitted or after the weights change. "auto": the fitted threshold where it scored a
+        higher dev F1 than the best path when it was fitted (the calibrator decides and keeps the
+        choice in cfg["threshold_chosen"]), else the best path (the faster one). None:
         the best tag sequence (Viterbi), as spaCy's `ner` does.
     alignment_mode (str): A model trained on characters tags a doc of longer tokens (a
         jieba or pkuseg pipeline) on its characters, and maps each entity onto the doc's
@@ -272,6 +274,9 @@ class CRFEntityRecognizer(TrainablePipe):
             # The probability doc.ents are decoded at with ents_threshold "fitted" (fit_threshold);
             # None (the best path) until fitted, and again once finish_update() changes the weights.
             "fitted_threshold": None,
+            # With ents_threshold "auto": whether the fitted threshold beat the best path on dev (set by the
+            # calibrator, spacy-cner.calibrate.v1).
+            "threshold_chosen": False,
             # "char" when the training docs' tokens were single characters (set at initialize).
             "token_unit": None,
             # The train corpus's tokens (set at initialize): the adversarial attack's large-corpus rule reads it.
@@ -386,6 +391,8 @@ class CRFEntityRecognizer(TrainablePipe):
         the best tag sequence."""
         if self.ents_threshold == "fitted":
             return self.cfg.get("fitted_threshold")
+        if self.ents_threshold == "auto":
+            return self.cfg.get("fitted_threshold") if self.cfg.get("threshold_chosen") else None
         return self.ents_threshold
 
     def predict(self, docs: Iterable[Doc]) -> "Tagging":
@@ -593,6 +600,7 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         # A threshold fitted on the old weights no longer holds (nor shows in dev scores).
         self.cfg["fitted_threshold"] = None
+        self.cfg["threshold_chosen"] = False
         apply_gradients(self.model, sgd, self.cfg.get("tok2vec_learn_rate_scale", 1.0))
 
     def get_loss(

@@ -1,6 +1,7 @@
 """The model card (`python -m spacy_cner model-card`) and spacy.explain for crf_ner's labels."""
 
 import importlib
+from types import SimpleNamespace
 
 import pytest
 import spacy
@@ -11,7 +12,7 @@ from spacy.training import Example
 from typer.testing import CliRunner
 
 from spacy_cner.cli import app
-from spacy_cner.cli.model_card import write_model_card
+from spacy_cner.cli.model_card import _probabilities, write_model_card
 from spacy_cner.corpus.labels import DATASET_LABELS, dataset_of, explain_labels, label_descriptions
 
 RESUME = DATASET_LABELS["Resume NER (Zhang and Yang 2018)"]
@@ -188,3 +189,18 @@ def test_model_card_output_never_deletes_what_it_did_not_write(tmp_path, monkeyp
     with pytest.raises(ValueError, match="did not write"):
         write_model_card(path, output=card)
     assert (card / "extra.txt").read_text(encoding="utf8") == "mine"
+
+
+def test_model_card_says_how_doc_ents_are_decoded():
+    def pipe(ents_threshold, fitted, chosen):
+        cfg = {"temperature": 1.5, "fitted_threshold": fitted, "threshold_chosen": chosen}
+        entity_threshold = fitted if ents_threshold == "fitted" or chosen else None
+        return SimpleNamespace(ents_threshold=ents_threshold, cfg=cfg, entity_threshold=entity_threshold)
+
+    assert "at least 0.420 probable (fitted on dev)" in _probabilities(pipe("fitted", 0.42, False))
+    assert "at least 0.420 probable (fitted on dev, where it beat the best path)" in _probabilities(
+        pipe("auto", 0.42, True)
+    )
+    best = _probabilities(pipe("auto", 0.42, False))
+    assert "(Viterbi), which scored at least as well on dev as the threshold fitted there" in best
+    assert "(Viterbi)." in _probabilities(pipe(None, None, False))

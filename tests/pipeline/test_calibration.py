@@ -166,3 +166,49 @@ def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatc
     nlp.meta["performance"] = {}
     assert registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))(nlp) is nlp
     assert ner.entity_threshold is not None
+
+
+def test_calibrate_callback_auto_decodes_at_the_threshold_only_where_it_beats_the_best_path_on_dev(tmp_path):
+    """ents_threshold "auto": the callback compares the dev F1 at the fitted threshold with the best
+    path's (nlp.evaluate's, each way) and keeps the higher, the best path on a tie; the pipeline's
+    performance is the chosen decoding's, the choice is saved, and an update drops it."""
+    nlp = load_trained()
+    ner = nlp.get_pipe("crf_ner")
+    held_out = make_examples(nlp, HELD_OUT)
+    DocBin(docs=[eg.reference for eg in held_out]).to_disk(tmp_path / "dev.spacy")
+    make = registry.misc.get("spacy-cner.calibrate.v1")
+    ner.ents_threshold = "auto"
+    choices = {}
+    # Probabilities sharpened (0.5) or flattened (3.0) by a set temperature: the threshold keeps
+    # different entities, better or worse than the best path's on these examples; at the fitted
+    # temperature (None) the same F1.
+    ties = {}
+    for temperature in (0.5, 3.0, None):
+        ner.cfg["temperature"] = temperature or 1.0
+        nlp.meta["performance"] = {"ents_f": 0.0, "ents_p": 0.0, "ents_r": 0.0}
+        make(path=str(tmp_path / "dev.spacy"), temperature=temperature is None)(nlp)
+        threshold = ner.cfg["fitted_threshold"]
+        assert threshold is not None
+        ner.ents_threshold = "fitted"
+        at_threshold = nlp.evaluate(make_examples(nlp, HELD_OUT))
+        ner.ents_threshold = None
+        at_best_path = nlp.evaluate(make_examples(nlp, HELD_OUT))
+        ner.ents_threshold = "auto"
+        choices[temperature] = ner.cfg["threshold_chosen"]
+        ties[temperature] = at_threshold["ents_f"] == at_best_path["ents_f"]
+        assert choices[temperature] == (at_threshold["ents_f"] > at_best_path["ents_f"])
+        assert ner.entity_threshold == (threshold if choices[temperature] else None)
+        chosen = at_threshold if choices[temperature] else at_best_path
+        assert nlp.meta["performance"] == {key: chosen[key] for key in ("ents_f", "ents_p", "ents_r")}
+        assert nlp.evaluate(make_examples(nlp, HELD_OUT))["ents_f"] == chosen["ents_f"]
+    # Both ways and a tie (the best path: the faster), else the test shows nothing.
+    assert choices == {0.5: True, 3.0: False, None: False} and ties == {0.5: False, 3.0: False, None: True}
+    ner.cfg["temperature"] = 0.5
+    make(path=str(tmp_path / "dev.spacy"), temperature=False)(nlp)
+    nlp.to_disk(tmp_path / "model")
+    # (The config the toy pipe was made with says "fitted": the attribute set above is not in it.)
+    loaded = spacy.load(tmp_path / "model", config={"components": {"crf_ner": {"ents_threshold": "auto"}}})
+    assert loaded.get_pipe("crf_ner").entity_threshold == ner.entity_threshold is not None
+    assert predictions(loaded.pipe(TEXTS)) == predictions(nlp.pipe(TEXTS))
+    nlp.update(make_examples(nlp), sgd=nlp.resume_training())
+    assert ner.entity_threshold is None and not ner.cfg["threshold_chosen"]
