@@ -121,8 +121,8 @@ def choose_decoding(
     """For a pipe with ents_threshold "auto", after its fits: decode doc.ents at the fitted threshold
     only where that scores a higher dev F1 (the pipeline's ents_f) than the best path, which is
     faster (no forward-backward) and wins ties; the choice is kept in cfg["threshold_chosen"].
-    Why a choice: the threshold raised the test F1 of most students (BENCHMARKS.md#distillation) but
-    lowered some, and dev told which in most cases (docs/distillation.md).
+    Why a choice: the threshold raised the test F1 of most distilled students but lowered some; dev
+    picked the decoding that was better on test for 15 of 21 (docs/distillation.md).
 
     RETURNS (Dict[str, Any]): The pipeline's scores on the examples with the chosen decoding.
     """
