@@ -145,7 +145,7 @@ def _probabilities(pipe: Any) -> str:
     threshold = pipe.entity_threshold
     if threshold is None:
         decoding = "the most probable tag sequence (Viterbi)"
-        if pipe.ents_threshold == "auto" and pipe.cfg.get("fitted_threshold") is not None:
+        if pipe.ents_threshold == "auto" and pipe.cfg.get("threshold_chosen") is False:
             decoding += ", which scored at least as well on dev as the threshold fitted there"
     else:
         how = {"fitted": "fitted on dev", "auto": "fitted on dev, where it beat the best path"}.get(

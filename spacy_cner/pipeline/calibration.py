@@ -102,42 +102,44 @@ def make_calibrator(
                 fit = pipe.fit_threshold(examples, outcomes=outcomes)
                 msg.info(f"{name}: entity threshold {fit['threshold']:.3g} (best-path dev F1 {fit['f1'] * 100:.2f})")
                 fitted = fitted or pipe.ents_threshold in ("fitted", "auto")
-        if fitted:
-            scores = None
+        if threshold:
             for name, pipe in nlp.pipeline:
-                if name in decodings and pipe.ents_threshold == "auto":
-                    scores = choose_decoding(nlp, pipe, examples, decodings)
-            scores = scores if scores is not None else scores_after_fit(nlp, examples, decodings)
+                if name in decodings:
+                    choose_decoding(nlp, pipe, examples, decodings)
+        if fitted:
             performance = nlp.meta.setdefault("performance", {})
+            scores = scores_after_fit(nlp, examples, decodings)
             performance.update({key: scores[key] for key in performance if key.startswith("ents_") and key in scores})
         return nlp
 
     return fit_before_saving
 
 
-def choose_decoding(
-    nlp: Language, pipe: Any, examples: List[Example], decodings: Dict[str, DevDecoding]
-) -> Dict[str, Any]:
-    """For a pipe with ents_threshold "auto", after its fits: decode doc.ents at the fitted threshold
-    only where that scores a higher dev F1 (the pipeline's ents_f) than the best path, which is
-    faster (no forward-backward) and wins ties; the choice is kept in cfg["threshold_chosen"].
+def choose_decoding(nlp: Language, pipe: Any, examples: List[Example], decodings: Dict[str, DevDecoding]) -> bool:
+    """After a pipe's fits: whether its doc.ents score a higher dev F1 (the pipeline's ents_f) at the
+    fitted threshold than at the best path, which is faster (no forward-backward) and wins ties; kept in
+    cfg["threshold_chosen"], which ents_threshold "auto" decodes by. Chosen whatever the pipe's
+    ents_threshold, so that a pipeline trained with another loads with "auto" as well.
     Why a choice: the threshold raised the test F1 of most distilled students but lowered some; dev
     picked the decoding that was better on test for 15 of 21 (docs/distillation.md).
 
-    RETURNS (Dict[str, Any]): The pipeline's scores on the examples with the chosen decoding.
+    RETURNS (bool): Whether the threshold was chosen.
     """
-    scores = {}
-    for chosen in (True, False):
-        pipe.cfg["threshold_chosen"] = chosen
-        scores[chosen] = scores_after_fit(nlp, examples, decodings)
-    chosen = pipe.cfg.get("fitted_threshold") is not None and scores[True]["ents_f"] > scores[False]["ents_f"]
+    setting, f1 = pipe.ents_threshold, {}
+    pipe.ents_threshold = "auto"
+    try:
+        for chosen in (True, False):
+            pipe.cfg["threshold_chosen"] = chosen
+            f1[chosen] = scores_after_fit(nlp, examples, decodings)["ents_f"]
+    finally:
+        pipe.ents_threshold = setting
+    chosen = pipe.cfg.get("fitted_threshold") is not None and f1[True] > f1[False]
     pipe.cfg["threshold_chosen"] = chosen
     msg.info(
-        f"{pipe.name}: decoding doc.ents {'at the threshold' if chosen else 'at the best path'} "
-        f"(dev F1 {scores[True]['ents_f'] * 100:.2f} at the threshold, {scores[False]['ents_f'] * 100:.2f} "
-        "at the best path)"
+        f"{pipe.name}: dev F1 {f1[True] * 100:.2f} at the threshold, {f1[False] * 100:.2f} at the best path "
+        f'(ents_threshold "auto" decodes at the {"threshold" if chosen else "best path"})'
     )
-    return scores[chosen]
+    return chosen
 
 
 def scores_after_fit(nlp: Language, examples: List[Example], decodings: Dict[str, DevDecoding]) -> Dict[str, Any]:

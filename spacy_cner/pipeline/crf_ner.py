@@ -161,8 +161,9 @@ def make_crf_ner(
         dev at the end of training (fit_threshold, by spacy-cner.calibrate.v1 in
         [training.before_to_disk]; half the dev F1, BENCHMARKS.md#probabilities), the best path until
         one is fitted or after the weights change. "auto": the fitted threshold where it scored a
-        higher dev F1 than the best path when it was fitted (the calibrator decides and keeps the
-        choice in cfg["threshold_chosen"]), else the best path (the faster one). None:
+        higher dev F1 than the best path when it was fitted (the calibrator compares the two with
+        every fit, whatever this setting, and keeps the choice in cfg["threshold_chosen"]), else
+        the best path (the faster one). None:
         the best tag sequence (Viterbi), as spaCy's `ner` does.
     alignment_mode (str): A model trained on characters tags a doc of longer tokens (a
         jieba or pkuseg pipeline) on its characters, and maps each entity onto the doc's
@@ -260,6 +261,7 @@ class CRFEntityRecognizer(TrainablePipe):
         self.candidate_threshold = candidate_threshold
         self.ents_threshold = ents_threshold
         self._warned_labels: set = set()
+        self._warned_unchosen = False
         # Set by the factory and by initialize(nlp=...).
         self.pipeline_link = PipelineLink()
         self.alignment_mode = alignment_mode
@@ -274,9 +276,9 @@ class CRFEntityRecognizer(TrainablePipe):
             # The probability doc.ents are decoded at with ents_threshold "fitted" (fit_threshold);
             # None (the best path) until fitted, and again once finish_update() changes the weights.
             "fitted_threshold": None,
-            # With ents_threshold "auto": whether the fitted threshold beat the best path on dev (set by the
-            # calibrator, spacy-cner.calibrate.v1).
-            "threshold_chosen": False,
+            # Whether the fitted threshold beat the best path on dev, for ents_threshold "auto" (set with the
+            # threshold by the calibrator, spacy-cner.calibrate.v1); None until then, and after an update.
+            "threshold_chosen": None,
             # "char" when the training docs' tokens were single characters (set at initialize).
             "token_unit": None,
             # The train corpus's tokens (set at initialize): the adversarial attack's large-corpus rule reads it.
@@ -392,7 +394,17 @@ class CRFEntityRecognizer(TrainablePipe):
         if self.ents_threshold == "fitted":
             return self.cfg.get("fitted_threshold")
         if self.ents_threshold == "auto":
-            return self.cfg.get("fitted_threshold") if self.cfg.get("threshold_chosen") else None
+            threshold, chosen = self.cfg.get("fitted_threshold"), self.cfg.get("threshold_chosen")
+            if threshold is not None and chosen is None and not self._warned_unchosen:
+                self._warned_unchosen = True
+                warnings.warn(
+                    f"'{self.name}' has ents_threshold \"auto\" and a fitted threshold but no choice between it and "
+                    'the best path (fitted by fit_threshold alone, or calibrated before "auto" existed): decoding at '
+                    "the best path. Calibrate with spacy-cner.calibrate.v1, e.g. python bench/fit_threshold.py MODEL "
+                    "dev.spacy OUTPUT --decoding auto.",
+                    stacklevel=2,
+                )
+            return threshold if chosen else None
         return self.ents_threshold
 
     def predict(self, docs: Iterable[Doc]) -> "Tagging":
@@ -600,7 +612,7 @@ class CRFEntityRecognizer(TrainablePipe):
         """
         # A threshold fitted on the old weights no longer holds (nor shows in dev scores).
         self.cfg["fitted_threshold"] = None
-        self.cfg["threshold_chosen"] = False
+        self.cfg["threshold_chosen"] = None
         apply_gradients(self.model, sgd, self.cfg.get("tok2vec_learn_rate_scale", 1.0))
 
     def get_loss(
@@ -764,6 +776,7 @@ class CRFEntityRecognizer(TrainablePipe):
         _, right = (outcomes or self.entity_outcomes(examples))(self.cfg.get("temperature", 1.0))
         fit = calibration.fit_threshold(right, sum(len(eg.get_aligned_spans_y2x(eg.reference.ents)) for eg in examples))
         self.cfg["fitted_threshold"] = fit["threshold"]
+        self.cfg["threshold_chosen"] = None  # the calibrator chooses for the new threshold
         return fit
 
     def entity_outcomes(self, examples: Iterable[Example]) -> Outcomes:

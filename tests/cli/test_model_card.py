@@ -204,3 +204,4 @@ def test_model_card_says_how_doc_ents_are_decoded():
     best = _probabilities(pipe("auto", 0.42, False))
     assert "(Viterbi), which scored at least as well on dev as the threshold fitted there" in best
     assert "(Viterbi)." in _probabilities(pipe(None, None, False))
+    assert "(Viterbi)." in _probabilities(pipe("auto", 0.42, None))  # calibrated before "auto": no choice made

@@ -210,5 +210,15 @@ def test_calibrate_callback_auto_decodes_at_the_threshold_only_where_it_beats_th
     loaded = spacy.load(tmp_path / "model", config={"components": {"crf_ner": {"ents_threshold": "auto"}}})
     assert loaded.get_pipe("crf_ner").entity_threshold == ner.entity_threshold is not None
     assert predictions(loaded.pipe(TEXTS)) == predictions(nlp.pipe(TEXTS))
+    # The choice is made whatever the setting (a student trained with the best path loads with "auto").
+    ner.ents_threshold, ner.cfg["threshold_chosen"] = None, None
+    make(path=str(tmp_path / "dev.spacy"), temperature=False)(nlp)
+    assert ner.entity_threshold is None and ner.cfg["threshold_chosen"] is True
+    ner.ents_threshold = "auto"
+    assert ner.entity_threshold == ner.cfg["fitted_threshold"]
     nlp.update(make_examples(nlp), sgd=nlp.resume_training())
-    assert ner.entity_threshold is None and not ner.cfg["threshold_chosen"]
+    assert ner.entity_threshold is None and ner.cfg["threshold_chosen"] is None
+    # A threshold fitted without a choice (a pipeline calibrated before "auto"): the best path, and a warning.
+    ner.cfg["fitted_threshold"] = 0.4
+    with pytest.warns(UserWarning, match="no choice between it and the best path"):
+        assert ner.entity_threshold is None
