@@ -51,7 +51,8 @@ def make_calibrator(
     """A [training.before_to_disk] callback: before each save of the pipeline, every crf_ner
     pipe fits, on the examples at path (the dev corpus, e.g. ${paths.dev}), the temperature of
     its entity probabilities (fit_temperature) and then the threshold its doc.ents are decoded
-    at (fit_threshold, used with ents_threshold "fitted"), both kept in its cfg. With a fitted
+    at (fit_threshold, used with ents_threshold "fitted"), and whether that threshold beats the best
+    path on dev (choose_decoding, used with ents_threshold "auto"), all kept in its cfg. With a fitted
     threshold, the pipeline's meta["performance"] gets the entity scores on path that the saved
     pipeline has (the training log shows those of the best path, which model-best is chosen on).
 
