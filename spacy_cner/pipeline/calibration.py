@@ -103,20 +103,28 @@ def make_calibrator(
                 fit = pipe.fit_threshold(examples, outcomes=outcomes)
                 msg.info(f"{name}: entity threshold {fit['threshold']:.3g} (best-path dev F1 {fit['f1'] * 100:.2f})")
                 fitted = fitted or pipe.ents_threshold in ("fitted", "auto")
-        if threshold:
-            for name, pipe in nlp.pipeline:
-                if name in decodings:
-                    choose_decoding(nlp, pipe, examples, decodings)
+        # Per pipe, the pipeline's dev scores at the threshold (True) and at the best path (False).
+        choices = {
+            name: choose_decoding(nlp, pipe, examples, decodings)
+            for name, pipe in nlp.pipeline
+            if threshold and name in decodings
+        }
         if fitted:
             performance = nlp.meta.setdefault("performance", {})
-            scores = scores_after_fit(nlp, examples, decodings)
+            if len(choices) == 1:  # those scores hold for the pipeline as it is now
+                name, scores_by_choice = next(iter(choices.items()))
+                scores = scores_by_choice[nlp.get_pipe(name).entity_threshold is not None]
+            else:  # a later pipe's choice changes the docs an earlier one's scores came from
+                scores = scores_after_fit(nlp, examples, decodings)
             performance.update({key: scores[key] for key in performance if key.startswith("ents_") and key in scores})
         return nlp
 
     return fit_before_saving
 
 
-def choose_decoding(nlp: Language, pipe: Any, examples: List[Example], decodings: Dict[str, DevDecoding]) -> bool:
+def choose_decoding(
+    nlp: Language, pipe: Any, examples: List[Example], decodings: Dict[str, DevDecoding]
+) -> Dict[bool, Dict[str, Any]]:
     """After a pipe's fits: whether its doc.ents score a higher dev F1 (the pipeline's ents_f) at the
     fitted threshold than at the best path, which is faster (no forward-backward) and wins ties; kept in
     cfg["threshold_chosen"], which ents_threshold "auto" decodes by. Chosen whatever the pipe's
@@ -124,23 +132,25 @@ def choose_decoding(nlp: Language, pipe: Any, examples: List[Example], decodings
     Why a choice: the threshold raised the test F1 of most distilled students but lowered some; dev
     picked the decoding that was better on test for 15 of 21 (docs/distillation.md).
 
-    RETURNS (bool): Whether the threshold was chosen.
+    RETURNS (Dict[bool, Dict[str, Any]]): The pipeline's scores on the examples at the threshold (True) and
+        at the best path (False).
     """
-    setting, f1 = pipe.ents_threshold, {}
+    setting, scores = pipe.ents_threshold, {}
     pipe.ents_threshold = "auto"
     try:
         for chosen in (True, False):
             pipe.cfg["threshold_chosen"] = chosen
-            f1[chosen] = scores_after_fit(nlp, examples, decodings)["ents_f"]
+            scores[chosen] = scores_after_fit(nlp, examples, decodings)
     finally:
         pipe.ents_threshold = setting
+    f1 = {chosen: scores[chosen]["ents_f"] for chosen in scores}
     chosen = pipe.cfg.get("fitted_threshold") is not None and f1[True] > f1[False]
     pipe.cfg["threshold_chosen"] = chosen
     msg.info(
         f"{pipe.name}: dev F1 {f1[True] * 100:.2f} at the threshold, {f1[False] * 100:.2f} at the best path "
         f'(ents_threshold "auto" decodes at the {"threshold" if chosen else "best path"})'
     )
-    return chosen
+    return scores
 
 
 def scores_after_fit(nlp: Language, examples: List[Example], decodings: Dict[str, DevDecoding]) -> Dict[str, Any]:
