@@ -88,6 +88,30 @@ dropout = 0.5
 DEFAULT_MODEL = Config().from_str(default_model_config)["model"]
 
 
+# The examples initialize validates and samples: the first few of the corpus.
+INIT_SAMPLE = 10
+
+
+def _first_examples(get_examples: Any) -> Any:
+    """get_examples, to spaCy's validate_get_examples, as the first INIT_SAMPLE examples it gives.
+
+    validate_get_examples checks the type of every example, a pass over the whole corpus: on a
+    distilled student's corpus (millions of characters with the teacher's soft targets) that pass
+    took minutes. update validates each batch's examples anyway. A value that is not callable, or
+    not iterable when called, goes to spaCy's check as it is (and fails there).
+    """
+    if not callable(get_examples):
+        return get_examples
+
+    def first() -> Any:
+        examples = get_examples()
+        if examples is None or not isinstance(examples, Iterable):
+            return examples
+        return list(itertools.islice(examples, INIT_SAMPLE))
+
+    return first
+
+
 @Language.factory(
     "crf_ner",
     assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
@@ -710,7 +734,7 @@ class CRFEntityRecognizer(TrainablePipe):
             and the model card; the meanings of the dataset the labels come from (labels.DATASET_LABELS)
             fill in the others.
         """
-        validate_get_examples(get_examples, "CRFEntityRecognizer.initialize")
+        validate_get_examples(_first_examples(get_examples), "CRFEntityRecognizer.initialize")
         if nlp is not None:
             self.pipeline_link = PipelineLink(nlp)
             check_vectors(nlp, self.name)
@@ -723,11 +747,15 @@ class CRFEntityRecognizer(TrainablePipe):
         check_labels(self.labels, self.name)
         set_model_lexicon(self.model, lexicon, self.name)
         # The first ten non-empty docs, without reading the rest of the corpus.
-        doc_sample = list(itertools.islice((eg.predicted for eg in get_examples() if len(eg.predicted)), 10))
+        doc_sample = list(itertools.islice((eg.predicted for eg in get_examples() if len(eg.predicted)), INIT_SAMPLE))
         if not doc_sample:
             raise ValueError(f"'{self.name}' needs at least one non-empty training doc to initialize.")
         self.cfg["token_unit"] = token_unit(doc_sample)
-        self.cfg["train_tokens"] = sum(len(eg.reference) for eg in get_examples())
+        # The train corpus's size is for the adversarial attack's large-corpus rule only: without an attack
+        # the corpus is not read for it (a distilled student's corpus of millions of characters and soft
+        # targets took minutes a pass).
+        if self.adversarial is not None:
+            self.cfg["train_tokens"] = sum(len(eg.reference) for eg in get_examples())
         self._log_adversarial_every()
         # Exact bigram tables (CharBigramEmbed.v2, bigram_rows null): a row per bigram of the corpus.
         rows = size_key_tables(self.model, (eg.predicted for eg in get_examples()))

@@ -208,6 +208,38 @@ def test_a_large_train_corpus_is_attacked_at_large_every(capsys):
         fgm(1.0, large_corpus=-5)
 
 
+def test_without_an_attack_initialize_reads_the_first_docs_only():
+    """initialize validates and samples the first ten examples, and counts the train corpus for the attack's
+    large-corpus rule only: without an attack (a distilled student, whose corpus can be millions of
+    characters with soft targets) it reads twenty examples of sixty; with one, the whole corpus once more."""
+    examples = make_examples(spacy.blank("zh"), TRAIN_DATA * 20)
+    tokens = sum(len(eg.reference) for eg in examples)
+    for adversarial, expected, counted in (
+        (None, 20, None),
+        ({"@misc": "spacy-cner.fgm.v1", "epsilon": 1.0}, 20 + len(examples), tokens),
+    ):
+        nlp = spacy.blank("zh")
+        model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": CPU_TOK2VEC, "encoder": ENCODER}
+        pipe = nlp.add_pipe("crf_ner", config={"model": model, "adversarial": adversarial})
+        for label in ("LOC", "ORG", "PER"):
+            pipe.add_label(label)
+        read = []
+
+        def get_examples():
+            for eg in examples:
+                read.append(eg)
+                yield eg
+
+        nlp.initialize(get_examples)
+        assert len(read) == expected
+        assert pipe.cfg["train_tokens"] == counted
+        # The pipe trains and predicts as one initialized on the whole corpus.
+        assert "crf_ner" in pipe.update(examples[:3], sgd=SGD(0.01))
+    # A corpus whose first examples are not Examples still fails spaCy's check.
+    with pytest.raises(TypeError):
+        nlp.initialize(lambda: iter([{"text": "我"}]))
+
+
 def test_a_share_of_the_batch_is_attacked_and_stands_for_the_whole_batch(monkeypatch):
     """share = 0.5: the second pass runs on half the batch's examples (drawn at random), its loss and
     gradients (the CRF's transitions too) scaled by 2. On a batch of one example four times (no
