@@ -233,7 +233,7 @@ def test_without_an_attack_initialize_reads_the_first_docs_only():
         nlp.initialize(get_examples)
         assert len(read) == expected
         assert pipe.cfg["train_tokens"] == counted
-        # The pipe trains and predicts as one initialized on the whole corpus.
+        # The pipe initialized from its first examples trains.
         assert "crf_ner" in pipe.update(examples[:3], sgd=SGD(0.01))
     # A corpus whose first examples are not Examples still fails spaCy's check.
     with pytest.raises(TypeError):
