@@ -13,6 +13,7 @@ from .layers.lac_features import LacFeatures
 from .layers.scalar_mix import ScalarMix
 from .layers.soft_lexicon import SoftLexicon
 from .layers.tener import TENEREncoder
+from .layers.transformer import TransformerTok2Vec
 from .training.corpus_size import corpus_batch_size, corpus_max_epochs, corpus_patience, corpus_patience_v2
 from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 from .robustness.metrics import make_robust_ner_scorer
@@ -46,12 +47,3 @@ __all__ = [
     "make_crf_ner",
     "make_robust_ner_scorer",
 ]
-
-
-def __getattr__(name: str):
-    """TransformerTok2Vec on first use: it imports spacy-transformers and transformers (seconds)."""
-    if name == "TransformerTok2Vec":
-        from .layers.transformer import TransformerTok2Vec
-
-        return TransformerTok2Vec
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -156,3 +156,28 @@ def test_a_failing_build_prints_its_log(tmp_path, capsys):
     assert "the log of setup.py" in printed.err
     said = " ".join(printed.out.split())  # wasabi wraps long lines
     assert "`python -m build --sdist --no-isolation .` failed in" in said and "its log is above" in said
+
+
+@pytest.mark.parametrize("command", ["spacy", "spacy_cner"])
+def test_package_without_spacy_transformers(tmp_path, command):
+    """On the README's install (no extras: neither spacy-transformers nor transformers), `python -m spacy package`
+    and docs/packaging.md's `python -m spacy_cner package` make the package of a crf_ner pipeline: spaCy looks up
+    `zh.spacy-cner.CRFTagger.v1`, misses, and catalogue loads every entry point of the registry, the transformer
+    layer's among them, which must load without spacy-transformers (`--build none`: the build is tested above)."""
+    from no_transformers import env_without_transformers
+
+    nlp = spacy.blank("zh")
+    model = {"@architectures": "spacy-cner.CRFTagger.v1", "tok2vec": CPU_TOK2VEC, "encoder": ENCODER}
+    nlp.add_pipe("crf_ner", config={"model": model})
+    nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in TRAIN])
+    nlp.to_disk(tmp_path / "model")
+    (tmp_path / "packages").mkdir()
+    args = ["package", "model", "packages", "--name", "tiny", "--version", "0.0.1", "--build", "none", "--force"]
+    env = env_without_transformers(tmp_path / "site")
+    result = subprocess.run(
+        [sys.executable, "-m", command, *args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    meta = spacy.util.load_meta(tmp_path / "packages" / "zh_tiny-0.0.1" / "meta.json")
+    assert any(req.startswith("spacy-cner") for req in meta["requirements"]), meta["requirements"]
+    assert not any("transformers" in req for req in meta["requirements"]), meta["requirements"]

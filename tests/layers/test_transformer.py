@@ -184,8 +184,9 @@ def test_attention_window_blocks_far_tokens(kind, request):
 
 
 def test_import_spacy_cner_leaves_transformers_unimported():
-    """A character BiLSTM pipeline never needs transformers (seconds to import): `import spacy_cner` does
-    not import it; TransformerTok2Vec and its registered name still resolve, importing it then."""
+    """A character BiLSTM pipeline never needs transformers (seconds to import): neither `import spacy_cner` nor
+    looking up the transformer layer's registered name (every entry point of the registry, as `spacy package`
+    does) imports it; calling the layer does."""
     import subprocess
     import sys
 
@@ -194,35 +195,47 @@ def test_import_spacy_cner_leaves_transformers_unimported():
         "print([m for m in ('transformers', 'spacy_transformers') if m in sys.modules])\n"
         "from spacy.util import registry\n"
         "layer = registry.architectures.get('spacy-cner.TransformerTok2Vec.v1')\n"
-        "print(layer is spacy_cner.TransformerTok2Vec, 'transformers' in sys.modules)\n"
+        "registry.architectures.get_all()\n"
+        "print(layer is spacy_cner.TransformerTok2Vec, 'spacy_cner.layers.transformer.model' in sys.modules)\n"
+        "layer('unused')\n"
+        "print('spacy_transformers' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-2:] == ["[]", "True True"]
+    assert result.stdout.splitlines()[-3:] == ["[]", "True False", "True"]
 
 
-def test_transformer_configs_without_spacy_transformers_say_what_to_install():
+def test_transformer_configs_without_spacy_transformers_say_what_to_install(tmp_path):
     """spacy-transformers is an extra (spaCy imports an installed plugin's factories at every spacy.load):
-    without it, the transformer layer's registered name raises an ImportError naming the extra to install;
-    the character configs' layers still resolve."""
+    without it, every registry's entry points load (catalogue loads all of them when a name misses, as in
+    `spacy package`), and the transformer layer raises an ImportError naming the extra to install only when
+    called, directly or from a config; the character configs' layers still resolve."""
+    import subprocess
+    import sys
+
     from conftest import REPO_ROOT
-    from toy_pipe import run_python
+    from no_transformers import env_without_transformers
 
     code = (
-        "import sys\n"
-        "sys.modules['spacy_transformers'] = None  # as if not installed: importing it raises\n"
-        "import spacy_cner\n"
+        "import spacy\n"
         "from spacy.util import registry\n"
+        "for name in registry.get_registry_names():\n"
+        "    getattr(registry, name).get_all()\n"
         "print(registry.architectures.get('spacy-cner.CharBigramEmbed.v1').__name__)\n"
-        "try:\n"
-        "    registry.architectures.get('spacy-cner.TransformerTok2Vec.v1')\n"
-        "except ImportError as error:\n"
-        "    print(type(error).__name__, error)\n"
+        "layer = registry.architectures.get('spacy-cner.TransformerTok2Vec.v1')\n"
+        "tok2vec = {'@architectures': 'spacy-cner.TransformerTok2Vec.v1', 'name': 'bert-base-chinese'}\n"
+        "for build in (lambda: layer('bert-base-chinese'),\n"
+        "              lambda: spacy.blank('zh').add_pipe('crf_ner', config={'model': {'tok2vec': tok2vec}})):\n"
+        "    try:\n"
+        "        build()\n"
+        "    except ImportError as error:\n"
+        "        print(type(error).__name__, error)\n"
     )
-    result = run_python(code, REPO_ROOT)
+    env = env_without_transformers(tmp_path / "site")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, env=env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[-2] == "CharBigramEmbed"
-    assert (
-        lines[-1].startswith("ImportError spacy-cner.TransformerTok2Vec.v1") and "spacy-cner[transformers]" in lines[-1]
-    )
+    assert lines[-3] == "CharBigramEmbed"
+    for line in lines[-2:]:
+        assert line.startswith("ImportError spacy-cner.TransformerTok2Vec.v1 (the transformer configs) needs")
+        assert "spacy-cner[transformers]" in line

@@ -1,14 +1,13 @@
 """The thinc layer: TransformerTok2Vec (spacy-cner.TransformerTok2Vec.v1)."""
 
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy
-from spacy.tokens import Doc
-from spacy.util import SimpleFrozenDict, registry
+from spacy.util import SimpleFrozenDict
 from spacy_transformers.data_classes import HFObjects
 from spacy_transformers.layers.hf_wrapper import HFWrapper
 from thinc.api import Model
-from thinc.types import Floats2d, Ints1d
+from thinc.types import Floats2d
 
 from ...backends.batching import batches_by_budget
 from ...robustness.attention_window import check_window
@@ -17,17 +16,12 @@ from ...long_docs import Window
 from .._torch import torch_module
 from ..lexicon_adapter import backward_unscaled, lexicon_hook
 from ..scalar_mix import ScalarMix
-from . import TRANSFORMER_TOK2VEC
+from . import TRANSFORMER_TOK2VEC, InT, OutT
 from .batch import window_batch, window_geometry
 from .hf import InPlaceHFShim, convert_inputs, convert_outputs, load_pretrained, run_transformer
 from .wordpieces import plan_doc, token_rows
 
-# The docs, or (docs, gold entity ids per doc) in crf_ner's update (entity_attention).
-InT = Union[List[Doc], Tuple[List[Doc], List[Ints1d]]]
-OutT = List[Floats2d]
 
-
-@registry.architectures("spacy-cner.TransformerTok2Vec.v1")
 def TransformerTok2Vec(
     name: str,
     scalar_mix: bool = True,
@@ -42,37 +36,7 @@ def TransformerTok2Vec(
     mixed_precision: bool = False,
     grad_scaler_config: Dict[str, Any] = SimpleFrozenDict(),
 ) -> Model[InT, OutT]:
-    """Token vectors from a Hugging Face encoder (BERT, RoBERTa-style, NEZHA).
-
-    name (str): Model name on the Hugging Face hub or a local path, e.g. "bert-base-chinese".
-        Read at initialize only: a saved pipeline carries the weights.
-    scalar_mix (bool): Mix all L + 1 hidden states with trained weights (spacy-cner.ScalarMix.v1);
-        False uses the last layer.
-    window_size (int): Most wordpieces per window, special tokens included; 0 is the model's maximum.
-    max_batch_windows (int): At prediction, windows per transformer call (bounds memory on long docs).
-    attention_window (Optional[int]): Sliding-window constraint (Wang, Wang and Shen 2024, eq. 18):
-        a wordpiece attends only to wordpieces whose tokens are at most this many tokens away
-        (special tokens sit just before the first and after the last token), through a 3-D
-        attention mask, in training and prediction; None attends to the whole window.
-    entity_attention_scale (float): Entity-label enhancement, beta of Wang, Wang and Shen
-        2024 (eqs. 15-16): in training, the attention scores (before the softmax) between
-        wordpieces of the same gold entity are multiplied by 1 + beta in every layer and
-        head (crf_ner provides the gold entities); 0 turns it off. Prediction is unchanged.
-        Needs attention computed through a softmax (eager attention); models whose
-        attention kernel fuses it away raise an error.
-    lexicon_adapter (Optional[Model]): spacy-cner.LexiconAdapter.v1 (LEBERT): fuses the
-        lexicon words that cover each wordpiece's characters into its hidden state after
-        transformer layer lexicon_layer, so the layers above it (and the scalar mix of
-        hidden states lexicon_layer...L) see them. Special tokens get no words.
-    lexicon_layer (int): k, the layer after which the adapter runs (1 = after the first
-        layer, LEBERT's best; 0 = on the embedding output).
-    tokenizer_config (Dict[str, Any]): Keyword arguments for the tokenizer's from_pretrained.
-    transformer_config (Dict[str, Any]): Keyword arguments for the model config's from_pretrained.
-    mixed_precision (bool): Run the transformer in mixed precision (GPU).
-    grad_scaler_config (Dict[str, Any]): Settings of the gradient scaler for mixed precision.
-    RETURNS (Model[InT, List[Floats2d]]): The tok2vec; its input is the docs, or (docs, gold
-        entity ids) in training with an entity_attention_scale.
-    """
+    """The tok2vec that spacy-cner.TransformerTok2Vec.v1 builds (its arguments are documented in __init__.py)."""
     check_scale(entity_attention_scale, "TransformerTok2Vec")
     check_window(attention_window, "TransformerTok2Vec")
     if lexicon_layer < 0:
