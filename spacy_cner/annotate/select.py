@@ -12,6 +12,7 @@ OUTPUT.scores/, whose shards and state select reads back.
 
 import dataclasses
 import heapq
+import io
 import json
 import math
 import random
@@ -34,6 +35,7 @@ from . import run_job
 from .inputs import Source, find_sources, input_sources
 from .job import AnnotateJob
 from .outputs import ShardWriter
+from .owned_files import OwnedFiles
 from .resume import STATE_DIR, changed_source, model_fingerprint, read_state
 
 # select's own JSON lines (the row's fields, the model's entities and how the text was selected), and
@@ -341,11 +343,13 @@ def select(
             f"density is the exponent of the texts' typicality in the ranking, above 0, with a "
             f"ranking strategy, got {density} with {strategy!r}."
         )
-    work, errors_path = Path(f"{output}.scores"), Path(f"{output}.errors.jsonl")
-    _check_outputs(input_path, input_format, Path(output), errors_path)
-    # OUT, OUT.errors.jsonl and OUT.scores/ may sit in the input folder: never read as input (and the
-    # same sources as annotate's, for the resume check).
-    sources = input_sources(input_path, input_format, work, exclude=(Path(output), errors_path))
+    output = Path(output)
+    work, errors_path, record = Path(f"{output}.scores"), Path(f"{output}.errors.jsonl"), written_record(output)
+    _check_outputs(input_path, input_format, output, errors_path)
+    # OUT, OUT.errors.jsonl, OUT.select.json and OUT.scores/ may sit in the input folder: never read as
+    # input (and the same sources as annotate's, for the resume check).
+    mine = (output, errors_path, record)
+    sources = input_sources(input_path, input_format, work, exclude=mine)
     settings = work / STATE_DIR / "settings.json"
     job = dataclasses.replace(job, entities_field=ENTITIES_FIELD, uncertainty=strategy, uncertainty_seed=seed)
     if settings.exists() and not _same_scoring(settings, job, shard_size, input_format, sources):
@@ -364,7 +368,7 @@ def select(
             input_format=input_format,
             shard_size=shard_size,
             progress=progress,
-            exclude=(Path(output), errors_path),
+            exclude=mine,
         )
     except BaseException:
         # Nothing scored to resume from (e.g. the model did not load): the folder goes, if annotate made it.
@@ -412,13 +416,14 @@ def select(
         candidate.drawn = True
     chosen = top + drawn
     summary.selected, summary.drawn = len(chosen), len(drawn)
-    write_selection(chosen, Path(output), output_format, strategy, job.model, power, density)
+    # Checked again: the files may have changed while the texts were scored.
+    owned = _check_outputs(input_path, input_format, output, errors_path)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    owned.write(output, selection_text(chosen, output_format, strategy, job.model, power, density).encode("utf8"))
     if ranking.errors:
-        errors_path.write_text(
-            "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in ranking.errors), encoding="utf8"
-        )
-    elif errors_path.exists():
-        errors_path.unlink()
+        owned.write(errors_path, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in ranking.errors).encode())
+    else:
+        owned.remove(errors_path)  # an earlier run's, which select wrote (any other was refused above)
     shutil.rmtree(work)
     # The scoring's speed (annotate's, the pipeline's loading left out) over the rows scored now.
     summary.seconds = time.perf_counter() - start
@@ -426,52 +431,43 @@ def select(
     return summary
 
 
-def _check_outputs(input_path: str, input_format: str, output: Path, errors_path: Path) -> None:
-    """Refuse an output that is a folder or lies below a file, and an output or errors file that is one of
-    the input files, unless select wrote it (a run writing into the input folder, started again)."""
-    for name, path, ours in (("output", output, _is_selection), ("errors file", errors_path, _is_errors_file)):
+def written_record(output: Path) -> Path:
+    """OUT.select.json: select's record of the files it wrote (OUT and OUT.errors.jsonl, by sha256)."""
+    return Path(f"{output}.select.json")
+
+
+def _check_outputs(input_path: str, input_format: str, output: Path, errors_path: Path) -> OwnedFiles:
+    """Refuse an output that is a folder or lies below a file, an output that is an input file, and an
+    existing output or errors file that select did not write (by OUT.select.json's record of what it
+    wrote, never by what the file holds); the record of the files select may replace."""
+    record = written_record(output)
+    for name, path in (("output", output), ("errors file", errors_path), ("record", record)):
         target = path.resolve()
         if target.is_dir():
             raise ValueError(f"{name} {path} is a folder: name a file (.jsonl, or .json for Label Studio).")
         for folder in target.parents:
             if folder.exists() and not folder.is_dir():
                 raise ValueError(f"{name} {path}: {folder} is a file, not a folder: name another output file.")
-        if target.is_file() and not ours(target):
-            for source in find_sources(input_path, input_format):
-                if source.path.resolve() == target:
-                    raise ValueError(
-                        f"{name} {path} is one of the input files: selecting would overwrite it; "
-                        "name another output file."
-                    )
-
-
-def _first_record(path: Path) -> Any:
-    """The first JSON value of a file (a JSON array's first element), None when it holds none; a line
-    that is not JSON comes back as its bytes."""
-    with path.open("rb") as file:
-        line = file.readline().strip()
-    if not line:
-        return None
-    try:
-        value = json.loads(path.read_bytes() if line == b"[" else line)  # "[": Label Studio's JSON array
-    except (ValueError, UnicodeDecodeError):
-        return line
-    return (value[0] if value else None) if isinstance(value, list) else value
-
-
-def _is_selection(path: Path) -> bool:
-    """Whether a file holds select's output (its first record carries select's "select" or "meta"), or nothing."""
-    record = _first_record(path)
-    if record is None:
-        return True
-    info = record.get("select", record.get("meta")) if isinstance(record, dict) else None
-    return isinstance(info, dict) and "strategy" in info and "source" in info
-
-
-def _is_errors_file(path: Path) -> bool:
-    """Whether a file holds select's bad rows (records with an "error"), or nothing."""
-    record = _first_record(path)
-    return record is None or (isinstance(record, dict) and "error" in record)
+    if Path(input_path).is_file():
+        for name, path in (("output", output), ("errors file", errors_path), ("record", record)):
+            if path.resolve() == Path(input_path).resolve():
+                raise ValueError(
+                    f"{name} {path} is one of the input files (the input itself): selecting would overwrite it; "
+                    "name another output file."
+                )
+    owned = OwnedFiles(record, "select")
+    for name, path in (("output", output), ("errors file", errors_path)):
+        if path.exists() and not owned.owns(path):
+            if path.resolve() in {source.path.resolve() for source in find_sources(input_path, input_format)}:
+                raise ValueError(
+                    f"{name} {path} is one of the input files: selecting would overwrite it; name another output file."
+                )
+            raise ValueError(
+                f"{name} {path} exists and select did not write it, or it changed since ({record.name} records "
+                f"what select wrote): selecting would {'overwrite' if name == 'output' else 'overwrite or delete'} "
+                "it; move it away or name another output file."
+            )
+    return owned
 
 
 @dataclasses.dataclass
@@ -577,9 +573,22 @@ def write_selection(
     their scores.
     """
     output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(selection_text(chosen, output_format, strategy, model, power, density), encoding="utf8")
+
+
+def selection_text(
+    chosen: List[Candidate],
+    output_format: str,
+    strategy: str,
+    model: str,
+    power: Optional[float] = None,
+    density: Optional[float] = None,
+) -> str:
+    """What write_selection writes: the chosen texts as output_format's records."""
     records = [_record(c, output_format, strategy, model, power, density) for c in chosen]
-    with output.open("w", encoding="utf8") as file:
-        write_json_records(records, file, array=output_format != "jsonl" and FORMATS[output_format].array)
+    text = io.StringIO()
+    write_json_records(records, text, array=output_format != "jsonl" and FORMATS[output_format].array)
+    return text.getvalue()
 
 
 def _record(

@@ -404,7 +404,7 @@ def test_select_output_inside_the_input_folder_is_never_read_as_input(model_dir,
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(select_module, "write_selection", killed)
+    monkeypatch.setattr(select_module, "selection_text", killed)
     with pytest.raises(KeyboardInterrupt):
         select(AnnotateJob(str(model_dir)), str(pool), 4, out, strategy="entropy")
     assert any((pool / "next.jsonl.scores").glob("*.jsonl"))
@@ -426,7 +426,7 @@ def test_select_resumed_after_the_input_changed_scores_it_afresh(model_dir, tmp_
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(select_module, "write_selection", killed)
+    monkeypatch.setattr(select_module, "selection_text", killed)
     with pytest.raises(KeyboardInterrupt):
         select(AnnotateJob(str(model_dir)), str(source), 50, out, strategy="entropy", shard_size=20, diversity=None)
     monkeypatch.undo()
@@ -490,6 +490,67 @@ def test_select_never_writes_over_an_input_file_or_a_folder_it_did_not_make(mode
     with pytest.raises(ValueError, match="holds files annotate did not write"):
         select(AnnotateJob(str(model_dir)), str(pool), 2, tmp_path / "next.jsonl", strategy="entropy")
     assert [p.name for p in scores.iterdir()] == ["notes.md"]
+
+
+@pytest.mark.parametrize("first_line", ["", "   ", "null", "[]"])
+def test_select_never_takes_a_users_file_for_its_own_output(model_dir, tmp_path, first_line):
+    """Issue 85: an input file whose first line was blank, spaces, `null` or `[]` was taken for select's own
+    output and overwritten (exit 0, none of its texts left); a user's OUT.errors.jsonl was deleted when no
+    row was bad. Now only a file select wrote, unchanged since (OUT.select.json's sha256), is replaced."""
+    pool = tmp_path / "in"
+    pool.mkdir()
+    mine = pool / "a.txt"
+    mine.write_text(first_line + "\n" + "\n".join(TEXTS) + "\n", encoding="utf8")
+    with pytest.raises(ValueError, match=r"output .*a\.txt is one of the input files"):
+        select(AnnotateJob(str(model_dir)), str(pool), 3, mine, strategy="entropy")
+    with pytest.raises(ValueError, match=r"output .*a\.txt is one of the input files \(the input itself\)"):
+        select(AnnotateJob(str(model_dir)), str(mine), 3, mine, strategy="entropy")
+    assert mine.read_text(encoding="utf8") == first_line + "\n" + "\n".join(TEXTS) + "\n"
+    assert sorted(p.name for p in pool.iterdir()) == ["a.txt"]
+    # A user's own files named as the output or errors file, outside the input: refused, kept.
+    out = tmp_path / "next.jsonl"
+    for path in (out, tmp_path / "next.jsonl.errors.jsonl"):
+        path.write_text(first_line + "\n", encoding="utf8")
+        with pytest.raises(ValueError, match=r"exists and select did not write it"):
+            select(AnnotateJob(str(model_dir)), str(pool), 3, out, strategy="entropy")
+        assert path.read_text(encoding="utf8") == first_line + "\n"
+        path.unlink()
+    # Select's own output is replaced by a rerun (no row is bad: its errors file goes); once edited, kept.
+    (tmp_path / "next.jsonl.errors.jsonl").write_text("{}\n", encoding="utf8")
+    with pytest.raises(ValueError, match="exists and select did not write it"):
+        select(AnnotateJob(str(model_dir)), str(pool), 3, out, strategy="entropy")
+    (tmp_path / "next.jsonl.errors.jsonl").unlink()
+    select(AnnotateJob(str(model_dir)), str(pool), 3, out, strategy="entropy")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "next.jsonl", "next.jsonl.select.json"]
+    select(AnnotateJob(str(model_dir)), str(pool), 2, out, strategy="entropy")
+    assert len(out.read_text(encoding="utf8").splitlines()) == 2
+    out.write_text(out.read_text(encoding="utf8") + "\n", encoding="utf8")  # the user's edit
+    with pytest.raises(ValueError, match="or it changed since"):
+        select(AnnotateJob(str(model_dir)), str(pool), 3, out, strategy="entropy")
+    assert out.read_text(encoding="utf8").endswith("\n\n")
+    (tmp_path / "next.jsonl.select.json").write_text("[]", encoding="utf8")  # not select's record
+    with pytest.raises(ValueError, match="is not select's record of the files it wrote"):
+        select(AnnotateJob(str(model_dir)), str(pool), 3, tmp_path / "next.jsonl", strategy="entropy")
+    assert (tmp_path / "next.jsonl.select.json").read_text(encoding="utf8") == "[]"
+
+
+def test_select_keeps_its_output_if_killed_while_writing_it(model_dir, tmp_path, monkeypatch):
+    """The record names the new content before the file is written: a run killed in between leaves a
+    file the next run may replace (old or new content)."""
+    source = tmp_path / "pool.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    out = tmp_path / "next.jsonl"
+    select(AnnotateJob(str(model_dir)), str(source), 3, out, strategy="entropy")
+
+    def killed(self, data):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pathlib.Path.write_bytes", killed)
+    with pytest.raises(KeyboardInterrupt):
+        select(AnnotateJob(str(model_dir)), str(source), 2, out, strategy="entropy")
+    monkeypatch.undo()
+    select(AnnotateJob(str(model_dir)), str(source), 2, out, strategy="entropy")
+    assert len(out.read_text(encoding="utf8").splitlines()) == 2
 
 
 def test_select_reads_the_text_column_it_is_given(model_dir, tmp_path):
@@ -597,7 +658,7 @@ def test_select_resumes_from_the_shards_scored_and_starts_afresh_on_other_settin
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(select_module, "write_selection", killed)
+        patch.setattr(select_module, "selection_text", killed)
         with pytest.raises(KeyboardInterrupt):
             select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
     work = tmp_path / "next.jsonl.scores"
@@ -607,7 +668,7 @@ def test_select_resumes_from_the_shards_scored_and_starts_afresh_on_other_settin
     assert summary.characters == 0 and summary.texts == len(TEXTS)  # read back, not rescored
     assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
     with monkeypatch.context() as patch:
-        patch.setattr(select_module, "write_selection", killed)
+        patch.setattr(select_module, "selection_text", killed)
         with pytest.raises(KeyboardInterrupt):
             select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
     shards[1].unlink()
@@ -617,7 +678,7 @@ def test_select_resumes_from_the_shards_scored_and_starts_afresh_on_other_settin
     assert summary.characters == len(TEXTS[2]) + len(TEXTS[3])
     assert out.read_text(encoding="utf8") == fresh.read_text(encoding="utf8")
     with monkeypatch.context() as patch:
-        patch.setattr(select_module, "write_selection", killed)
+        patch.setattr(select_module, "selection_text", killed)
         with pytest.raises(KeyboardInterrupt):
             select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="entropy", shard_size=2)
     summary = select(AnnotateJob(str(model_dir)), str(source), 4, out, strategy="expected-count", shard_size=2)
