@@ -297,7 +297,8 @@ def select(
         .parquet, .csv or .tsv file (a "text" column), a folder of them, or a glob.
     n (int): How many texts to write.
     output (Path): The output file (.jsonl, or .json for Label Studio); bad rows go to
-        OUTPUT.errors.jsonl, naming their file and line.
+        OUTPUT.errors.jsonl, naming their file and line. OUTPUT.select.json records what select wrote: an
+        existing file is replaced only if select wrote it and nobody changed it since (else refused).
     strategy (str): One of STRATEGIES.
     output_format (str): One of OUTPUT_FORMATS.
     diversity (Optional[float]): Leave out a text whose character 3-grams overlap an already
