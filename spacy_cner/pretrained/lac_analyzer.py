@@ -7,10 +7,13 @@ the torch networks of lac_net.py: no paddle, no code of the package.
   the seg_model network) cuts the text; each of its words that is in word.dic is one id, any other word one
   id per character (q2b.dic, then word.dic, else OOV). The tagger's tag of a word id is spread over its
   characters (X-B then X-I ...), and words are read off the character tags: a word starts at a tag ending
-  in B (the O tag continues the word before it, as in LAC) and takes the tag of its last character.
+  in B (the O tag continues the word before it, as in LAC) and takes the tag of its last character
+  (words_and_tags). The pipelines read them with read_words, which departs from LAC where its reading glues
+  text into words with an empty tag (see there).
 """
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from math import log
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -29,6 +32,16 @@ ENTITY_POS = {"PER": "nr", "LOC": "ns", "ORG": "nt", "TIME": "t"}
 GROUP_SIZE = 256
 GROUP_IDS = 16384
 GROUP_PADDING = 1.25
+# read_words' tags where LAC has none: a whitespace word (spaCy's tag for it), a symbol (LAC's punctuation tag),
+# other text LAC tagged O (jieba's and ICTCLAS's tag for a string outside their analysis).
+SPACE_TAG, SYMBOL_TAG, OTHER_TAG = "_SP", "w", "x"
+# Pictographs and emoji (U+2300-23FF technical symbols as in ⌚, U+2600-27BF symbols and dingbats, U+2B00-2BFF
+# arrows and stars, U+1F000-1FAFF the emoji planes' blocks): never inside a word with other characters.
+PICTOGRAPHS = ((0x2300, 0x23FF), (0x2600, 0x27BF), (0x2B00, 0x2BFF), (0x1F000, 0x1FAFF))
+# What joins the character before it into one grapheme (an emoji sequence): the zero-width joiner, variation
+# selectors, the keycap mark, skin tones, tag characters.
+JOINERS = ((0x200D, 0x200D), (0xFE00, 0xFE0F), (0x20E3, 0x20E3), (0x1F3FB, 0x1F3FF), (0xE0020, 0xE007F))
+REGIONAL_INDICATORS = (0x1F1E6, 0x1F1FF)
 
 
 class DictionarySegmenter:
@@ -204,6 +217,105 @@ def words_and_tags(text: str, char_tags: Sequence[str]) -> Tuple[List[str], List
             words[-1] += char
             word_tags[-1] = tag[:-2]
     return words, word_tags
+
+
+def read_words(text: str, char_tags: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """The pipelines' words and word tags off LAC's character tags: words_and_tags (LAC's reading), except
+    where it glues text into one word with no tag or puts a line break or an emoji inside an entity:
+
+    - an O tag starts a word (in LAC it continues the word before it, which then takes O's empty tag: `3小时 #周末#
+      @`): each id LAC's network left untagged is a word of its own (the dictionary cut's word, or a character),
+      split again at its punctuation and symbols, and tagged `x` (`w` if all punctuation or symbols);
+    - whitespace is a word of its own, tagged `_SP` (a run of it one word), but for a single space between two
+      characters LAC reads as one word (`Hong Kong`); a word it cuts goes on as a new word after it;
+    - an emoji or pictograph (with the joiners and modifiers of its sequence), a control, format, private-use
+      or unassigned character, U+FFFD, is a word of its own tagged `w`: an entity LAC read across one
+      (`北京😊天安门`) is two entities.
+    A word takes the tag of its last character, as in LAC; an entity is a word tagged PER, LOC, ORG or TIME.
+
+    text (str): The text LAC read.
+    char_tags (Sequence[str]): LAC's tag of each character (LacTagger.char_tags).
+    RETURNS (Tuple[List[str], List[str]]): The words, joining to text, and their tags.
+    """
+    words: List[str] = []
+    word_tags: List[str] = []
+    kinds: List[str] = []  # per word: "text", "untagged" (O), "space" or "apart"
+    length = len(text)
+    previous = ""
+    for position, (char, tag) in enumerate(zip(text, char_tags)):
+        kind = _char_kind(char)
+        untagged = tag == "O" or tag == "-I"  # "-I": the rest of an id tagged O (LacTagger.char_tags)
+        last_kind = kinds[-1] if kinds else None
+        joiner = kind == "joiner"
+        if kind == "space":
+            inside = (
+                char == " "
+                and last_kind == "text"
+                and not previous.isspace()
+                and not untagged
+                and not _starts_word(tag)
+                and position + 1 < length
+                and _char_kind(text[position + 1]) == "text"
+                and not _starts_word(char_tags[position + 1])
+                and char_tags[position + 1] not in ("O", "-I")
+            )
+            joins = last_kind == "space" or inside
+            kind = "text" if inside else "space"
+        elif kind == "joiner":
+            joins = bool(words)
+            kind = last_kind or "apart"
+        elif kind == "apart":
+            joins = previous == "\u200d" or (_regional(char) and _regional(previous) and len(words[-1]) == 1)
+        elif untagged:
+            kind = "untagged"
+            symbol = unicodedata.category(char)[0] in "PS"
+            joins = (
+                tag == "-I" and last_kind == "untagged" and not symbol and unicodedata.category(previous)[0] not in "PS"
+            )
+        else:
+            joins = last_kind == "text" and not _starts_word(tag)
+        if joins and words:
+            words[-1] += char
+            if kind == "text" and kinds[-1] == "text" and not joiner:
+                word_tags[-1] = tag[:-2]
+        else:
+            words.append(char)
+            word_tags.append(tag[:-2] if kind == "text" else "")
+            kinds.append(kind)
+        previous = char
+    for index, (word, kind) in enumerate(zip(words, kinds)):
+        if kind == "space":
+            word_tags[index] = SPACE_TAG
+        elif kind == "apart" or (kind == "untagged" and all(unicodedata.category(c)[0] in "PS" for c in word)):
+            word_tags[index] = SYMBOL_TAG
+        elif kind == "untagged":
+            word_tags[index] = OTHER_TAG
+    return words, word_tags
+
+
+def _starts_word(tag: str) -> bool:
+    """Whether LAC starts a word at this character tag (B or S; O starts one in read_words)."""
+    return tag.endswith("B") or tag.endswith("S") or tag == "O"
+
+
+def _in(code: int, ranges) -> bool:
+    return any(low <= code <= high for low, high in ranges)
+
+
+def _regional(char: str) -> bool:
+    return bool(char) and REGIONAL_INDICATORS[0] <= ord(char) <= REGIONAL_INDICATORS[1]
+
+
+def _char_kind(char: str) -> str:
+    """"space", "joiner" (JOINERS), "apart" (what read_words keeps out of other words) or "text"."""
+    if char.isspace():
+        return "space"
+    code = ord(char)
+    if _in(code, JOINERS):
+        return "joiner"
+    if _in(code, PICTOGRAPHS) or char == "\ufffd" or unicodedata.category(char) in ("Cc", "Cf", "Co", "Cn", "Cs"):
+        return "apart"
+    return "text"
 
 
 def text_windows(text: str, window_size: int, every_sentence: bool = True) -> List[Window]:

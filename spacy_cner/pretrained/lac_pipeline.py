@@ -1,14 +1,15 @@
-"""A ready Chinese pipeline from Baidu's LAC (Apache-2.0), no training: a `lac_tagger` component running LAC's
-tagger over a character tokenizer.
+"""A ready Chinese pipeline from Baidu's LAC (Apache-2.0), no training: a `lac_tagger` component running LAC's tagger
+over a character tokenizer.
 
 The component writes all LAC gives: tokens (LAC's words, merged from the characters with spaCy's retokenizer as
-`merge_entities` does, or the characters themselves), `token.tag_` (LAC's POS: its 24 classes, the entity words
-with the POS whose ids they share: PER nr, LOC ns, ORG nt, TIME t) and `doc.ents` (each word LAC tags PER, LOC,
-ORG or TIME). A component, not a tokenizer as in spacy-stanza: spaCy tokenizes one text at a time, and LAC's
-network is faster over a batch of texts; each sentence is read alone (a longer one in windows), so a
-text gets the same analysis alone and in a batch. Its weights and dictionaries are saved in the component's
-folder, so `spacy.load` needs neither the sdist nor paddle. `LacTokenizer` (the whole analyser in the
-tokenizer, one text at a time and read whole) stays for the pipelines written with it.
+`merge_entities` does, or the characters themselves), `token.tag_` (LAC's POS: its 24 classes, the entity words with
+the POS whose ids they share: PER nr, LOC ns, ORG nt, TIME t) and `doc.ents` (each word LAC tags PER, LOC, ORG or
+TIME). The words are read as lac_analyzer.read_words does: LAC's, but for text LAC leaves untagged (`x`, `w`),
+whitespace (`_SP`) and emoji (`w`), which never join another word. A component, not a tokenizer as in spacy-stanza:
+spaCy tokenizes one text at a time, and LAC's network is faster over a batch of texts; each sentence is read alone
+(a longer one in windows), so a text gets the same analysis alone and in a batch. Its weights and dictionaries are
+saved in the component's folder, so `spacy.load` needs neither the sdist nor paddle. `LacTokenizer` (the whole
+analyser in the tokenizer, one text at a time and read whole) stays for the pipelines written with it.
 """
 
 import io
@@ -27,7 +28,7 @@ from spacy.vocab import Vocab
 
 from ..tokenizer import _check_encodable, words_and_spaces
 from .lac import LAC_CREDIT, LacFiles
-from .lac_analyzer import ENTITY_POS, DictionarySegmenter, LacTagger, Lexicon, tagger_from_sdist, words_and_tags
+from .lac_analyzer import ENTITY_POS, DictionarySegmenter, LacTagger, Lexicon, read_words, tagger_from_sdist
 from .lac_net import LacNetwork
 
 LAC_TOKENIZER = "spacy-cner.LacTokenizer.v1"
@@ -93,7 +94,7 @@ class LacTaggerComponent(Pipe):
         for batch in minibatch(docs, size=batch_size):
             texts = [doc.text for doc in batch]
             for doc, char_tags in zip(batch, self.tagger.windowed_char_tags(texts, self.cfg["window_size"])):
-                words, tags = words_and_tags(doc.text, char_tags)
+                words, tags = read_words(doc.text, char_tags)
                 yield annotate(doc, words, tags, merge=self.cfg["tokens"] == "words")
 
     def initialize(self, get_examples=None, *, nlp=None) -> None:
@@ -258,8 +259,8 @@ class LacTokenizer(DummyTokenizer):
 
     def _docs(self, texts: Sequence[str]) -> Iterator[Doc]:
         assert self.tagger is not None
-        for text, (words, tags) in zip(texts, self.tagger(texts)):
-            yield self.make_doc(text, words, tags)
+        for text, char_tags in zip(texts, self.tagger.char_tags(texts)):
+            yield self.make_doc(text, *read_words(text, char_tags))
 
     def make_doc(self, text: str, words: Sequence[str], tags: Sequence[str]) -> Doc:
         """The doc of LAC's (words, tags) over text: a word's surrounding whitespace becomes spaCy's (a
