@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Sequence, Set, Union
 
 from spacy.language import Language
 from spacy.training import Example
+from spacy.vocab import Vocab
 from thinc.api import Model
 
 from ..robustness.entity_attention import gold_layers_out_of_reach, takes_gold
@@ -39,6 +40,38 @@ def check_vectors(nlp: Language, name: str) -> None:
         "tok2vec that reads them (spacy.MultiHashEmbed.v2 with include_static_vectors = true), "
         "or set paths.vectors = null."
     )
+
+
+def match_vectors(own: Vocab, vocab: Vocab, name: str) -> None:
+    """Give the docs' vocab the vectors the pipe's model reads, or refuse other ones: a crf_ner sourced into
+    another pipeline (nlp.add_pipe("crf_ner", source=trained)) keeps the trained pipeline's vocab, whose vectors
+    spaCy does not copy. A vocab without vectors gets them (a warning; the pipeline then saves them); one with
+    other vectors raises, even of the same width, where the model would read other rows than it was trained
+    with and tag other entities (spaCy warns only, W113), and the pipeline saved would not load.
+
+    own (Vocab): The pipe's own vocab (the trained pipeline's).
+    vocab (Vocab): The docs' vocab (the pipeline's).
+    name (str): The pipe's name, for the messages.
+    """
+    if not own.vectors.shape[0] or vocab.vectors is own.vectors:
+        return
+    if not vocab.vectors.shape[0]:
+        vocab.vectors = own.vectors
+        warnings.warn(
+            f"'{name}' reads static vectors that this pipeline's vocab did not have (a component sourced from "
+            f"another pipeline): they were copied into it ({own.vectors.shape[0]:,} rows), so that it tags "
+            "and saves with them.",
+            stacklevel=4,
+        )
+    elif vocab.vectors != own.vectors:  # spaCy's comparison (W113): shape, keys, table
+        raise ValueError(
+            f"'{name}' was trained with other vectors ({own.vectors.n_keys:,} keys of shape {own.vectors.shape}) "
+            f"than this pipeline's vocab has ({vocab.vectors.n_keys:,} keys of shape {vocab.vectors.shape}): its "
+            "model would read other rows and tag other entities, and the pipeline saved would not load. Give the "
+            "pipeline the trained one's vectors (nlp.vocab.vectors = trained.vocab.vectors; in a config, "
+            "[initialize] vectors = the trained pipeline), source the component into a pipeline without vectors "
+            "(it brings its own), or train a new crf_ner on these vectors."
+        )
 
 
 def check_precision(model: Model, precision: str, name: str) -> str:

@@ -41,6 +41,7 @@ from .checks import (
     check_precision,
     check_tag_names,
     check_vectors,
+    match_vectors,
     uses_gold_entities,
     validate_settings,
     warn_unaligned,
@@ -59,7 +60,14 @@ from .decoding import (
 from .lexicons import set_model_lexicon
 from .optimizer import apply_gradients
 from .resize import resize_output
-from .serialization import bytes_readers, bytes_writers, file_readers, file_writers, validate_save_weights
+from .serialization import (
+    bytes_readers,
+    bytes_writers,
+    file_readers,
+    file_writers,
+    reads_vectors,
+    validate_save_weights,
+)
 
 default_model_config = """
 [model]
@@ -462,21 +470,13 @@ class CRFEntityRecognizer(TrainablePipe):
         return self._tag(docs, decoded, char_docs, marginals)
 
     def _adopt_vectors(self, vocab: Vocab) -> None:
-        """Give a pipeline without vectors the ones this pipe's model reads: a crf_ner sourced into another
-        pipeline (nlp.add_pipe("crf_ner", source=trained)) keeps the trained pipeline's vocab, whose vectors
-        spaCy does not copy; the docs' vocab gets them, once, with a warning, so the pipeline also saves
-        them. Different vectors already there are left alone (the model's layer then says what to do)."""
-        if vocab is self.vocab or vocab.vectors.shape[0] or not self.vocab.vectors.shape[0]:
+        """The docs' vocab gets the vectors this pipe's model reads, or other vectors there raise
+        (checks.match_vectors: a crf_ner sourced into another pipeline); once per vocab and table."""
+        if vocab is self.vocab or getattr(self, "_vectors_matched", None) == (id(vocab), id(vocab.vectors)):
             return
-        if not any(node.name == "char_bigram_vectors" for node in self.model.walk()):
-            return
-        vocab.vectors = self.vocab.vectors
-        warnings.warn(
-            f"'{self.name}' reads static vectors that this pipeline's vocab did not have (a component sourced from "
-            f"another pipeline): they were copied into it ({self.vocab.vectors.shape[0]:,} rows), so that it tags "
-            "and saves with them.",
-            stacklevel=3,
-        )
+        if reads_vectors(self.model):
+            match_vectors(self.vocab, vocab, self.name)
+        self._vectors_matched = (id(vocab), id(vocab.vectors))
 
     def _tag(
         self, docs: List[Doc], decoded: Decoded, char_docs: List[Optional[Doc]], marginals: bool = False
@@ -571,6 +571,7 @@ class CRFEntityRecognizer(TrainablePipe):
         validate_examples(examples, "CRFEntityRecognizer.update")
         if not examples:
             return losses
+        self._adopt_vectors(examples[0].predicted.vocab)
         warn_unknown_labels(examples, self.labels, self._warned_labels, self.name)
         if self.replace_mentions:
             self._mentions.add(examples)

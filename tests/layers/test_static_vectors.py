@@ -148,6 +148,29 @@ def test_a_sourced_component_brings_its_vectors_or_says_what_to_do(vectors_model
         other(text)
 
 
+def test_a_sourced_component_refuses_other_vectors_of_the_same_width(vectors_model, tmp_path):
+    """Issue 85: sourced into a pipeline whose vocab had other vectors of the same width, crf_ner tagged with
+    them (other entities; spaCy's W113 warning only) and the saved pipeline then refused to load. Now predict
+    and update refuse, saying what to do; with the trained pipeline's vectors it tags as the trained one."""
+    trained, examples = initialized(vectors_model)
+    text = "张三去了上海"
+    other = spacy.blank("zh")
+    for word in WORDS:  # the same keys and width, other values
+        other.vocab.set_vector(word, numpy.full((4,), 9.0, dtype="f"))
+    with pytest.warns(UserWarning):  # spaCy's W113
+        other.add_pipe("crf_ner", source=trained)
+    with pytest.raises(ValueError, match=r"trained with other vectors .*nlp.vocab.vectors = trained.vocab.vectors"):
+        other(text)
+    with pytest.raises(ValueError, match="trained with other vectors"):
+        other.update(make_examples(other, TRAIN_DATA[:2]), sgd=other.create_optimizer())
+    other.vocab.vectors = trained.vocab.vectors  # what the message says to do
+    assert [(e.start, e.end, e.label_) for e in other(text).ents] == [
+        (e.start, e.end, e.label_) for e in trained(text).ents
+    ]
+    other.to_disk(tmp_path / "sourced")
+    assert spacy.load(tmp_path / "sourced")(text).text == text
+
+
 def test_a_pipe_that_reads_no_vectors_saves_and_loads_beside_other_vectors(tmp_path):
     """The vectors' checksum covers only vectors the model reads: a crf_ner without static vectors, sourced into a
     pipeline that has vectors of its own, saves a pipeline that loads (it was refused as altered vectors)."""
