@@ -4,7 +4,7 @@ from typing import Callable, Iterable, List, Optional, Tuple, cast
 
 import numpy
 from spacy.util import registry
-from thinc.api import Model, Optimizer, uniform_init
+from thinc.api import Model, Optimizer, get_array_module, uniform_init
 from thinc.types import Floats2d, Ints1d, Ints2d
 
 # Row 0 is every key the table has no row of: keys unseen in training, rarer than min_count, or
@@ -142,9 +142,13 @@ def update_rows(model: Model, optimizer: Optimizer) -> None:
     model.attrs["touched_rows"] = []
     if rows is None or not model.has_grad("E"):
         return
-    key = (model.id, "E")
-    part = (model.id, "E", "rows")
-    E, G = model.get_param("E"), model.get_grad("E")
+    update_table_rows(optimizer, (model.id, "E"), model.get_param("E"), model.get_grad("E"), rows)
+
+
+def update_table_rows(optimizer: Optimizer, key: Tuple, E: Floats2d, G: Floats2d, rows: Ints1d) -> None:
+    """update_rows on a table's array E and gradient G in place (any table: a thinc param, a torch
+    parameter's array): the optimizer's rule on the rows, its state kept under key; G's rows are zeroed."""
+    part = key + ("rows",)
     n_rows, width = E.shape
     # The optimizer's state of these rows under a key of their own, in the layout it keeps it:
     # the moments 1-D, the averages in the weights' shape.
@@ -158,9 +162,10 @@ def update_rows(model: Model, optimizer: Optimizer) -> None:
     optimizer.nr_update[key] = optimizer.nr_update.pop(part)
     E[rows] = weights
     G[rows] = 0
+    xp = get_array_module(E)
     for state, shaped in states:
         if state is not None and part in state:
             values = state.pop(part)
             if key not in state:
-                state[key] = model.ops.alloc2f(n_rows, width) if shaped else model.ops.alloc1f(E.size)
+                state[key] = xp.zeros((n_rows, width) if shaped else (E.size,), dtype="float32")
             state[key].reshape((n_rows, width))[rows] = values.reshape((len(rows), width))

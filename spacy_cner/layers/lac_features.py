@@ -20,12 +20,13 @@ arguments the vocabulary, q2b.dic and the dictionary segmenter's words. A saved 
 without the sdist.
 """
 
+import functools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
 from spacy.tokens import Doc
-from thinc.api import Model, registry
+from thinc.api import ArgsKwargs, Model, registry, torch2xp
 from thinc.types import Floats2d
 
 from ..lexicon import doc_text, token_spans
@@ -34,7 +35,9 @@ from ..pretrained.lac_analyzer import DictionarySegmenter, LacTagger, Lexicon, l
 from ..pretrained.lac_analyzer import text_windows as lac_text_windows
 from ..pretrained.lac_net import LacNetwork
 from ._torch import InPlacePyTorchShim, RebuildableModule, deserialize_rebuildable, serialize_rebuildable
-from ._torch import set_torch_module, torch_module
+from ._torch import finish_update_in_place, set_torch_module, torch_module
+from .key_embed import update_table_rows
+from .lexicon_adapter import fuse, word_ids
 from .soft_lexicon import LastBatch, principal_directions
 
 # A character's position in LAC's word (the text one id covers), in feature order.
@@ -94,6 +97,102 @@ def LacFeatures(
     }
     params = {"P": None} if projected_width is not None else {}
     return Model("lac_features", forward, init=init, dims={"nO": None}, params=params, attrs=attrs, shims=[shim])
+
+
+@registry.layers("spacy-cner.LacFeatures.v2")
+def LacFeatures_v2(
+    hidden: bool = True,
+    emissions: bool = True,
+    projected_width: Optional[int] = None,
+    window_size: int = 256,
+    sentences: bool = True,
+    sdist: Optional[str] = None,
+    train_cache_mb: int = 1024,
+    fine_tune: bool = False,
+    frozen_layers: int = 0,
+    learn_rate_scale: float = 1.0,
+    scalar_mix: Optional[Model] = None,
+    lexicon_adapter: Optional[Model] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """LacFeatures.v1, or with fine_tune LAC's tagger as a trained encoder: its id embeddings and BiGRU layers
+    take gradients (those below frozen_layers excepted), optionally with the seed papers' mechanisms on it.
+    Use it as the tok2vec of spacy-cner.CRFTagger.v1 (LAC -> BiLSTM -> CRF, as BERT-BiLSTM-CRF) or as the
+    lac_features of spacy-cner.CharBigramEmbed.v3 (beside the hash embeddings and SoftLexicon).
+
+    hidden, emissions, projected_width, window_size, sentences, sdist, train_cache_mb: as LacFeatures.v1's
+        (with fine_tune, projected_width must be null and train_cache_mb is not used: the features change
+        with every update; each window's LAC ids, which do not, are kept instead).
+    fine_tune (bool): Train LAC's weights (False: v1, frozen).
+    frozen_layers (int): With fine_tune, keep the lowest layers frozen: 0 none, 1 the id embeddings, 2 those and
+        BiGRU layer 1. The emission fc is trained when emissions is true.
+    learn_rate_scale (float): LAC's weights learn at this multiple of the optimizer's rate (the scalar mix and
+        the adapter, new weights, at the optimizer's own); the embeddings are updated row by row (the rows the
+        batch read: lazy Adam, as torch's SparseAdam), the 58,224 x 128 table's dense update would cost most of
+        a step.
+    scalar_mix (Optional[Model]): spacy-cner.ScalarMix.v1: with hidden, the states are a trained mix of every
+        layer's (dynamic fusion, NEZHA-BiLSTM-CRF eqs. 11-12): the id embeddings (tiled to the states' width:
+        LAC's 128 as [e, e], what each direction reads), BiGRU layer 1 (after the adapter if any) and layer 2.
+        None: the top layer's states.
+    lexicon_adapter (Optional[Model]): spacy-cner.LexiconAdapter.v1 between BiGRU layers 1 and 2 (LEBERT's
+        placement after layer 1), over the lexicon words that cover each LAC unit (word or character).
+        Inside LAC it adds the fused words to the states with no LayerNorm (LEBERT's eq. 7 normalises what is
+        a transformer's normalised output already; LAC's states are not), its output weights start at zero:
+        the adapter begins as the identity and layer 2 reads the states it was trained on.
+    RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc, nO set at initialize.
+    """
+    if not fine_tune:
+        if scalar_mix is not None or lexicon_adapter is not None:
+            raise ValueError(
+                "LacFeatures.v2: scalar_mix and lexicon_adapter act inside LAC's network and need fine_tune = true "
+                "(frozen, LAC's states would not change with them)."
+            )
+        return LacFeatures(hidden, emissions, projected_width, window_size, sentences, sdist, train_cache_mb)
+    if not (hidden or emissions):
+        raise ValueError("LacFeatures: hidden and emissions are both false: set at least one to true.")
+    if projected_width is not None:
+        raise ValueError(
+            "LacFeatures.v2: projected_width is fixed at initialize from LAC's frozen features: set it to null "
+            "with fine_tune = true."
+        )
+    if frozen_layers not in (0, 1, 2):
+        raise ValueError(f"LacFeatures.v2: frozen_layers must be 0, 1 or 2, got {frozen_layers}.")
+    if scalar_mix is not None and not hidden:
+        raise ValueError("LacFeatures.v2: scalar_mix mixes LAC's states: it needs hidden = true.")
+    if window_size < 2:
+        raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
+    if learn_rate_scale <= 0:
+        raise ValueError(f"LacFeatures.v2: learn_rate_scale must be > 0, got {learn_rate_scale}.")
+    shim = TrainedLacShim(
+        LacEncoder(), serialize_model=serialize_rebuildable, deserialize_model=deserialize_rebuildable
+    )
+    attrs = {
+        "hidden": hidden,
+        "emissions": emissions,
+        "window_size": window_size,
+        "sentences": sentences,
+        "sdist": sdist,
+        "frozen_layers": frozen_layers,
+        "learn_rate_scale": learn_rate_scale,
+        "id_cache": IdCache(),
+    }
+    layers, refs = [], {}
+    for name, layer in (("scalar_mix", scalar_mix), ("lexicon_adapter", lexicon_adapter)):
+        if layer is not None:
+            layers.append(layer)
+            refs[name] = layer
+    if lexicon_adapter is not None:
+        lexicon_adapter.attrs["layer_norm"] = False
+        lexicon_adapter.attrs["zero_output"] = True
+    return Model(
+        "lac_encoder",
+        forward_trained,
+        init=init_trained,
+        dims={"nO": None},
+        attrs=attrs,
+        shims=[shim],
+        layers=layers,
+        refs=refs,
+    )
 
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
@@ -166,6 +265,8 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
         hidden_width: int = 0,
     ):
         super().__init__()
+        # The ids a training pass read since the last update (TrainedLacShim: the embeddings' rows to update).
+        self.touched_ids: List[torch.Tensor] = []
         self.hparams: Dict[str, Any] = {
             "vocabulary": vocabulary,
             "replacements": replacements,
@@ -207,6 +308,43 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
     @property
     def is_built(self) -> bool:
         return self.tagger is not None
+
+    def get_input_embeddings(self) -> Optional[torch.nn.Embedding]:
+        """The id embeddings when they are trained (FGM perturbs them), else None."""
+        if self.tagger is None or not self.network.embedding.weight.requires_grad:
+            return None
+        return self.network.embedding
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        hidden: bool = True,
+        emissions: bool = True,
+        all_layers: bool = False,
+        between: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """LacFeatures.v2's pass: ids (batch, length), lengths (batch,) -> the states (n_layers, batch, length, 2H)
+        of the top layer, or of every layer with all_layers (the embeddings as [e, e]), empty without hidden,
+        and the emission scores (batch, length, tags), empty without emissions. between: LacNetwork.layer_states'.
+        In training the ids are kept for the embeddings' row-wise update (TrainedLacShim)."""
+        if self.training and self.network.embedding.weight.requires_grad:
+            self.touched_ids.append(ids.reshape(-1))
+        states = self.network.layer_states(ids, lengths, between)
+        top = states[-1]
+        if hidden and all_layers:
+            # The embeddings tiled to the states' width: LAC's 128 as [e, e], each direction's input.
+            repeats = -(-top.shape[-1] // states[0].shape[-1])
+            embeddings = torch.cat([states[0]] * repeats, dim=-1)[..., : top.shape[-1]]
+            layers = torch.stack([embeddings] + states[1:])
+        else:
+            layers = top.unsqueeze(0) if hidden else top.new_zeros((0,) + top.shape)
+        scores = self.network.emission(top) if emissions else top.new_zeros(top.shape[:2] + (0,))
+        return layers, scores
+
+    def set_trainable(self, frozen_layers: int, emissions: bool) -> None:
+        """Gradients for the weights above the frozen_layers lowest (LacFeatures.v2's fine_tune)."""
+        self.network.set_trainable(frozen_layers < 1, [frozen_layers < 2, True], emissions)
 
     def feature_width(self, hidden: bool, emissions: bool) -> int:
         """The width of encode's rows."""
@@ -282,6 +420,184 @@ def char_features(
     return out
 
 
+def forward_trained(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    """LacFeatures.v2 fine-tuned: LAC's network (with the adapter after layer 1, the scalar mix over its layers)
+    over each doc's windows, each LAC unit's row given to the characters it covers (with their B/M/E/S position),
+    a token's the mean of its characters'; the backprop takes the gradient back through all of it."""
+    module = built_encoder(model)
+    hidden, emissions = model.attrs["hidden"], model.attrs["emissions"]
+    if is_train:
+        module.set_trainable(model.attrs["frozen_layers"], emissions)
+    mix = model.get_ref("scalar_mix") if model.has_ref("scalar_mix") else None
+    adapter = model.get_ref("lexicon_adapter") if model.has_ref("lexicon_adapter") else None
+    texts, spans = [doc_text(doc) for doc in docs], [token_spans(doc) for doc in docs]
+    pieces = [(index, window) for index, text in enumerate(texts) for window in text_windows(model, text)]
+    window_texts = [texts[index][window.start : window.end] for index, window in pieces]
+    units = [model.attrs["id_cache"].get(module, text, adapter) for text in window_texts]
+    device = module.network.crf_weights.device
+    if adapter is not None:
+        torch_module(adapter).train(is_train)
+    state_rows: List[numpy.ndarray] = [numpy.zeros((0, 0, 0), "float32")] * len(pieces)
+    score_rows: List[numpy.ndarray] = [numpy.zeros((0, 0), "float32")] * len(pieces)
+    runs = []  # (group, padded length, torch backprop)
+    for group in length_groups([len(unit[0]) for unit in units]):
+        lengths = numpy.asarray([len(units[i][0]) for i in group], dtype="int64")
+        padded = numpy.zeros((len(group), int(lengths.max())), dtype="int64")
+        for row, i in enumerate(group):
+            padded[row, : lengths[row]] = units[i][0]
+        between = None
+        if adapter is not None:
+            word_ids = numpy.full(padded.shape + (adapter.attrs["max_words_per_char"],), -1, dtype="int64")
+            for row, i in enumerate(group):
+                word_ids[row, : lengths[row]] = units[i][2]
+            between = functools.partial(fuse, adapter, ids=word_ids)
+        inputs = ArgsKwargs(
+            args=(torch.from_numpy(padded).to(device), torch.from_numpy(lengths).to(device)),
+            kwargs={"hidden": hidden, "emissions": emissions, "all_layers": mix is not None, "between": between},
+        )
+        (layers, scores), backprop_torch = model.shims[0](inputs, is_train)
+        layers_np, scores_np = torch2xp(layers.detach()), torch2xp(scores.detach())
+        for row, i in enumerate(group):
+            state_rows[i] = layers_np[:, row, : lengths[row]]
+            score_rows[i] = scores_np[row, : lengths[row]]
+        runs.append((group, padded.shape[1], (layers, scores), backprop_torch))
+    backprop_mix = None
+    if mix is not None:
+        states, backprop_mix = mix([model.ops.asarray3f(rows) for rows in state_rows], is_train)
+        states = [model.ops.to_numpy(state) for state in states]
+    elif hidden:
+        states = [rows[0] for rows in state_rows]
+    else:
+        states = [numpy.zeros((len(scores), 0), "float32") for scores in score_rows]
+    unit_features = [numpy.concatenate([state, scores], axis=1) for state, scores in zip(states, score_rows)]
+    width = model.get_dim("nO") - len(POSITIONS)
+    chars = [numpy.zeros((len(text), width + len(POSITIONS)), dtype="float32") for text in texts]
+    placements = []  # per piece: the unit of each own character, the own characters' slice in the doc
+    for k, (index, window) in enumerate(pieces):
+        unit, position = word_positions(units[k][1])
+        own = slice(window.own_start - window.start, window.own_end - window.start)
+        rows = chars[index][window.own_start : window.own_end]
+        if len(unit_features[k]):
+            rows[:, :width] = unit_features[k][unit[own]]
+        rows[numpy.arange(len(rows)), width + position[own]] = 1.0
+        placements.append((unit[own], slice(window.own_start, window.own_end)))
+    Y = [model.ops.asarray2f(token_means(doc_chars, doc_spans)) for doc_chars, doc_spans in zip(chars, spans)]
+
+    def backprop(dY: List[Floats2d]) -> List[Doc]:
+        d_chars = [
+            token_means_backward(model.ops.to_numpy(dy)[:, :width], doc_spans, len(text))
+            for dy, doc_spans, text in zip(dY, spans, texts)
+        ]
+        d_units = [numpy.zeros((len(units[k][0]), width), dtype="float32") for k in range(len(pieces))]
+        for k, ((index, _), (own_units, own_chars)) in enumerate(zip(pieces, placements)):
+            numpy.add.at(d_units[k], own_units, d_chars[index][own_chars])
+        n_states = state_width(model, module) if hidden else 0
+        d_states = [d[:, :n_states] for d in d_units]
+        d_layers = (
+            [model.ops.to_numpy(d) for d in backprop_mix([model.ops.asarray2f(d) for d in d_states])]
+            if backprop_mix is not None
+            else [d[None] for d in d_states]
+        )
+        for group, length, (layers, scores), backprop_torch in runs:
+            d_layer_batch = numpy.zeros(tuple(layers.shape), dtype="float32")
+            d_score_batch = numpy.zeros(tuple(scores.shape), dtype="float32")
+            for row, i in enumerate(group):
+                n = len(units[i][0])
+                if hidden:
+                    d_layer_batch[:, row, :n] = d_layers[i]
+                d_score_batch[row, :n] = d_units[i][:, n_states:]
+            pairs = [(t, g) for t, g in ((layers, d_layer_batch), (scores, d_score_batch)) if t.requires_grad]
+            tensors = [t for t, _ in pairs]
+            grads = [torch.from_numpy(g).to(t.device) for t, g in pairs]
+            backprop_torch(ArgsKwargs(args=(tensors,), kwargs={"grad_tensors": grads}))
+        return []
+
+    return Y, backprop
+
+
+def init_trained(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    """Read LAC's tagger from the sdist (unless loaded already), build the mix and the adapter, set nO."""
+    if not torch_module(model).is_built:
+        set_torch_module(model, LacEncoder.from_sdist(open_lac(model.attrs["sdist"])))
+    model.attrs["id_cache"].clear()
+    module = torch_module(model)
+    states = state_width(model, module)
+    if model.has_ref("scalar_mix"):
+        mix = model.get_ref("scalar_mix")
+        n_layers = 1 + len(module.network.layers)
+        if mix.has_dim("nL") and mix.get_dim("nL") != n_layers:
+            raise ValueError(
+                f"LacFeatures.v2's scalar_mix mixes LAC's {n_layers} layers (embeddings, 2 BiGRU layers): set its "
+                f"n_layers to null or {n_layers}, not {mix.get_dim('nL')}."
+            )
+        if not mix.has_dim("nL"):
+            mix.set_dim("nL", n_layers)
+        mix.initialize()
+    if model.has_ref("lexicon_adapter"):
+        adapter = model.get_ref("lexicon_adapter")
+        adapter.set_dim("nI", 2 * module.hparams["hidden_width"], force=True)
+        adapter.initialize()
+    scores = len(module.hparams["tags"]) if model.attrs["emissions"] else 0
+    model.set_dim("nO", states + scores + len(POSITIONS), force=True)
+
+
+def state_width(model: Model, module: "LacEncoder") -> int:
+    """The width of the states LacFeatures.v2 gives (0 without hidden)."""
+    return 2 * module.hparams["hidden_width"] if model.attrs["hidden"] else 0
+
+
+class TrainedLacShim(InPlacePyTorchShim):
+    """LacFeatures.v2's shim: the id embeddings updated on the rows the batch read (key_embed.update_table_rows,
+    the optimizer's own rule on those rows), every other weight as InPlacePyTorchShim updates it."""
+
+    def finish_update(self, optimizer: Any) -> None:
+        module = self._model
+        touched, module.touched_ids = getattr(module, "touched_ids", []), []
+        if getattr(module, "tagger", None) is not None:
+            weight = module.network.embedding.weight
+            if weight.grad is not None and touched:
+                rows = torch.unique(torch.cat(touched)).cpu().numpy()
+                key = (self.id, "network.embedding.weight")
+                update_table_rows(optimizer, key, torch2xp(weight.data), torch2xp(weight.grad), rows)
+                weight.grad = None
+        finish_update_in_place(self, optimizer)
+
+
+class IdCache:
+    """Per window text, LAC's ids and the characters each covers (and the lexicon words over each LAC unit, for an
+    adapter), up to max_entries windows.
+
+    Why a cache of our own: these depend on the text only, and LAC's dictionary cut and the lexicon's matching
+    are a share of a fine-tuned step that every epoch would repeat. Cleared at initialize; not saved or pickled.
+    """
+
+    def __init__(self, max_entries: int = 500_000) -> None:
+        self.max_entries = max_entries
+        self.clear()
+
+    def clear(self) -> None:
+        self._entries: Dict[Tuple[str, int], Tuple[List[int], List[int], Optional[numpy.ndarray]]] = {}
+
+    def get(
+        self, module: "LacEncoder", text: str, adapter: Optional[Model] = None
+    ) -> Tuple[List[int], List[int], Optional[numpy.ndarray]]:
+        key = (text, id(adapter.attrs["lexicon"].lexicon) if adapter is not None else 0)
+        entry = self._entries.get(key)
+        if entry is None:
+            ids, lengths = module.tagger.ids(text)
+            words = None
+            if adapter is not None:
+                ends = numpy.cumsum(lengths, dtype="int64")
+                words = word_ids(adapter, text, list(zip((ends - lengths).tolist(), ends.tolist())))
+            entry = (ids, lengths, words)
+            if len(self._entries) < self.max_entries:
+                self._entries[key] = entry
+        return entry
+
+    def __getstate__(self) -> Dict:
+        return {"max_entries": self.max_entries, "_entries": {}}
+
+
 class TrainCache:
     """LAC's features (per id) and the ids' lengths of window texts seen in training, up to max_bytes of features.
 
@@ -349,4 +665,16 @@ def token_means(chars: numpy.ndarray, spans: numpy.ndarray) -> numpy.ndarray:
     out[single] = chars[bounds[single, 0]]
     for i in numpy.flatnonzero(bounds[:, 1] - bounds[:, 0] > 1):
         out[i] = chars[bounds[i, 0] : bounds[i, 1]].mean(axis=0)
+    return out
+
+
+def token_means_backward(d_tokens: numpy.ndarray, spans: numpy.ndarray, n_chars: int) -> numpy.ndarray:
+    """token_means' gradient: each token's row shared equally by its characters (n_chars, width)."""
+    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
+    out = numpy.zeros((n_chars, d_tokens.shape[1]), dtype="float32")
+    sizes = bounds[:, 1] - bounds[:, 0]
+    single = sizes == 1
+    out[bounds[single, 0]] += d_tokens[single]
+    for i in numpy.flatnonzero(sizes > 1):
+        out[bounds[i, 0] : bounds[i, 1]] += d_tokens[i] / sizes[i]
     return out

@@ -43,15 +43,27 @@ OutT = List[Floats2d]
 class LexiconAdapterModule(nn.Module):
     """Fuse matched word embeddings into character hidden states (batch-first tensors)."""
 
-    def __init__(self, hidden_width: int, word_width: int, dropout: float = 0.1) -> None:
+    def __init__(
+        self,
+        hidden_width: int,
+        word_width: int,
+        dropout: float = 0.1,
+        layer_norm: bool = True,
+        zero_output: bool = False,
+    ) -> None:
+        """layer_norm False: out = h_i + dropout(z_i) (inside an encoder whose states are not normalised, LAC's);
+        zero_output: W2 and b2 start at zero, so the adapter starts as the identity (then or without a norm)."""
         super().__init__()
         self.hparams = {"hidden_width": hidden_width, "word_width": word_width, "dropout": dropout}
         self.word_transform = nn.Linear(word_width, hidden_width)  # W1, b1
         self.word_output = nn.Linear(hidden_width, hidden_width)  # W2, b2
+        if zero_output:
+            nn.init.zeros_(self.word_output.weight)
+            nn.init.zeros_(self.word_output.bias)
         self.attention = nn.Parameter(torch.empty(hidden_width, hidden_width))  # W_attn
         nn.init.xavier_uniform_(self.attention)
         self.dropout = Dropout(dropout)
-        self.norm = nn.LayerNorm(hidden_width)
+        self.norm = nn.LayerNorm(hidden_width) if layer_norm else nn.Identity()
 
     def forward(self, hidden: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
         """hidden (batch, length, hidden_width); words (batch, length, n_words, word_width);
@@ -78,6 +90,8 @@ class LexiconAdapterNet(torch.nn.Module, RebuildableModule):
         hashed: bool,
         dropout: float,
         word_dropout: float = 0.0,
+        layer_norm: bool = True,
+        zero_output: bool = False,
     ) -> None:
         super().__init__()
         self.hparams = {
@@ -87,6 +101,8 @@ class LexiconAdapterNet(torch.nn.Module, RebuildableModule):
             "hashed": hashed,
             "dropout": dropout,
             "word_dropout": word_dropout,
+            "layer_norm": layer_norm,
+            "zero_output": zero_output,
         }
         # A trained table (n_rows > 0), or frozen vectors that the lexicon holds and
         # set_frozen attaches: not a parameter, not in the state dict (saved once, in float16).
@@ -97,7 +113,9 @@ class LexiconAdapterNet(torch.nn.Module, RebuildableModule):
             torch.nn.init.zeros_(self.table.weight)
         self.word_dropout = word_dropout
         self.frozen: Optional[torch.Tensor] = None
-        self.adapter = LexiconAdapterModule(hidden_width, word_width, dropout) if hidden_width else None
+        self.adapter = (
+            LexiconAdapterModule(hidden_width, word_width, dropout, layer_norm, zero_output) if hidden_width else None
+        )
 
     @property
     def is_built(self) -> bool:
@@ -108,7 +126,7 @@ class LexiconAdapterNet(torch.nn.Module, RebuildableModule):
         return self.table
 
     def set_frozen(self, vectors: numpy.ndarray) -> None:
-        device = self.adapter.norm.weight.device
+        device = self.adapter.attention.device
         self.frozen = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype="float32")).to(device)
 
     def forward(self, hidden: torch.Tensor, rows: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
@@ -200,7 +218,13 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
     width = model.get_dim("nI")
     model.set_dim("nO", width, force=True)
     lexicon = slot.lexicon
-    dropouts = {"dropout": model.attrs["dropout"], "word_dropout": model.attrs["word_dropout"]}
+    # Set by an encoder that holds the adapter inside it (LacFeatures.v2): no LayerNorm, identity at the start.
+    dropouts = {
+        "dropout": model.attrs["dropout"],
+        "word_dropout": model.attrs["word_dropout"],
+        "layer_norm": model.attrs.get("layer_norm", True),
+        "zero_output": model.attrs.get("zero_output", False),
+    }
     if lexicon.vectors is None:
         module = LexiconAdapterNet(width, model.attrs["word_width"], model.attrs["word_rows"], True, **dropouts)
     elif model.attrs["fine_tune_vectors"]:
@@ -272,7 +296,7 @@ def forward(model: Model[InT, OutT], inputs: InT, is_train: bool) -> Tuple[OutT,
 def _convert_inputs(model: Model, inputs, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
     X, ids = inputs
     module = _prepared(model)
-    device = module.adapter.norm.weight.device
+    device = module.adapter.attention.device
     hidden, _ = pad_batch(model, X, requires_grad=is_train, device=device)
     padded = numpy.full(tuple(hidden.shape[:2]) + (model.attrs["max_words_per_char"],), -1, dtype="int64")
     for i, doc_ids in enumerate(ids):

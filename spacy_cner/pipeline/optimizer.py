@@ -27,7 +27,8 @@ class ScaledOptimizer:
 
 def apply_gradients(model: Model, sgd: Optimizer, tok2vec_scale: float) -> None:
     """Update the weights of model from their gradients: the tok2vec's at tok2vec_scale times the
-    optimizer's rate, except a lexicon adapter's inside it (new weights: the full rate), and the
+    optimizer's rate, except a lexicon adapter's inside it (new weights: the full rate), a layer with a
+    learn_rate_scale attr (LacFeatures.v2 fine-tuned) at that multiple for its own weights, and the
     exact bigram tables (spacy-cner.KeyEmbed.v1) only on the rows the step touched.
 
     model (Model): The pipe's model, with a "tok2vec" ref.
@@ -38,12 +39,19 @@ def apply_gradients(model: Model, sgd: Optimizer, tok2vec_scale: float) -> None:
     own_rate = {node.id for adapter in adapters for node in adapter.walk()}
     tok2vec_nodes = {node.id for node in model.get_ref("tok2vec").walk()} - own_rate if tok2vec_scale != 1.0 else set()
     scaled = ScaledOptimizer(sgd, tok2vec_scale)
+
+    def optimizer_of(node: Model):
+        # A layer's own learn_rate_scale (a fine-tuned LAC's) covers its own weights, not its sublayers'.
+        if node.attrs.get("learn_rate_scale", 1.0) != 1.0:
+            return ScaledOptimizer(sgd, node.attrs["learn_rate_scale"])
+        return scaled if node.id in tok2vec_nodes else sgd
+
     for node in model.walk():
-        optimizer = scaled if node.id in tok2vec_nodes else sgd
+        optimizer = optimizer_of(node)
         for shim in node.shims:
             shim.finish_update(optimizer)
     for node in model.walk():
-        optimizer = scaled if node.id in tok2vec_nodes else sgd
+        optimizer = optimizer_of(node)
         if node.name == "key_embed":
             # Exact tables: only the rows this step's examples touched (KeyEmbed.v1).
             update_rows(node, optimizer)

@@ -13,7 +13,7 @@ What must match paddle exactly (paddle/phi/kernels/funcs/gru_compute.cc and deta
   Viterbi keeps the first best on ties.
 """
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -94,9 +94,10 @@ class BiGRULayer(nn.Module):
 
         The backward direction reads the padded time axis from its end (a plain flip) with its state held at
         zero on the padding, so each sequence starts from h_0 = 0 at its own last item, as reversing it within
-        its length does (flip_within), bit for bit: flip_within's gathers were a fifth of the layer's time."""
+        its length does (flip_within), bit for bit: flip_within's gathers were a fifth of the layer's time.
+        Where a gradient is needed (a fine-tuned LAC), the steps run as BiGRUScan: the same forward, a
+        hand-written backward."""
         forward_gru, backward_gru = self.forward_gru, self.backward_gru
-        H = forward_gru.hidden_width
         steps = inputs.shape[1]
         # shape: (2, batch, length, 3H): the backward direction's inputs from the last padded position back.
         gate_inputs = torch.stack(
@@ -107,21 +108,112 @@ class BiGRULayer(nn.Module):
         # shape: (length, batch, 1): 1 where step t's backward position, length - 1 - t, is inside the sequence.
         positions = torch.arange(steps - 1, -1, -1, device=inputs.device).unsqueeze(1)
         inside = (positions < lengths.unsqueeze(0)).unsqueeze(2).to(gate_inputs.dtype)
-        hidden = gate_inputs.new_zeros(2, gate_inputs.shape[1], H)
-        outputs = gate_inputs.new_empty(2, gate_inputs.shape[1], steps, H)
-        for step in range(steps):
-            x = gate_inputs[:, :, step]  # shape: (2, batch, 3H)
-            update_reset = (
-                torch.baddbmm(x[..., : 2 * H], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
-            )
+        if torch.is_grad_enabled() and (gate_inputs.requires_grad or gate_weight.requires_grad):
+            outputs = BiGRUScan.apply(gate_inputs, gate_weight, state_weight, inside)
+        else:
+            outputs = gru_steps(gate_inputs, gate_weight, state_weight, inside)[0]
+        # shape: (batch, length, 2H), from the steps' (length, 2, batch, H).
+        return torch.cat([outputs[:, 0], outputs[:, 1].flip(0)], dim=-1).transpose(0, 1)
+
+
+def gru_steps(
+    gate_inputs: torch.Tensor,
+    gate_weight: torch.Tensor,
+    state_weight: torch.Tensor,
+    inside: torch.Tensor,
+    keep: bool = False,
+) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """The recurrence of both directions of a BiGRULayer (module docstring: paddle's gates, clips and order).
+
+    gate_inputs (2, batch, length, 3H): the fc outputs plus the GRU bias, the backward direction's flipped.
+    gate_weight (2, H, 2H), state_weight (2, H, H): each direction's recurrent weights.
+    inside (length, batch, 1): 1 where the backward direction's step is inside its sequence (its state is held
+        at zero elsewhere).
+    keep (bool): Also return what the backward pass reads (else None, None).
+    RETURNS: time first, the states (length, 2, batch, H) and, with keep, the update and reset gates
+        (length, 2, batch, 2H) and the candidates (length, 2, batch, H) of every step.
+    """
+    H = state_weight.shape[-1]
+    directions, batch, steps, _ = gate_inputs.shape
+    hidden = gate_inputs.new_zeros(directions, batch, H)
+    outputs = gate_inputs.new_empty(steps, directions, batch, H)
+    gates, candidates = [], []
+    for step in range(steps):
+        x = gate_inputs[:, :, step]  # shape: (2, batch, 3H)
+        # (Not baddbmm's out=: on some inputs it rounds otherwise than paddle's order, x + h W.)
+        update_reset = torch.baddbmm(x[..., : 2 * H], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
+        update, reset = update_reset[..., :H], update_reset[..., H:]
+        # paddle_tanh in place: 2 sigmoid(clip(2 x)) - 1.
+        candidate = torch.baddbmm(x[..., 2 * H :], reset * hidden, state_weight)
+        candidate.mul_(2.0).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_().mul_(2.0).sub_(1.0)
+        hidden = hidden - update * hidden + update * candidate  # gru_finalOutput, origin_mode False
+        hidden[1].mul_(inside[step])
+        outputs[step] = hidden
+        if keep:
+            gates.append(update_reset)
+            candidates.append(candidate)
+    if not keep:
+        return outputs, None, None
+    empty = gate_inputs.new_empty(0, directions, batch, H)
+    return (
+        outputs,
+        torch.stack(gates) if gates else empty.new_empty(0, directions, batch, 2 * H),
+        torch.stack(candidates) if candidates else empty,
+    )
+
+
+# The gates' values at paddle's clips: the clip's gradient is zero beyond them.
+_GATE_LOW, _GATE_HIGH = torch.sigmoid(torch.tensor([SIGMOID_MIN, SIGMOID_MAX])).tolist()
+_CANDIDATE_LOW, _CANDIDATE_HIGH = (2.0 * torch.sigmoid(torch.tensor([SIGMOID_MIN, SIGMOID_MAX])) - 1.0).tolist()
+
+
+class BiGRUScan(torch.autograd.Function):
+    """gru_steps with its gradient written by hand (backpropagation through time).
+
+    Why not autograd over gru_steps' loop: autograd records every step's dozen small operations and
+    replays them one by one (and refuses the in-place gates the forward writes); here the backward is one
+    loop of batched products per step, and the weights' gradients are two products over all steps at the end.
+    """
+
+    @staticmethod
+    def forward(ctx, gate_inputs, gate_weight, state_weight, inside):
+        outputs, gates, candidates = gru_steps(gate_inputs, gate_weight, state_weight, inside, keep=True)
+        ctx.save_for_backward(gate_weight, state_weight, inside, outputs, gates, candidates)
+        return outputs
+
+    @staticmethod
+    def backward(ctx, d_outputs):
+        gate_weight, state_weight, inside, outputs, gates, candidates = ctx.saved_tensors
+        H = state_weight.shape[-1]
+        steps, directions, batch, _ = outputs.shape
+        # shape: (length, 2, batch, H): each step's previous state (h_0 = 0).
+        previous = torch.cat([outputs.new_zeros(1, directions, batch, H), outputs[:-1]])
+        d_gate_inputs = outputs.new_empty(steps, directions, batch, 3 * H)
+        gate_weight_t, state_weight_t = gate_weight.transpose(1, 2), state_weight.transpose(1, 2)
+        d_hidden = outputs.new_zeros(directions, batch, H)
+        for step in range(steps - 1, -1, -1):
+            d_state = d_outputs[step] + d_hidden
+            d_state[1].mul_(inside[step])
+            update_reset, candidate, h = gates[step], candidates[step], previous[step]
             update, reset = update_reset[..., :H], update_reset[..., H:]
-            # paddle_tanh in place: 2 sigmoid(clip(2 x)) - 1.
-            candidate = torch.baddbmm(x[..., 2 * H :], reset * hidden, state_weight)
-            candidate.mul_(2.0).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_().mul_(2.0).sub_(1.0)
-            hidden = hidden - update * hidden + update * candidate  # gru_finalOutput, origin_mode False
-            hidden[1].mul_(inside[step])
-            outputs[:, :, step] = hidden
-        return torch.cat([outputs[0], outputs[1].flip(1)], dim=-1)  # shape: (batch, length, 2H)
+            d_gates = d_gate_inputs[step]
+            d_update_reset, d_candidate = d_gates[..., : 2 * H], d_gates[..., 2 * H :]
+            # h' = h + u (c - h); c = tanh(b) (paddle's form), dc/db = 1 - c^2 inside the clip.
+            torch.mul(d_state * update, 1.0 - candidate * candidate, out=d_candidate)
+            d_candidate.masked_fill_((candidate <= _CANDIDATE_LOW) | (candidate >= _CANDIDATE_HIGH), 0.0)
+            d_reset_hidden = torch.bmm(d_candidate, state_weight_t)  # shape: (2, batch, H)
+            torch.mul(d_state, candidate - h, out=d_update_reset[..., :H])
+            torch.mul(d_reset_hidden, h, out=d_update_reset[..., H:])
+            d_update_reset.mul_(update_reset * (1.0 - update_reset))
+            d_update_reset.masked_fill_((update_reset <= _GATE_LOW) | (update_reset >= _GATE_HIGH), 0.0)
+            d_hidden = d_state - d_state * update + d_reset_hidden * reset
+            d_hidden = torch.baddbmm(d_hidden, d_update_reset, gate_weight_t)
+        d_gate_weight = d_state_weight = None
+        if ctx.needs_input_grad[1]:  # sum over steps and batch of h^T d(update, reset)
+            d_gate_weight = torch.einsum("tdbh,tdbg->dhg", previous, d_gate_inputs[..., : 2 * H])
+        if ctx.needs_input_grad[2]:  # of (r * h)^T d(candidate)
+            d_state_weight = torch.einsum("tdbh,tdbg->dhg", gates[..., H:] * previous, d_gate_inputs[..., 2 * H :])
+        return d_gate_inputs.permute(1, 2, 0, 3), d_gate_weight, d_state_weight, None
 
 
 class LacNetwork(nn.Module):
@@ -174,10 +266,36 @@ class LacNetwork(nn.Module):
         """ids (batch, length) and lengths (batch,) -> the top BiGRU layer's states (batch, length, 2H), forward
         direction first, and the emission scores (batch, length, tags); padding rows hold values no caller
         should read."""
-        hidden = self.embedding(ids)
-        for layer in self.layers:
-            hidden = layer(hidden, lengths)
-        return hidden, self.emission(hidden)
+        states = self.layer_states(ids, lengths)
+        return states[-1], self.emission(states[-1])
+
+    def layer_states(
+        self,
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        between: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+    ) -> List[torch.Tensor]:
+        """ids (batch, length) and lengths (batch,) -> every layer's output: the id embeddings (batch, length,
+        input_width), then each BiGRU layer's states (batch, length, 2H). between, if given, maps the first
+        BiGRU layer's states before the second reads them (LEBERT's adapter after layer 1), and the list holds
+        its output in their place."""
+        states = [self.embedding(ids)]
+        for index, layer in enumerate(self.layers):
+            hidden = layer(states[-1], lengths)
+            if between is not None and index == 0:
+                hidden = between(hidden)
+            states.append(hidden)
+        return states
+
+    def set_trainable(self, embeddings: bool, layers: Sequence[bool], emission: bool) -> None:
+        """Which weights take a gradient (none at construction): the id embeddings, each BiGRU layer, the
+        emission fc. The CRF's transitions never do (crf_ner has its own CRF)."""
+        self.embedding.weight.requires_grad_(embeddings)
+        for layer, trained in zip(self.layers, layers):
+            for parameter in layer.parameters():
+                parameter.requires_grad_(trained)
+        for parameter in self.emission.parameters():
+            parameter.requires_grad_(emission)
 
     @torch.no_grad()
     def decode(self, sequences: Sequence[Sequence[int]]) -> List[List[int]]:

@@ -57,10 +57,12 @@ def test_gru_matches_paddles_step_by_step_reference_in_a_padded_batch(reverse):
     )
 
 
-def test_bigru_layer_is_paddles_two_directions_bit_for_bit_in_a_padded_batch():
+def test_bigru_layer_is_paddles_two_directions_in_a_padded_batch():
     """BiGRULayer runs both directions in one loop, the backward one over the padded time axis from its end with
     its state held at zero on the padding: on every real position it equals PaddleGRU's forward and reversed
-    runs (each sequence reversed within its own length) exactly, whatever the padding holds."""
+    runs (each sequence reversed within its own length) within float32 rounding (a batched product of both
+    directions need not round as PaddleGRU's one-direction product does: 6e-8 apart on an AMD EPYC of family 26),
+    and exactly whatever the padding holds."""
     torch.manual_seed(0)
     H, lengths = 4, torch.tensor([6, 2, 5, 1])
     layer = BiGRULayer(3, H)
@@ -72,8 +74,8 @@ def test_bigru_layer_is_paddles_two_directions_bit_for_bit_in_a_padded_batch():
     backward = layer.backward_gru(layer.backward_fc(inputs), lengths)
     assert output.shape == (len(lengths), int(lengths.max()), 2 * H)
     for row, length in enumerate(lengths.tolist()):
-        assert torch.equal(output[row, :length, :H], forward[row, :length])
-        assert torch.equal(output[row, :length, H:], backward[row, :length])
+        torch.testing.assert_close(output[row, :length, :H], forward[row, :length], rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(output[row, :length, H:], backward[row, :length], rtol=1e-6, atol=1e-6)
     # Other padding changes nothing on the real positions.
     noisy = inputs.clone()
     for row, length in enumerate(lengths.tolist()):
