@@ -1,6 +1,6 @@
-"""Run the command-line interface: `python -m spacy_cner COMMAND ...`."""
+"""Run the command-line interface: `python -m spacy_cner COMMAND ...` (or the `spacy-cner` console script)."""
 
-from .cli import app
+from .cli._app import run
 
 if __name__ == "__main__":
-    app(prog_name="python -m spacy_cner")
+    run(prog_name="python -m spacy_cner")

@@ -6,6 +6,7 @@ from typing import Sequence, Type
 import typer
 from wasabi import Printer
 
+from ..annotate.inputs import INPUT_FORMATS
 from ..annotate.job import ENGINES, OUTPUT_FORMATS
 from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
 from ..annotate.select import STRATEGIES
@@ -38,11 +39,31 @@ ExportFormat = _choices("ExportFormat", EXPORT_FORMATS, "Output formats of `expo
 ExportScheme = _choices("ExportScheme", EXPORT_SCHEMES, "Tag schemes `export --format chars` writes.")
 Pairing = _choices("Pairing", PAIRINGS, "How `robustness` joins test sentences.")
 AnnotateEngine = _choices("AnnotateEngine", ENGINES, "Where `annotate` runs.")
+AnnotateInput = _choices(
+    "AnnotateInput", ["auto", *dict.fromkeys(INPUT_FORMATS.values())], "Input formats of `annotate` and `select`."
+)
 AnnotateOutput = _choices("AnnotateOutput", list(OUTPUT_FORMATS), "Output formats of `annotate`.")
 SelectStrategy = _choices("SelectStrategy", STRATEGIES, "How `select` ranks texts.")
 SelectFormat = _choices("SelectFormat", SELECT_FORMATS, "Output formats of `select`.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"spacy-cner {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print spacy-cner's version and exit."
+    ),
+) -> None:
     """Chinese NER for spaCy: data conversion and project commands."""
+
+
+def run(prog_name: str = "spacy-cner") -> None:
+    """The `spacy-cner` console script (setup.cfg) and `python -m spacy_cner`."""
+    app(prog_name=prog_name)

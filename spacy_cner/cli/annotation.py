@@ -8,7 +8,8 @@ import typer
 
 from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
 from ..annotate.select import STRATEGIES
-from ._app import AnnotateEngine, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
+from ._app import AnnotateEngine, AnnotateInput, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
+from .checks import positional_output
 
 
 @app.command("annotate")
@@ -24,8 +25,8 @@ def annotate_command(
     output_format: AnnotateOutput = typer.Option(
         AnnotateOutput("jsonl"), "--format", "-f", help="Output shards: JSONL, Parquet or DocBin."
     ),
-    input_format: str = typer.Option(
-        "auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
+    input_format: AnnotateInput = typer.Option(
+        AnnotateInput("auto"), "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
     ),
     text_column: str = typer.Option(
         "text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."
@@ -54,7 +55,7 @@ def annotate_command(
             input_path,
             output,
             output_format=output_format.value,
-            input_format=input_format,
+            input_format=input_format.value,
             shard_size=shard_size,
             batch_size=batch_size,
             n_process=n_process,
@@ -89,8 +90,13 @@ def select_command(
         ".jsonl (a 'text' field), .parquet, .csv or .tsv file (a 'text' column; "
         "--text-column names another), a folder of them, or a glob.",
     ),
+    output: Optional[Path] = typer.Argument(
+        None, metavar="OUT", help="Output file (.json for Label Studio, else .jsonl)."
+    ),
     n: int = typer.Option(..., "-n", "--n", help="How many texts to select."),
-    output: Path = typer.Option(..., "-o", "--output", help="Output file (.json for Label Studio, else .jsonl)."),
+    output_option: Optional[Path] = typer.Option(
+        None, "-o", "--output", help="Deprecated: OUTPUT as an argument, as the other commands take it."
+    ),
     strategy: SelectStrategy = typer.Option(
         SelectStrategy("entropy"), "--strategy", "-s", help="How texts are ranked: " + ", ".join(STRATEGIES) + "."
     ),
@@ -131,8 +137,8 @@ def select_command(
         help="Seed of the random strategy, of the near-duplicate hashes and of --explore's and --power's draw.",
     ),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
-    input_format: str = typer.Option(
-        "auto", "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
+    input_format: AnnotateInput = typer.Option(
+        AnnotateInput("auto"), "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
     ),
     shard_size: int = typer.Option(
         10_000, "--shard-size", help="Rows scored per shard of OUTPUT.scores/, the unit a restart skips."
@@ -159,6 +165,7 @@ def select_command(
     from ..annotate.job import AnnotateJob
     from ..annotate.select import select
 
+    output = positional_output(output, output_option, "select MODEL INPUT OUT -n N")
     job = AnnotateJob(
         model,
         batch_size=batch_size,
@@ -182,7 +189,7 @@ def select_command(
             power=power,
             density=density,
             seed=seed,
-            input_format=input_format,
+            input_format=input_format.value,
             shard_size=shard_size,
             engine=engine.value,
             progress=not quiet,

@@ -10,6 +10,7 @@ import typer
 from spacy.tokens import DocBin
 
 from ._app import Pairing, app, msg
+from .checks import check_output, load_pipeline, positional_output
 
 
 @app.command("show-ents")
@@ -18,9 +19,7 @@ def show_ents_command(
     text: str = typer.Argument(..., help="Text to tag."),
 ) -> None:
     """Print the entities a pipeline finds in a text."""
-    import spacy
-
-    doc = spacy.load(model)(text)
+    doc = load_pipeline(model)(text)
     msg.info(text)
     rows = [(ent.text, ent.label_, str(ent.start_char), str(ent.end_char)) for ent in doc.ents]
     print(display_table(rows, header=("entity", "label", "start", "end"), aligns="llrr"))
@@ -54,7 +53,10 @@ def robustness_command(
     data: Path = typer.Argument(
         ..., exists=True, dir_okay=False, help="Test corpus (.spacy), sentences in file order."
     ),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json and report.html."),
+    output: Optional[Path] = typer.Argument(None, help="Folder for metrics.json and report.html."),
+    output_option: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Deprecated: OUTPUT as an argument, as the other commands take it."
+    ),
     pairing: Pairing = typer.Option(Pairing("adjacent"), "--pairing", help="Which sentences to join."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random pairing."),
     batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch."),
@@ -62,12 +64,13 @@ def robustness_command(
     gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU to run on; -1 for CPU."),
 ) -> None:
     """Sentence-level robustness: S-, P-, R-F1 and Asr of a pipeline when test sentences are joined."""
-    import spacy
     from spacy.cli._util import setup_gpu
 
     from ..robustness.metrics import evaluate_robustness
     from ..robustness.report import render_report
 
+    output = positional_output(output, output_option, "robustness MODEL DATA OUTPUT")
+    check_output(output, folder=True)
     try:
         setup_gpu(gpu_id)
     except ValueError as err:  # no CuPy, or no GPU: one line, as annotate gives
@@ -76,7 +79,7 @@ def robustness_command(
             "with a CUDA GPU, or leave --gpu-id out to run on the CPU.",
             exits=1,
         )
-    nlp = spacy.load(model)
+    nlp = load_pipeline(model)
     docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
     if len(docs) < 2:
         msg.fail(f"{data} holds {len(docs)} doc(s); joining sentences needs at least 2.", exits=1)

@@ -2,12 +2,13 @@
 `init-config`: a shipped training config, where `spacy init config -p crf_ner` gives the factory's plain one;
 `package`: spaCy's `package`, its build's log shown only where the build fails."""
 
+import copy
 import dataclasses
 import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import srsly
 import typer
@@ -56,12 +57,30 @@ def init_config_command(
     )
 
 
-@app.command("evaluate", **_SPACY_COMMAND)
+EVALUATE_HELP = (
+    "Score a pipeline on a .spacy corpus: spaCy's `evaluate` (its arguments and options), with crf_ner pipes "
+    "treated as spaCy's `ner`: entity precision, recall and F1, overall and per label; --output writes them as "
+    "JSON; --displacy-path writes a sample of the docs' entities, rendered by displaCy, as entities.html (the "
+    "folder is made if missing, where spaCy's would stop)."
+)
+DEBUG_DATA_HELP = (
+    "Check a training config's data: spaCy's `debug data` (its arguments and options, and config overrides such "
+    "as --paths.train), with crf_ner pipes treated as spaCy's `ner`, so that its named-entity checks run "
+    "(labels, entities per label, entities crossing token boundaries, low-data labels)."
+)
+# Options of spaCy's `evaluate` whose help speaks of dependency parses.
+_EVALUATE_OPTION_HELP = {
+    "displacy_path": "Folder for entities.html, a sample of the docs' entities rendered by displaCy",
+    "displacy_limit": "Docs rendered in entities.html",
+}
+
+
+@app.command("evaluate", help=EVALUATE_HELP, **_SPACY_COMMAND)
 def evaluate_command(ctx: typer.Context) -> None:
-    """spaCy's `evaluate` (same arguments: MODEL DATA [--displacy-path DIR] ...), with crf_ner
-    pipes treated as spaCy's `ner` (--displacy-path writes entities.html; the folder is made
-    if missing, where spaCy's would stop)."""
     args = list(ctx.args)
+    if _wants_help(args):
+        _print_spacy_help(("evaluate",), "evaluate", EVALUATE_HELP, _EVALUATE_OPTION_HELP)
+        return
     for i, arg in enumerate(args):
         folder = args[i + 1] if arg in ("--displacy-path", "-dp") and i + 1 < len(args) else None
         folder = arg.split("=", 1)[1] if arg.startswith("--displacy-path=") else folder
@@ -70,11 +89,41 @@ def evaluate_command(ctx: typer.Context) -> None:
     _run_spacy_command("evaluate", args)
 
 
-@app.command("debug-data", **_SPACY_COMMAND)
+@app.command("debug-data", help=DEBUG_DATA_HELP, **_SPACY_COMMAND)
 def debug_data_command(ctx: typer.Context) -> None:
-    """spaCy's `debug data` (same arguments: CONFIG [--paths.train ...] ...), with crf_ner pipes
-    treated as spaCy's `ner` (its named-entity checks run)."""
+    if _wants_help(ctx.args):
+        _print_spacy_help(("debug", "data"), "debug-data", DEBUG_DATA_HELP)
+        return
     _run_spacy_command("debug", ["data", *ctx.args])
+
+
+def _wants_help(args: Sequence[str]) -> bool:
+    return "--help" in args or "-h" in args
+
+
+def _print_spacy_help(
+    path: Sequence[str], name: str, description: str, option_help: Optional[Dict[str, str]] = None
+) -> None:
+    """Print the help of spaCy's command at path (("debug", "data")) as this app's command `name` shows it: its
+    usage line under this name, this description, spaCy's arguments and options (their help from option_help,
+    by parameter name, where spaCy's speaks of something else)."""
+    import click
+    from spacy.cli._util import app as spacy_app
+
+    command = typer.main.get_command(spacy_app)
+    for part in path:
+        command = command.get_command(click.Context(command), part)  # type: ignore[attr-defined]
+    command = copy.copy(command)
+    command.help = description
+    params = []
+    for param in command.params:
+        if option_help and param.name in option_help:
+            param = copy.copy(param)
+            param.help = option_help[param.name]  # type: ignore[attr-defined]
+        params.append(param)
+    command.params = params
+    with click.Context(command, info_name=f"python -m spacy_cner {name}") as help_ctx:
+        typer.echo(command.get_help(help_ctx))
 
 
 @app.command("package")
@@ -165,6 +214,8 @@ def _run_spacy_command(name: str, args: Sequence[str]) -> None:
         except SystemExit as exit_:
             if exit_.code:
                 raise typer.Exit(code=exit_.code if isinstance(exit_.code, int) else 1)
+        except OSError as err:  # a mistyped pipeline name or path (E050), a folder that is no pipeline: one line
+            msg.fail(f"{'debug-data' if name == 'debug' else name}: {err}", exits=1)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ def report(tmp_path_factory):
     nlp.to_disk(path / "model")
     docs = [Example.from_dict(nlp.make_doc(t), {"entities": e}).reference for t, e in zip(TEXTS, GOLD)]
     DocBin(docs=docs).to_disk(path / "test.spacy")
-    args = ["robustness", str(path / "model"), str(path / "test.spacy"), "--output", str(path / "out")]
+    args = ["robustness", str(path / "model"), str(path / "test.spacy"), str(path / "out")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return path / "out"

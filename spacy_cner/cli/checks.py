@@ -1,0 +1,96 @@
+"""Checks the commands make before their work, each failing in one line (no traceback): the pipeline loads,
+the output can be written.
+
+`output_problem` / `check_output` are for every command that writes a file or a folder: call them before a
+long build or run, so that a path that cannot be written (a file where a folder is needed, a folder where a
+file is, a read-only place) is said at once, not after the work as an OSError's traceback. They create
+nothing: a failing command leaves no empty folder behind.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional, Union
+
+from ._app import msg
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+
+def load_pipeline(model: Union[str, Path]) -> "Language":
+    """spacy.load(model), or one line naming the model where it cannot be loaded (a mistyped name or path, a
+    folder that is no pipeline), as annotate and select say it."""
+    import spacy
+
+    try:
+        return spacy.load(model)
+    except OSError as err:
+        msg.fail(f"Cannot load the pipeline {str(model)!r}: {err}", exits=1)
+        raise  # not reached: msg.fail exits
+
+
+def output_problem(path: Union[str, Path], folder: bool) -> Optional[str]:
+    """Why the output path cannot be written, or None where it can.
+
+    path (Union[str, Path]): The output: a file to write (folder=False) or a folder to write into (made with
+        its parents where missing).
+    folder (bool): Whether the output is a folder.
+    RETURNS (Optional[str]): A sentence naming the path, or None.
+    """
+    path = Path(path)
+    if path.exists():
+        if folder and not path.is_dir():
+            return f"{path} is a file, not a folder"
+        if not folder and path.is_dir():
+            return f"{path} is a folder: name a file"
+        if not os.access(path, os.W_OK):
+            return f"{path} is not writable"
+        if not folder:
+            return _probe(path.parent)
+        return _probe(path)
+    # The nearest existing ancestor: the folders below it are made by the command.
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is a file, so {path} cannot be made below it"
+    return _probe(ancestor)
+
+
+def check_output(path: Union[str, Path], folder: bool, what: str = "the output") -> None:
+    """Fail in one line (exit 1) where output_problem finds one; what: the output's name in the message, e.g.
+    "--displacy-path"."""
+    problem = output_problem(path, folder)
+    if problem is not None:
+        msg.fail(f"Cannot write {what} {path}: {problem}.", exits=1)
+
+
+def _probe(folder: Path) -> Optional[str]:
+    """Whether a file can be made in folder (a read-only file system, permissions; os.access is not enough:
+    it says yes to root on a read-only mount): a temporary file, removed at once."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        return f"nothing can be written in {folder} ({err.strerror or err})"
+    return None
+
+
+def positional_output(output: Optional[Path], option: Optional[Path], usage: str) -> Path:
+    """The output of a command that took it as `-o/--output` and takes it as an argument now, as the others do
+    (convert, export, annotate, train-vectors, init-config, package): the option still works, with a warning.
+
+    output (Optional[Path]): The OUTPUT argument.
+    option (Optional[Path]): The deprecated option's value.
+    usage (str): The command's arguments, e.g. "robustness MODEL DATA OUTPUT", for the messages.
+    RETURNS (Path): The output.
+    """
+    if option is not None:
+        if output is not None:
+            msg.fail(f"The output given twice ({output} and --output {option}): give it once, {usage}.", exits=1)
+        msg.warn(f"-o/--output is deprecated: give the output as an argument, {usage}, as the other commands do.")
+        return option
+    if output is None:
+        msg.fail(f"Missing the output: {usage}.", exits=1)
+    return output  # type: ignore[return-value]  # msg.fail exits
