@@ -315,6 +315,13 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
             return None
         return self.network.embedding
 
+    def input_embedding_rows(self) -> Optional[torch.Tensor]:
+        """The embeddings' rows the training passes since the last update read (their gradient's only non-zero
+        rows; FGM perturbs those), or None."""
+        if not self.touched_ids:
+            return None
+        return torch.unique(torch.cat(self.touched_ids))
+
     def forward(
         self,
         ids: torch.Tensor,
@@ -556,7 +563,7 @@ class TrainedLacShim(InPlacePyTorchShim):
         if getattr(module, "tagger", None) is not None:
             weight = module.network.embedding.weight
             if weight.grad is not None and touched:
-                rows = torch.unique(torch.cat(touched)).cpu().numpy()
+                rows = torch.unique(torch.cat(touched)).cpu().numpy()  # input_embedding_rows
                 key = (self.id, "network.embedding.weight")
                 update_table_rows(optimizer, key, torch2xp(weight.data), torch2xp(weight.grad), rows)
                 weight.grad = None

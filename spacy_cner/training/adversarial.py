@@ -166,7 +166,16 @@ class EmbeddingAttack:
                 weight = None if embeddings is None else embeddings.weight
                 if weight is None or weight.grad is None:
                     continue
+                rows_of = getattr(shim._model, "input_embedding_rows", None)
+                rows = rows_of() if callable(rows_of) else None
                 with torch.no_grad():
+                    if rows is not None:
+                        # Only the rows the batch read have a gradient (a fine-tuned LAC's 58,224 x 128 table):
+                        # the same perturbation, without a pass over the whole table.
+                        saved = weight[rows].clone()
+                        weight[rows] += self.perturbation(torch, weight.grad[rows].float()).to(weight.dtype)
+                        restores.append(lambda weight=weight, rows=rows, saved=saved: _copy_rows(weight, rows, saved))
+                        continue
                     saved = weight.detach().clone()
                     weight.add_(self.perturbation(torch, weight.grad.float()).to(weight.dtype))
                 restores.append(lambda weight=weight, saved=saved: _copy_into(weight, saved))
@@ -201,3 +210,8 @@ class EmbeddingAttack:
 def _copy_into(weight: torch.Tensor, saved: torch.Tensor) -> None:
     with torch.no_grad():
         weight.copy_(saved)
+
+
+def _copy_rows(weight: torch.Tensor, rows: torch.Tensor, saved: torch.Tensor) -> None:
+    with torch.no_grad():
+        weight[rows] = saved
