@@ -142,12 +142,14 @@ def update_rows(model: Model, optimizer: Optimizer) -> None:
     model.attrs["touched_rows"] = []
     if rows is None or not model.has_grad("E"):
         return
-    update_table_rows(optimizer, (model.id, "E"), model.get_param("E"), model.get_grad("E"), rows)
+    G = model.get_grad("E")
+    update_table_rows(optimizer, (model.id, "E"), model.get_param("E"), rows, G[rows])
+    G[rows] = 0
 
 
-def update_table_rows(optimizer: Optimizer, key: Tuple, E: Floats2d, G: Floats2d, rows: Ints1d) -> None:
-    """update_rows on a table's array E and gradient G in place (any table: a thinc param, a torch
-    parameter's array): the optimizer's rule on the rows, its state kept under key; G's rows are zeroed."""
+def update_table_rows(optimizer: Optimizer, key: Tuple, E: Floats2d, rows: Ints1d, gradient: Floats2d) -> None:
+    """update_rows on a table's array E in place (any table: a thinc param, a torch parameter's array), given the
+    gradient of those rows (distinct): the optimizer's rule on the rows, its state kept under key."""
     part = key + ("rows",)
     n_rows, width = E.shape
     # The optimizer's state of these rows under a key of their own, in the layout it keeps it:
@@ -158,10 +160,9 @@ def update_table_rows(optimizer: Optimizer, key: Tuple, E: Floats2d, G: Floats2d
             values = state[key].reshape((n_rows, width))[rows]
             state[part] = values if shaped else values.ravel()
     optimizer.nr_update[part] = optimizer.nr_update[key]
-    weights, _ = optimizer(part, E[rows], G[rows])
+    weights, _ = optimizer(part, E[rows], gradient)
     optimizer.nr_update[key] = optimizer.nr_update.pop(part)
     E[rows] = weights
-    G[rows] = 0
     xp = get_array_module(E)
     for state, shaped in states:
         if state is not None and part in state:

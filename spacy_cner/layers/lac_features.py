@@ -265,8 +265,6 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
         hidden_width: int = 0,
     ):
         super().__init__()
-        # The ids a training pass read since the last update (TrainedLacShim: the embeddings' rows to update).
-        self.touched_ids: List[torch.Tensor] = []
         self.hparams: Dict[str, Any] = {
             "vocabulary": vocabulary,
             "replacements": replacements,
@@ -315,13 +313,6 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
             return None
         return self.network.embedding
 
-    def input_embedding_rows(self) -> Optional[torch.Tensor]:
-        """The embeddings' rows the training passes since the last update read (their gradient's only non-zero
-        rows; FGM perturbs those), or None."""
-        if not self.touched_ids:
-            return None
-        return torch.unique(torch.cat(self.touched_ids))
-
     def forward(
         self,
         ids: torch.Tensor,
@@ -334,9 +325,7 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
         """LacFeatures.v2's pass: ids (batch, length), lengths (batch,) -> the states (n_layers, batch, length, 2H)
         of the top layer, or of every layer with all_layers (the embeddings as [e, e]), empty without hidden,
         and the emission scores (batch, length, tags), empty without emissions. between: LacNetwork.layer_states'.
-        In training the ids are kept for the embeddings' row-wise update (TrainedLacShim)."""
-        if self.training and self.network.embedding.weight.requires_grad:
-            self.touched_ids.append(ids.reshape(-1))
+        The embeddings' gradient is sparse (the rows read), for their row-wise update (TrainedLacShim) and FGM."""
         states = self.network.layer_states(ids, lengths, between)
         top = states[-1]
         if hidden and all_layers:
@@ -350,8 +339,10 @@ class LacEncoder(torch.nn.Module, RebuildableModule):
         return layers, scores
 
     def set_trainable(self, frozen_layers: int, emissions: bool) -> None:
-        """Gradients for the weights above the frozen_layers lowest (LacFeatures.v2's fine_tune)."""
+        """Gradients for the weights above the frozen_layers lowest (LacFeatures.v2's fine_tune); the embeddings'
+        sparse: a dense one (the whole table) per group of windows cost a tenth of a step."""
         self.network.set_trainable(frozen_layers < 1, [frozen_layers < 2, True], emissions)
+        self.network.embedding.sparse = True
 
     def feature_width(self, hidden: bool, emissions: bool) -> int:
         """The width of encode's rows."""
@@ -559,13 +550,13 @@ class TrainedLacShim(InPlacePyTorchShim):
 
     def finish_update(self, optimizer: Any) -> None:
         module = self._model
-        touched, module.touched_ids = getattr(module, "touched_ids", []), []
         if getattr(module, "tagger", None) is not None:
             weight = module.network.embedding.weight
-            if weight.grad is not None and touched:
-                rows = torch.unique(torch.cat(touched)).cpu().numpy()  # input_embedding_rows
+            if weight.grad is not None and weight.grad.is_sparse:
+                gradient = weight.grad.coalesce()  # the rows read, each once
+                rows = torch2xp(gradient.indices()[0])
                 key = (self.id, "network.embedding.weight")
-                update_table_rows(optimizer, key, torch2xp(weight.data), torch2xp(weight.grad), rows)
+                update_table_rows(optimizer, key, torch2xp(weight.data), rows, torch2xp(gradient.values()))
                 weight.grad = None
         finish_update_in_place(self, optimizer)
 

@@ -166,14 +166,14 @@ class EmbeddingAttack:
                 weight = None if embeddings is None else embeddings.weight
                 if weight is None or weight.grad is None:
                     continue
-                rows_of = getattr(shim._model, "input_embedding_rows", None)
-                rows = rows_of() if callable(rows_of) else None
                 with torch.no_grad():
-                    if rows is not None:
-                        # Only the rows the batch read have a gradient (a fine-tuned LAC's 58,224 x 128 table):
-                        # the same perturbation, without a pass over the whole table.
+                    if weight.grad.is_sparse:
+                        # A sparse gradient (a fine-tuned LAC's 58,224 x 128 table): only the rows the batch read
+                        # move, by the same perturbation, without a pass over the whole table.
+                        gradient = weight.grad.coalesce()
+                        rows = gradient.indices()[0]
                         saved = weight[rows].clone()
-                        weight[rows] += self.perturbation(torch, weight.grad[rows].float()).to(weight.dtype)
+                        weight[rows] += self.perturbation(torch, gradient.values().float()).to(weight.dtype)
                         restores.append(lambda weight=weight, rows=rows, saved=saved: _copy_rows(weight, rows, saved))
                         continue
                     saved = weight.detach().clone()
