@@ -107,7 +107,7 @@ def LacFeatures_v2(
     window_size: int = 256,
     sentences: bool = True,
     sdist: Optional[str] = None,
-    train_cache_mb: int = 1024,
+    train_cache_mb: Optional[int] = None,
     fine_tune: bool = False,
     frozen_layers: int = 0,
     learn_rate_scale: float = 1.0,
@@ -120,8 +120,8 @@ def LacFeatures_v2(
     lac_features of spacy-cner.CharBigramEmbed.v3 (beside the hash embeddings and SoftLexicon).
 
     hidden, emissions, projected_width, window_size, sentences, sdist, train_cache_mb: as LacFeatures.v1's
-        (with fine_tune, projected_width must be null and train_cache_mb is not used: the features change
-        with every update; each window's LAC ids, which do not, are kept instead).
+        (train_cache_mb None: v1's 1024). With fine_tune, projected_width and train_cache_mb must be null: the
+        features change with every update (each window's LAC ids, which do not, are kept instead).
     fine_tune (bool): Train LAC's weights (False: v1, frozen).
     frozen_layers (int): With fine_tune, keep the lowest layers frozen: 0 none, 1 the id embeddings, 2 those and
         BiGRU layer 1. The emission fc is trained when emissions is true.
@@ -146,13 +146,19 @@ def LacFeatures_v2(
                 "LacFeatures.v2: scalar_mix and lexicon_adapter act inside LAC's network and need fine_tune = true "
                 "(frozen, LAC's states would not change with them)."
             )
-        return LacFeatures(hidden, emissions, projected_width, window_size, sentences, sdist, train_cache_mb)
+        cache_mb = 1024 if train_cache_mb is None else train_cache_mb
+        return LacFeatures(hidden, emissions, projected_width, window_size, sentences, sdist, cache_mb)
     if not (hidden or emissions):
         raise ValueError("LacFeatures: hidden and emissions are both false: set at least one to true.")
     if projected_width is not None:
         raise ValueError(
             "LacFeatures.v2: projected_width is fixed at initialize from LAC's frozen features: set it to null "
             "with fine_tune = true."
+        )
+    if train_cache_mb is not None:
+        raise ValueError(
+            "LacFeatures.v2: train_cache_mb keeps frozen features, and fine-tuned ones change with every update: "
+            "set it to null with fine_tune = true (each window's LAC ids are kept instead)."
         )
     if frozen_layers not in (0, 1, 2):
         raise ValueError(f"LacFeatures.v2: frozen_layers must be 0, 1 or 2, got {frozen_layers}.")

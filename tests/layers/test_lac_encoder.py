@@ -223,6 +223,8 @@ def test_settings_that_need_fine_tuning_are_refused(fake_lac_sdist):
         encoder(fake_lac_sdist, MIX, fine_tune="false")
     with pytest.raises(ValueError, match="projected_width"):
         encoder(fake_lac_sdist, projected_width=8)
+    with pytest.raises(ValueError, match="train_cache_mb"):
+        encoder(fake_lac_sdist, train_cache_mb=64)
     with pytest.raises(ValueError, match="frozen_layers"):
         encoder(fake_lac_sdist, frozen_layers=3)
     with pytest.raises(ValueError, match="n_layers"):
