@@ -88,12 +88,19 @@ def layer_weights(model: Model) -> Dict[str, object]:
 
 
 def tok2vec_mix_weights(model: Model) -> Optional[Dict[str, object]]:
-    """layer_weights of the scalar mix in a tagger's tok2vec (its "tok2vec" ref), or None: no
-    tok2vec ref, no scalar mix, or one not initialized yet."""
+    """layer_weights of the scalar mix in a tagger's tok2vec (its "tok2vec" ref; the mix its "scalar_mix" ref, or
+    the one scalar mix inside it, as a fine-tuned LAC's in CharBigramEmbed.v3), or None: no tok2vec ref, no
+    scalar mix (or several), or one not initialized yet."""
     tok2vec = model.get_ref("tok2vec") if model.has_ref("tok2vec") else None
-    if tok2vec is None or not tok2vec.has_ref("scalar_mix"):
+    if tok2vec is None:
         return None
-    mix = tok2vec.get_ref("scalar_mix")
+    if tok2vec.has_ref("scalar_mix"):
+        mix = tok2vec.get_ref("scalar_mix")
+    else:
+        mixes = [node for node in tok2vec.walk() if node.name == "scalar_mix"]
+        if len(mixes) != 1:
+            return None
+        mix = mixes[0]
     return layer_weights(mix) if mix.has_param("alpha") else None
 
 

@@ -257,9 +257,39 @@ def test_a_fine_tuned_pipeline_saves_loads_and_batches_alike(fake_lac_sdist, tmp
         ]
 
     assert entities(again, 3) == entities(nlp, 3)
+    mix = nlp.get_pipe("crf_ner").scalar_mix_weights()
+    assert len(mix["weights"]) == 3 and sum(mix["weights"]) == pytest.approx(1.0)
     layer = next(node for node in nlp.get_pipe("crf_ner").model.walk() if node.name == "lac_encoder")
     layer_again = next(node for node in again.get_pipe("crf_ner").model.walk() if node.name == "lac_encoder")
     for a, b in zip(layer.predict(make_docs(texts)), layer_again.predict(make_docs(texts))):
         numpy.testing.assert_array_equal(a, b)
     alone = [[(e.start_char, e.end_char, e.label_) for e in nlp(text).ents] for text in texts]
     assert [[e[:3] for e in doc] for doc in entities(nlp, 3)] == alone
+
+
+def test_lac_fine_tuned_beside_the_defaults_inputs_trains(fake_lac_sdist, tmp_path):
+    """configs/lac_context_finetune.cfg: LAC inside CharBigramEmbed.v3's concatenation gets its gradient there (its
+    weights move from the sdist's), and the pipe reports the nested scalar mix."""
+    from spacy_cner.pretrained.lac import open_lac
+    from spacy_cner.pretrained.lac_analyzer import tagger_from_sdist
+
+    overrides = {
+        **write_corpus(tmp_path),
+        "paths.lac_sdist": str(fake_lac_sdist),
+        "training.max_steps": 4,
+        "training.eval_frequency": 2,
+        "training.max_epochs": 0,
+        "initialize.before_init.missing": "none",
+        "components.crf_ner.save_weights": "float32",
+        "components.crf_ner.model.tok2vec.width": 16,
+        "components.crf_ner.model.encoder.width": 16,
+    }
+    train_from_config(REPO_ROOT / "configs" / "lac_context_finetune.cfg", tmp_path / "out", overrides)
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert len(nlp.get_pipe("crf_ner").scalar_mix_weights()["weights"]) == 3
+    layer = next(node for node in nlp.get_pipe("crf_ner").model.walk() if node.name == "lac_encoder")
+    trained = dict(torch_module(layer).network.named_parameters())
+    original = dict(tagger_from_sdist(open_lac(fake_lac_sdist)).network.named_parameters())
+    for name in ("embedding.weight", "layers.0.forward_gru.state_weight", "layers.1.backward_fc.weight"):
+        assert not torch.equal(trained[name], original[name]), name
+    assert torch.equal(trained["crf_weights"], original["crf_weights"])
