@@ -219,6 +219,10 @@ SMALL_CONFIG_OVERRIDES["default"] = {
 # configs/lac_context.cfg is default.cfg with LAC's tagger as a frozen encoder: small_config_pipeline gives it the
 # toy vectors (paths.vectors) and the tagger a fabricated sdist (fake_lac_tarball, tests/fake_lac.py).
 SMALL_CONFIG_OVERRIDES["lac_context"] = dict(SMALL_CONFIG_OVERRIDES["pretrain_free"])
+# The fine-tuned LAC configs (docs/lac_encoder.md): a narrow BiLSTM; lac_context_finetune also lac_context's widths.
+SMALL_CONFIG_OVERRIDES["lac_context_finetune"] = dict(SMALL_CONFIG_OVERRIDES["pretrain_free"])
+for _name in ("lac_finetune", "lac_finetune_df", "lac_finetune_df_at", "lac_lebert"):
+    SMALL_CONFIG_OVERRIDES[_name] = {"components.crf_ner.model.encoder.width": 16}
 # configs/tener.cfg shrunk less, wide enough to learn the toy corpus in a few dozen steps.
 SMALL_TENER = {
     "components.crf_ner.model.tok2vec.width": 32,
