@@ -130,7 +130,30 @@ def main() -> None:
         f"over the first {args.timed} sentences one at a time.",
         [rows],
     )
-    publish(args.result, figures, section)
+    path = publish(args.result, figures, section)
+    if path is not None and not args.limit:
+        write_card_scores(path)
+
+
+def write_card_scores(result: Path) -> None:
+    """The scores the ready pipeline's model card gives (spacy_cner/pretrained/lac_package.py reads them): a full
+    run's P/R/F1 per test split and label, with its command, date and commit."""
+    import json
+
+    record = json.loads(result.read_text(encoding="utf8"))
+    card = {
+        "result": f"bench/results/{result.name}",
+        "command": record["command"],
+        "date": record["date"],
+        "commit": record["code_version"]["commit"],
+        "splits": {
+            name: {"sentences": f["sentences"], **{label: f[label] for label in ("all", "PER", "LOC", "ORG")}}
+            for name, f in record["figures"].items()
+        },
+    }
+    target = Path(__file__).resolve().parents[1] / "spacy_cner" / "pretrained" / "lac_zero_shot.json"
+    target.write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
+    print(f"model card scores: {target}")
 
 
 if __name__ == "__main__":

@@ -92,32 +92,95 @@ def vectors_command(
 
 @pretrained_app.command("pipeline")
 def pipeline_command(
-    output_path: Path = typer.Argument(..., help="Folder for the pipeline (spacy.load(OUTPUT))."),
+    output: str = typer.Argument(
+        ...,
+        help="A package name (zh_lac): the pipeline built as a package and installed with pip, so that "
+        "spacy.load('zh_lac') works from any folder. Or a folder path (./zh_lac, out/zh_lac): the pipeline "
+        "written there, spacy.load(PATH).",
+    ),
     sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDIST_HELP),
     tokens: str = typer.Option(
         "words", "--tokens", help="words: LAC's words as tokens; chars: one token per character."
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Reinstall the package if installed; rewrite a folder this command wrote."
+    ),
+    target: Optional[Path] = typer.Option(
+        None,
+        "--target",
+        help="Install the package into this folder (pip install --target; put it on PYTHONPATH), not into this "
+        "environment's site-packages.",
+    ),
 ) -> None:
-    """Write a ready pipeline, no training: LAC's tagger in torch gives words, POS tags (token.tag_) and
-    PER/LOC/ORG/TIME entities (doc.ents); its weights are saved inside, so loading needs no sdist."""
+    """A ready pipeline, no training: LAC's tagger in torch gives words, POS tags (token.tag_) and
+    PER/LOC/ORG/TIME entities (doc.ents, with ent._.score); installed as a package (or written to a folder), its
+    weights inside, so loading needs no sdist."""
     from ..pretrained.lac import open_lac
-    from ..pretrained.lac_pipeline import TOKENS, build_pipeline
+    from ..pretrained.lac_package import check_package_name, install_wheel, installed_version, write_wheel
+    from ..pretrained.lac_pipeline import TOKENS, build_pipeline, is_lac_pipeline
     from ..pretrained.fetch import download_progress
 
     if tokens not in TOKENS:
         msg.fail(f"--tokens must be one of {', '.join(TOKENS)}, got {tokens!r}.", exits=1)
-    if output_path.exists() and (not output_path.is_dir() or any(output_path.iterdir())):
-        msg.fail(f"{output_path} exists and is not an empty folder: choose a new output folder.", exits=1)
+    as_package = not any(mark in output for mark in ("/", "\\", ".", "~"))
+    if as_package:
+        try:
+            check_package_name(output)
+        except ValueError as err:
+            msg.fail(str(err), exits=1)
+        present = installed_version(output, target)
+        if present is not None and not force:
+            msg.fail(f"{output} {present} is installed: --force rebuilds and reinstalls it.", exits=1)
+        if target is not None:
+            _check_folder(target, "--target")
+    else:
+        if target is not None:
+            msg.fail("--target installs a package: give a package name (zh_lac), not a folder path.", exits=1)
+        folder = Path(output).expanduser()
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            if not (force and is_lac_pipeline(folder)):
+                msg.fail(
+                    f"{folder} exists and is not an empty folder"
+                    + (
+                        " nor a pipeline this command wrote"
+                        if force
+                        else " (--force rewrites a pipeline this command wrote)"
+                    )
+                    + ": choose a new output folder.",
+                    exits=1,
+                )
+        _check_folder(folder, "the output folder")
     try:
         nlp = build_pipeline(open_lac(sdist, progress=download_progress()), tokens=tokens)
     except (ValueError, RuntimeError, OSError) as err:
         msg.fail(str(err), exits=1)
-    nlp.to_disk(output_path)
-    example = nlp("百度是一家高科技公司")
-    msg.good(f"LAC's tagger (tokens: {tokens}): {output_path}")
-    msg.text(
-        f"spacy.load('{output_path}')('百度是一家高科技公司'): "
-        + " ".join(f"{token.text}/{token.tag_}" for token in example)
+    example_text = "百度是一家高科技公司"
+    if not as_package:
+        nlp.to_disk(folder)
+        msg.good(f"LAC's tagger (tokens: {tokens}): {folder}")
+        msg.text(f"spacy.load('{folder}')('{example_text}'): {_example(nlp(example_text))}")
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            install_wheel(write_wheel(nlp, output, scratch), force=force, target=target)
+        except (ValueError, RuntimeError, OSError) as err:
+            msg.fail(str(err), exits=1)
+    msg.good(f"Installed {output} {installed_version(output, target)} (LAC's tagger, tokens: {tokens})")
+    msg.text(f"spacy.load('{output}')('{example_text}'): {_example(nlp(example_text))}")
+
+
+def _example(doc) -> str:
+    return (
+        " ".join(f"{token.text}/{token.tag_}" for token in doc)
         + "; ents "
-        + ", ".join(f"{ent.text}/{ent.label_}" for ent in example.ents)
+        + ", ".join(f"{ent.text}/{ent.label_} {ent._.score:.3f}" for ent in doc.ents)
     )
+
+
+def _check_folder(folder: Path, what: str) -> None:
+    """One line, before the build, where folder cannot be written (issue 85)."""
+    from .checks import check_output
+
+    check_output(folder, folder=True, what=what)

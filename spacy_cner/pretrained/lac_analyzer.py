@@ -18,9 +18,13 @@ from dataclasses import dataclass
 from math import log
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy
+import torch
+
 from ..long_docs import SENTENCE_ENDS, Window, split_windows
 from .lac import SEGMENTER, TAGGER, LacFiles
-from .lac_net import LacNetwork
+from .lac_net import LacNetwork, viterbi_decode
+from .lac_probabilities import EntityIds, entity_probabilities
 
 # segment.py: single ASCII letters and digits the dictionary cut leaves alone are glued back together.
 ASCII_ALNUM = re.compile("[a-zA-Z0-9]")
@@ -172,8 +176,25 @@ class LacTagger:
 
     def char_tags(self, texts: Sequence[str]) -> List[List[str]]:
         """Each text's tag per character (e.g. PER-B, PER-I, n-B ..., O), as LAC's parse_result spreads them."""
+        return self._tag(texts, keep_emissions=False)[0]
+
+    def _tag(self, texts: Sequence[str], keep_emissions: bool):
+        """char_tags, the characters each id covers and, if keep_emissions, each text's emission scores."""
         prepared = [self.ids(text) for text in texts]
-        paths = self.network.decode([ids for ids, _ in prepared])
+        sequences = [ids for ids, _ in prepared]
+        if keep_emissions and any(sequences):
+            lengths = [len(ids) for ids in sequences]
+            padded = torch.zeros(len(sequences), max(lengths), dtype=torch.long)
+            for row, ids in enumerate(sequences):
+                padded[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+            length_tensor = torch.as_tensor(lengths, dtype=torch.long)
+            with torch.no_grad():
+                scores = self.network(padded, length_tensor)
+                paths = viterbi_decode(scores, self.network.crf_weights, length_tensor)
+            emissions: Optional[List[numpy.ndarray]] = [scores[row, :n].numpy() for row, n in enumerate(lengths)]
+        else:
+            paths = self.network.decode(sequences)
+            emissions = None
         tags_of = []
         for (_, lengths), path in zip(prepared, paths):
             tags: List[str] = []
@@ -182,7 +203,7 @@ class LacTagger:
                 tags.append(tag)
                 tags.extend([tag[:-2] + "-I"] * (length - 1))
             tags_of.append(tags)
-        return tags_of
+        return tags_of, [lengths for _, lengths in prepared], emissions
 
     def __call__(self, texts: Sequence[str]) -> List[Tuple[List[str], List[str]]]:
         """(words, tags) of each text, as LAC.run in lac mode (([], []) for an empty text)."""
@@ -192,15 +213,73 @@ class LacTagger:
         """char_tags of each text read in windows (text_windows: each sentence alone, a sentence longer than
         window_size characters in overlapping windows), the windows of all texts run together in length groups,
         so a text gets the same tags alone and among others."""
+        return self.windowed_analysis(texts, window_size).char_tags
+
+    def windowed_analysis(self, texts: Sequence[str], window_size: int, scores: bool = False) -> "LacAnalysis":
+        """windowed_char_tags, and (scores) what LacAnalysis.entity_probabilities needs."""
         pieces = [(index, window) for index, text in enumerate(texts) for window in text_windows(text, window_size)]
         piece_texts = [texts[index][window.start : window.end] for index, window in pieces]
         piece_tags: List[List[str]] = [[] for _ in pieces]
+        piece_lengths: List[List[int]] = [[] for _ in pieces]
+        piece_emissions: List[numpy.ndarray] = [numpy.zeros((0, 0), dtype="float32") for _ in pieces]
         for group in length_groups([len(text) for text in piece_texts]):
-            for position, tags in zip(group, self.char_tags([piece_texts[position] for position in group])):
-                piece_tags[position] = tags
+            tags, lengths, emissions = self._tag([piece_texts[position] for position in group], keep_emissions=scores)
+            for offset, position in enumerate(group):
+                piece_tags[position], piece_lengths[position] = tags[offset], lengths[offset]
+                if emissions is not None:
+                    piece_emissions[position] = emissions[offset]
         out: List[List[str]] = [[] for _ in texts]
         for (index, window), tags in zip(pieces, piece_tags):
             out[index].extend(tags[window.own_start - window.start : window.own_end - window.start])
+        return LacAnalysis(self, out, pieces, piece_tags, piece_lengths, piece_emissions if scores else None)
+
+
+@dataclass
+class LacAnalysis:
+    """What LacTagger.windowed_analysis read from a batch of texts: each text's character tags and, for the
+    entities' probabilities, the windows, the characters of each id and the emission scores of each window."""
+
+    tagger: LacTagger
+    char_tags: List[List[str]]
+    pieces: List[Tuple[int, Window]]
+    piece_tags: List[List[str]]
+    piece_lengths: List[List[int]]
+    emissions: Optional[List[numpy.ndarray]]
+
+    def entity_probabilities(self, spans: Sequence[Sequence[Tuple[int, int, str]]]) -> List[List[float]]:
+        """The probability under LAC's CRF of each entity (start char, end char, label; PER, LOC, ORG or TIME)
+        of each text (lac_probabilities.py): in the window owning its first character, in the ids holding its
+        characters, a side read_words cut from a longer word of LAC's left open."""
+        if self.emissions is None:
+            raise ValueError("No emission scores kept: call windowed_analysis with scores=True.")
+        tag_ids = {tag: ident for ident, tag in enumerate(self.tagger.lexicon.tags)}
+        by_text: Dict[int, List[int]] = {}
+        for position, (index, _) in enumerate(self.pieces):
+            by_text.setdefault(index, []).append(position)
+        entities: List[EntityIds] = []
+        for index, text_spans in enumerate(spans):
+            for start, end, label in text_spans:
+                position = next(
+                    p for p in by_text[index] if self.pieces[p][1].own_start <= start < self.pieces[p][1].own_end
+                )
+                window, tags = self.pieces[position][1], self.piece_tags[position]
+                ends = numpy.cumsum(self.piece_lengths[position])
+                local_start, local_end = start - window.start, min(end, window.end) - window.start
+                first = int(numpy.searchsorted(ends, local_start, side="right"))
+                last = int(numpy.searchsorted(ends, local_end - 1, side="right"))
+                inside = f"{label}-I"
+                open_start = tags[local_start] == inside or (first > 0 and ends[first - 1] != local_start)
+                open_end = (
+                    end > window.end or ends[last] != local_end or (local_end < len(tags) and tags[local_end] == inside)
+                )
+                entities.append(
+                    EntityIds(position, first, last, tag_ids[f"{label}-B"], tag_ids[inside], open_start, open_end)
+                )
+        probabilities = entity_probabilities(self.emissions, self.tagger.network.crf_weights.numpy(), entities)
+        out: List[List[float]] = []
+        for text_spans in spans:
+            out.append(probabilities[: len(text_spans)])
+            probabilities = probabilities[len(text_spans) :]
         return out
 
 
@@ -307,7 +386,7 @@ def _regional(char: str) -> bool:
 
 
 def _char_kind(char: str) -> str:
-    """"space", "joiner" (JOINERS), "apart" (what read_words keeps out of other words) or "text"."""
+    """ "space", "joiner" (JOINERS), "apart" (what read_words keeps out of other words) or "text"."""
     if char.isspace():
         return "space"
     code = ord(char)

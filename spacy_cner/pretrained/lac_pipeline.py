@@ -14,7 +14,7 @@ analyser in the tokenizer, one text at a time and read whole) stays for the pipe
 
 import io
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import spacy
@@ -26,9 +26,22 @@ from spacy.tokens import Doc
 from spacy.util import DummyTokenizer, ensure_path, minibatch, registry
 from spacy.vocab import Vocab
 
+from ..pipeline import decoding  # noqa: F401  (registers ent._.score)
 from ..tokenizer import _check_encodable, words_and_spaces
 from .lac import LAC_CREDIT, LacFiles
-from .lac_analyzer import ENTITY_POS, DictionarySegmenter, LacTagger, Lexicon, read_words, tagger_from_sdist
+from .. import __version__
+from ..corpus.labels import explain_labels
+from .lac_analyzer import (
+    ENTITY_POS,
+    OTHER_TAG,
+    SPACE_TAG,
+    SYMBOL_TAG,
+    DictionarySegmenter,
+    LacTagger,
+    Lexicon,
+    read_words,
+    tagger_from_sdist,
+)
 from .lac_net import LacNetwork
 
 LAC_TOKENIZER = "spacy-cner.LacTokenizer.v1"
@@ -41,17 +54,54 @@ DESCRIPTION = (
     "rebuilt in torch from the weights of its PyPI sdist, untrained here."
 )
 FILES = ("cfg", "lexicon", "segment_dictionary", "weights")
+# What LAC's entity labels mean (its README's table).
+LABEL_MEANINGS = {
+    "PER": "Person name (人名, LAC)",
+    "LOC": "Place name (地名, LAC)",
+    "ORG": "Organisation name (机构名, LAC)",
+    "TIME": "Time or date expression (时间, LAC)",
+}
+# What each token.tag_ means: LAC's README's table, the POS its entity ids share, and the tags read_words adds.
+TAG_MEANINGS = {
+    "n": "common noun (普通名词, LAC)",
+    "f": "localiser noun (方位名词, LAC)",
+    "s": "place noun (处所名词, LAC)",
+    "nw": "title of a work (作品名, LAC)",
+    "nz": "other proper noun (其他专名, LAC)",
+    "v": "verb (普通动词, LAC)",
+    "vd": "verb used as an adverb (动副词, LAC)",
+    "vn": "verb used as a noun (名动词, LAC)",
+    "a": "adjective (形容词, LAC)",
+    "ad": "adjective used as an adverb (副形词, LAC)",
+    "an": "adjective used as a noun (名形词, LAC)",
+    "d": "adverb (副词, LAC)",
+    "m": "numeral or quantity (数量词, LAC)",
+    "q": "measure word (量词, LAC)",
+    "r": "pronoun (代词, LAC)",
+    "p": "preposition (介词, LAC)",
+    "c": "conjunction (连词, LAC)",
+    "u": "particle (助词, LAC)",
+    "xc": "other function word (其他虚词, LAC)",
+    SYMBOL_TAG: "punctuation or symbol (标点符号, LAC; emoji too)",
+    "nr": "person name (人名: LAC's PER entities)",
+    "ns": "place name (地名: LAC's LOC entities)",
+    "nt": "organisation name (机构名: LAC's ORG entities)",
+    "t": "time (时间: LAC's TIME entities)",
+    OTHER_TAG: "text LAC leaves untagged (its O)",
+    SPACE_TAG: "whitespace",
+}
 
 
-@Language.factory(LAC_COMPONENT, default_config={"tokens": "words", "window_size": 256})
-def make_lac_tagger(nlp: Language, name: str, tokens: str, window_size: int) -> "LacTaggerComponent":
+@Language.factory(LAC_COMPONENT, default_config={"tokens": "words", "window_size": 256, "scores": True})
+def make_lac_tagger(nlp: Language, name: str, tokens: str, window_size: int, scores: bool) -> "LacTaggerComponent":
     """LAC's tagger as a component (weights from its folder, or build_pipeline).
 
     tokens (str): "words" (merge each LAC word's tokens into one) or "chars" (keep the tokenizer's tokens).
     window_size (int): The most characters LAC reads at once: each sentence alone, a longer one in overlapping
         windows of this many characters.
+    scores (bool): Set each entity's `ent._.score`, its probability under LAC's CRF (lac_probabilities.py).
     """
-    return LacTaggerComponent(nlp.vocab, name, tokens=tokens, window_size=window_size)
+    return LacTaggerComponent(nlp.vocab, name, tokens=tokens, window_size=window_size, scores=scores)
 
 
 class LacTaggerComponent(Pipe):
@@ -71,6 +121,7 @@ class LacTaggerComponent(Pipe):
         tokens: str = "words",
         window_size: int = 256,
         tagger: Optional[LacTagger] = None,
+        scores: bool = True,
     ):
         if tokens not in TOKENS:
             raise ValueError(f"{name}: tokens must be one of {TOKENS}, got {tokens!r}.")
@@ -78,8 +129,14 @@ class LacTaggerComponent(Pipe):
             raise ValueError(f"{name}: window_size must be >= 2 characters, got {window_size}.")
         self.vocab = vocab
         self.name = name
-        self.cfg = {"tokens": tokens, "window_size": window_size}
+        self.cfg = {"tokens": tokens, "window_size": window_size, "scores": scores}
         self.tagger = tagger
+        explain_labels({**LABEL_MEANINGS, **TAG_MEANINGS})
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        """The entity labels (LAC's four), as spaCy's meta and model card list a component's labels."""
+        return tuple(LABEL_MEANINGS)
 
     def __call__(self, doc: Doc) -> Doc:
         return next(self.pipe([doc]))
@@ -91,11 +148,17 @@ class LacTaggerComponent(Pipe):
                 f"{self.name} has no weights: load a pipeline written by `python -m spacy_cner pretrained "
                 "pipeline`, or build one with spacy_cner.pretrained.lac_pipeline.build_pipeline."
             )
+        scores = self.cfg["scores"]
         for batch in minibatch(docs, size=batch_size):
-            texts = [doc.text for doc in batch]
-            for doc, char_tags in zip(batch, self.tagger.windowed_char_tags(texts, self.cfg["window_size"])):
-                words, tags = read_words(doc.text, char_tags)
-                yield annotate(doc, words, tags, merge=self.cfg["tokens"] == "words")
+            analysis = self.tagger.windowed_analysis([doc.text for doc in batch], self.cfg["window_size"], scores)
+            for doc, char_tags in zip(batch, analysis.char_tags):
+                annotate(doc, *read_words(doc.text, char_tags), merge=self.cfg["tokens"] == "words")
+            if scores:
+                spans = [[(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents] for doc in batch]
+                for doc, probabilities in zip(batch, analysis.entity_probabilities(spans)):
+                    for ent, probability in zip(doc.ents, probabilities):
+                        ent._.score = probability
+            yield from batch
 
     def initialize(self, get_examples=None, *, nlp=None) -> None:
         if self.tagger is None:
@@ -313,6 +376,7 @@ def build_pipeline(lac: LacFiles, tokens: str = "words", window_size: int = 256)
             "license": "Apache-2.0",
             "author": "Baidu NLP (LAC); converted by spacy_cner",
             "url": LAC_CREDIT["url"],
+            "requirements": [f"spacy-cner>={__version__}"],
         }
     )
     nlp.meta["sources"] = [
@@ -320,6 +384,20 @@ def build_pipeline(lac: LacFiles, tokens: str = "words", window_size: int = 256)
     ]
     nlp.meta["sources"].append(dict(PIPELINE_CREDIT))
     return nlp
+
+
+def is_lac_pipeline(path: Union[str, Path]) -> bool:
+    """Whether the folder holds a pipeline build_pipeline wrote (its meta lists lac_tagger alone and credits LAC)."""
+    try:
+        meta = srsly.read_json(ensure_path(path) / "meta.json")
+    except (OSError, ValueError):
+        return False
+    sources = meta.get("sources") or [] if isinstance(meta, dict) else []
+    return (
+        meta.get("pipeline") == [LAC_COMPONENT]
+        and isinstance(sources, list)
+        and any(isinstance(source, dict) and source.get("name") == PIPELINE_CREDIT["name"] for source in sources)
+    )
 
 
 def _file_name(name: str) -> str:

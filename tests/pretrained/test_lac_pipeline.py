@@ -2,11 +2,13 @@
 loads offline; and, marked slow, LAC in torch against LAC's own outputs with the real sdist."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy
 import pytest
 import spacy
+import torch
 from typer.testing import CliRunner
 
 from conftest import REAL_LAC_SDIST
@@ -312,9 +314,91 @@ def test_cli_writes_a_pipeline_that_loads(fake_lac_networks, tmp_path):
     nlp = spacy.load(out)
     assert nlp.config["components"]["lac_tagger"]["tokens"] == "chars" and len(nlp("张三去了北京市")) == 7
     result = runner.invoke(app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks)])
-    assert result.exit_code == 1 and "is not an empty folder" in result.output
+    assert result.exit_code == 1 and "is not an empty folder (--force rewrites" in result.output
+    result = runner.invoke(app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks), "--force"])
+    assert result.exit_code == 0, result.output
+    assert spacy.load(out).config["components"]["lac_tagger"]["tokens"] == "words"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["pretrained", "pipeline", str(tmp_path / "mine"), "--force"])
+    assert result.exit_code == 1 and "nor a pipeline this command wrote" in result.output
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
     result = runner.invoke(app, ["pretrained", "pipeline", str(tmp_path / "x"), "--tokens", "bytes"])
     assert result.exit_code == 1 and "--tokens must be one of" in result.output
+
+
+def test_cli_installs_a_package_that_loads_by_name_from_anywhere(fake_lac_networks, tmp_path):
+    """`pretrained pipeline zh_NAME` builds the pipeline as a wheel and pip installs it (here --target, not this
+    environment): another process in another folder loads it by name, with its model card; a rerun needs --force."""
+    import subprocess
+    import sys
+
+    runner = CliRunner()
+    site = tmp_path / "site"
+    command = ["pretrained", "pipeline", "zh_lac_test", "--sdist", str(fake_lac_networks), "--target", str(site)]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 0, result.output
+    assert "Installed zh_lac_test 2.1.2" in result.output
+    readme = (site / "zh_lac_test" / "zh_lac_test-2.1.2" / "README.md").read_text(encoding="utf8")
+    for expected in ("Zero-shot scores", "| `PER` | Person name", "| `nr` |", "Apache-2.0", "ent._.score"):
+        assert expected in readme
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = (
+        "import spacy; nlp = spacy.load('zh_lac_test'); doc = nlp('上海'); "
+        "print(nlp.meta['name'], [(e.text, e.label_, 0 < e._.score <= 1) for e in doc.ents], spacy.explain('nr'))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "lac_test [('上海', 'PER', True)] person name (人名: LAC's PER entities)"
+    result = runner.invoke(app, command)
+    assert result.exit_code == 1 and "zh_lac_test 2.1.2 in" in result.output and "--force" in result.output
+    result = runner.invoke(app, command + ["--force", "--tokens", "chars"])
+    assert result.exit_code == 0, result.output
+    config = (site / "zh_lac_test" / "zh_lac_test-2.1.2" / "config.cfg").read_text(encoding="utf8")
+    assert 'tokens = "chars"' in config
+    for bad, message in (("lac", "is not a package name"), ("zh-lac", "is not a package name")):
+        result = runner.invoke(app, ["pretrained", "pipeline", bad])
+        assert result.exit_code == 1 and message in result.output
+    result = runner.invoke(app, ["pretrained", "pipeline", str(tmp_path / "folder"), "--target", str(site)])
+    assert result.exit_code == 1 and "--target installs a package" in result.output
+
+
+def test_ent_score_is_the_entitys_probability_under_lacs_crf(fake_lac_networks):
+    """ent._.score against the CRF's distribution summed by brute force over every tag sequence of the ids."""
+    nlp = build_pipeline(open_lac(fake_lac_networks))
+    tagger = nlp.get_pipe("lac_tagger").tagger
+    tag_ids = {tag: ident for ident, tag in enumerate(tagger.lexicon.tags)}
+    crf = tagger.network.crf_weights.double()
+    start, end, transitions = crf[0], crf[1], crf[2:]
+    for text, label, expected_ids in (("上海", "PER", [12]), ("萬與北京", "PER", [7, 8, 11])):
+        (ent,) = nlp(text).ents
+        assert tagger.ids(text)[0] == expected_ids and ent.start_char == 0 and ent.label_ == label
+        ids = torch.tensor([expected_ids])
+        emit = tagger.network(ids, torch.tensor([len(expected_ids)]))[0].double()
+        # shape: (n_tags,) * length, the score of every tag sequence
+        scores = start.reshape([-1] + [1] * (len(expected_ids) - 1)) + end.reshape([1] * (len(expected_ids) - 1) + [-1])
+        for t in range(len(expected_ids)):
+            scores = scores + emit[t].reshape([1] * t + [-1] + [1] * (len(expected_ids) - 1 - t))
+            if t:
+                shape = [1] * len(expected_ids)
+                shape[t - 1], shape[t] = -1, transitions.shape[1]
+                scores = scores + transitions.reshape(shape)
+        probabilities = torch.softmax(scores.reshape(-1), 0).reshape(scores.shape)
+        begin, inside = tag_ids[f"{label}-B"], tag_ids[f"{label}-I"]
+        chosen = probabilities[begin]  # the entity is its first id: tagged L-B, the next one not L-I
+        expected = chosen.sum() if len(expected_ids) == 1 else chosen.sum() - chosen[inside].sum()
+        assert ent._.score == pytest.approx(float(expected), rel=1e-6)
+    texts = TEXTS + ["张三去了北京市。上海！萬與北京\n张三 在  北京"]
+    alone = [[(e.start_char, e.end_char, e._.score) for e in nlp(text).ents] for text in texts]
+    together = [[(e.start_char, e.end_char, e._.score) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=4)]
+    assert [[s[:2] for s in doc] for doc in together] == [[s[:2] for s in doc] for doc in alone]
+    for doc_alone, doc_together in zip(alone, together):
+        assert [s[2] for s in doc_together] == pytest.approx([s[2] for s in doc_alone], rel=1e-5)
+        assert all(0.0 < s[2] <= 1.0 for s in doc_alone)
+    nlp.get_pipe("lac_tagger").cfg["scores"] = False
+    assert all(ent._.score is None for ent in nlp("上海").ents)
 
 
 def test_segmenter_from_a_fabricated_sdist_cuts_every_character_once(fake_lac_networks):
@@ -380,3 +464,40 @@ def test_torch_lac_reproduces_lacs_own_outputs():
         ("公司", "n"),
     ]
     assert [(e.text, e.label_) for e in doc.ents] == [("百度", "ORG")]
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_ready_model_snippet():
+    """The README's bash block of the ready model (after "With no training at all"): its two commands, and the
+    output the text after it says the second prints."""
+    import re
+
+    text = README.read_text(encoding="utf8")
+    found = re.search(r"With no training at all.*?```bash\n(.*?)```\n\nprints `(.*?)`", text, flags=re.S)
+    assert found is not None, "README.md: the ready model's snippet and what it prints"
+    install, check = found.group(1).strip().splitlines()
+    return install, check, found.group(2)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL.exists(), reason=f"the real LAC sdist is not in the cache ({REAL})")
+def test_readme_ready_model_snippet_prints_what_it_says(tmp_path):
+    """The README's two lines as written (the package installed with --target, not into this environment), run
+    from another folder: the second prints what the README says."""
+    import shlex
+    import subprocess
+    import sys
+
+    install, check, printed = readme_ready_model_snippet()
+    assert install == "python -m spacy_cner pretrained pipeline zh_lac"
+    words = shlex.split(install)
+    command = [sys.executable, *words[1:], "--sdist", str(REAL), "--target", str(tmp_path / "site")]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    code = shlex.split(check)[-1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == printed
