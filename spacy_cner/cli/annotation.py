@@ -9,7 +9,7 @@ import typer
 from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
 from ..annotate.select import STRATEGIES
 from ._app import AnnotateEngine, AnnotateInput, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
-from .checks import positional_output
+from .checks import check_output, positional_output
 
 
 @app.command("annotate")
@@ -245,10 +245,11 @@ def train_vectors_command(
     for `--paths.vectors OUTPUT` with `static_vectors = true` (configs/default.cfg)."""
     from ..training.vectors import VectorSettings, train_vectors
 
+    check_output(output_path, folder=True)
     try:
         settings = VectorSettings(width=width, epochs=epochs, min_count=min_count, seed=seed, workers=workers)
         summary = train_vectors([train_path, *(text or [])], output_path, settings, progress=True)
-    except (ValueError, ImportError) as err:
+    except (ValueError, ImportError, OSError) as err:  # OSError: the output, checked before, filled up since
         msg.fail("Training vectors failed")
         print(err)
         raise typer.Exit(code=1)

@@ -1,5 +1,5 @@
 """Checks the commands make before their work, each failing in one line (no traceback): the pipeline loads,
-the output can be written.
+the input corpus is a DocBin, the output can be written.
 
 `output_problem` / `check_output` are for every command that writes a file or a folder: call them before a
 long build or run, so that a path that cannot be written (a file where a folder is needed, a folder where a
@@ -16,6 +16,7 @@ from ._app import msg
 
 if TYPE_CHECKING:
     from spacy.language import Language
+    from spacy.tokens import DocBin
 
 
 def load_pipeline(model: Union[str, Path]) -> "Language":
@@ -36,25 +37,23 @@ def output_problem(path: Union[str, Path], folder: bool) -> Optional[str]:
     path (Union[str, Path]): The output: a file to write (folder=False) or a folder to write into (made with
         its parents where missing).
     folder (bool): Whether the output is a folder.
-    RETURNS (Optional[str]): A sentence naming the path, or None.
+    RETURNS (Optional[str]): Why, for "Cannot write PATH: ..." ("it is a file, not a folder"), or None.
     """
     path = Path(path)
     if path.exists():
         if folder and not path.is_dir():
-            return f"{path} is a file, not a folder"
+            return "it is a file, not a folder"
         if not folder and path.is_dir():
-            return f"{path} is a folder: name a file"
-        if not os.access(path, os.W_OK):
-            return f"{path} is not writable"
-        if not folder:
-            return _probe(path.parent)
+            return "it is a folder: name a file"
+        if not folder:  # access(2) says EROFS on a read-only mount, root or not
+            return None if os.access(path, os.W_OK) else "it is not writable"
         return _probe(path)
     # The nearest existing ancestor: the folders below it are made by the command.
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        return f"{ancestor} is a file, so {path} cannot be made below it"
+        return f"{ancestor} is a file, not a folder"
     return _probe(ancestor)
 
 
@@ -94,3 +93,22 @@ def positional_output(output: Optional[Path], option: Optional[Path], usage: str
     if output is None:
         msg.fail(f"Missing the output: {usage}.", exits=1)
     return output  # type: ignore[return-value]  # msg.fail exits
+
+
+def read_docbin(path: Union[str, Path]) -> "DocBin":
+    """DocBin().from_disk(path), or one line naming the file where it is no DocBin (a text file, a damaged or cut
+    off one): spaCy's own error speaks of its v2 JSON format, which is seldom what the file is."""
+    import zlib
+
+    from spacy.tokens import DocBin
+
+    try:
+        return DocBin().from_disk(path)
+    except (ValueError, KeyError, TypeError, IndexError, zlib.error) as err:
+        reason = f"no {err} field" if isinstance(err, KeyError) else str(err).split(". ", 1)[0].strip()
+        msg.fail(
+            f"Cannot read {path}: it is not a .spacy (DocBin) file, or a damaged one ({reason}). "
+            "`python -m spacy_cner convert` makes one from a text corpus.",
+            exits=1,
+        )
+        raise  # not reached: msg.fail exits

@@ -13,6 +13,7 @@ from spacy.tokens import DocBin
 from ..corpus.convert import ConversionStats, iter_docs
 
 from ._app import ExportFormat, ExportScheme, InputFormat, TagScheme, app, msg
+from .checks import check_output, read_docbin
 
 
 # Lines listed per kind of note; repairs are all listed.
@@ -59,6 +60,7 @@ def convert_command(
         output_path = output_path / f"{output_name(input_path)}.spacy"
     if output_path.resolve() == input_path.resolve():
         msg.fail(f"The output {output_path} is the input file: name another, so that the input is kept.", exits=1)
+    check_output(output_path, folder=False)
     stats = ConversionStats(path=str(input_path))
     # user_data: the records' ids, which `export --format doccano` writes back.
     doc_bin = DocBin(attrs=["ORTH", "ENT_IOB", "ENT_TYPE"], store_user_data=True)
@@ -72,8 +74,11 @@ def convert_command(
         raise typer.Exit(code=1)
     if output_path.exists():
         msg.warn(f"Overwriting {output_path}")
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    doc_bin.to_disk(output_path)
+    try:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        doc_bin.to_disk(output_path)
+    except OSError as err:  # checked before the work; a disk that filled up since
+        msg.fail(f"Cannot write {output_path}: {err}", exits=1)
     print_stats(stats)
     msg.good(f"Saved {stats.n_sentences} docs to {output_path}")
 
@@ -144,10 +149,13 @@ def export_command(
 
     if output_path.resolve() == input_path.resolve():
         msg.fail(f"The output {output_path} is the input file: name another, so that the input is kept.", exits=1)
-    docs = DocBin().from_disk(input_path).get_docs(Vocab())
-    output_path.parent.mkdir(parents=True, exist_ok=True)
+    check_output(output_path, folder=False)
+    docs = read_docbin(input_path).get_docs(Vocab())
     try:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
         stats = export_docs(docs, output_path, format=format.value, scheme=scheme.value)
+    except OSError as err:  # checked before the work; a disk that filled up since
+        msg.fail(f"Cannot write {output_path}: {err}", exits=1)
     except ValueError as err:
         msg.fail("Export failed")
         print(f"{input_path}: {err}")

@@ -7,10 +7,9 @@ from typing import Optional, Sequence
 
 import srsly
 import typer
-from spacy.tokens import DocBin
 
 from ._app import Pairing, app, msg
-from .checks import check_output, load_pipeline, positional_output
+from .checks import check_output, load_pipeline, positional_output, read_docbin
 
 
 @app.command("show-ents")
@@ -80,7 +79,7 @@ def robustness_command(
             exits=1,
         )
     nlp = load_pipeline(model)
-    docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
+    docs = list(read_docbin(data).get_docs(nlp.vocab))
     if len(docs) < 2:
         msg.fail(f"{data} holds {len(docs)} doc(s); joining sentences needs at least 2.", exits=1)
     msg.info(f"{len(docs)} sentences from {data}, {pairing.value} pairs")
@@ -88,11 +87,14 @@ def robustness_command(
         scores = evaluate_robustness(nlp, docs, pairing.value, seed, batch_size, progress=True)
     except ValueError as err:
         msg.fail(f"{data}: {err}", exits=1)
-    output.mkdir(parents=True, exist_ok=True)
     result = scores.to_dict()
     result.update({"model": model, "data": str(data), "pairing": pairing.value, "seed": seed})
-    srsly.write_json(output / "metrics.json", result)
-    (output / "report.html").write_text(render_report(scores, model, max_examples), encoding="utf8")
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        srsly.write_json(output / "metrics.json", result)
+        (output / "report.html").write_text(render_report(scores, model, max_examples), encoding="utf8")
+    except OSError as err:  # checked before the work; a disk that filled up since
+        msg.fail(f"Cannot write {output}: {err}", exits=1)
     rows = [
         (name, f"{result[key]['p'] * 100:.2f}", f"{result[key]['r'] * 100:.2f}", f"{result[key]['f'] * 100:.2f}")
         for key, name in (("standard", "S-F1"), ("perturbed", "P-F1"), ("robust", "R-F1"))

@@ -16,6 +16,7 @@ from spacy.language import FactoryMeta, Language
 
 from ..training.shipped_configs import config_names, config_path
 from ._app import _choices, app, msg
+from .checks import check_output
 
 ShippedConfig = _choices("ShippedConfig", config_names(), "The configs `init-config` writes.")
 
@@ -81,11 +82,15 @@ def evaluate_command(ctx: typer.Context) -> None:
     if _wants_help(args):
         _print_spacy_help(("evaluate",), "evaluate", EVALUATE_HELP, _EVALUATE_OPTION_HELP)
         return
-    for i, arg in enumerate(args):
-        folder = args[i + 1] if arg in ("--displacy-path", "-dp") and i + 1 < len(args) else None
-        folder = arg.split("=", 1)[1] if arg.startswith("--displacy-path=") else folder
-        if folder:
-            Path(folder).mkdir(parents=True, exist_ok=True)
+    # Before the evaluation: outputs that cannot be written fail in one line (spaCy's would, after it, in a
+    # traceback); the displaCy folder is made (spaCy's option requires it to exist).
+    for output in _option_values(args, ("--output", "-o")):
+        check_output(output, folder=False, what="--output")
+    folders = _option_values(args, ("--displacy-path", "-dp"))
+    for folder in folders:
+        check_output(folder, folder=True, what="--displacy-path")
+    for folder in folders:
+        Path(folder).mkdir(parents=True, exist_ok=True)
     _run_spacy_command("evaluate", args)
 
 
@@ -95,6 +100,17 @@ def debug_data_command(ctx: typer.Context) -> None:
         _print_spacy_help(("debug", "data"), "debug-data", DEBUG_DATA_HELP)
         return
     _run_spacy_command("debug", ["data", *ctx.args])
+
+
+def _option_values(args: Sequence[str], names: Sequence[str]) -> List[str]:
+    """The values given to an option of a passed-through command: `NAME VALUE` or `--name=VALUE`."""
+    values = []
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            values.append(args[i + 1])
+        elif "=" in arg and arg.split("=", 1)[0] in names:
+            values.append(arg.split("=", 1)[1])
+    return values
 
 
 def _wants_help(args: Sequence[str]) -> bool:
