@@ -19,6 +19,7 @@ from .pipeline.crf_ner import CRFEntityRecognizer, make_crf_ner
 from .robustness.metrics import make_robust_ner_scorer
 from .training.shipped_configs import config_path
 from .tokenizer import LinearChineseTokenizer
+from . import displacy_colours  # noqa: F401  registers the labels' displaCy colours
 
 __all__ = [
     "__version__",

@@ -7,9 +7,9 @@ from spacy import displacy
 
 from .metrics import Entity, RobustnessScores, join_entities
 
-# displaCy colours: changed entities stand out; labels of unchanged ones stay grey.
+# displaCy colours: a changed entity stands out (and is marked); the others have their label's colour
+# (spacy_cner/displacy_colours.py, spaCy's for its own labels).
 CHANGED_COLOUR = "#ff6b6b"
-UNCHANGED_COLOUR = "#ddd"
 CHANGED_MARK = " ✱"
 # Shown where the two sentences of a joined sample meet (display only: not in the text scored).
 JOINT_MARK = "⏐"
@@ -158,8 +158,6 @@ def _render(text: str, entities: Sequence[Entity], changed_spans: set, joint: in
         if changed:
             label = label + CHANGED_MARK
             colours[label] = CHANGED_COLOUR
-        else:
-            colours.setdefault(label, UNCHANGED_COLOUR)
         ents.append({"start": start, "end": end, "label": label})
     doc = {"text": text, "ents": ents, "title": None}
     return displacy.render(doc, style="ent", manual=True, page=False, jupyter=False, options={"colors": colours})

@@ -4,9 +4,11 @@ spaCy's loop tells a logger where it saves only through each evaluation's info["
 (model-last, set when `spacy train` has --output); the files go in its parent, the training output
 folder, beside model-best and model-last:
 
-- training_curve.jsonl, one row per evaluation (epoch, step, seconds, words, the losses since the
-  previous evaluation, every numeric dev score, the weighted score), and training_curve.svg from it,
-  both rewritten at each evaluation, so a training still running or stopped has them;
+- training_curve.jsonl, one row per evaluation (epoch, step, seconds, words, the losses summed since the
+  previous evaluation as spaCy's loop gives them, the updates they sum and their mean per update, every
+  numeric dev score, the weighted score), and training_curve.svg from it (the loss per update: the sums
+  cover one update at step 0 and eval_frequency after), both rewritten at each evaluation, so a training
+  still running or stopped has them;
 - calibration.json and calibration.svg at the end, for each pipe with entity probabilities
   (crf_ner): model-best's probabilities of its predicted dev entities against the share of them
   that is right, in bins (a reliability diagram), at the temperature the pipe saved and at 1.
@@ -24,7 +26,7 @@ from spacy.util import registry, resolve_dot_names
 from wasabi import Printer
 
 from .reliability import expected_calibration_error, reliability_bins
-from .plots import Panel, Series, svg_picture
+from .plots import Panel, Series, fitted_range, svg_picture
 
 CURVE_DATA, CURVE_PICTURE = "training_curve.jsonl", "training_curve.svg"
 CALIBRATION_DATA, CALIBRATION_PICTURE = "calibration.json", "calibration.svg"
@@ -110,12 +112,17 @@ class TrainingReport:
             for key, value in (info.get("other_scores") or {}).items()
             if isinstance(value, (int, float))
         }
+        # spaCy's loop sums the losses from one evaluation to the next (step 0 follows the first update).
+        updates = max(info["step"] - self.rows[-1]["step"] if self.rows else info["step"] + 1, 1)
+        losses = {name: float(loss) for name, loss in info["losses"].items()}
         row = {
             "epoch": info["epoch"],
             "step": info["step"],
             "seconds": info.get("seconds"),
             "words": info.get("words"),
-            "losses": {name: float(loss) for name, loss in info["losses"].items()},
+            "losses": losses,
+            "updates": updates,
+            "loss_per_update": {name: loss / updates for name, loss in losses.items()},
             "scores": scores,
             "score": float(info["score"]),
         }
@@ -174,8 +181,9 @@ def pipe_calibration(outcomes: Callable, temperature: float, n_bins: int) -> Dic
 
 
 def curve_panels(rows: List[Dict[str, Any]], score_columns: List[str]) -> List[Panel]:
-    """Dev scores (in %) and the losses, per step, from the rows of training_curve.jsonl; a line
-    at the best step (model-best, the latest of equal best scores, as spaCy's loop saves it)."""
+    """Dev scores (in %, the axis fitted to them) and the loss per update, against the step, from the rows of
+    training_curve.jsonl; a line at the best step (model-best, the latest of equal best scores, as spaCy's
+    loop saves it)."""
     steps = [row["step"] for row in rows]
     best = max(rows, key=lambda row: (row["score"], row["step"]))
     marker = (best["step"], f"{BEST_MODEL} ({best['score'] * 100:.1f})")
@@ -184,11 +192,21 @@ def curve_panels(rows: List[Dict[str, Any]], score_columns: List[str]) -> List[P
     if not scores:
         scores = [Series("score", steps, [row["score"] * 100 for row in rows])]
     pipes = sorted({name for row in rows for name in row["losses"]})
-    losses = [Series(name, steps, [row["losses"].get(name, float("nan")) for row in rows]) for name in pipes]
+    per_update = [_loss_per_update(rows, i) for i in range(len(rows))]
+    losses = [Series(name, steps, [row.get(name, float("nan")) for row in per_update]) for name in pipes]
+    score_range = fitted_range([y for series in scores for y in series.ys], bounds=(0.0, 100.0))
     return [
-        Panel("Dev scores", "step", "%", scores, y_range=(0.0, 100.0), marker=marker),
-        Panel("Training loss", "step", "loss since the previous evaluation", losses, marker=marker),
+        Panel("Dev scores", "step", "%", scores, y_range=score_range, marker=marker),
+        Panel("Training loss", "step", "loss per update", losses, marker=marker),
     ]
+
+
+def _loss_per_update(rows: List[Dict[str, Any]], i: int) -> Dict[str, float]:
+    """Row i's losses per update (rows written before "loss_per_update": from the steps)."""
+    if "loss_per_update" in rows[i]:
+        return rows[i]["loss_per_update"]
+    updates = max(rows[i]["step"] - rows[i - 1]["step"] if i else rows[i]["step"] + 1, 1)
+    return {name: loss / updates for name, loss in rows[i]["losses"].items()}
 
 
 def calibration_panels(data: Dict[str, Any]) -> List[Panel]:

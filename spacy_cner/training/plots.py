@@ -12,6 +12,10 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 PANEL_WIDTH, PANEL_HEIGHT = 420, 300
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 52, 16, 30, 64
+# Font size 11 (sans-serif): an estimate of a digit's width and of the glyphs' height above the baseline.
+DIGIT_WIDTH, FONT_ASCENT = 6.2, 9
+# Between a y tick label's right end and the axis.
+TICK_GAP = 4
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f")
 
 
@@ -70,12 +74,32 @@ def nice_ticks(low: float, high: float, n_ticks: int = 5) -> List[float]:
     return [round(k * step, 10) for k in range(first, int(math.floor(high / step + 1e-9)) + 1)]
 
 
+def fitted_range(values: Sequence[float], bounds: Tuple[float, float]) -> Tuple[float, float]:
+    """An axis range fitted to the values, within bounds: their range widened by a tenth of it each side (at
+    least 1 in all), so that 89.5 -> 94.3 is not a flat line on 0-100.
+
+    values (Sequence[float]): The values drawn (NaNs left out).
+    bounds (Tuple[float, float]): The lowest and highest the axis may go, e.g. (0, 100) for percents.
+    RETURNS (Tuple[float, float]): The range.
+    """
+    finite = [value for value in values if _finite(value)]
+    if not finite:
+        return bounds
+    low, high = min(finite), max(finite)
+    pad = max((high - low) * 0.1, (1.0 - (high - low)) / 2, 0.0)
+    return max(bounds[0], low - pad), min(bounds[1], high + pad)
+
+
 def _panel(panel: Panel) -> List[str]:
     points = [(x, y) for s in panel.series for x, y in zip(s.xs, s.ys) if _finite(x) and _finite(y)]
     x_low, x_high = panel.x_range or _data_range([x for x, _ in points])
     y_low, y_high = panel.y_range or _data_range([y for _, y in points], from_zero=True)
-    left, top = MARGIN_LEFT, MARGIN_TOP
-    plot_width = PANEL_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    y_ticks = nice_ticks(y_low, y_high)
+    # The y axis's title (rotated, its glyphs left of its baseline) left of the widest tick label.
+    tick_width = max((text_width(_number(tick)) for tick in y_ticks), default=0.0)
+    title_x = 4 + FONT_ASCENT
+    left, top = max(MARGIN_LEFT, math.ceil(title_x + 4 + tick_width + TICK_GAP)), MARGIN_TOP
+    plot_width = PANEL_WIDTH - left - MARGIN_RIGHT
     plot_height = PANEL_HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
 
     def to_x(x: float) -> float:
@@ -92,18 +116,18 @@ def _panel(panel: Panel) -> List[str]:
         out.append(
             f'<text x="{to_x(tick):.1f}" y="{top + plot_height + 14}" text-anchor="middle">{_number(tick)}</text>'
         )
-    for tick in nice_ticks(y_low, y_high):
+    for tick in y_ticks:
         out.append(
             f'<line x1="{left}" y1="{to_y(tick):.1f}" x2="{left + plot_width}" y2="{to_y(tick):.1f}" stroke="#eee"/>'
         )
-        out.append(f'<text x="{left - 4}" y="{to_y(tick) + 4:.1f}" text-anchor="end">{_number(tick)}</text>')
+        out.append(f'<text x="{left - TICK_GAP}" y="{to_y(tick) + 4:.1f}" text-anchor="end">{_number(tick)}</text>')
     out.append(f'<rect x="{left}" y="{top}" width="{plot_width}" height="{plot_height}" fill="none" stroke="#444"/>')
     out.append(
         f'<text x="{left + plot_width / 2:.1f}" y="{top + plot_height + 30}" text-anchor="middle">'
         f"{escape(panel.x_label)}</text>"
     )
     out.append(
-        f'<text transform="translate(13,{top + plot_height / 2:.1f}) rotate(-90)" text-anchor="middle">'
+        f'<text transform="translate({title_x},{top + plot_height / 2:.1f}) rotate(-90)" text-anchor="middle">'
         f"{escape(panel.y_label)}</text>"
     )
     if panel.diagonal:
@@ -161,6 +185,11 @@ def _data_range(values: List[float], from_zero: bool = False) -> Tuple[float, fl
     if high - low < 1e-12:
         return low - 0.5, high + 0.5
     return low, high
+
+
+def text_width(text: str) -> float:
+    """About how wide a tick label is drawn (digits, '.', '-' and 'e' at font size 11)."""
+    return sum(DIGIT_WIDTH * (0.5 if char == "." else 1.0) for char in text)
 
 
 def _finite(value: float) -> bool:

@@ -146,3 +146,45 @@ def test_nice_ticks_and_svg_picture(tmp_path):
     lines = polylines(tmp_path / "p.svg")
     assert len(lines) == 1 and len(lines[0].get("points").split()) == 2  # the NaN left out
     assert ElementTree.parse(tmp_path / "p.svg").getroot().get("width") == "840"
+
+
+def test_the_curve_plots_the_loss_per_update_and_fits_the_score_axis(tmp_path):
+    """Issue 81: spaCy's loop sums the losses from one evaluation to the next (1 update at step 0, then 200):
+    plotted as given, a per-update loss falling 8x rose 25x. And dev F1 from 89.5 to 94.3 was a flat line on
+    an axis of 0-100."""
+    log_step, _, _ = setup(tmp_path)
+    model_last = str(tmp_path / "model-last")
+    for step, loss_sum, f in ((0, 8.0, 0.895), (200, 200.0, 0.93), (400, 200.0, 0.943)):
+        info = evaluation(step, model_last, f)
+        info["losses"] = {"crf_ner": loss_sum}
+        log_step(info)
+    rows = list(srsly.read_jsonl(tmp_path / "training_curve.jsonl"))
+    assert [row["updates"] for row in rows] == [1, 200, 200]
+    assert [row["loss_per_update"]["crf_ner"] for row in rows] == pytest.approx([8.0, 1.0, 1.0])
+    assert [row["losses"]["crf_ner"] for row in rows] == [8.0, 200.0, 200.0]  # spaCy's sums, kept
+    root = ElementTree.parse(tmp_path / "training_curve.svg").getroot()
+    scores, loss = root.findall(f".//{SVG}g")
+    ys = [float(point.split(",")[1]) for point in loss.findall(f"{SVG}polyline")[0].get("points").split()]
+    assert ys[0] < ys[1] == ys[2]  # SVG's y grows downwards: the loss falls
+    f_line = scores.findall(f"{SVG}polyline")[0]
+    ys = [float(point.split(",")[1]) for point in f_line.get("points").split()]
+    assert ys[0] - ys[2] > 0.6 * (300 - 30 - 64)  # 89.5 -> 94.3 spans most of the plot's height
+    ticks = [float(t.text) for t in scores.findall(f"{SVG}text") if t.get("text-anchor") == "end" and not t.get("fill")]
+    assert 88 <= min(ticks) and max(ticks) <= 96, ticks
+
+
+@pytest.mark.parametrize("values", [[0.0011, 0.0026], [12000.0, 25000.0], [89.5, 94.3], [-0.5, 0.5]])
+def test_no_label_is_drawn_over_the_tick_labels(tmp_path, values):
+    """The y axis's title (rotated: its glyphs lie left of its baseline) clears the widest tick label."""
+    from spacy_cner.training.plots import DIGIT_WIDTH, FONT_ASCENT, TICK_GAP, text_width
+
+    svg = svg_picture([Panel("t", "step", "loss per update", [Series("s", [0, 1], values)])])
+    root = ElementTree.fromstring(svg)
+    title = next(text for text in root.iter(f"{SVG}text") if text.text == "loss per update")
+    title_right = float(title.get("transform").split("(")[1].split(",")[0]) + 3  # the descent
+    ticks = [text for text in root.iter(f"{SVG}text") if text.get("text-anchor") == "end" and not text.get("fill")]
+    assert len(ticks) >= 2 and DIGIT_WIDTH > 0 and FONT_ASCENT > 0
+    for tick in ticks:
+        left_end = float(tick.get("x")) - text_width(tick.text)
+        assert left_end > title_right, (tick.text, left_end, title_right)
+        assert float(tick.get("x")) + TICK_GAP <= float(root.find(f".//{SVG}rect[@stroke='#444']").get("x"))
