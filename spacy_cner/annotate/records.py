@@ -6,10 +6,10 @@ import base64
 import datetime
 import decimal
 import math
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from spacy.language import Language
-from spacy.tokens import Doc
+from spacy.tokens import Doc, Span
 
 from .uncertainty import scoring_pipe
 from .inputs import Row
@@ -51,26 +51,46 @@ def set_uncertainty(nlp: Language, strategy: Optional[str], seed: int = 0) -> No
     pipe.uncertainty_seed = seed
 
 
-def doc_record(doc: Doc, row: Row, entities_field: str, spans_key: Optional[str]) -> Dict[str, Any]:
+def doc_record(
+    doc: Doc, row: Row, entities_field: str, spans_key: Optional[str], alternatives: bool = False
+) -> Dict[str, Any]:
     """The output record of one doc: the row's fields plus its entities (start, end, label, text, score).
-    Where crf_ner scored the doc for active learning (doc._.uncertainty, `select`), the field holds
-    {"entities": [...], "uncertainty": score}: the field is known to be free in the row."""
-    scores: Dict[Tuple[int, int, str], float] = {}
+    An entity's score is ent._.score, its probability (crf_ner's, or the ready LAC pipeline's); the
+    field is there when the pipeline computes probabilities. Where crf_ner scored the doc for active
+    learning (doc._.uncertainty, `select`), the field holds {"entities": [...], "uncertainty": score}: the
+    field is known to be free in the row. alternatives: also an "alternatives" field, the other scored
+    spans of doc.spans[spans_key] (span_alternatives)."""
     group = doc.spans.get(spans_key) if spans_key is not None else None
-    if group is not None and "scores" in group.attrs:
-        scores = {
-            (span.start_char, span.end_char, span.label_): float(score)
-            for span, score in zip(group, group.attrs["scores"])
-        }
+    # ent._.score is registered by the pipes that set it (pipeline/decoding.py): annotate imports no pipe.
+    scores = [ent._.score if Span.has_extension("score") else None for ent in doc.ents]
+    scored = group is not None or any(score is not None for score in scores)
     entities = []
-    for ent in doc.ents:
+    for ent, score in zip(doc.ents, scores):
         entity = {"start": ent.start_char, "end": ent.end_char, "label": ent.label_, "text": ent.text}
-        if scores:
-            entity["score"] = scores.get((ent.start_char, ent.end_char, ent.label_))
+        if scored:
+            entity["score"] = None if score is None else float(score)
         entities.append(entity)
     uncertainty = doc._.uncertainty
     value = entities if uncertainty is None else {"entities": entities, "uncertainty": float(uncertainty)}
-    return {**row.fields, entities_field: value}
+    record = {**row.fields, entities_field: value}
+    if alternatives:
+        record["alternatives"] = span_alternatives(doc, spans_key)
+    return record
+
+
+def span_alternatives(doc: Doc, spans_key: Optional[str]) -> List[Dict[str, Any]]:
+    """The spans crf_ner scored beside doc.ents (doc.spans[spans_key]: other labels and boundaries, at or
+    above its candidate_threshold), as entity records with their probability, in the group's order; []
+    where the doc has no such group."""
+    group = doc.spans.get(spans_key) if spans_key is not None else None
+    if group is None or "scores" not in group.attrs:
+        return []
+    entities = {(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents}
+    return [
+        {"start": span.start_char, "end": span.end_char, "label": span.label_, "text": span.text, "score": float(p)}
+        for span, p in zip(group, group.attrs["scores"])
+        if (span.start_char, span.end_char, span.label_) not in entities
+    ]
 
 
 def error_record(row: Row, where: str) -> Dict[str, Any]:

@@ -15,6 +15,7 @@ from . import annotation  # noqa: F401  isort:skip
 from . import spacy_tools  # noqa: F401  isort:skip
 from . import pretrained  # noqa: F401  isort:skip
 from . import distillation  # noqa: F401  isort:skip
+from . import serve  # noqa: F401  isort:skip
 from ._app import app, msg, run
 from .corpus import FORMAT_SUFFIXES, output_name, print_stats
 from .evaluation import display_table, display_width
