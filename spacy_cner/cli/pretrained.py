@@ -74,6 +74,7 @@ def vectors_command(
         )
     if output_path.exists() and (not output_path.is_dir() or any(output_path.iterdir())):
         msg.fail(f"{output_path} exists and is not an empty folder: choose a new output folder.", exits=1)
+    _check_folder(output_path, "the output folder")
     try:
         texts = [line for path in sources for line in read_texts(path)]
         lac = open_lac(sdist, progress=download_progress())

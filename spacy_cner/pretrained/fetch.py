@@ -9,19 +9,25 @@ against the sha256 and size we expect before it is used, and kept in a user cach
 machine without a registry passes a local copy of the tarball (checked the same way).
 """
 
+import glob
 import hashlib
 import os
+import re
 import shutil
+import socket
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, List, Optional, Union
 
 # Environment variable naming the cache folder (default: $XDG_CACHE_HOME/spacy_cner or ~/.cache/spacy_cner).
 CACHE_ENV = "SPACY_CNER_CACHE"
 # Environment variable that forbids downloads ("1"): only a local copy or the cache is read (as
 # HF_HUB_OFFLINE does for Hugging Face); the test suite sets it so that no test downloads 65 MB.
 OFFLINE_ENV = "SPACY_CNER_OFFLINE"
+# A partial download another host left, unchanged this long, is no live download's (fetch_sdist removes it).
+PARTIAL_STALE_S = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,8 @@ def fetch_sdist(
         return check_file(local, sdist)
     folder = Path(cache) if cache is not None else cache_dir()
     target = folder / sdist.filename
+    if folder.is_dir():
+        remove_stale_partials(folder, sdist)
     if target.exists():
         return check_file(target, sdist)
     if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
@@ -98,16 +106,57 @@ def fetch_sdist(
         )
     url = find_url(sdist)
     folder.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(prefix=sdist.filename + ".", suffix=".part", dir=folder)
+    # The download goes to a name of its own (this host and process), renamed to the cached name once its size
+    # and sha256 match: a download cut short never passes for the file, and a later fetch removes what it left.
+    handle, partial = tempfile.mkstemp(prefix=f"{sdist.filename}.{_host()}.{os.getpid()}.", suffix=".part", dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
             _download(url, file, sdist.size, progress)
         check_file(partial, sdist)
+        os.chmod(partial, 0o644)  # mkstemp's 0600: the cache may be shared
         os.replace(partial, target)
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
     return target
+
+
+def remove_stale_partials(folder: Path, sdist: Sdist) -> List[Path]:
+    """Remove the partial downloads of sdist in folder that no download is writing: those this host's processes
+    left that are gone (a fetch killed), and any not written for PARTIAL_STALE_S (another host's).
+
+    RETURNS (List[Path]): The files removed.
+    """
+    removed = []
+    for path in folder.glob(f"{glob.escape(sdist.filename)}.*.part"):
+        parts = path.name[len(sdist.filename) + 1 :].split(".")
+        host, pid = (parts[0], parts[1]) if len(parts) >= 3 else ("", "")
+        try:
+            if host == _host() and pid.isdigit():
+                stale = not _alive(int(pid))
+            else:
+                stale = time.time() - path.stat().st_mtime > PARTIAL_STALE_S
+            if stale:
+                path.unlink()
+                removed.append(path)
+        except FileNotFoundError:  # removed meanwhile
+            continue
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _host() -> str:
+    """This host's name, safe in a file name (no dots: they separate the partial name's parts)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname()) or "host"
 
 
 def find_url(sdist: Sdist) -> str:

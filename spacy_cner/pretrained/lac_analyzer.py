@@ -12,6 +12,7 @@ the torch networks of lac_net.py: no paddle, no code of the package.
   text into words with an empty tag (see there).
 """
 
+import bisect
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -253,17 +254,19 @@ class LacAnalysis:
         if self.emissions is None:
             raise ValueError("No emission scores kept: call windowed_analysis with scores=True.")
         tag_ids = {tag: ident for ident, tag in enumerate(self.tagger.lexicon.tags)}
-        by_text: Dict[int, List[int]] = {}
+        by_text: Dict[int, List[int]] = {}  # each text's windows, in order
         for position, (index, _) in enumerate(self.pieces):
             by_text.setdefault(index, []).append(position)
+        own_starts = {index: [self.pieces[p][1].own_start for p in positions] for index, positions in by_text.items()}
+        id_ends: Dict[int, numpy.ndarray] = {}
         entities: List[EntityIds] = []
         for index, text_spans in enumerate(spans):
             for start, end, label in text_spans:
-                position = next(
-                    p for p in by_text[index] if self.pieces[p][1].own_start <= start < self.pieces[p][1].own_end
-                )
+                position = by_text[index][bisect.bisect_right(own_starts[index], start) - 1]
                 window, tags = self.pieces[position][1], self.piece_tags[position]
-                ends = numpy.cumsum(self.piece_lengths[position])
+                if position not in id_ends:
+                    id_ends[position] = numpy.cumsum(self.piece_lengths[position])
+                ends = id_ends[position]
                 local_start, local_end = start - window.start, min(end, window.end) - window.start
                 first = int(numpy.searchsorted(ends, local_start, side="right"))
                 last = int(numpy.searchsorted(ends, local_end - 1, side="right"))

@@ -12,7 +12,9 @@ saved in the component's folder, so `spacy.load` needs neither the sdist nor pad
 analyser in the tokenizer, one text at a time and read whole) stays for the pipelines written with it.
 """
 
+import hashlib
 import io
+import zipfile
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -22,7 +24,8 @@ import srsly
 import torch
 from spacy.language import Language
 from spacy.pipeline import Pipe
-from spacy.tokens import Doc
+from spacy.attrs import IDX, LENGTH, TAG
+from spacy.tokens import Doc, Span
 from spacy.util import DummyTokenizer, ensure_path, minibatch, registry
 from spacy.vocab import Vocab
 
@@ -151,8 +154,11 @@ class LacTaggerComponent(Pipe):
         scores = self.cfg["scores"]
         for batch in minibatch(docs, size=batch_size):
             analysis = self.tagger.windowed_analysis([doc.text for doc in batch], self.cfg["window_size"], scores)
-            for doc, char_tags in zip(batch, analysis.char_tags):
-                annotate(doc, *read_words(doc.text, char_tags), merge=self.cfg["tokens"] == "words")
+            merge = self.cfg["tokens"] == "words"
+            batch = [
+                annotate(doc, *read_words(doc.text, char_tags), merge=merge)
+                for doc, char_tags in zip(batch, analysis.char_tags)
+            ]
             if scores:
                 spans = [[(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents] for doc in batch]
                 for doc, probabilities in zip(batch, analysis.entity_probabilities(spans)):
@@ -178,42 +184,94 @@ class LacTaggerComponent(Pipe):
         write_tagger_files(tagger_files(self.tagger, self.name), path)
 
     def from_disk(self, path: Union[str, Path], *, exclude=tuple()) -> "LacTaggerComponent":
-        self.tagger = tagger_from_files(read_tagger_files(path, f"the pipeline's {self.name}/"))
+        self.tagger = tagger_from_files(read_tagger_files(path, f"the pipeline's {self.name}/"), f"{path}/")
         return self
 
 
 def annotate(doc: Doc, words: Sequence[str], tags: Sequence[str], merge: bool) -> Doc:
-    """doc with LAC's (words, tags) over its text: each word's tokens merged into one when merge (its surrounding
-    whitespace left out, as a tokenizer would; a word whose edges cut a token left as it is), each token tagged
-    with the tag of the word holding its first character, each PER/LOC/ORG/TIME word an entity."""
-    ends = numpy.cumsum([len(word) for word in words], dtype="int64")
-    spans = []
-    start = 0
-    for word, end in zip(words, ends.tolist()):
-        left = start + len(word) - len(word.lstrip())
-        right = end - (len(word) - len(word.rstrip()))
-        spans.append((left, right) if right > left else None)
-        start = end
+    """The doc of LAC's (words, tags) over doc's text, each PER/LOC/ORG/TIME word an entity. merge: a new doc
+    whose tokens are the words (their surrounding whitespace left out, as a tokenizer would: a single space after
+    a word its whitespace, other whitespace a token), doc's user data (extension values) carried over; else doc's
+    own tokens, each tagged with the tag of the word holding its first character, an entity over the tokens its
+    word's characters touch. Linear in the doc's length (spaCy's retokenizer and char_span are not)."""
     if merge:
-        with doc.retokenize() as retokenizer:
-            for bounds in spans:
-                span = doc.char_span(*bounds) if bounds is not None else None
-                if span is not None and len(span) > 1:
-                    retokenizer.merge(span)
-    pos_tags = [ENTITY_POS.get(tag, tag) for tag in tags]
-    for token in doc:
-        token.tag_ = pos_tags[int(numpy.searchsorted(ends, token.idx, side="right"))]
-    entities = [
-        doc.char_span(*bounds, label=tag, alignment_mode="expand")
-        for bounds, tag in zip(spans, tags)
-        if bounds is not None and tag in ENTITY_POS
-    ]
-    doc.ents = spacy.util.filter_spans([span for span in entities if span is not None])
+        return words_doc(doc, words, tags)
+    lengths = numpy.fromiter((len(word) for word in words), dtype="int64", count=len(words))
+    ends = numpy.cumsum(lengths)
+    if len(doc):
+        token_starts, token_lengths = doc.to_array([IDX, LENGTH]).astype("int64").T
+        pos_tags = [ENTITY_POS.get(tag, tag) for tag in tags]
+        hashes = numpy.asarray([doc.vocab.strings.add(tag) for tag in pos_tags], dtype="uint64")
+        word_of_token = numpy.minimum(numpy.searchsorted(ends, token_starts, side="right"), len(words) - 1)
+        doc.from_array([TAG], hashes[word_of_token].reshape(-1, 1))
+        token_ends = token_starts + token_lengths
+        entities = []
+        for index in [index for index, tag in enumerate(tags) if tag in ENTITY_POS]:
+            word = words[index]
+            left = int(ends[index]) - len(word.lstrip())
+            right = int(ends[index]) - (len(word) - len(word.rstrip()))
+            if right <= left:
+                continue
+            first = int(numpy.searchsorted(token_ends, left, side="right"))  # the token holding left ("expand")
+            last = int(numpy.searchsorted(token_starts, right, side="left"))  # past the last token starting before
+            if first < last:
+                entities.append(Span(doc, first, last, label=tags[index]))
+        doc.ents = spacy.util.filter_spans(entities)
     return doc
 
 
+def words_doc(doc: Doc, words: Sequence[str], tags: Sequence[str]) -> Doc:
+    """annotate with merge: a new doc, one token per word."""
+    annotated = len(doc) and any(
+        doc.has_annotation(attr) for attr in ("TAG", "POS", "MORPH", "LEMMA", "DEP", "ENT_IOB")
+    )
+    if annotated or len(doc.spans):
+        raise ValueError(
+            f"{LAC_COMPONENT} with tokens 'words' retokenizes the doc and found annotations on it (a component "
+            f"before it set them: {doc.text[:30]!r}): put it first after the tokenizer, or use tokens 'chars'."
+        )
+    token_words: List[str] = []
+    spaces: List[bool] = []
+    token_tags: List[str] = []
+    entities: List[str] = []
+    for word, tag in zip(words, tags):
+        pos_tag = ENTITY_POS.get(tag, tag)
+        core = word.strip()
+        if not core:
+            words_doc_space(word, pos_tag, token_words, spaces, token_tags, entities)
+            continue
+        lead = word[: len(word) - len(word.lstrip())]
+        if lead:
+            words_doc_space(lead, pos_tag, token_words, spaces, token_tags, entities)
+        token_words.append(core)
+        spaces.append(False)
+        token_tags.append(pos_tag)
+        entities.append(f"B-{tag}" if tag in ENTITY_POS else "O")
+        trail = word[len(word.rstrip()) :]
+        if trail:
+            words_doc_space(trail, pos_tag, token_words, spaces, token_tags, entities)
+    new = Doc(doc.vocab, words=token_words, spaces=spaces, tags=token_tags, ents=entities)
+    new.user_data.update(doc.user_data)
+    return new
+
+
+def words_doc_space(
+    space: str, tag: str, token_words: List[str], spaces: List[bool], token_tags: List[str], entities: List[str]
+) -> None:
+    """words_doc's whitespace inside a word's edges: a single space after a token is its whitespace, else a token."""
+    if space[0] == " " and token_words and not spaces[-1]:
+        spaces[-1] = True
+        space = space[1:]
+    if space:
+        token_words.append(space)
+        spaces.append(False)
+        token_tags.append(tag)
+        entities.append("O")
+
+
 def tagger_files(tagger: Optional[LacTagger], owner: str) -> Dict[str, bytes]:
-    """The tagger's weights (npz), its network's sizes, lexicon and segment dictionary (json), by FILES name."""
+    """The tagger's weights (npz), its network's sizes, lexicon and segment dictionary (json), by FILES name; cfg
+    holds the other files' sha256, checked at load (as crf_ner's cfg holds its model's)."""
     if tagger is None:
         raise ValueError(f"{owner} has no weights to save.")
     network = tagger.network
@@ -226,8 +284,7 @@ def tagger_files(tagger: Optional[LacTagger], owner: str) -> Dict[str, bytes]:
     }
     buffer = io.BytesIO()
     numpy.savez(buffer, **{name: value.numpy() for name, value in network.state_dict().items()})
-    return {
-        "cfg": srsly.json_dumps(sizes).encode("utf8"),
+    files = {
         "lexicon": srsly.json_dumps(
             {"vocabulary": lexicon.vocabulary, "replacements": lexicon.replacements, "tags": lexicon.tags}
         ).encode("utf8"),
@@ -236,21 +293,67 @@ def tagger_files(tagger: Optional[LacTagger], owner: str) -> Dict[str, bytes]:
         ).encode("utf8"),
         "weights": buffer.getvalue(),
     }
+    sizes["sha256"] = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}
+    return {"cfg": srsly.json_dumps(sizes).encode("utf8"), **files}
 
 
-def tagger_from_files(data: Dict[str, bytes]) -> LacTagger:
-    """The tagger that tagger_files wrote."""
-    cfg = srsly.json_loads(data["cfg"])
-    lexicon = srsly.json_loads(data["lexicon"])
-    segment = srsly.json_loads(data["segment_dictionary"])
-    network = LacNetwork(cfg["vocab_size"], cfg["input_width"], cfg["hidden_width"], cfg["tag_count"])
-    with numpy.load(io.BytesIO(data["weights"]), allow_pickle=False) as arrays:
-        network.load_state_dict({name: torch.from_numpy(arrays[name]) for name in arrays.files})
-    return LacTagger(
-        network,
-        Lexicon(lexicon["vocabulary"], lexicon["replacements"], lexicon["tags"]),
-        DictionarySegmenter(segment["words"], segment["total_count"]),
-    )
+def tagger_from_files(data: Dict[str, bytes], source: str = "lac_tagger's bytes: ") -> LacTagger:
+    """The tagger that tagger_files wrote, each file checked against its sha256 in cfg (when cfg has them: a
+    pipeline written before had none) and read, or a ValueError naming the file.
+
+    source (str): Where the files are, before their names in the messages (a folder and "/").
+    """
+
+    def where(name: str) -> str:
+        return f"{source}{_file_name(name)}"
+
+    cfg = _json_file(data, "cfg", where)
+    for name, expected in (cfg.get("sha256") or {}).items():
+        found = hashlib.sha256(data[name]).hexdigest() if name in data else None
+        if found != expected:
+            raise ValueError(
+                f"{where(name)} does not match the checksum saved with it in {where('cfg')} (sha256 "
+                f"{str(expected)[:12]}..., the file's {str(found)[:12]}...): it is truncated or altered. Write the "
+                "pipeline again (`python -m spacy_cner pretrained pipeline NAME --force`)."
+            )
+    lexicon = _json_file(data, "lexicon", where)
+    segment = _json_file(data, "segment_dictionary", where)
+    try:
+        network = LacNetwork(cfg["vocab_size"], cfg["input_width"], cfg["hidden_width"], cfg["tag_count"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"{where('cfg')}: not the sizes of LAC's network ({type(err).__name__}: {err}).") from None
+    try:
+        with numpy.load(io.BytesIO(data["weights"]), allow_pickle=False) as arrays:
+            network.load_state_dict({name: torch.from_numpy(arrays[name]) for name in arrays.files})
+    except (KeyError, TypeError, ValueError, RuntimeError, OSError, zipfile.BadZipFile) as err:
+        raise ValueError(
+            f"{where('weights')} cannot be read as the weights of the network {where('cfg')} sizes "
+            f"({type(err).__name__}: {str(err).splitlines()[0][:200]})."
+        ) from None
+    try:
+        return LacTagger(
+            network,
+            Lexicon(lexicon["vocabulary"], lexicon["replacements"], lexicon["tags"]),
+            DictionarySegmenter(segment["words"], segment["total_count"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ValueError(
+            f"{where('lexicon')} or {where('segment_dictionary')}: not the tagger's dictionaries "
+            f"({type(err).__name__}: {err})."
+        ) from None
+
+
+def _json_file(data: Dict[str, bytes], name: str, where: Callable[[str], str]) -> Dict:
+    """One of the tagger's JSON files as a dict, or a ValueError naming it."""
+    try:
+        value = srsly.json_loads(data[name])
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(
+            f"{where(name)} is not valid JSON ({err}): restore the file written with the pipeline."
+        ) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where(name)}: expected a JSON object, got {type(value).__name__}.")
+    return value
 
 
 def write_tagger_files(data: Dict[str, bytes], path: Union[str, Path]) -> None:
@@ -339,9 +442,9 @@ class LacTokenizer(DummyTokenizer):
         data["cfg"] = srsly.json_dumps({"tokens": self.tokens, **srsly.json_loads(data["cfg"])}).encode("utf8")
         return data
 
-    def _deserialize(self, data: Dict[str, bytes]) -> "LacTokenizer":
+    def _deserialize(self, data: Dict[str, bytes], source: str = "LacTokenizer's bytes: ") -> "LacTokenizer":
+        self.tagger = tagger_from_files(data, source)
         self.tokens = srsly.json_loads(data["cfg"])["tokens"]
-        self.tagger = tagger_from_files(data)
         return self
 
     def to_bytes(self, **kwargs) -> bytes:
@@ -354,7 +457,7 @@ class LacTokenizer(DummyTokenizer):
         write_tagger_files(self._serialize(), path)
 
     def from_disk(self, path: Union[str, Path], **kwargs) -> "LacTokenizer":
-        return self._deserialize(read_tagger_files(path, "a LacTokenizer"))
+        return self._deserialize(read_tagger_files(path, "a LacTokenizer"), f"{path}/")
 
 
 def build_pipeline(lac: LacFiles, tokens: str = "words", window_size: int = 256) -> Language:

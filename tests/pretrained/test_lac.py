@@ -238,6 +238,52 @@ def test_fetch_of_a_file_the_index_lacks_says_what_to_do(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache").glob("*"))  # nothing half-written left
 
 
+def test_a_download_goes_to_a_partial_name_renamed_when_its_hash_matches(fake_lac, tmp_path, monkeypatch):
+    """Issue 85: a killed fetch left a partial 65 MB file in the cache for good. The download is written to a
+    name of its own (host, process), renamed once its sha256 matches; bytes that do not match leave nothing; a
+    later fetch removes the partials of processes gone and other hosts' stale ones, not a live download's."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.delenv(fetch.OFFLINE_ENV, raising=False)
+    spec = Sdist("lac", "2.1.2", "LAC-2.1.2.tar.gz", fetch.sha256_of(fake_lac), fake_lac.stat().st_size)
+    cache = tmp_path / "cache"
+    seen = []
+
+    def download(url, file, total, progress):
+        seen.extend(path.name for path in cache.glob("*"))  # what the cache holds while it downloads
+        file.write(url.encode("latin1"))
+
+    monkeypatch.setattr(fetch, "find_url", lambda sdist: "x" * spec.size)  # right size, wrong bytes
+    monkeypatch.setattr(fetch, "_download", download)
+    with pytest.raises(ValueError, match="sha256 .* expected"):
+        fetch_sdist(spec, cache=cache)
+    assert len(seen) == 1 and seen[0].startswith(f"{spec.filename}.{fetch._host()}.{os.getpid()}.")
+    assert seen[0].endswith(".part") and not list(cache.glob("*"))
+    monkeypatch.setattr(fetch, "find_url", lambda sdist: fake_lac.read_bytes().decode("latin1"))
+    path = fetch_sdist(spec, cache=cache)
+    assert path == cache / spec.filename and path.read_bytes() == fake_lac.read_bytes()
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    partials = {
+        "killed": f"{spec.filename}.{fetch._host()}.{gone.stdout.strip()}.abc.part",
+        "live": f"{spec.filename}.{fetch._host()}.{os.getpid()}.abc.part",
+        "elsewhere_now": f"{spec.filename}.otherhost.12.abc.part",
+        "elsewhere_old": f"{spec.filename}.otherhost.13.abc.part",
+        "older_name": f"{spec.filename}.k2j3h4.part",
+    }
+    for name in partials.values():
+        (cache / name).write_bytes(b"partial")
+    old = time.time() - fetch.PARTIAL_STALE_S - 60
+    for key in ("elsewhere_old", "older_name"):
+        os.utime(cache / partials[key], (old, old))
+    assert fetch_sdist(spec, cache=cache) == path  # from the cache, its partials cleaned
+    left = {key for key, name in partials.items() if (cache / name).exists()}
+    assert left == {"live", "elsewhere_now"}
+
+
 def test_offline_fetch_reads_the_cache_and_never_the_index(fake_lac, tmp_path, monkeypatch):
     """SPACY_CNER_OFFLINE=1 (set for the whole test suite in conftest): a cached or local copy is read, a missing
     one is an error that names the cache and the way out, and the index is never asked."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy
 import pytest
 import spacy
+import srsly
 import torch
 from typer.testing import CliRunner
 
@@ -153,6 +154,60 @@ def test_pipeline_tags_as_the_tagger_saves_and_loads_offline(fake_lac_networks, 
     assert [analysis(again(text)) for text in TEXTS] == [analysis(doc) for doc in docs]
 
 
+def test_a_tampered_pipeline_is_refused_naming_the_file(fake_lac_networks, tmp_path):
+    """Issue 85: the weights, lexicon and segment dictionary are checked against their sha256 in cfg.json (a
+    weight scaled by 1.5 loaded and tagged otherwise, with no error); a file that cannot be read is named."""
+    import shutil
+
+    nlp = build_pipeline(open_lac(fake_lac_networks))
+    nlp.to_disk(tmp_path / "good")
+    expected = [analysis(doc) for doc in nlp.pipe(TEXTS)]
+
+    def scaled(path):
+        with numpy.load(path) as arrays:
+            values = {name: arrays[name] * (1.5 if name == "emission.weight" else 1) for name in arrays.files}
+        numpy.savez(path, **values)
+
+    def edit_json(change):
+        def edit(path):
+            data = json.loads(path.read_text(encoding="utf8"))
+            change(data)
+            path.write_text(json.dumps(data), encoding="utf8")
+
+        return edit
+
+    def resize(data):
+        data["hidden_width"] += 1
+        data.pop("sha256")
+
+    cases = [
+        ("weights.npz", scaled, r"weights.npz does not match the checksum saved with it in .*cfg.json"),
+        ("weights.npz", lambda p: p.write_bytes(p.read_bytes()[:1000]), "weights.npz does not match the checksum"),
+        ("lexicon.json", edit_json(lambda d: d["tags"].reverse()), "lexicon.json does not match the checksum"),
+        (
+            "segment_dictionary.json",
+            edit_json(lambda d: d.update(total_count=d["total_count"] + 1)),
+            "segment_dictionary.json does not match the checksum",
+        ),
+        ("cfg.json", lambda p: p.write_text("{", encoding="utf8"), r"cfg.json is not valid JSON"),
+        ("cfg.json", edit_json(resize), r"weights.npz cannot be read as the weights of the network .*cfg.json sizes"),
+    ]
+    for index, (name, tamper, message) in enumerate(cases):
+        copy = tmp_path / f"copy{index}"
+        shutil.copytree(tmp_path / "good", copy)
+        tamper(copy / "lac_tagger" / name)
+        with pytest.raises(ValueError, match=message) as error:
+            spacy.load(copy)
+        assert str(copy / "lac_tagger") in str(error.value)
+    # A pipeline written before the checksums (none in its cfg.json) still loads.
+    edit_json(lambda d: d.pop("sha256"))(tmp_path / "good" / "lac_tagger" / "cfg.json")
+    assert [analysis(doc) for doc in spacy.load(tmp_path / "good").pipe(TEXTS)] == expected
+    with pytest.raises(ValueError, match="lac_tagger's bytes: weights.npz does not match the checksum"):
+        data = srsly.msgpack_loads(nlp.get_pipe("lac_tagger").to_bytes())
+        data["weights"] = data["weights"][:-1]
+        LacTaggerComponent(nlp.vocab).from_bytes(srsly.msgpack_dumps(data))
+
+
 def test_chars_gives_a_token_per_character_with_its_words_tag_and_the_same_entities(fake_lac_networks):
     lac = open_lac(fake_lac_networks)
     words_nlp, chars_nlp = build_pipeline(lac), build_pipeline(lac, tokens="chars")
@@ -220,6 +275,30 @@ def test_untagged_text_whitespace_and_emoji_never_join_a_word_nor_an_entity():
     text = "我爱北京😊天安门"
     doc = annotate(nlp.make_doc(text), *read_words(text, ISSUE_TAGS[text].split()), merge=True)
     assert [(e.text, e.label_) for e in doc.ents] == [("北京", "LOC"), ("天安门", "LOC")]
+
+
+def test_annotate_is_linear_in_the_doc_length():
+    """Issue 85: with tokens "words" a long doc took quadratic time (spaCy's retokenizer checks each merge against
+    a list of the earlier ones; char_span joins the doc's text): 4x the characters took 3.7x the time per
+    character at 20k characters. The time per character stays within 2x of that of a 4x shorter doc."""
+    import time
+
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"@tokenizers": "spacy-cner.ChineseTokenizer.v1"}}})
+
+    def seconds_per_char(n: int, merge: bool) -> float:
+        words, tags = ["张三", "去了", "北京", "，", "  "] * n, ["PER", "v", "LOC", "w", "_SP"] * n
+        text = "".join(words)
+        best = float("inf")
+        for _ in range(2):
+            doc = nlp.make_doc(text)
+            start = time.process_time()
+            doc = annotate(doc, words, tags, merge=merge)
+            best = min(best, time.process_time() - start)
+        assert len(doc.ents) == 2 * n and doc.text == text
+        return best / len(text)
+
+    for merge in (True, False):
+        assert seconds_per_char(8000, merge) < 2 * seconds_per_char(2000, merge)
 
 
 @pytest.mark.parametrize(
@@ -399,6 +478,21 @@ def test_ent_score_is_the_entitys_probability_under_lacs_crf(fake_lac_networks):
         assert all(0.0 < s[2] <= 1.0 for s in doc_alone)
     nlp.get_pipe("lac_tagger").cfg["scores"] = False
     assert all(ent._.score is None for ent in nlp("上海").ents)
+
+
+@pytest.mark.parametrize("command", ["pipeline", "vectors"])
+def test_cli_checks_the_output_before_the_build(tmp_path, command):
+    """Issue 85: an output that cannot be written failed with an OSError's traceback after the 13 s build; it is
+    said in one line first (the sdist named here does not exist: the build would fail otherwise)."""
+    runner = CliRunner()
+    (tmp_path / "file").write_text("a file")
+    extra = ["--missing", "none"] if command == "vectors" else []
+    cases = ((tmp_path / "file" / "out", "Cannot write the output folder"), (tmp_path / "file", "is not an empty"))
+    for output, message in cases:
+        arguments = ["pretrained", command, str(output), "--sdist", str(tmp_path / "missing.tar.gz"), *extra]
+        result = runner.invoke(app, arguments)
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert "Traceback" not in result.output and "missing.tar.gz" not in result.output
 
 
 def test_segmenter_from_a_fabricated_sdist_cuts_every_character_once(fake_lac_networks):
