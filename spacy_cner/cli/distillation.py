@@ -33,7 +33,15 @@ def distill_command(
         exists=True,
         dir_okay=False,
         readable=True,
-        help="The dev split (.spacy): model-best is chosen on its F1.",
+        help="The dev split (.spacy): model-best is chosen on its F1; --text may not hold its texts.",
+    ),
+    test: Optional[Path] = typer.Option(
+        None,
+        "--test",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="The test split (.spacy), if there is one: --text may not hold its texts either.",
     ),
     output: Path = typer.Option(
         ...,
@@ -48,7 +56,7 @@ def distill_command(
         "-t",
         help="Unlabeled text the teacher annotates for the student (repeatable): a .txt (one text per line), "
         ".jsonl (a 'text' field), .parquet, .csv or .tsv file, a folder of them or a glob; '' is left out. "
-        "Never a split that will be scored.",
+        "Never a split that will be scored: texts of --dev (or --test) are refused.",
     ),
     temperature: float = typer.Option(
         2.0,
@@ -101,6 +109,7 @@ def distill_command(
             output,
             train=train,
             dev=dev,
+            test=test,
             texts=text or [],
             temperature=temperature,
             gold_weight=gold_weight,

@@ -44,6 +44,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 from spacy.util import minibatch, registry
+from spacy.vocab import Vocab
 from thinc.api import Model, torch2xp
 from thinc.types import Floats1d, Floats2d
 from torch.nn.utils import parametrize
@@ -53,7 +54,7 @@ from ..layers._torch import pad_batch, torch_module
 from ..layers.crf import FORBIDDEN
 from ..layers.crf_posteriors import LATTICE_BATCH_TOKENS
 from ..layers.forward_backward import forward_backward, pair_expectations
-from ..long_docs import segment_emissions
+from ..long_docs import WINDOW_ATTRS, Window, doc_windows, segment_emissions, window_doc
 from ..tags import TagSet, allowed_transitions
 from ..tokenizer import character_copy
 
@@ -78,6 +79,8 @@ class SoftTargets:
     entropy: H(q) in nats (0 where unknown: the loss is then the KL up to a constant).
     temperature: the T the targets were computed at, and the student's loss is computed at.
     gold_weight: the weight of the gold log-likelihood beside them (0: no gold, e.g. unlabeled text).
+    pieces: a doc longer than the teacher's window: the targets of each window (Pieces), which the student
+        is trained on one by one (pieces_of), as it predicts in windows; None for a shorter doc.
     """
 
     tags: Tuple[str, ...]
@@ -86,6 +89,7 @@ class SoftTargets:
     entropy: float = 0.0
     temperature: float = 1.0
     gold_weight: float = 0.0
+    pieces: Optional["Pieces"] = None
 
     def in_order(self, tag_names: Sequence[str]) -> "SoftTargets":
         """The targets with their columns in the order of tag_names (the student's)."""
@@ -99,7 +103,55 @@ class SoftTargets:
             )
         order = [self.tags.index(tag) for tag in tag_names]
         counts = None if self.counts is None else self.counts[numpy.ix_(order, order)]
-        return dataclasses.replace(self, tags=tag_names, marginals=self.marginals[:, order], counts=counts)
+        pieces = self.pieces
+        if pieces is not None and pieces.counts is not None:
+            pieces = dataclasses.replace(pieces, counts=pieces.counts[:, order][:, :, order])
+        return dataclasses.replace(
+            self, tags=tag_names, marginals=self.marginals[:, order], counts=counts, pieces=pieces
+        )
+
+
+@dataclasses.dataclass
+class Pieces:
+    """A long doc's windows, the units the student is trained on: the owned token ranges of the teacher's
+    windows (long_docs.doc_windows), which tile the doc, each with the teacher's distribution over its
+    tags (its marginal chain: the expected transition counts within the window and its entropy). Where
+    the teacher's windows end at a sentence end, each is its own chain and the pieces are exact; over one
+    long sentence the teacher's chain runs across the windows, and each piece is that chain's marginal
+    over the window (the pairs across a cut are left out).
+
+    ends: (n_pieces,) the token each piece ends at; the first starts at 0, each next where one ends.
+    counts: (n_pieces, n_tags, n_tags) the expected transition counts inside each; None: product_counts.
+    entropy: (n_pieces,) the entropy of each piece's distribution (0 where unknown).
+    """
+
+    ends: numpy.ndarray
+    counts: Optional[numpy.ndarray]
+    entropy: numpy.ndarray
+
+    def ranges(self) -> List[Tuple[int, int]]:
+        """Each piece's [start, end) token range."""
+        ends = [int(end) for end in self.ends]
+        return list(zip([0] + ends[:-1], ends))
+
+
+def pieces_of(targets: SoftTargets) -> List[Tuple[int, int, SoftTargets]]:
+    """The doc's pieces (start, end, their SoftTargets), to train the student on one window at a time:
+    memory bounded by the window, not the doc; the whole doc as one piece when it has none."""
+    if targets.pieces is None:
+        return [(0, len(targets.marginals), targets)]
+    out = []
+    for k, (start, end) in enumerate(targets.pieces.ranges()):
+        counts = None if targets.pieces.counts is None else targets.pieces.counts[k]
+        piece = dataclasses.replace(
+            targets,
+            marginals=targets.marginals[start:end],
+            counts=counts,
+            entropy=float(targets.pieces.entropy[k]),
+            pieces=None,
+        )
+        out.append((start, end, piece))
+    return out
 
 
 def soft_targets(examples: Sequence[Example], tag_names: Sequence[str]) -> Optional[List[Optional[SoftTargets]]]:
@@ -258,7 +310,8 @@ def teacher_soft_targets(
 
     A long doc is decoded in windows (long_docs.segment_emissions), each its own chain: its distribution is their
     product, so a window boundary's pair marginals are the product of the two sides' marginals (exactly),
-    and the entropies add up.
+    and the entropies add up. A doc longer than long_doc_window gets its windows' targets too (Pieces), which
+    the student is trained on one by one.
 
     model (Model): The teacher's crf_ner model (with a "crf" ref).
     tag_set (TagSet): Its tags.
@@ -270,12 +323,23 @@ def teacher_soft_targets(
     tags = tuple(tag_set.names)
     n_tags = len(tags)
     decoded = segment_emissions(model, docs, tag_set, long_doc_window)
-    segments = chain_soft_targets(model.get_ref("crf"), decoded.emissions, decoded.allowed, temperature)
+    # A long doc's pieces: its windows' owned ranges (as segment_emissions cut it), local to their segment.
+    owned = {
+        i: [(w.own_start, w.own_end) for w in doc_windows(doc, long_doc_window)]
+        for i, doc in enumerate(docs)
+        if long_doc_window and len(doc) > long_doc_window
+    }
+    local = [
+        [(a - start, b - start) for a, b in owned[i] if start <= a < end] if i in owned else None
+        for i, start, end in decoded.segments
+    ]
+    segments = chain_soft_targets(model.get_ref("crf"), decoded.emissions, decoded.allowed, temperature, pieces=local)
     out = [
         SoftTargets(tags, numpy.zeros((len(doc), n_tags)), numpy.zeros((n_tags, n_tags)), 0.0, temperature)
         for doc in docs
     ]
     previous: Dict[int, numpy.ndarray] = {}  # doc -> the last marginals row of its previous segment
+    found_pieces: Dict[int, List[Tuple[int, Pieces]]] = {i: [] for i in owned}
     for (i, start_token, end_token), segment in zip(decoded.segments, segments):
         targets = out[i]
         targets.marginals[start_token:end_token] = segment.marginals
@@ -284,11 +348,23 @@ def teacher_soft_targets(
             targets.counts += numpy.outer(previous[i], segment.marginals[0])
         previous[i] = segment.marginals[-1]
         targets.entropy += segment.entropy
+        if segment.pieces is not None:
+            found_pieces[i].append((start_token, segment.pieces))
+    for i, parts in found_pieces.items():
+        out[i].pieces = Pieces(
+            numpy.concatenate([start + part.ends for start, part in parts]),
+            numpy.concatenate([part.counts for _, part in parts]),
+            numpy.concatenate([part.entropy for _, part in parts]),
+        )
     return out
 
 
 def chain_soft_targets(
-    crf: Model, emissions: List[Floats2d], allowed: Optional[List[Floats2d]] = None, temperature: float = 1.0
+    crf: Model,
+    emissions: List[Floats2d],
+    allowed: Optional[List[Floats2d]] = None,
+    temperature: float = 1.0,
+    pieces: Optional[Sequence[Optional[Sequence[Tuple[int, int]]]]] = None,
 ) -> List[SoftTargets]:
     """The soft targets of a CRF layer's chain over each sequence's emissions (float64, none empty):
     one forward-backward pass per group of similar lengths (as the entity probabilities'), every score
@@ -298,7 +374,9 @@ def chain_soft_targets(
     emissions (List[Floats2d]): Emission scores (length, n_tags) per sequence.
     allowed (Optional[List[Floats2d]]): Per-token tag masks, e.g. of pre-set entities.
     temperature (float): Every CRF score is divided by it.
-    RETURNS (List[SoftTargets]): Per sequence: marginals, expected transition counts, entropy.
+    pieces (Optional[Sequence[Optional[Sequence[Tuple[int, int]]]]]): Per sequence, None or [start, end)
+        ranges that tile it: the chain's marginal over each (Pieces: its transition counts and entropy).
+    RETURNS (List[SoftTargets]): Per sequence: marginals, expected transition counts, entropy (and pieces).
     """
     if not temperature > 0:
         raise ValueError(f"The distillation temperature must be positive, got {temperature}.")
@@ -338,21 +416,60 @@ def chain_soft_targets(
                     + q[-1] @ kept[2]
                 )
                 out[i] = SoftTargets(tags, q.cpu().numpy(), counts.cpu().numpy(), float(log_z[b] - score), temperature)
+                if pieces is not None and pieces[i] is not None:
+                    out[i].pieces = _chain_pieces(
+                        alpha[b, :n], beta[b, :n], emit[b, :n], log_z[b], transitions, q, pieces[i]
+                    )
     if any(targets is None for targets in out):
         raise ValueError("chain_soft_targets got an empty sequence: leave empty docs out.")
     return out
+
+
+def _chain_pieces(alpha, beta, emit, log_z, transitions, marginals, ranges) -> Pieces:
+    """One chain's marginal over each of ranges: the pair marginals q(y_t-1, y_t) inside the range give its
+    expected transition counts and, the marginal of a chain being a chain, its entropy
+    H = sum_t H(y_t-1, y_t) - sum_(inner t) H(y_t) (one token: H(y_t)). Memory: one range's pairs."""
+
+    def entropy(p: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+        return -torch.where(p > 0, p * log_p, 0.0).sum()
+
+    n_tags = transitions.shape[0]
+    counts = numpy.zeros((len(ranges), n_tags, n_tags))
+    entropies = numpy.zeros(len(ranges))
+    for k, (start, end) in enumerate(ranges):
+        q = marginals[start:end]
+        if end - start == 1:
+            entropies[k] = float(entropy(q, torch.log(q)))
+            continue
+        # shape: (end - start - 1, n_tags, n_tags), log q(y_t-1 = i, y_t = j) for t in start + 1 .. end - 1
+        log_pairs = (
+            alpha[start : end - 1, :, None]
+            + transitions
+            + (emit[start + 1 : end] + beta[start + 1 : end])[:, None, :]
+            - log_z
+        )
+        pairs = torch.exp(log_pairs)
+        counts[k] = pairs.sum(dim=0).cpu().numpy()
+        inner = q[1:-1]
+        entropies[k] = float(entropy(pairs, log_pairs) - entropy(inner, torch.log(inner)))
+    return Pieces(numpy.asarray([end for _, end in ranges], dtype="int64"), counts, entropies)
 
 
 def soft_targets_record(targets: SoftTargets) -> Dict[str, Any]:
     """A doc's targets as stored in the teacher's shards (msgpack): marginals in float16, the counts of
     the allowed transitions only, in float32 (a doc's counts reach its length: float16 would round them)."""
     _, allowed, _ = allowed_transitions(targets.tags)
-    return {
+    record = {
         "marginals": targets.marginals.astype("float16"),
         "counts": targets.counts[allowed].astype("float32"),
         "entropy": float(targets.entropy),
         "temperature": float(targets.temperature),
     }
+    if targets.pieces is not None:  # a long doc's windows: what the student is trained on
+        record["piece_ends"] = targets.pieces.ends.astype("int64")
+        record["piece_counts"] = targets.pieces.counts[:, allowed].astype("float32")
+        record["piece_entropy"] = targets.pieces.entropy.astype("float64")
+    return record
 
 
 def read_soft_targets(record: Dict[str, Any], tags: Sequence[str], gold_weight: float = 0.0) -> SoftTargets:
@@ -362,7 +479,15 @@ def read_soft_targets(record: Dict[str, Any], tags: Sequence[str], gold_weight: 
     counts = numpy.zeros(allowed.shape, dtype="float32")
     counts[allowed] = record["counts"]
     marginals = numpy.asarray(record["marginals"]).reshape(-1, len(tags))
-    return SoftTargets(tags, marginals, counts, float(record["entropy"]), float(record["temperature"]), gold_weight)
+    pieces = None
+    if record.get("piece_ends") is not None:
+        ends = numpy.asarray(record["piece_ends"], dtype="int64")
+        piece_counts = numpy.zeros((len(ends),) + allowed.shape, dtype="float32")
+        piece_counts[:, allowed] = numpy.asarray(record["piece_counts"]).reshape(len(ends), -1)
+        pieces = Pieces(ends, piece_counts, numpy.asarray(record["piece_entropy"], dtype="float64"))
+    return SoftTargets(
+        tags, marginals, counts, float(record["entropy"]), float(record["temperature"]), gold_weight, pieces
+    )
 
 
 @Language.factory(
@@ -436,6 +561,8 @@ def create_distill_corpus(
     def read(nlp: Language) -> Iterator[Example]:
         meta = srsly.read_json(meta_path)
         tags = tuple(meta["tags"])
+        windows = [pipe.long_doc_window for _, pipe in nlp.pipeline if hasattr(pipe, "long_doc_window")]
+        window = windows[0] if windows else 0
         gold_docs = list(DocBin().from_disk(gold).get_docs(nlp.vocab)) if gold is not None else []
         # The shards of the inputs given now: <input name>.<index>.spacy (an earlier call's other texts are
         # kept, unread).
@@ -468,10 +595,54 @@ def create_distill_corpus(
                         f"student's tokenizer gives {len(predicted)}: the student must split texts as the teacher "
                         "tagged them (one token per character for a character model)."
                     )
-                predicted.user_data[SOFT_TARGETS] = targets
-                yield example
+                if targets.pieces is None and window and len(predicted) > window:
+                    # A teacher folder from before the pieces were stored: the student's windows, the
+                    # transition counts of each the product of its marginals.
+                    ends = [w.own_end for w in doc_windows(predicted, window)]
+                    targets.pieces = Pieces(numpy.asarray(ends), None, numpy.zeros(len(ends)))
+                yield from _window_examples(example, targets)
 
     return read
+
+
+def _window_examples(example: Example, targets: SoftTargets) -> Iterator[Example]:
+    """The example itself with its targets, or, for a long doc (targets.pieces), one example per window:
+    the student is trained on windows as it predicts in windows, its memory bounded by the window (a
+    1M-character line took 9.79 GB at once). A gold entity cut by a window's edge is left unannotated
+    (missing, marginalised over) on both sides of the cut."""
+    predicted = example.predicted
+    if targets.pieces is None:
+        predicted.user_data[SOFT_TARGETS] = targets
+        yield example
+        return
+    gold = example.reference.has_annotation("ENT_IOB")
+    tags = [tag or "-" for tag in example.get_aligned_ner()] if gold else None
+    array = predicted.to_array(WINDOW_ATTRS)
+    for start, end, piece_targets in pieces_of(targets):
+        piece = window_doc(predicted, Window(start, end, start, end), array)
+        piece_example = Example.from_dict(piece, {"entities": _uncut(tags[start:end])} if tags else {})
+        piece.user_data[SOFT_TARGETS] = piece_targets
+        yield piece_example
+
+
+def _uncut(tags: List[str]) -> List[str]:
+    """BILUO tags of a window, an entity cut at either edge made missing ("-")."""
+    tags = list(tags)
+    k = 0
+    while k < len(tags) and tags[k][:2] in ("I-", "L-"):  # began before the window
+        last = tags[k][:2] == "L-"
+        tags[k] = "-"
+        k += 1
+        if last:
+            break
+    k = len(tags) - 1
+    while k >= 0 and tags[k][:2] in ("B-", "I-"):  # goes on after the window
+        first = tags[k][:2] == "B-"
+        tags[k] = "-"
+        k -= 1
+        if first:
+            break
+    return tags
 
 
 @dataclasses.dataclass
@@ -490,6 +661,7 @@ def distill(
     *,
     train: Path,
     dev: Path,
+    test: Optional[Path] = None,
     texts: Sequence[Any] = (),
     temperature: float = 2.0,
     gold_weight: float = 0.5,
@@ -516,8 +688,10 @@ def distill(
     output (Path): The output folder.
     train (Path): The train split (.spacy): its texts get soft targets, its gold docs the gold loss.
     dev (Path): The dev split (.spacy): model-best is chosen on it.
+    test (Optional[Path]): The test split (.spacy), if any: texts may not hold its texts either.
     texts (Sequence[Path]): Unlabeled text: files, folders or globs as annotate reads them (a .txt with one
-        text per line, .jsonl, .parquet, .csv, .tsv); "" is left out. Never a split that will be scored.
+        text per line, .jsonl, .parquet, .csv, .tsv); "" is left out. Never a split that will be scored:
+        texts found in dev (or test) are refused (check_unlabeled_texts).
     temperature (float): The teacher's and the student's CRF scores are divided by it in the loss. 2.0:
         students at T = 2 against T = 1 were higher on dev on five of six sets (E-commerce 73.49 against 72.86
         over three students, MSRA +1.14) and tied on Resume (bench/results/distill_*_temperature.json); the
@@ -540,8 +714,10 @@ def distill(
 
     output = Path(output)
     folder = output / "teacher"
+    held_out = [("dev", dev)] + ([("test", test)] if test is not None else [])
+    check_unlabeled_texts(texts, held_out)
     tags = prepare_teacher(teacher, folder, temperature)
-    write_teacher_inputs(folder / TEACHER_INPUTS, train, texts, augment, dev)
+    write_teacher_inputs(folder / TEACHER_INPUTS, train, texts, augment, dev, test)
     summary = annotate(
         str(folder / TEACHER_PIPELINE),
         str(folder / TEACHER_INPUTS),
@@ -634,14 +810,56 @@ def prepare_teacher(teacher: str, folder: Path, temperature: float) -> List[str]
     return tags
 
 
+def check_unlabeled_texts(texts: Sequence[Any], splits: Sequence[Tuple[str, Path]]) -> None:
+    """Refuse unlabeled texts that are texts of a held-out split (dev, test), naming how many and where:
+    the student would learn the teacher's answers on the texts it is chosen (or scored) on. Texts are
+    compared with their surrounding whitespace left out; one pass over the texts, as annotate reads them.
+
+    texts (Sequence[Any]): Files, folders or globs, as distill's texts ("" is left out).
+    splits (Sequence[Tuple[str, Path]]): (name, .spacy file) of each held-out split.
+    """
+    from ..annotate.inputs import find_sources, read_rows
+
+    vocab = Vocab()
+    held_out: Dict[str, str] = {}
+    for name, path in splits:
+        for doc in DocBin().from_disk(path).get_docs(vocab):
+            held_out.setdefault(doc.text.strip(), f"{name} ({path})")
+    held_out.pop("", None)
+    found: Dict[Tuple[str, str], List[Any]] = {}  # (file, split) -> [count, first "file, line N"]
+    for text in texts:
+        for source in find_sources(str(text)) if str(text) else ():
+            for index, row in enumerate(read_rows(source, "entities")):
+                split = held_out.get(row.text.strip()) if row.error is None else None
+                if split is not None:
+                    entry = found.setdefault((str(source.path), split), [0, source.where(index)])
+                    entry[0] += 1
+    if found:
+        total = sum(count for count, _ in found.values())
+        where = "; ".join(
+            f"{count} in {path} of {split}, the first at {first.rsplit(', ', 1)[1]}"
+            for (path, split), (count, first) in found.items()
+        )
+        raise ValueError(
+            f"--text holds {total} texts of the held-out splits ({where}): the student would learn the teacher's "
+            "answers on the texts it is chosen or scored on. Remove them from the unlabeled text."
+        )
+
+
 def write_teacher_inputs(
-    folder: Path, train: Path, texts: Sequence[Any], augment: int = 0, dev: Optional[Path] = None
+    folder: Path,
+    train: Path,
+    texts: Sequence[Any],
+    augment: int = 0,
+    dev: Optional[Path] = None,
+    test: Optional[Path] = None,
 ) -> None:
     """The teacher pass's input folder: train.jsonl (the train split's texts, each with its index, so that
     its gold doc is found again), augmented_<augment>x.jsonl where augment > 0 (the train split's docs with
-    their entities replaced, mention_replaced_texts, none a text of dev; no gold) and a link to each unlabeled text file
-    (text_<hash of its path>_<its name>), each of texts a file, a folder or a glob as annotate reads them ("" is
-    left out); links and augmented files of earlier calls' other settings are removed (their shards are kept)."""
+    their entities replaced, mention_replaced_texts, none a text of dev or test; no gold) and a link to each
+    unlabeled text file (text_<hash of its path>_<its name>), each of texts a file, a folder or a glob as
+    annotate reads them ("" is left out); links and augmented files of earlier calls' other settings are
+    removed (their shards are kept)."""
     import spacy
 
     from ..annotate.inputs import find_sources
@@ -657,8 +875,10 @@ def write_teacher_inputs(
         if path != augmented or not augment:
             path.unlink()
     if augment:
-        dev_texts = [doc.text for doc in DocBin().from_disk(dev).get_docs(vocab)] if dev is not None else []
-        new_texts = mention_replaced_texts(docs, augment, exclude=dev_texts)
+        held_out = [
+            doc.text for split in (dev, test) if split is not None for doc in DocBin().from_disk(split).get_docs(vocab)
+        ]
+        new_texts = mention_replaced_texts(docs, augment, exclude=held_out)
         _write_if_changed(augmented, [json.dumps({"text": text}, ensure_ascii=False) for text in new_texts])
     links = {}
     for text in texts:

@@ -468,3 +468,136 @@ def test_a_teacher_folder_keeps_its_teacher_and_temperature(corpus, tmp_path):
     assert {eg.predicted.user_data[SOFT_TARGETS].temperature for eg in examples} == {2.0}
     with pytest.raises(ValueError, match="another teacher or temperature"):
         teacher_pass(corpus, tmp_path, temperature=1.0)
+
+
+@pytest.mark.parametrize("tag_set", sorted(TAG_SETS))
+def test_piece_targets_are_the_chains_marginal_over_each_piece_vs_brute_force(tag_set):
+    """A long doc's pieces (the windows the student trains on): each one's expected transition counts and
+    entropy are those of the teacher's distribution marginalised onto the piece, as enumeration gives them."""
+    tag_names = TAG_SETS[tag_set]
+    n_tags = len(tag_names)
+    rng = numpy.random.default_rng(5)
+    teacher = make_crf(tag_names, seed=5)
+    (emissions,) = random_emissions(rng, n_tags, lengths=[5])
+    ranges = [(0, 2), (2, 3), (3, 5)]
+    (targets,) = chain_soft_targets(teacher, [emissions], temperature=1.5, pieces=[ranges])
+    paths, log_p = brute_distribution(raw_scores(teacher), torch.from_numpy(emissions).double(), tag_names, 1.5)
+    assert targets.pieces.ranges() == ranges
+    for k, (start, end) in enumerate(ranges):
+        marginal = {}
+        for path, prob in zip(paths, log_p.exp().tolist()):
+            marginal[tuple(path[start:end])] = marginal.get(tuple(path[start:end]), 0.0) + prob
+        counts = numpy.zeros((n_tags, n_tags))
+        for piece, prob in marginal.items():
+            for a, b in zip(piece[:-1], piece[1:]):
+                counts[a, b] += prob
+        numpy.testing.assert_allclose(targets.pieces.counts[k], counts, atol=1e-9)
+        entropy = -sum(prob * numpy.log(prob) for prob in marginal.values() if prob > 0)
+        assert targets.pieces.entropy[k] == pytest.approx(entropy, abs=1e-8)
+    (whole,) = chain_soft_targets(teacher, [emissions], temperature=1.5, pieces=[[(0, 5)]])
+    numpy.testing.assert_allclose(whole.pieces.counts[0], whole.counts, atol=1e-12)
+    assert whole.pieces.entropy[0] == pytest.approx(whole.entropy, abs=1e-9)
+
+
+def test_the_student_trains_on_a_long_lines_windows(corpus, tmp_path):
+    """Issue 85: the student's loss ran over a whole unlabeled line (a 1M-character line took 9.79 GB, then
+    "can't allocate memory"). The corpus now gives a long doc's windows, as the teacher predicted them, each
+    with the teacher's targets over it: every example at most the window, the texts tiling the line, a train
+    doc's gold entities kept where no window edge cuts them; an update on them runs."""
+    from spacy_cner.training.distill import create_distill_corpus, distill
+
+    window = 8
+    teacher = spacy.load(corpus["teacher"], config={"components": {"crf_ner": {"long_doc_window": window}}})
+    teacher.to_disk(tmp_path / "teacher")
+    one_sentence = "王五在深圳工作" * 12  # no sentence end: overlapping windows, one chain
+    sentences = "张三住在北京市。" * 10  # a sentence end every 8 characters: each window its own chain
+    (tmp_path / "long.txt").write_text(one_sentence + "\n" + sentences + "\n", encoding="utf8")
+    gold_text = "".join(text for text, _ in TRAIN_DATA)
+    offsets = numpy.cumsum([0] + [len(text) for text, _ in TRAIN_DATA])
+    gold_ents = [
+        (int(a + offset), int(b + offset), label)
+        for (_, ents), offset in zip(TRAIN_DATA, offsets)
+        for a, b, label in ents
+    ]
+    train = write_docs(tmp_path / "train.spacy", [(gold_text, gold_ents)])
+    distill(
+        str(tmp_path / "teacher"),
+        STUDENT_CONFIG,
+        tmp_path / "out",
+        train=train,
+        dev=corpus["dev"],
+        texts=[tmp_path / "long.txt"],
+        progress=False,
+        train_student=False,
+    )
+    nlp = spacy.load(tmp_path / "teacher")
+    examples = list(create_distill_corpus(tmp_path / "out" / "teacher", train, gold_weight=0.5)(nlp))
+    assert max(len(eg.predicted) for eg in examples) <= window
+    stored = stored_targets(tmp_path / "out" / "teacher" / "shards")
+    for text in (gold_text, one_sentence, sentences):
+        pieces = [eg for eg in examples if eg.predicted.text in text]
+        assert "".join(eg.predicted.text for eg in pieces) == text and len(pieces) >= len(text) // window
+        marginals = numpy.concatenate([eg.predicted.user_data[SOFT_TARGETS].marginals for eg in pieces])
+        numpy.testing.assert_allclose(marginals, stored[text], atol=1e-3)
+        for eg in pieces:
+            targets = eg.predicted.user_data[SOFT_TARGETS]
+            assert targets.pieces is None and targets.counts.sum() == pytest.approx(len(eg.predicted) - 1, abs=1e-3)
+            assert targets.gold_weight == (0.5 if text == gold_text else 0.0)
+    # Windows that end at sentence ends are independent chains: their entropies add up to the line's.
+    record = next(
+        doc.user_data[SOFT_TARGETS]
+        for shard in (tmp_path / "out" / "teacher" / "shards").glob("text_*.spacy")
+        for doc in DocBin().from_disk(shard).get_docs(nlp.vocab)
+        if doc.text == sentences
+    )
+    assert record["piece_entropy"].sum() == pytest.approx(record["entropy"], rel=1e-5)
+    # The gold entities of the train doc, but those a window's edge cuts (left unannotated there).
+    found, cut = set(), 0
+    for eg in examples:
+        if eg.predicted.text in gold_text:
+            start = gold_text.index(eg.predicted.text)  # each piece's text is unique in the toy doc
+            found |= {(e.start_char + start, e.end_char + start, e.label_) for e in eg.reference.ents}
+            cut += sum(token.ent_iob == 0 for token in eg.reference)
+    assert found and found <= set(gold_ents)
+    assert cut == sum(b - a for a, b, _ in set(gold_ents) - found)
+    losses = nlp.update(examples, sgd=nlp.resume_training())
+    assert numpy.isfinite(losses["crf_ner"])
+
+
+def test_texts_of_the_dev_or_test_split_are_refused(corpus, tmp_path):
+    """Issue 85: `distill --text` took the dev split's own texts (its help says never to), and the student
+    was then chosen on that dev. Texts found in dev (or --test) are refused, naming how many and where,
+    before the teacher pass."""
+    from typer.testing import CliRunner
+
+    from spacy_cner.cli import app
+
+    test = write_docs(tmp_path / "test.spacy", TRAIN_DATA[4:])
+    lines = ["王五在深圳工作", TRAIN_DATA[0][0], " " + TRAIN_DATA[1][0], TRAIN_DATA[4][0], TRAIN_DATA[0][0]]
+    (tmp_path / "mixed.txt").write_text("\n".join(lines) + "\n", encoding="utf8")
+    with pytest.raises(ValueError, match=r"--text holds 3 texts of the held-out splits \(3 in .*mixed\.txt of dev "):
+        teacher_pass(corpus, tmp_path / "out", texts=[tmp_path / "mixed.txt"])
+    assert not (tmp_path / "out").exists()
+    result = CliRunner().invoke(
+        app,
+        [
+            "distill",
+            str(corpus["teacher"]),
+            str(STUDENT_CONFIG),
+            "--train",
+            str(corpus["train"]),
+            "--dev",
+            str(corpus["dev"]),
+            "--test",
+            str(test),
+            "--text",
+            str(tmp_path / "mixed.txt"),
+            "--output",
+            str(tmp_path / "out"),
+            "-q",
+        ],
+    )
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and said.count("✘") == 1 and "--text holds 4 texts" in said, result.output
+    assert "the first at line 2" in said and "1 in" in said and "of test" in said
+    assert not (tmp_path / "out").exists()
