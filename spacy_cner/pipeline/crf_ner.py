@@ -57,7 +57,7 @@ from .decoding import (
     span_scores,
     tag_docs,
 )
-from .lexicons import set_model_lexicon
+from .lexicons import set_model_lexicon, warm_up_lexicons
 from .optimizer import apply_gradients
 from .resize import resize_output
 from .serialization import (
@@ -438,6 +438,15 @@ class CRFEntityRecognizer(TrainablePipe):
                 )
             return threshold if chosen else None
         return self.ents_threshold
+
+    def warm_up(self) -> None:
+        """Build now what the first doc would otherwise wait for: the lexicon layers' prefix indexes and
+        gazetteer types (jieba's 337k words), the softword segmenter's dictionary, and one prediction
+        (torch's and numpy's first calls). A server calls it after spacy.load, so that its first request
+        is as fast as the others (docs/performance.md); spacy.load leaves it out, for the tools that load a
+        pipeline without tagging (package, model-card) and for nlp.pipe's worker processes."""
+        warm_up_lexicons(self.model)
+        self.predict([Doc(self.vocab, words=["预", "热"], spaces=[False, False])])
 
     def predict(self, docs: Iterable[Doc]) -> "Tagging":
         """The best tag-id sequence per doc, respecting pre-set entities, and the entity

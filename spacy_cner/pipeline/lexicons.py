@@ -50,6 +50,21 @@ def load_lexicons(model: Model, data: Optional[bytes], source: str, name: str) -
         set_lexicon(layer, lexicon)
 
 
+def warm_up_lexicons(model: Model) -> None:
+    """Build what the lexicon layers otherwise build on the first doc: each lexicon's prefix index and
+    gazetteer types, and, for a soft lexicon with softword, the segmenter (rjieba's dictionary, or jieba's)."""
+    from ..pretrained.jieba_segmenter import jieba_words
+
+    for layer in lexicon_layers(model):
+        lexicon = layer_lexicon(layer)
+        if lexicon is None:
+            continue
+        lexicon.prefixes  # noqa: B018  built on first use
+        lexicon.entity_types()
+        if layer.attrs.get("softword"):
+            jieba_words("预热")
+
+
 def set_model_lexicon(model: Model, lexicon: Optional[Lexicon], name: str) -> None:
     """Give every lexicon layer (adapter, soft lexicon) in the model the lexicon; None: leave them."""
     layers = lexicon_layers(model)
