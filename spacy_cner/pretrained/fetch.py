@@ -1,10 +1,10 @@
-"""Fetch a package's source distribution from pip's own package index, hash-checked and cached.
+"""Fetch a package's source distribution from the package indexes pip uses, hash-checked and cached.
 
 Pretrained weights reach machines that can only reach a package registry inside sdists (Baidu's
 LAC). `pip download` cannot get one without running its setup.py (LAC's imports pkg_resources and
-fails on a current setuptools), so pip's index machinery finds the file instead (the index URLs,
-extra index URLs, find-links, certificates and proxies of the user's pip configuration, nothing
-written here) and pip's session downloads it: no code of the package runs. The file is checked
+fails on a current setuptools), so the file is found through the indexes' simple API instead
+(simple_index.py: the index URLs, extra index URLs, find-links, certificates and proxy of the user's pip
+configuration, nothing written here) and downloaded with requests: no code of the package runs. The file is checked
 against the sha256 and size we expect before it is used, and kept in a user cache folder. A
 machine without a registry passes a local copy of the tarball (checked the same way).
 """
@@ -17,9 +17,13 @@ import shutil
 import socket
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
+
+from . import simple_index
 
 # Environment variable naming the cache folder (default: $XDG_CACHE_HOME/spacy_cner or ~/.cache/spacy_cner).
 CACHE_ENV = "SPACY_CNER_CACHE"
@@ -83,7 +87,7 @@ def fetch_sdist(
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> Path:
     """The path of sdist's checked tarball: local when given, else the cached copy, else downloaded
-    through pip's index into the cache.
+    from the indexes pip uses (find_url) into the cache.
 
     sdist (Sdist): What to fetch.
     local (Optional[Union[str, Path]]): A copy of the tarball on this machine (checked, not copied).
@@ -160,50 +164,37 @@ def _host() -> str:
 
 
 def find_url(sdist: Sdist) -> str:
-    """The URL of sdist's file on the package index pip is configured to use (pip's PackageFinder)."""
-    try:
-        from pip._internal.commands import create_command
-        from pip._vendor.packaging.specifiers import SpecifierSet
-    except ImportError as err:  # pragma: no cover - pip is in every virtualenv
-        raise RuntimeError(f"Finding {sdist.filename} needs pip; or pass a local copy of the tarball.") from err
-    command = create_command("download")
-    options, _ = command.parse_args(["--no-deps", "--no-binary", ":all:", f"{sdist.project}=={sdist.version}"])
-    with command.main_context():
-        session = command.get_default_session(options)
-        finder = command._build_package_finder(options=options, session=session)
-        result = finder.find_best_candidate(sdist.project, SpecifierSet(f"=={sdist.version}"))
-    for candidate in result.iter_applicable():
-        if candidate.link.filename.lower() == sdist.filename.lower():
-            return candidate.link.url
-    raise RuntimeError(
-        f"{sdist.filename} ({sdist.project}=={sdist.version}) is not on the package index pip uses here "
-        f"(`pip config list` shows it). Download it where it is reachable and pass the local file "
-        f"(--sdist PATH), or set {CACHE_ENV} to a folder holding it."
-    )
+    """The URL of sdist's file on the package indexes pip is configured to use (simple_index.py: their simple
+    API, pip's index URLs, extra index URLs and find-links), one whose listed sha256 is sdist's."""
+    settings = simple_index.pip_settings()
+    url = simple_index.find_file(sdist.project, sdist.filename, sdist.sha256, settings)
+    if url is None:
+        raise RuntimeError(
+            f"{sdist.filename} ({sdist.project}=={sdist.version}) is not on the package indexes pip uses here "
+            f"({simple_index.describe(settings)}; `pip config list` shows the settings). Download it where it is "
+            f"reachable and pass the local file (--sdist PATH), or set {CACHE_ENV} to a folder holding it."
+        )
+    return url
 
 
 def _download(url: str, file, total: int, progress: Optional[Callable[[int, int], None]]) -> None:
-    """Write url's bytes to file through pip's session (its certificates, proxies, retries)."""
+    """Write url's bytes to file: a local file copied, else through requests with pip's certificates, proxy,
+    trusted hosts and timeout."""
     if url.startswith("file:"):
-        from pip._internal.utils.urls import url_to_path
-
-        with open(url_to_path(url), "rb") as source:
+        with open(urllib.request.url2pathname(urllib.parse.urlparse(url).path), "rb") as source:
             shutil.copyfileobj(source, file)
         return
-    from pip._internal.commands import create_command
-
-    command = create_command("download")
-    options, _ = command.parse_args([])
-    with command.main_context():
-        session = command.get_default_session(options)
-        response = session.get(url, stream=True, headers={"Accept-Encoding": "identity"})
-        response.raise_for_status()
-        done = 0
-        for block in response.iter_content(1 << 20):
-            file.write(block)
-            done += len(block)
-            if progress is not None:
-                progress(done, total)
+    settings = simple_index.pip_settings()
+    with simple_index.session(settings) as client:
+        options = simple_index.request_options(url, settings)
+        with client.get(url, stream=True, headers={"Accept-Encoding": "identity"}, **options) as response:
+            response.raise_for_status()
+            done = 0
+            for block in response.iter_content(1 << 20):
+                file.write(block)
+                done += len(block)
+                if progress is not None:
+                    progress(done, total)
 
 
 def download_progress(name: str = "LAC-2.1.2.tar.gz") -> Callable[[int, int], None]:

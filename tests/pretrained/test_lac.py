@@ -233,7 +233,7 @@ def test_fetch_of_a_file_the_index_lacks_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", (tmp_path / "simple").resolve().as_uri())
     monkeypatch.setenv("PIP_FIND_LINKS", "")
     spec = Sdist("lac", "2.1.2", "LAC-2.1.2.tar.gz", "0" * 64, 10)
-    with pytest.raises(RuntimeError, match="not on the package index pip uses here.*--sdist PATH"):
+    with pytest.raises(RuntimeError, match="not on the package indexes pip uses here.*--sdist PATH"):
         fetch_sdist(spec, cache=tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*"))  # nothing half-written left
 
