@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, List, Optional, Sequence, Tuple
 
 
-REPAIR_OPTION = "--repair (repair=True)"
+# What the messages tell the user to pass: the CLI's option (iter_docs and read_* take repair=True).
+REPAIR_OPTION = "--repair"
 
 
 _BOM = b"\xef\xbb\xbf"

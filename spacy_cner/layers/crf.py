@@ -117,8 +117,11 @@ def crf_decode(
 class ConstrainedCRF(TorchCRF, RebuildableModule):
     """pytorch-crf's CRF with scheme-forbidden transitions masked out.
 
-    The masks are applied through torch parametrizations, so every pytorch-crf
-    routine (score, partition function, Viterbi) sees the constrained scores.
+    Only pytorch-crf's parameters are used (start_transitions, transitions, end_transitions, and their
+    initialisation): the masks are applied through torch parametrizations, so every read of them gives the
+    constrained scores, and the routines that read them are this package's (forward: the allowed paths'
+    log-likelihood, _AllowedPathsLogLikelihood; viterbi: backends/viterbi.py), not pytorch-crf's own
+    forward or decode.
     """
 
     def __init__(self, tag_names: List[str]):

@@ -963,3 +963,15 @@ def test_cli_convert_refuses_to_write_over_its_input(tmp_path):
     result = CliRunner().invoke(app, ["convert", str(path), str(path), "-f", "chars"])
     assert result.exit_code == 1 and "is the input file" in " ".join(result.output.split())
     assert path.read_text(encoding="utf8") == BMES
+
+
+def test_a_malformed_line_names_the_cli_option(tmp_path):
+    """Issue 81: the message ended "(repair=True)", the function's argument, where the user runs the CLI."""
+    from typer.testing import CliRunner
+
+    from spacy_cner.cli import app
+
+    (tmp_path / "bad.txt").write_text("张 B-PER\n三\n", encoding="utf8")
+    result = CliRunner().invoke(app, ["convert", str(tmp_path / "bad.txt"), str(tmp_path / "out.spacy")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "rerun with --repair to" in said and "repair=True" not in said, said

@@ -95,6 +95,8 @@ def test_python_snippets_run(page, tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out
     for expected in PRINTED.get(page, []):
         assert expected in printed, (page, expected, printed[-2000:])
+    # Following the docs leaves nothing in the folder but under outputs/ (git-ignored), beside the model.
+    assert {path.name for path in tmp_path.iterdir()} <= {"outputs", "training"}, page
 
 
 def test_readme_is_a_first_screen():
@@ -198,8 +200,10 @@ def test_readme_select_snippet_runs_as_written(tmp_path):
     script = block.replace("python ", f"{sys.executable} ")
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    tasks = json.loads((tmp_path / "next.json").read_text(encoding="utf8"))
+    tasks = json.loads((tmp_path / "outputs" / "next.json").read_text(encoding="utf8"))
     assert len(tasks) == 2 and all(task["data"]["text"] for task in tasks)
+    # Nothing left in the folder it ran in but under outputs/ (git-ignored), beside the model it read.
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["outputs", "training"]
 
 
 def test_readme_bash_commands_name_what_exists():
