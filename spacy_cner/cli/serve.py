@@ -66,5 +66,7 @@ def serve_command(
         ServedModel(nlp, settings)
     except (OSError, ValueError) as err:
         msg.fail(f"Cannot serve the pipeline {model!r}: {err}", exits=1)
-    msg.info(f"Serving {model} on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''}); Ctrl+C stops")
+    where = f"http://{host}:{port}" if port else f"{host} on a free port (uvicorn's line below names it)"
+    plural = "s" if workers > 1 else ""
+    msg.info(f"Serving {model} at {where}, {workers} worker{plural}; Ctrl+C or SIGTERM stops")
     serve(settings, nlp if workers == 1 else None, access_log=access_log)

@@ -252,6 +252,8 @@ def words_doc(doc: Doc, words: Sequence[str], tags: Sequence[str]) -> Doc:
             words_doc_space(trail, pos_tag, token_words, spaces, token_tags, entities)
     new = Doc(doc.vocab, words=token_words, spaces=spaces, tags=token_tags, ents=entities)
     new.user_data.update(doc.user_data)
+    # nlp.pipe(as_tuples=True) reads each doc's context back from the doc it gets (annotate, serve).
+    new._context = doc._context
     return new
 
 

@@ -38,8 +38,9 @@ ENTITY_FACTORIES = ("crf_ner", "lac_tagger", "ner")
 WARM_UP_TEXTS = ["张三在北京的阿里巴巴工作。", "2024年5月，李四去了上海。"]
 # Seconds a request body has to arrive in (a client that stops sending gets 408, not a held connection).
 BODY_TIMEOUT = 30.0
-# The label colours of displaCy that a short label of the Chinese corpora takes from a longer one.
-COLOUR_ALIASES = {"PER": "PERSON", "NAME": "PERSON"}
+# displaCy colours the labels of OntoNotes: a label of the Chinese corpora takes the colour of its OntoNotes
+# counterpart (Resume: NAME, CONT for country, RACE for ethnicity); the others get displaCy's default.
+COLOUR_ALIASES = {"PER": "PERSON", "NAME": "PERSON", "CONT": "GPE", "RACE": "NORP"}
 
 
 class ServedModel:
@@ -153,7 +154,7 @@ class ServerState:
             await self.batcher.run_now([(text, self.model.spans_key is not None) for text in WARM_UP_TEXTS])
         except Exception as err:
             self.load_error = f"{type(err).__name__}: {' '.join(str(err).split())}"
-            logger.error("The model %r could not be served: %s", self.settings.model, self.load_error)
+            logger.exception("The model %r could not be served: %s", self.settings.model, self.load_error)
             return
         self.ready = True
         logger.info("Ready: %s (labels %s)", self.settings.model, ", ".join(self.model.labels))

@@ -149,7 +149,7 @@ class FixedNer:
     """Entities, probabilities and alternatives known in advance (the page test reads them)."""
 
     spans_key = "crf_ner"
-    labels = ("LOC", "PER")
+    labels = ("LOC", "ORG", "PER")
 
     def __call__(self, doc: Doc) -> Doc:
         found = []

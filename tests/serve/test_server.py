@@ -209,3 +209,23 @@ def test_graceful_shutdown_finishes_requests_in_flight_and_refuses_new_ones():
         thread.join(timeout=30)
         status, _, answer = results[0]
         assert status == 200 and [row["text"] for row in answer["results"]] == texts
+
+
+def test_the_ready_lac_pipeline_is_served(fake_lac_sdist):
+    """A pipeline of lac_tagger (the ready LAC model, here on a fabricated sdist): its rows, no alternatives."""
+    from spacy_cner.pretrained.lac import open_lac
+    from spacy_cner.pretrained.lac_pipeline import build_pipeline
+
+    nlp = build_pipeline(open_lac(fake_lac_sdist))
+    texts = ["张三去了北京市", "上海"]
+    expected = [doc_record(nlp(text), Row({"text": text}, text=text), "entities", None) for text in texts]
+    # The words' new docs keep their context (nlp.pipe as_tuples, which annotate's rows go through).
+    assert [context for _, context in nlp.pipe(zip(texts, "ab"), as_tuples=True)] == ["a", "b"]
+    with running(settings(), nlp) as server:
+        status, _, card = server.request("GET", "/v1/model")
+        assert status == 200 and card["entity_components"] == ["lac_tagger"] and card["alternatives"] is False
+        assert set(card["labels"]) == {"PER", "LOC", "ORG", "TIME"}
+        status, _, answer = server.post({"texts": texts})
+        assert status == 200 and answer["results"] == expected
+        status, _, answer = server.post({"text": "上海", "alternatives": True})
+        assert status == 422 and "keeps no alternatives" in answer["error"]
