@@ -169,7 +169,11 @@ class ServerState:
             import spacy
 
             nlp = spacy.load(self.settings.model)
-        return ServedModel(nlp, self.settings)
+        served = ServedModel(nlp, self.settings)
+        for _, pipe in nlp.pipeline:  # crf_ner's lexicon indexes and torch's first call, before the warm-up texts
+            if callable(getattr(pipe, "warm_up", None)):
+                pipe.warm_up()
+        return served
 
 
 def create_app(settings: ServeSettings, nlp: Optional[Language] = None) -> Starlette:
