@@ -145,6 +145,15 @@ ROWS = {
         fixture="fake_lac_sdist",
         has_weights=False,
     ),
+    # Fine-tuned, with the scalar mix over LAC's layers (tests/layers/test_lac_encoder.py has the rest).
+    "spacy-cner.LacFeatures.v2": Row(
+        "layers",
+        'sdist = "{fixture}"\nwindow_size = 4\nfine_tune = true\n\n'
+        '[model.scalar_mix]\n@layers = "spacy-cner.ScalarMix.v1"\n',
+        make_docs,
+        dropout=False,
+        fixture="fake_lac_sdist",
+    ),
     "spacy-cner.KeyEmbed.v1": Row(
         "layers",
         "nO = 5\ncolumn = 1\ndropout = 0.3\n",
@@ -299,7 +308,8 @@ def test_forward_backprop(name, request):
         for p in shim._model.parameters()
         if p.grad is not None
     ]
-    all_grads = [numpy.asarray(g) for g in grads] + [g.numpy() for g in shim_grads]
+    # A sparse gradient (a fine-tuned LAC's embeddings) checked as its dense form.
+    all_grads = [numpy.asarray(g) for g in grads] + [(g.to_dense() if g.is_sparse else g).numpy() for g in shim_grads]
     if not row.has_weights:
         assert not all_grads and not any(node.param_names for node in model.walk())
         return
