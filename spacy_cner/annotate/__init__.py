@@ -170,6 +170,10 @@ def run_job(
         raise ValueError(f"batch_size must be at least 1 (texts per nlp.pipe batch), not {job.batch_size}.")
     if job.workers < 1:
         raise ValueError(f"workers must be at least 1 (Ray actors), not {job.workers}.")
+    if job.n_process < 1 and job.n_process != -1:  # spaCy's nlp.pipe: -1 is a process per CPU
+        raise ValueError(
+            f"n_process must be at least 1 (nlp.pipe processes), or -1 for one per CPU, not {job.n_process}."
+        )
     if engine not in ENGINES:
         raise ValueError(f"Unknown engine {engine!r}: expected one of {list(ENGINES)}.")
     # A setting the chosen engine would not use is an error, not silently ignored.

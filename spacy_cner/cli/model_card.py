@@ -3,6 +3,7 @@ and how fast it runs, written into its meta.json as the "notes" that `spacy pack
 package's README (spacy.cli.package.generate_readme), with "sources" for the training data."""
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -10,10 +11,9 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 import spacy
 import srsly
-from spacy import glossary
 from spacy.tokens import DocBin
 
-from ..corpus.labels import label_descriptions
+from ..corpus.labels import label_descriptions, spacy_meaning
 
 # Written first into an --output copy: the files the copy holds, so that a later run replaces only
 # a folder this command wrote (and a copy cut short can be written again).
@@ -63,7 +63,8 @@ def write_model_card(
         # The user's meanings, then the dataset's (source_name, or recognised from the labels), then the pipe's
         # saved ones less those an older version took from spaCy's glossary by the label's name alone
         # (OntoNotes' LOC is not Resume's).
-        saved = {label: text for label, text in pipe.label_descriptions.items() if text != glossary.GLOSSARY.get(label)}
+        # (The pipe's own meanings are in the glossary too once it is loaded: spacy_meaning leaves them out.)
+        saved = {label: text for label, text in pipe.label_descriptions.items() if text != spacy_meaning(label)}
         known = {**saved, **label_descriptions(pipe.labels, descriptions, dataset=source_name)}
         if descriptions or known != pipe.label_descriptions:
             cfg_path = model_path / name / "cfg"
@@ -135,9 +136,27 @@ def _label_table(
         figures = [
             f"{scores[k] * 100:.2f}" if isinstance(scores.get(k), (int, float)) else "n/a" for k in ("p", "r", "f")
         ]
-        rows.append(f"| `{label}` | {descriptions.get(label, 'n/a')} | " + " | ".join(figures) + " |")
-    title = f"### Entity labels of `{name}`" if named else "### Entity labels"
+        meaning = _cell(descriptions[label]) if label in descriptions else "n/a"
+        rows.append(f"| {_code(label)} | {meaning} | " + " | ".join(figures) + " |")
+    title = f"### Entity labels of {_code(name)}" if named else "### Entity labels"
     return f"{title}\n\nScores on the dev set the model was chosen on (spaCy's `ents_per_type`).\n\n" + "\n".join(rows)
+
+
+def _code(text: str) -> str:
+    """text as a Markdown code span that a table cell holds: one line, fenced by more backticks than it
+    holds in a row, its pipes escaped (GitHub's tables split cells at a pipe even inside a code span)."""
+    text = " ".join(str(text).splitlines()) or " "
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
+
+
+def _cell(text: str) -> str:
+    """Plain text for a Markdown table cell: one line, its backslashes, pipes and HTML's <, > and & escaped."""
+    text = " ".join(str(text).splitlines())
+    for char, escaped in (("\\", "\\\\"), ("|", "\\|"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+        text = text.replace(char, escaped)
+    return text
 
 
 def _probabilities(pipe: Any) -> str:

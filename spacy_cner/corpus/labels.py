@@ -115,6 +115,10 @@ def label_descriptions(
     return found
 
 
+# The glossary entries explain_labels added (spaCy's glossary is one dict for the whole process).
+_EXPLAINED: Dict[str, str] = {}
+
+
 def explain_labels(descriptions: Mapping[str, str]) -> Dict[str, str]:
     """Make `spacy.explain` know these labels: each one spaCy's glossary does not hold is added (a
     term it holds, such as the POS tags NR and NT, keeps spaCy's meaning).
@@ -123,4 +127,12 @@ def explain_labels(descriptions: Mapping[str, str]) -> Dict[str, str]:
     """
     added = {label: text for label, text in descriptions.items() if label not in glossary.GLOSSARY}
     glossary.GLOSSARY.update(added)
+    _EXPLAINED.update(added)
     return added
+
+
+def spacy_meaning(label: str) -> Optional[str]:
+    """What spaCy's own glossary says a label means (None: nothing), the entries explain_labels added
+    left out: a pipeline's own meanings are not spaCy's."""
+    text = glossary.GLOSSARY.get(label)
+    return None if text is not None and _EXPLAINED.get(label) == text else text

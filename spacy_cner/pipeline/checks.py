@@ -116,7 +116,7 @@ def uses_gold_entities(model: Model, name: str) -> bool:
 
 
 def check_calibration(cfg: Dict[str, Any], cfg_source: str, name: str) -> None:
-    """Raise if a loaded cfg's temperature or fitted threshold cannot be what fitting stored."""
+    """Raise if a loaded cfg's temperature, fitted threshold or threshold choice cannot be what fitting stored."""
     checks = (
         ("temperature", lambda v: v > 0, "a finite number above 0"),
         ("fitted_threshold", lambda v: MIN_SPAN_PROBABILITY <= v <= 1, f"a probability in [{MIN_SPAN_PROBABILITY}, 1]"),
@@ -136,6 +136,13 @@ def check_calibration(cfg: Dict[str, Any], cfg_source: str, name: str) -> None:
                 "Restore the cfg saved with the model, or set it to null and refit it on dev "
                 "(the pipe's fit_temperature and fit_threshold)."
             )
+    chosen = cfg.get("threshold_chosen")
+    if chosen is not None and not isinstance(chosen, bool):  # "false" would be true: decoded at the threshold
+        raise ValueError(
+            f"{cfg_source} of '{name}' has threshold_chosen = {chosen!r}: expected true or false (or null), whether "
+            "the fitted threshold beat the best path on dev. Restore the cfg saved with the model, or set it to "
+            "null and calibrate again (spacy-cner.calibrate.v1)."
+        )
 
 
 def check_tag_names(model: Model, cfg: Dict[str, Any], tag_names: List[str], cfg_source: str, name: str) -> None:

@@ -205,3 +205,32 @@ def test_model_card_says_how_doc_ents_are_decoded():
     assert "(Viterbi), which scored at least as well on dev as the threshold fitted there" in best
     assert "(Viterbi)." in _probabilities(pipe(None, None, False))
     assert "(Viterbi)." in _probabilities(pipe("auto", 0.42, None))  # calibrated before "auto": no choice made
+
+
+def test_model_card_labels_and_meanings_cannot_break_its_table(tmp_path):
+    """Issue 85: labels went into the Markdown table as they were: a `|` split the row into more cells, a
+    backtick ended the code span, a newline in a meaning ended the row. Each row now has its five cells."""
+    import re
+
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"ents_threshold": None})
+    data = [("张三毕业于北京大学", [(0, 2, "NA|ME"), (5, 9, "`EDU`")])]
+    examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in data]
+    meanings = {"NA|ME": "A person's name | or alias\nsecond line", "`EDU`": "<b>School</b> & college"}
+    nlp.get_pipe("crf_ner").initialize(lambda: examples, nlp=nlp)
+    nlp.to_disk(tmp_path / "model")
+    notes = write_model_card(tmp_path / "model", descriptions=meanings)["notes"]
+    table = [line for line in notes.splitlines() if line.startswith("|")]
+    assert len(table) == 4
+    for row in table:
+        assert len(re.split(r"(?<!\\)\|", row)) == 7, row  # five cells between the outer pipes
+    assert "| `NA\\|ME` | A person's name \\| or alias second line |" in notes
+    assert "| `` `EDU` `` | &lt;b&gt;School&lt;/b&gt; &amp; college |" in notes
+
+
+def test_model_card_keeps_the_meanings_given_at_initialize(tmp_path):
+    """The meanings given to initialize (label_descriptions) came out "n/a" in the card: loading the pipeline
+    taught spaCy's glossary them, and the card then took them for the glossary's own and left them out."""
+    path = _trained(tmp_path, descriptions={"FOOD": "Dish or food", "EDU": "School"})
+    notes = write_model_card(path)["notes"]
+    assert "| `FOOD` | Dish or food |" in notes and "| `EDU` | School |" in notes

@@ -4,6 +4,9 @@ report.html escapes labels and text."""
 import io
 import pickle
 
+import re
+import shutil
+
 import pytest
 import spacy
 import srsly
@@ -207,6 +210,49 @@ def test_spacys_own_files_name_themselves_when_they_cannot_be_read(damage, reque
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
     with pytest.raises(ValueError, match=f"^{named} cannot be read .*Restore the pipeline's files"):
         spacy.load(tmp_path / "model")
+
+
+@pytest.fixture(scope="module")
+def tiny_saved(tmp_path_factory):
+    """A saved pipeline of a small crf_ner, initialized only."""
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("crf_ner", config={"model": {"tok2vec": {"width": 8, "embed_width": 8}, "encoder": {"width": 8}}})
+    nlp.initialize(lambda: [Example.from_dict(nlp.make_doc("张三去了上海"), {"entities": [(0, 2, "PER")]})])
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    nlp.to_disk(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "file, damage, said",
+    [
+        ("meta.json", lambda data: data[:40], "cannot be read .*Expected object or value"),
+        ("meta.json", lambda data: b"[]", "cannot be read .*No valid 'lang' setting"),
+        ("meta.json", lambda data: b"\xff\xfe{", "cannot be read .*UnicodeDecodeError"),
+        ("config.cfg", lambda data: data[: data.index(b"[nlp]") + 3], "cannot be read .*ConfigValidationError"),
+        ("config.cfg", lambda data: b"", r"is not a whole pipeline config \(\[E985\]"),
+        ("config.cfg", lambda data: b"".join(data.splitlines(keepends=True)[:10]), "is not a whole pipeline config"),
+        ("config.cfg", lambda data: data[: data.index(b"[components.")], r"is not a whole pipeline config \(\[E956\]"),
+    ],
+)
+def test_spacys_meta_and_config_name_themselves_when_they_cannot_be_read(file, damage, said, tiny_saved, tmp_path):
+    """Issue 85: a damaged meta.json raised srsly's "Expected object or value" and a truncated config.cfg
+    thinc's "Source contains parsing errors: '<string>'" or a validation error, naming no file: one line
+    now names the file and what to do."""
+    shutil.copytree(tiny_saved, tmp_path / "model")
+    path = tmp_path / "model" / file
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(ValueError) as caught:
+        spacy.load(tmp_path / "model")
+    assert re.match(f"^{re.escape(str(path))} {said}.*Restore the pipeline's files", str(caught.value))
+    assert "\n" not in str(caught.value)
+
+
+def test_a_bad_config_override_is_not_called_a_damaged_file(tiny_saved):
+    """The caller's own override that does not fit keeps spaCy's error: the file is not blamed."""
+    with pytest.raises(ValueError) as caught:
+        spacy.load(tiny_saved, config={"nlp": {"tokenizer": {"@tokenizers": "no.such.tokenizer"}}})
+    assert "config.cfg" not in str(caught.value) and "Restore" not in str(caught.value)
 
 
 def test_errors_that_are_no_damaged_file_pass_through_as_they_are(tmp_path, monkeypatch):

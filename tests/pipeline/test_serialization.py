@@ -145,6 +145,8 @@ def test_cfg_that_disagrees_with_the_weights_is_refused(edit, tmp_path):
         {"fitted_threshold": 2.0},
         {"fitted_threshold": -0.1},
         {"fitted_threshold": True},
+        {"threshold_chosen": "false"},  # issue 85: a string (truthy) decoded "auto" at the threshold
+        {"threshold_chosen": 1},
     ],
 )
 def test_cfg_with_an_impossible_calibration_is_refused(edit, tmp_path):
