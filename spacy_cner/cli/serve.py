@@ -63,9 +63,12 @@ def serve_command(
 
     try:
         nlp = spacy.load(model)
-        ServedModel(nlp, settings)
-    except (OSError, ValueError) as err:
+    except OSError as err:
         msg.fail(f"Cannot serve the pipeline {model!r}: {err}", exits=1)
+    try:
+        ServedModel(nlp, settings)
+    except ValueError as err:  # it names the pipeline
+        msg.fail(str(err), exits=1)
     where = f"http://{host}:{port}" if port else f"{host} on a free port (uvicorn's line below names it)"
     plural = "s" if workers > 1 else ""
     msg.info(f"Serving {model} at {where}, {workers} worker{plural}; Ctrl+C or SIGTERM stops")

@@ -54,7 +54,8 @@ class ServedModel:
         ]
         if not entity_pipes:
             raise ValueError(
-                f"The pipeline {settings.model!r} has no {', '.join(ENTITY_FACTORIES)} component "
+                f"The pipeline {settings.model!r} has no {', '.join(ENTITY_FACTORIES[:-1])} or {ENTITY_FACTORIES[-1]} "
+                "component, nor another that assigns doc.ents "
                 f"(its pipes: {', '.join(nlp.pipe_names) or 'none'}): it finds no entities to serve."
             )
         if settings.max_chars > nlp.max_length:
