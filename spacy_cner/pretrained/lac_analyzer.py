@@ -29,6 +29,7 @@ from .lac_probabilities import EntityIds, entity_probabilities
 
 # segment.py: single ASCII letters and digits the dictionary cut leaves alone are glued back together.
 ASCII_ALNUM = re.compile("[a-zA-Z0-9]")
+ASCII_ALNUM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 # The tagger's entity tags (tag.dic gives them the ids of these POS tags).
 ENTITY_POS = {"PER": "nr", "LOC": "ns", "ORG": "nt", "TIME": "t"}
 # One run of the network reads at most GROUP_SIZE windows and GROUP_IDS ids, padding included, and at most
@@ -37,6 +38,8 @@ ENTITY_POS = {"PER": "nr", "LOC": "ns", "ORG": "nt", "TIME": "t"}
 GROUP_SIZE = 256
 GROUP_IDS = 16384
 GROUP_PADDING = 1.25
+# The most words LacTagger.ids keeps the ids of (a text's words repeat: dictionary words and characters).
+WORD_CACHE = 200_000
 # read_words' tags where LAC has none: a whitespace word (spaCy's tag for it), a symbol (LAC's punctuation tag),
 # other text LAC tagged O (jieba's and ICTCLAS's tag for a string outside their analysis).
 SPACE_TAG, SYMBOL_TAG, OTHER_TAG = "_SP", "w", "x"
@@ -69,6 +72,9 @@ class DictionarySegmenter:
             self.tree[word] = len(word)
             for end in range(1, len(word)):
                 self.tree[word[:end]] = self.tree.get(word[:end], None)
+        # log(len(word)) - log(total) by length, the first two terms of each candidate's score.
+        longest = max((len(word) for word in self.words), default=0)
+        self.length_scores = [0.0] + [log(length) - self.log_total for length in range(1, longest + 1)]
 
     def __call__(self, text: str) -> List[str]:
         # fast_cut's DAG and route, the same floats in the same order, without its dicts of lists: the best
@@ -77,6 +83,7 @@ class DictionarySegmenter:
         length = len(text)
         tree_get = self.tree.get
         log_total = self.log_total
+        length_scores = self.length_scores
         score_after = [0.0] * (length + 1)
         best_end = [0] * (length + 1)
         alone = log(1) - log_total  # a character alone, whether or not it is a dictionary word
@@ -87,7 +94,7 @@ class DictionarySegmenter:
             prefix = tree_get(text[start:end], -1)
             while prefix != -1:  # -1: not a prefix of a word; None: a prefix, not a word; else the word's length
                 if prefix:
-                    score = log(prefix) - log_total + score_after[end]
+                    score = length_scores[prefix] + score_after[end]  # log(prefix) - log_total + ...
                     if score > best_score or (score == best_score and end - 1 > best_last):
                         best_score, best_last = score, end - 1
                 end += 1
@@ -100,7 +107,7 @@ class DictionarySegmenter:
         while start < length:
             end = best_end[start]
             word = text[start:end]
-            if ASCII_ALNUM.match(word) and len(word) == 1:
+            if len(word) == 1 and word in ASCII_ALNUM_CHARS:
                 buffer += word
             else:
                 if buffer:
@@ -163,24 +170,37 @@ class LacTagger:
         self.segmenter = segmenter
 
     def ids(self, text: str) -> Tuple[List[int], List[int]]:
-        """reader.py text_to_ids over the dictionary cut: the ids and the characters each covers."""
+        """reader.py text_to_ids over the dictionary cut: the ids and the characters each covers (each word's
+        kept, up to WORD_CACHE words)."""
         ids: List[int] = []
         lengths: List[int] = []
+        cache = self.__dict__.setdefault("_word_ids", {})
         for word in self.segmenter(text):
-            if word in self.lexicon.ids:
-                ids.append(self.lexicon.id_of(word))
-                lengths.append(len(word))
-            else:
-                ids.extend(self.lexicon.id_of(char) for char in word)
-                lengths.extend([1] * len(word))
+            found = cache.get(word)
+            if found is None:
+                if word in self.lexicon.ids:
+                    found = ([self.lexicon.id_of(word)], [len(word)])
+                else:
+                    found = ([self.lexicon.id_of(char) for char in word], [1] * len(word))
+                if len(cache) < WORD_CACHE:
+                    cache[word] = found
+            ids.extend(found[0])
+            lengths.extend(found[1])
         return ids, lengths
 
     def char_tags(self, texts: Sequence[str]) -> List[List[str]]:
         """Each text's tag per character (e.g. PER-B, PER-I, n-B ..., O), as LAC's parse_result spreads them."""
-        return self._tag(texts, keep_emissions=False)[0]
+        return [self.tag_set.char_tags(*tagged) for tagged in self._tag(texts, keep_emissions=False)[0]]
+
+    @property
+    def tag_set(self) -> "LacTagSet":
+        if getattr(self, "_tag_set", None) is None or self._tag_set.tags is not self.lexicon.tags:
+            self._tag_set = LacTagSet(self.lexicon.tags)
+        return self._tag_set
 
     def _tag(self, texts: Sequence[str], keep_emissions: bool):
-        """char_tags, the characters each id covers and, if keep_emissions, each text's emission scores."""
+        """Per text, (each character's tag id: its id's, whether it is its id's first character); the
+        characters each id covers; if keep_emissions, each text's emission scores (else None)."""
         prepared = [self.ids(text) for text in texts]
         sequences = [ids for ids, _ in prepared]
         if keep_emissions and any(sequences):
@@ -196,15 +216,15 @@ class LacTagger:
         else:
             paths = self.network.decode(sequences)
             emissions = None
-        tags_of = []
+        tagged = []
+        id_lengths = []
         for (_, lengths), path in zip(prepared, paths):
-            tags: List[str] = []
-            for ident, length in zip(path, lengths):
-                tag = self.lexicon.tags[ident]
-                tags.append(tag)
-                tags.extend([tag[:-2] + "-I"] * (length - 1))
-            tags_of.append(tags)
-        return tags_of, [lengths for _, lengths in prepared], emissions
+            counts = numpy.asarray(lengths, dtype="int64")
+            starts = numpy.zeros(int(counts.sum()), dtype=bool)
+            starts[numpy.cumsum(counts) - counts] = True
+            tagged.append((numpy.repeat(numpy.asarray(path, dtype="int64"), counts), starts))
+            id_lengths.append(lengths)
+        return tagged, id_lengths, emissions
 
     def __call__(self, texts: Sequence[str]) -> List[Tuple[List[str], List[str]]]:
         """(words, tags) of each text, as LAC.run in lac mode (([], []) for an empty text)."""
@@ -217,43 +237,82 @@ class LacTagger:
         return self.windowed_analysis(texts, window_size).char_tags
 
     def windowed_analysis(self, texts: Sequence[str], window_size: int, scores: bool = False) -> "LacAnalysis":
-        """windowed_char_tags, and (scores) what LacAnalysis.entity_probabilities needs."""
+        """windowed_char_tags as arrays (LacAnalysis), and (scores) what LacAnalysis.entity_probabilities needs."""
         pieces = [(index, window) for index, text in enumerate(texts) for window in text_windows(text, window_size)]
         piece_texts = [texts[index][window.start : window.end] for index, window in pieces]
-        piece_tags: List[List[str]] = [[] for _ in pieces]
+        empty = (numpy.zeros(0, dtype="int64"), numpy.zeros(0, dtype=bool))
+        piece_tagged: List[Tuple[numpy.ndarray, numpy.ndarray]] = [empty for _ in pieces]
         piece_lengths: List[List[int]] = [[] for _ in pieces]
         piece_emissions: List[numpy.ndarray] = [numpy.zeros((0, 0), dtype="float32") for _ in pieces]
         for group in length_groups([len(text) for text in piece_texts]):
-            tags, lengths, emissions = self._tag([piece_texts[position] for position in group], keep_emissions=scores)
+            tagged, lengths, emissions = self._tag([piece_texts[p] for p in group], keep_emissions=scores)
             for offset, position in enumerate(group):
-                piece_tags[position], piece_lengths[position] = tags[offset], lengths[offset]
+                piece_tagged[position], piece_lengths[position] = tagged[offset], lengths[offset]
                 if emissions is not None:
                     piece_emissions[position] = emissions[offset]
-        out: List[List[str]] = [[] for _ in texts]
-        for (index, window), tags in zip(pieces, piece_tags):
-            out[index].extend(tags[window.own_start - window.start : window.own_end - window.start])
-        return LacAnalysis(self, out, pieces, piece_tags, piece_lengths, piece_emissions if scores else None)
+        parts: List[List[Tuple[numpy.ndarray, numpy.ndarray]]] = [[] for _ in texts]
+        for (index, window), (tag_ids, starts) in zip(pieces, piece_tagged):
+            own = slice(window.own_start - window.start, window.own_end - window.start)
+            parts[index].append((tag_ids[own], starts[own]))
+        tagged_texts = [
+            (numpy.concatenate([p[0] for p in part]), numpy.concatenate([p[1] for p in part])) if part else empty
+            for part in parts
+        ]
+        return LacAnalysis(
+            self, list(texts), tagged_texts, pieces, piece_tagged, piece_lengths, piece_emissions if scores else None
+        )
+
+
+class LacTagSet:
+    """What read_words needs of each of LAC's tags, by tag id: its label (tag less -B / -I; "" for O), whether
+    it starts a word at an id's first character (B, S, O), whether it is O; and the character tags' strings."""
+
+    def __init__(self, tags: Sequence[str]):
+        self.tags = tags
+        self.labels = [tag[:-2] for tag in tags]
+        self.inside = [tag[:-2] + "-I" for tag in tags]
+        self.is_untagged = numpy.asarray([tag == "O" for tag in tags], dtype=bool)
+        self.starts = numpy.asarray([_starts_word(tag) for tag in tags], dtype=bool)
+        self.index = {tag: ident for ident, tag in enumerate(tags)}
+
+    def char_tags(self, tag_ids: numpy.ndarray, first: numpy.ndarray) -> List[str]:
+        """The characters' tags as LacTagger.char_tags gives them (an id's tag, then its -I form)."""
+        tags, inside = self.tags, self.inside
+        return [tags[t] if f else inside[t] for t, f in zip(tag_ids.tolist(), first.tolist())]
 
 
 @dataclass
 class LacAnalysis:
-    """What LacTagger.windowed_analysis read from a batch of texts: each text's character tags and, for the
-    entities' probabilities, the windows, the characters of each id and the emission scores of each window."""
+    """What LacTagger.windowed_analysis read from a batch of texts: each text's characters' tag ids (their id's)
+    and first-of-id flags and, for the entities' probabilities, the windows, each window's tagged characters,
+    the characters of each id and its emission scores."""
 
     tagger: LacTagger
-    char_tags: List[List[str]]
+    texts: List[str]
+    tagged: List[Tuple[numpy.ndarray, numpy.ndarray]]
     pieces: List[Tuple[int, Window]]
-    piece_tags: List[List[str]]
+    piece_tagged: List[Tuple[numpy.ndarray, numpy.ndarray]]
     piece_lengths: List[List[int]]
     emissions: Optional[List[numpy.ndarray]]
+
+    @property
+    def char_tags(self) -> List[List[str]]:
+        """Each text's tag per character (LacTagger.char_tags)."""
+        return [self.tagger.tag_set.char_tags(*tagged) for tagged in self.tagged]
+
+    def words(self) -> List[Tuple[List[str], List[str]]]:
+        """read_words of each text."""
+        tag_set = self.tagger.tag_set
+        return [read_tagged_words(text, *tagged, tag_set) for text, tagged in zip(self.texts, self.tagged)]
 
     def entity_probabilities(self, spans: Sequence[Sequence[Tuple[int, int, str]]]) -> List[List[float]]:
         """The probability under LAC's CRF of each entity (start char, end char, label; PER, LOC, ORG or TIME)
         of each text (lac_probabilities.py): in the window owning its first character, in the ids holding its
-        characters, a side read_words cut from a longer word of LAC's left open."""
+        characters, a side read_words cut from a longer word of LAC's left open. The windows run in length
+        groups (length_groups)."""
         if self.emissions is None:
             raise ValueError("No emission scores kept: call windowed_analysis with scores=True.")
-        tag_ids = {tag: ident for ident, tag in enumerate(self.tagger.lexicon.tags)}
+        tag_ids = self.tagger.tag_set.index
         by_text: Dict[int, List[int]] = {}  # each text's windows, in order
         for position, (index, _) in enumerate(self.pieces):
             by_text.setdefault(index, []).append(position)
@@ -263,22 +322,36 @@ class LacAnalysis:
         for index, text_spans in enumerate(spans):
             for start, end, label in text_spans:
                 position = by_text[index][bisect.bisect_right(own_starts[index], start) - 1]
-                window, tags = self.pieces[position][1], self.piece_tags[position]
+                window = self.pieces[position][1]
+                piece_tags, piece_first = self.piece_tagged[position]
                 if position not in id_ends:
                     id_ends[position] = numpy.cumsum(self.piece_lengths[position])
                 ends = id_ends[position]
                 local_start, local_end = start - window.start, min(end, window.end) - window.start
                 first = int(numpy.searchsorted(ends, local_start, side="right"))
                 last = int(numpy.searchsorted(ends, local_end - 1, side="right"))
-                inside = f"{label}-I"
-                open_start = tags[local_start] == inside or (first > 0 and ends[first - 1] != local_start)
+                begin_tag, inside_tag = tag_ids[f"{label}-B"], tag_ids[f"{label}-I"]
+
+                def inside_at(char: int) -> bool:  # the character's tag is L-I (an id's own, or spread)
+                    tag = int(piece_tags[char])
+                    return tag == inside_tag or (tag == begin_tag and not piece_first[char])
+
+                open_start = inside_at(local_start) or (first > 0 and ends[first - 1] != local_start)
                 open_end = (
-                    end > window.end or ends[last] != local_end or (local_end < len(tags) and tags[local_end] == inside)
+                    end > window.end
+                    or ends[last] != local_end
+                    or (local_end < len(piece_tags) and inside_at(local_end))
                 )
-                entities.append(
-                    EntityIds(position, first, last, tag_ids[f"{label}-B"], tag_ids[inside], open_start, open_end)
-                )
-        probabilities = entity_probabilities(self.emissions, self.tagger.network.crf_weights.numpy(), entities)
+                entities.append(EntityIds(position, first, last, begin_tag, inside_tag, open_start, open_end))
+        probabilities = [0.0] * len(entities)
+        crf_weights = self.tagger.network.crf_weights.numpy()
+        used = sorted({entity.piece for entity in entities})
+        for group in length_groups([len(self.emissions[piece]) for piece in used]):
+            pieces = {used[g] for g in group}
+            chosen = [i for i, entity in enumerate(entities) if entity.piece in pieces]
+            found = entity_probabilities(self.emissions, crf_weights, [entities[i] for i in chosen])
+            for i, probability in zip(chosen, found):
+                probabilities[i] = probability
         out: List[List[float]] = []
         for text_spans in spans:
             out.append(probabilities[: len(text_spans)])
@@ -373,6 +446,77 @@ def read_words(text: str, char_tags: Sequence[str]) -> Tuple[List[str], List[str
         elif kind == "untagged":
             word_tags[index] = OTHER_TAG
     return words, word_tags
+
+
+def read_tagged_words(
+    text: str, tag_ids: numpy.ndarray, first: numpy.ndarray, tag_set: "LacTagSet"
+) -> Tuple[List[str], List[str]]:
+    """read_words over LAC's character tags as arrays (each character's id's tag id, whether it is the id's first
+    character), vectorised: the same words and tags. A text holding a character read_words keeps apart or a
+    joiner (an emoji, a control character) goes through read_words itself."""
+    if not text:
+        return [], []
+    codes = numpy.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    kinds, punctuation = _char_tables()
+    wide = codes >= len(kinds)
+    if wide.any():
+        kind = numpy.zeros(len(codes), dtype="uint8")
+        narrow = ~wide
+        kind[narrow] = kinds[codes[narrow]]
+        kind[wide] = [_KIND_CODES[_char_kind(text[i])] for i in numpy.flatnonzero(wide).tolist()]
+        symbol = numpy.zeros(len(codes), dtype=bool)
+        symbol[narrow] = punctuation[codes[narrow]]
+        symbol[wide] = [unicodedata.category(text[i])[0] in "PS" for i in numpy.flatnonzero(wide).tolist()]
+    else:
+        kind, symbol = kinds[codes], punctuation[codes]
+    if (kind > _SPACE).any():  # a joiner or a character kept apart: the reference reading
+        return read_words(text, tag_set.char_tags(tag_ids, first))
+    space = kind == _SPACE
+    untagged = tag_set.is_untagged[tag_ids]
+    starts = first & tag_set.starts[tag_ids]
+    tagged_text = ~space & ~untagged
+    # A single space between two characters LAC reads as one word stays inside it (read_words).
+    inside = numpy.zeros(len(codes), dtype=bool)
+    inside[1:-1] = (
+        (codes[1:-1] == 32) & tagged_text[:-2] & ~untagged[1:-1] & ~starts[1:-1] & tagged_text[2:] & ~starts[2:]
+    )
+    # Each character's kind in its word: 0 text, 1 whitespace, 2 untagged text.
+    word_kind = numpy.where(space & ~inside, 1, numpy.where(untagged & ~space, 2, 0))
+    before = word_kind[:-1]
+    joins = numpy.zeros(len(codes), dtype=bool)
+    joins[1:] = (
+        (space[1:] & ((before == 1) | inside[1:]))
+        | (untagged[1:] & ~space[1:] & ~first[1:] & (before == 2) & ~symbol[1:] & ~symbol[:-1])
+        | (tagged_text[1:] & (before == 0) & ~starts[1:])
+    )
+    word_starts = numpy.flatnonzero(~joins)
+    word_ends = numpy.append(word_starts[1:], len(codes))
+    starts_list, ends_list = word_starts.tolist(), word_ends.tolist()
+    words = [text[a:b] for a, b in zip(starts_list, ends_list)]
+    all_symbols = numpy.logical_and.reduceat(symbol, word_starts)
+    labels = tag_set.labels
+    last_tags = tag_ids[word_ends - 1].tolist()
+    tags = [
+        labels[tag] if kind_of == 0 else SPACE_TAG if kind_of == 1 else SYMBOL_TAG if symbols else OTHER_TAG
+        for kind_of, tag, symbols in zip(word_kind[word_starts].tolist(), last_tags, all_symbols.tolist())
+    ]
+    return words, tags
+
+
+# _char_kind's kinds as read_tagged_words' codes (a joiner or "apart" sends a text to read_words).
+_TEXT, _SPACE, _JOINER, _APART = 0, 1, 2, 3
+_KIND_CODES = {"text": _TEXT, "space": _SPACE, "joiner": _JOINER, "apart": _APART}
+_TABLES: List[numpy.ndarray] = []
+
+
+def _char_tables() -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """_char_kind's code, and whether the category is punctuation or a symbol, of every BMP character (built once:
+    a few tens of milliseconds)."""
+    if not _TABLES:
+        chars = [chr(code) for code in range(0x10000)]
+        _TABLES.append(numpy.asarray([_KIND_CODES[_char_kind(char)] for char in chars], dtype="uint8"))
+        _TABLES.append(numpy.asarray([unicodedata.category(char)[0] in "PS" for char in chars], dtype=bool))
+    return _TABLES[0], _TABLES[1]
 
 
 def _starts_word(tag: str) -> bool:

@@ -24,7 +24,7 @@ import srsly
 import torch
 from spacy.language import Language
 from spacy.pipeline import Pipe
-from spacy.attrs import IDX, LENGTH, TAG
+from spacy.attrs import ENT_IOB, ENT_TYPE, IDX, LENGTH, TAG
 from spacy.tokens import Doc, Span
 from spacy.util import DummyTokenizer, ensure_path, minibatch, registry
 from spacy.vocab import Vocab
@@ -155,10 +155,7 @@ class LacTaggerComponent(Pipe):
         for batch in minibatch(docs, size=batch_size):
             analysis = self.tagger.windowed_analysis([doc.text for doc in batch], self.cfg["window_size"], scores)
             merge = self.cfg["tokens"] == "words"
-            batch = [
-                annotate(doc, *read_words(doc.text, char_tags), merge=merge)
-                for doc, char_tags in zip(batch, analysis.char_tags)
-            ]
+            batch = [annotate(doc, words, tags, merge=merge) for doc, (words, tags) in zip(batch, analysis.words())]
             if scores:
                 spans = [[(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents] for doc in batch]
                 for doc, probabilities in zip(batch, analysis.entity_probabilities(spans)):
@@ -235,22 +232,33 @@ def words_doc(doc: Doc, words: Sequence[str], tags: Sequence[str]) -> Doc:
     token_tags: List[str] = []
     entities: List[str] = []
     for word, tag in zip(words, tags):
-        pos_tag = ENTITY_POS.get(tag, tag)
-        core = word.strip()
-        if not core:
-            words_doc_space(word, pos_tag, token_words, spaces, token_tags, entities)
+        if tag == SPACE_TAG or not word.strip():
+            words_doc_space(word, ENTITY_POS.get(tag, tag), token_words, spaces, token_tags, entities)
             continue
-        lead = word[: len(word) - len(word.lstrip())]
-        if lead:
-            words_doc_space(lead, pos_tag, token_words, spaces, token_tags, entities)
+        core = word.strip()
+        if len(core) != len(word):  # whitespace at its edges (read_words' words have none)
+            lead = word[: len(word) - len(word.lstrip())]
+            if lead:
+                words_doc_space(lead, ENTITY_POS.get(tag, tag), token_words, spaces, token_tags, entities)
         token_words.append(core)
         spaces.append(False)
-        token_tags.append(pos_tag)
-        entities.append(f"B-{tag}" if tag in ENTITY_POS else "O")
-        trail = word[len(word.rstrip()) :]
-        if trail:
-            words_doc_space(trail, pos_tag, token_words, spaces, token_tags, entities)
-    new = Doc(doc.vocab, words=token_words, spaces=spaces, tags=token_tags, ents=entities)
+        token_tags.append(tag)
+        entities.append(tag if tag in ENTITY_POS else "")
+        if len(core) != len(word):
+            trail = word[len(word.rstrip()) :]
+            if trail:
+                words_doc_space(trail, ENTITY_POS.get(tag, tag), token_words, spaces, token_tags, entities)
+    new = Doc(doc.vocab, words=token_words, spaces=spaces)
+    if token_words:
+        strings = doc.vocab.strings
+        hashes = {tag: strings.add(ENTITY_POS.get(tag, tag)) for tag in set(token_tags)}
+        labels = {label: strings.add(label) for label in set(entities) if label}
+        # ENT_IOB 3 (B) and the label's hash for an entity word, else 2 (O) and 0.
+        values = [
+            (hashes[tag], 3, labels[label]) if label else (hashes[tag], 2, 0)
+            for tag, label in zip(token_tags, entities)
+        ]
+        new.from_array([TAG, ENT_IOB, ENT_TYPE], numpy.asarray(values, dtype="uint64"))
     new.user_data.update(doc.user_data)
     # nlp.pipe(as_tuples=True) reads each doc's context back from the doc it gets (annotate, serve).
     new._context = doc._context
@@ -268,7 +276,7 @@ def words_doc_space(
         token_words.append(space)
         spaces.append(False)
         token_tags.append(tag)
-        entities.append("O")
+        entities.append("")
 
 
 def tagger_files(tagger: Optional[LacTagger], owner: str) -> Dict[str, bytes]:

@@ -328,6 +328,26 @@ def test_read_words_departs_from_lac_only_where_documented(text, tags, expected)
     assert "".join(words) == text and list(zip(words, word_tags)) == expected
 
 
+def test_read_tagged_words_is_read_words_vectorised():
+    """The pipeline reads words from tag-id arrays (read_tagged_words, numpy) where read_words reads the tags'
+    strings: the same words and tags on random texts of Han characters, letters, digits, whitespace,
+    punctuation, emoji sequences, controls and characters beyond the BMP, with random tags and id starts."""
+    import random
+
+    from spacy_cner.pretrained.lac_analyzer import LacTagSet, read_tagged_words
+
+    tag_set = LacTagSet(LAC_TAGS)
+    rng = random.Random(0)
+    plain = list("张三北京 　\n\t，。!?#@/ab12")
+    others = ["😊", "\u200d", "\x86", "\ufffd", "🇨", "🇳", "\ufe0f", "𠀀", "ล่"]
+    for trial in range(3000):
+        text = "".join(rng.choice(plain if trial % 2 else plain + others) for _ in range(rng.randint(0, 12)))
+        tag_ids = numpy.asarray([rng.randrange(len(LAC_TAGS)) for _ in text], dtype="int64")
+        first = numpy.asarray([not i or rng.random() < 0.6 for i in range(len(text))], dtype=bool)
+        expected = read_words(text, tag_set.char_tags(tag_ids, first))
+        assert read_tagged_words(text, tag_ids, first, tag_set) == expected, (text, tag_ids, first)
+
+
 def test_a_doc_gets_the_same_analysis_alone_in_any_batch_and_sentence_by_sentence(fake_lac_networks):
     """Each sentence is read alone: a text of several sentences is tagged as its sentences one by one, and a
     sentence longer than window_size in overlapping windows that still tag every character once."""
