@@ -8,6 +8,8 @@ to its own docs.
 
 from typing import List, Optional, Sequence
 
+import numpy
+
 
 def batches_by_budget(
     lengths: Sequence[int],
@@ -46,3 +48,42 @@ def batches_by_budget(
         batches.append([i])
         tokens = longest = lengths[i]
     return batches
+
+
+def padded_buckets(lengths: Sequence[int], max_items: Optional[int] = None, call_cost: float = 0.0) -> List[List[int]]:
+    """Indices of items in the padded calls that cost least in all: the items sorted by length (ties in
+    order), cut into runs of at most max_items, a call costing call_cost plus its longest item times its
+    size (the positions a padded call computes). Exact over the cuts, by dynamic programming.
+
+    Why not batches_by_budget(padded=True): a budget bounds each call, not the padding: a run of short
+    items padded to one long one stays under it. Here a long item goes to a call of its own where the
+    padding it would bring costs more than a call (a tiny encoder on a CPU: 64 positions; a large one
+    on a GPU, its kernels launched once per call: thousands).
+
+    lengths (Sequence[int]): Each item's positions.
+    max_items (Optional[int]): The most items in a call; None: no limit.
+    call_cost (float): The cost of a call beside its positions, in positions.
+    RETURNS (List[List[int]]): The calls, shortest items first, each a list of indices into lengths.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    n = len(order)
+    if not n:
+        return []
+    size = n if max_items is None else max(1, max_items)
+    ordered = numpy.asarray([lengths[i] for i in order], dtype="float64")
+    # cost[j]: the least cost of the first j items; start[j]: where the last call of that best cut starts
+    cost = numpy.zeros((n + 1,), dtype="float64")
+    start = numpy.zeros((n + 1,), dtype="int64")
+    for j in range(1, n + 1):
+        first = max(0, j - size)
+        # a call over items first..j-1, each padded to item j-1 (the longest)
+        candidates = cost[first:j] + ordered[j - 1] * (j - numpy.arange(first, j))
+        best = int(numpy.argmin(candidates))
+        cost[j] = candidates[best] + call_cost
+        start[j] = first + best
+    calls = []
+    end = n
+    while end > 0:
+        calls.append(order[start[end] : end])
+        end = int(start[end])
+    return calls[::-1]

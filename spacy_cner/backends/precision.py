@@ -111,3 +111,29 @@ def autocast_module(device: torch.device):
 def to_float32(value: torch.Tensor) -> torch.Tensor:
     """A module's output in float32 (the BiLSTM's, TENER's and the lexicon adapter's: one tensor each)."""
     return value.float() if value.dtype == torch.bfloat16 else value
+
+
+def mixed_precision_dtype(device: torch.device) -> torch.dtype:
+    """The dtype a transformer's mixed precision (its mixed_precision setting) computes in on a GPU:
+    bfloat16 where the GPU has it (Ampere and later: float32's range, so no gradient overflows for the
+    loss scaling to catch), else float16."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+@contextlib.contextmanager
+def mixed_precision(device: torch.device, enabled: bool) -> Iterator[None]:
+    """Within this block, autocast on a GPU (enabled) computes in mixed_precision_dtype, also where other
+    code opens it without a dtype (thinc's PyTorchShim.begin_update: float16 by default). Autocast's
+    dtype is per thread; on a CPU (a transformer's mixed precision is for GPUs) nothing changes."""
+    if not (enabled and device.type == "cuda"):
+        yield
+        return
+    previous = torch.get_autocast_dtype("cuda")
+    torch.set_autocast_dtype("cuda", mixed_precision_dtype(device))
+    try:
+        with torch.autocast(device_type="cuda"):
+            yield
+    finally:
+        torch.set_autocast_dtype("cuda", previous)

@@ -9,17 +9,21 @@ from thinc.api import Model
 from thinc.types import Floats1d, Floats2d
 from torch.nn.utils import parametrize
 
-from ..backends.batching import batches_by_budget
+from ..backends.batching import padded_buckets
 from ..tags import TagSet
 from ._torch import pad_batch, torch_module
 from .crf import FORBIDDEN, AllowedTags, CRFInput
-from .forward_backward import forward_backward
+from .forward_backward import ScaledLattice, log_forward_backward, scaled_lattice
 
-# Padded positions (batch x longest) per forward-backward call, as crf.DECODE_BATCH_TOKENS per
-# Viterbi call, but smaller: a step costs more per padded position (two passes, float64). Chosen
-# on the small sets' test docs in batches of 256: faster than groups of 65,536 with many tags
-# (Resume), the same within the noise with few.
+# Padded positions (batch x longest) per forward-backward call of distillation's soft targets
+# (training/distill.py). Chosen on the small sets' test docs in batches of 256.
 LATTICE_BATCH_TOKENS = 8192
+# The docs of one forward-backward call here: as many as fit a group of similar lengths (padded_buckets), at
+# most this many (the memory of a call's (docs, steps, tags) float64 arrays).
+LATTICE_MAX_DOCS = 256
+# What one more call costs beside its padded steps, in steps of one doc: a step of the scaled passes
+# costs its numpy calls' overhead more than its arithmetic (tens of docs' worth, with tens of tags).
+LATTICE_GROUP_COST = 256
 
 
 def span_log_probs(
@@ -111,7 +115,7 @@ def token_marginals(
     out = [numpy.zeros((len(scores), n_tags), dtype="float64") for scores in emissions]
     lengths = [len(scores) for scores in emissions]
     for group, lattice in _lattices(model, emissions, lengths, allowed, scheme, temperature):
-        marginals = numpy.exp(lattice.alpha + lattice.beta - lattice.log_z[:, None, None])
+        marginals = lattice.marginals()
         for b, i in enumerate(group):
             out[i] = marginals[b, : lengths[i]]
     return out
@@ -119,12 +123,44 @@ def token_marginals(
 
 class _Lattice:
     """The forward-backward scores (numpy, float64) of a group of docs padded to one length,
-    for span probabilities. A span is keyed (doc's row in the group, (start, end, label))."""
+    for span probabilities. A span is keyed (doc's row in the group, (start, end, label)).
 
-    def __init__(self, emit, transitions, alpha, beta, log_z, lengths, tag_set: TagSet) -> None:
-        # shapes: emit, alpha, beta (batch, steps, n_tags); log_z, lengths (batch,)
-        self.emit, self.transitions, self.alpha, self.beta = emit, transitions, alpha, beta
-        self.log_z, self.lengths, self.tag_set = log_z, numpy.asarray(lengths), tag_set
+    alpha and beta are kept scaled (forward_backward.ScaledLattice: rows summing to 1 and their log
+    scales): the marginals are their normalised products, and only the entries a span reads are taken
+    to log space (log over the whole (batch, length, n_tags) arrays cost more than the passes)."""
+
+    def __init__(self, emit, transitions, scaled: ScaledLattice, lengths, tag_set: TagSet) -> None:
+        # shapes: emit, alpha, beta (batch, steps, n_tags); alpha_scale, beta_scale (batch, steps);
+        # log_z, lengths (batch,)
+        self.emit, self.transitions = emit, transitions
+        self.alpha, self.alpha_scale, self.beta, self.beta_scale, self.log_z = scaled
+        self.lengths, self.tag_set = numpy.asarray(lengths), tag_set
+
+    def log_alpha(self, rows, steps, tags) -> numpy.ndarray:
+        """log alpha at (rows, steps, tags), index arrays of one shape (-inf for forbidden tags)."""
+        with numpy.errstate(divide="ignore"):
+            return numpy.log(self.alpha[rows, steps, tags]) + self.alpha_scale[rows, steps]
+
+    def log_beta(self, rows, steps, tags) -> numpy.ndarray:
+        """log beta at (rows, steps, tags), as log_alpha."""
+        with numpy.errstate(divide="ignore"):
+            return numpy.log(self.beta[rows, steps, tags]) + self.beta_scale[rows, steps]
+
+    def marginals(self) -> numpy.ndarray:
+        """P(y_t = j) per (doc row, step, tag): alpha * beta normalised over the tags (each step's sum is
+        Z); where the product underflows at a step, exp(log alpha + log beta - log Z) there."""
+        product = self.alpha * self.beta
+        totals = product.sum(axis=2, keepdims=True)
+        with numpy.errstate(invalid="ignore", divide="ignore"):
+            marginals = product / totals
+        lost = ~(totals[:, :, 0] > 0)
+        if lost.any():
+            rows, steps = numpy.nonzero(lost)
+            tags = numpy.arange(product.shape[2])[None, :]
+            rows_, steps_ = rows[:, None], steps[:, None]
+            log_p = self.log_alpha(rows_, steps_, tags) + self.log_beta(rows_, steps_, tags) - self.log_z[rows_]
+            marginals[rows, steps] = numpy.exp(log_p)
+        return marginals
 
     def span_log_probs(self, keys: Sequence[Tuple[int, Tuple[int, int, str]]]) -> numpy.ndarray:
         """log P(span is an entity) for each (doc row, span): the paths through its tags, over all paths.
@@ -144,7 +180,7 @@ class _Lattice:
         ks = numpy.asarray([label_ids[span[2]] for _, span in keys])
         lengths = self.lengths[rows]
         inner_tokens = lasts - starts
-        T, emit, alpha, beta = self.transitions, self.emit, self.alpha, self.beta
+        T, emit = self.transitions, self.emit
         B, I = tag_set.columns["B"][ks], tag_set.columns["I"][ks]
         # Prefix sums of the I-tag emissions; forbidden entries counted apart (their FORBIDDEN
         # scores would swamp the float64 sums).
@@ -158,30 +194,33 @@ class _Lattice:
             total = sums[rows, stop, ks] - sums[rows, first, ks]
             return numpy.where(counts[rows, stop, ks] > counts[rows, first, ks], -numpy.inf, total)
 
-        with numpy.errstate(invalid="ignore", over="ignore"):
+        with numpy.errstate(invalid="ignore", over="ignore", divide="ignore"):
             if scheme == "BIOES":
                 S, E = tag_set.columns["S"][ks], tag_set.columns["E"][ks]
-                single = alpha[rows, starts, S] + beta[rows, starts, S]
+                single = self.log_alpha(rows, starts, S) + self.log_beta(rows, starts, S)
                 steps = numpy.where(
                     inner_tokens == 1, T[B, E], T[B, I] + numpy.maximum(inner_tokens - 2, 0) * T[I, I] + T[I, E]
                 )
-                longer = alpha[rows, starts, B] + inside_sum(starts + 1, numpy.maximum(lasts, starts + 1)) + steps
-                longer = longer + emit[rows, lasts, E] + beta[rows, lasts, E]
+                first = self.log_alpha(rows, starts, B)
+                longer = first + inside_sum(starts + 1, numpy.maximum(lasts, starts + 1)) + steps
+                longer = longer + emit[rows, lasts, E] + self.log_beta(rows, lasts, E)
                 scores = numpy.where(inner_tokens == 0, single, longer)
             else:
                 steps = numpy.where(inner_tokens == 0, 0.0, T[B, I] + numpy.maximum(inner_tokens - 1, 0) * T[I, I])
                 last_tag = numpy.where(inner_tokens == 0, B, I)
-                scores = alpha[rows, starts, B] + inside_sum(starts + 1, lasts + 1) + steps
+                scores = self.log_alpha(rows, starts, B) + inside_sum(starts + 1, lasts + 1) + steps
                 following = numpy.minimum(lasts + 1, lengths - 1)
                 # shape: (n_spans, n_tags): the next token's tags, I-label excluded
-                after = T[last_tag] + emit[rows, following] + beta[rows, following]
+                tags = numpy.arange(T.shape[0])[None, :]
+                after = T[last_tag] + emit[rows, following] + self.log_beta(rows[:, None], following[:, None], tags)
                 after[numpy.arange(len(keys)), I] = -numpy.inf
                 top = after.max(axis=1)
                 shift = numpy.where(numpy.isfinite(top), top, 0.0)[:, None]
                 summed = numpy.where(
                     numpy.isfinite(top), top + numpy.log(numpy.exp(after - shift).sum(axis=1)), -numpy.inf
                 )
-                scores = scores + numpy.where(lasts + 1 >= lengths, beta[rows, lasts, last_tag], summed)
+                ending = self.log_beta(rows, lasts, last_tag)
+                scores = scores + numpy.where(lasts + 1 >= lengths, ending, summed)
         return scores - self.log_z[rows]
 
     def candidates(self, threshold: float) -> List[Tuple[int, Tuple[int, int, str]]]:
@@ -194,36 +233,46 @@ class _Lattice:
         (tag B at s, I up to t, whatever follows) reaches the threshold: every span that
         continues the prefix is at most that probable, the prefix's probability only falls as t
         grows, and for each t the prefixes from different starts are disjoint events (at most
-        1 / threshold of them reach it).
+        1 / threshold of them reach it). All prefixes grow together, one token per step (array
+        operations over the prefixes still growing: a step per token of the longest).
         """
         steps = self.alpha.shape[1]
         real = numpy.arange(steps)[None, :] < self.lengths[:, None]
         # shape: (batch, steps, n_tags), the tags whose marginal probability reaches the threshold
-        above = (numpy.exp(self.alpha + self.beta - self.log_z[:, None, None]) >= threshold) & real[:, :, None]
+        above = (self.marginals() >= threshold) & real[:, :, None]
         columns, labels, scheme = self.tag_set.columns, self.tag_set.labels, self.tag_set.scheme
-        T, emit, alpha, beta, log_z = self.transitions, self.emit, self.alpha, self.beta, self.log_z
+        T, emit, log_z = self.transitions, self.emit, self.log_z
         floor = numpy.log(threshold) if threshold > 0 else -numpy.inf
-        found = []
+        found: List[Tuple[int, int, int, int]] = []  # (doc row, start, end, label index)
         if scheme == "BIOES":
-            for b, t, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["S"]]))):
-                found.append((b, (t, t + 1, labels[k])))
-        for b, start, k in zip(*(a.tolist() for a in numpy.nonzero(above[:, :, columns["B"]]))):
-            label, B, I = labels[k], int(columns["B"][k]), int(columns["I"][k])
-            if scheme == "BIO":
-                found.append((b, (start, start + 1, label)))
-            last = above[b, :, columns["E"][k]] if scheme == "BIOES" else None
-            # log of the paths' scores up to t with B at start and I after it, and the tag at t
-            path, tag = float(alpha[b, start, B]), B
-            for t in range(start + 1, int(self.lengths[b])):
-                if last is not None and last[t]:
-                    found.append((b, (start, t + 1, label)))  # B I ... I E
-                path += float(T[tag, I] + emit[b, t, I])
-                tag = I
-                if path + float(beta[b, t, I] - log_z[b]) < floor:
-                    break  # no span continuing B I ... I (at t) reaches the threshold
-                if last is None:
-                    found.append((b, (start, t + 1, label)))  # B I ... I
-        return found
+            b, t, k = numpy.nonzero(above[:, :, columns["S"]])
+            found.extend(zip(b.tolist(), t.tolist(), (t + 1).tolist(), k.tolist()))
+        rows, starts, ks = numpy.nonzero(above[:, :, columns["B"]])
+        if scheme == "BIO":
+            found.extend(zip(rows.tolist(), starts.tolist(), (starts + 1).tolist(), ks.tolist()))
+        B, I = columns["B"][ks], columns["I"][ks]
+        E = columns["E"][ks] if scheme == "BIOES" else None
+        # log of the paths' scores up to t with B at start and I after it, and the tag at t
+        path, tag = self.log_alpha(rows, starts, B), B
+        t = starts
+        while len(rows):
+            t = t + 1
+            going = t < self.lengths[rows]
+            rows, starts, ks, B, I, path, tag, t = (a[going] for a in (rows, starts, ks, B, I, path, tag, t))
+            if E is not None:
+                E = E[going]
+                ends = above[rows, t, E]  # B I ... I E
+                found.extend(zip(rows[ends].tolist(), starts[ends].tolist(), (t[ends] + 1).tolist(), ks[ends].tolist()))
+            path = path + (T[tag, I] + emit[rows, t, I])
+            tag = I
+            # no span continuing B I ... I (at t) reaches the threshold
+            going = ~(path + (self.log_beta(rows, t, I) - log_z[rows]) < floor)
+            rows, starts, ks, B, I, path, tag, t = (a[going] for a in (rows, starts, ks, B, I, path, tag, t))
+            if E is not None:
+                E = E[going]
+            else:  # B I ... I
+                found.extend(zip(rows.tolist(), starts.tolist(), (t + 1).tolist(), ks.tolist()))
+        return [(b, (start, end, labels[k])) for b, start, end, k in found]
 
 
 def _lattices(
@@ -235,23 +284,47 @@ def _lattices(
     temperature: float = 1.0,
 ):
     """(doc indices, _Lattice) for each group of docs of non-zero length and similar length,
-    forward-backward run on the CRF's device, every score divided by the temperature; the
-    CRF's tag names are read in the given scheme."""
+    every score divided by the temperature; the CRF's tag names are read in the given scheme.
+
+    On the CPU: the step loops of forward-backward run there anyway (forward_backward.scaled_lattice) and
+    what reads the lattice is numpy, so a group's emissions are copied from a device once. The groups are
+    the cut of the docs sorted by length that computes the fewest padded steps (backends.batching.
+    padded_buckets, a group's fixed cost LATTICE_GROUP_COST steps)."""
     if not temperature > 0:
         raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
     tag_set = TagSet.from_names(crf.tag_names, scheme)
+    cpu = torch.device("cpu")
     with torch.no_grad(), parametrize.cached():
-        scores = tuple(t.double() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions))
-        transitions = scores[0].cpu().numpy()
-        for group in batches_by_budget(lengths, LATTICE_BATCH_TOKENS, by_length=True, padded=True, skip_empty=True):
-            emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=crf.device)
+        scores = tuple(
+            t.double().cpu() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
+        )
+        transitions = scores[0].numpy()
+        kept = [i for i, length in enumerate(lengths) if length]
+        groups = padded_buckets([lengths[i] for i in kept], LATTICE_MAX_DOCS, LATTICE_GROUP_COST)
+        for group in ([kept[j] for j in bucket] for bucket in groups):
+            emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=cpu)
             emit = emit.double() / temperature
             if allowed is not None:
-                allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=crf.device)
+                allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=cpu)
                 emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
-            alpha, beta, log_z = (t.cpu().numpy() for t in forward_backward(emit, mask, *scores))
-            yield (
-                group,
-                _Lattice(emit.cpu().numpy(), transitions, alpha, beta, log_z, [lengths[i] for i in group], tag_set),
-            )
+            scaled = scaled_lattice(emit, mask, *scores)
+            if scaled is None:  # the scaled sums underflow: log space, then scaled from it
+                scaled = _scaled_from_logs(*log_forward_backward(emit, mask, *scores))
+            scaled = ScaledLattice(*(t.numpy() for t in scaled))
+            yield group, _Lattice(emit.numpy(), transitions, scaled, [lengths[i] for i in group], tag_set)
+
+
+def _scaled_from_logs(alpha: torch.Tensor, beta: torch.Tensor, log_z: torch.Tensor) -> ScaledLattice:
+    """log alpha and log beta as a ScaledLattice: each row divided by its largest entry's exp."""
+
+    def scaled(log_values: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        top = log_values.max(dim=2).values
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        values = torch.exp(log_values - top.unsqueeze(2))
+        totals = values.sum(dim=2)
+        return values / totals.unsqueeze(2), top + torch.log(totals)
+
+    alpha, alpha_scale = scaled(alpha)
+    beta, beta_scale = scaled(beta)
+    return ScaledLattice(alpha, alpha_scale, beta, beta_scale, log_z)

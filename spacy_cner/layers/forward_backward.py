@@ -1,6 +1,8 @@
 """The forward-backward algorithm of a linear-chain CRF: alpha, beta and log Z per doc, scaled in
 probability space with log space as the fallback, and expected transition counts."""
 
+from typing import NamedTuple, Optional
+
 import numpy
 import torch
 
@@ -47,8 +49,32 @@ def pair_expectations(
     return total
 
 
+class ScaledLattice(NamedTuple):
+    """Forward-backward in scaled form: alpha and beta rows that sum to 1 and the log of what they were
+    divided by, log alpha[b, t, j] = log(alpha[b, t, j]) + alpha_scale[b, t] (beta likewise), and log Z.
+    Marginals, P(y_t = j) = alpha * beta / sum_j(alpha * beta), need no log or exp at all."""
+
+    alpha: torch.Tensor  # shape: (batch, length, n_tags)
+    alpha_scale: torch.Tensor  # shape: (batch, length)
+    beta: torch.Tensor  # shape: (batch, length, n_tags)
+    beta_scale: torch.Tensor  # shape: (batch, length)
+    log_z: torch.Tensor  # shape: (batch,)
+
+
 def scaled_forward_backward(emit, mask, transitions, start, end):
-    """The scaled passes run every doc of the batch over all steps, without masks (the fewest
+    """forward_backward in probability space (scaled_lattice), as log alpha, log beta and log Z; None
+    where the scaled sums underflow."""
+    lattice = scaled_lattice(emit, mask, transitions, start, end)
+    if lattice is None:
+        return None
+    alpha, alpha_scale, beta, beta_scale, log_z = lattice
+    return torch.log(alpha) + alpha_scale.unsqueeze(2), torch.log(beta) + beta_scale.unsqueeze(2), log_z
+
+
+def scaled_lattice(emit, mask, transitions, start, end) -> Optional[ScaledLattice]:
+    """The scaled passes (ScaledLattice, on the input's device), or None where they underflow.
+
+    They run every doc of the batch over all steps, without masks (the fewest
     array operations per step: a step's cost is mostly their overhead); a doc's steps after its
     end compute garbage that is never read. The backward pass runs over each doc reversed, so
     that every doc starts it at step 0. Then each doc's real steps are gathered, the padding
@@ -96,7 +122,7 @@ def scaled_forward_backward(emit, mask, transitions, start, end):
     beta_scale = beta_scale.gather(1, reverse)
     if not (torch.isfinite(log_z).all() and not torch.isnan(alpha).any() and not torch.isnan(beta).any()):
         return None
-    return torch.log(alpha) + alpha_scale.unsqueeze(2), torch.log(beta) + beta_scale.unsqueeze(2), log_z
+    return ScaledLattice(alpha, alpha_scale, beta, beta_scale, log_z)
 
 
 def _scaled_passes(probs, last, exp_transitions, start_probs, end_probs):

@@ -264,3 +264,21 @@ def test_bfloat16_runs_is_a_probe_of_this_cpu_not_a_guess(trained, tmp_path):
         pytest.skip("oneDNN here ignores ONEDNN_MAX_CPU_ISA (not an x86 build)")
     assert any("cannot run on this CPU" in message for message in said)
     assert [[tuple(e) for e in doc] for doc in found] == entities(trained, TEXTS)
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_mixed_precision_on_a_gpu_is_bfloat16_where_it_has_it(bf16, monkeypatch):
+    """The dtype a transformer's mixed precision opens autocast with, also for code that opens it without
+    one (thinc's begin_update); restored after, and nothing on the CPU. No GPU needed: a cuda device object."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    expected = torch.bfloat16 if bf16 else torch.float16
+    cuda, before = torch.device("cuda"), torch.get_autocast_dtype("cuda")
+    assert _precision.mixed_precision_dtype(cuda) == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CPU-only torch: "CUDA is not available. Disabling" autocast
+        with _precision.mixed_precision(cuda, True):
+            assert torch.get_autocast_dtype("cuda") == expected
+            assert torch.autocast(device_type="cuda").fast_dtype == expected
+    assert torch.get_autocast_dtype("cuda") == before
+    with _precision.mixed_precision(cuda, False), _precision.mixed_precision(torch.device("cpu"), True):
+        assert torch.get_autocast_dtype("cuda") == before

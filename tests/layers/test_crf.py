@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import reference
 from reference import logsumexp, valid_paths
-from spacy_cner.backends.batching import batches_by_budget
+from spacy_cner.backends.batching import padded_buckets
 from spacy_cner.layers import crf_posteriors
 from spacy_cner.layers import forward_backward as fb_module
 from spacy_cner.layers._torch import torch_module
@@ -591,8 +591,10 @@ def test_entity_probabilities_in_length_groups_equal_one_doc_at_a_time(monkeypat
     rng = numpy.random.default_rng(21)
     emissions = [em / 3 for em in random_emissions(rng, len(tag_names), lengths=[9, 1, 40, 0, 3, 17, 2, 40, 5])]
     alone = [entity_probabilities(model, [em], [[]], "BIOES", 0.05)[0] for em in emissions]
-    monkeypatch.setattr(crf_posteriors, "LATTICE_BATCH_TOKENS", 40)
-    groups = batches_by_budget([len(em) for em in emissions], 40, by_length=True, padded=True, skip_empty=True)
+    # No cost per call: each group pads least (a few docs of one length each), at most 2 docs.
+    monkeypatch.setattr(crf_posteriors, "LATTICE_GROUP_COST", 0)
+    monkeypatch.setattr(crf_posteriors, "LATTICE_MAX_DOCS", 2)
+    groups = padded_buckets([len(em) for em in emissions if len(em)], 2, 0)
     assert len(groups) >= 4
     together = entity_probabilities(model, emissions, [[] for _ in emissions], "BIOES", 0.05)
     assert [set(found) for found in together] == [set(found) for found in alone]
@@ -706,7 +708,7 @@ def test_candidates_stay_linear_on_a_long_doc_of_uncertain_tags(scheme):
     for length in (60, 3000):
         emissions = [numpy.zeros((length, len(tag_names)), dtype="float32")]
         ((_, lattice),) = list(crf_posteriors._lattices(model, emissions, [length], None, scheme, temperature=20.0))
-        marginals = numpy.exp(lattice.alpha + lattice.beta - lattice.log_z[:, None, None])[0]
+        marginals = lattice.marginals()[0]
         assert (marginals[:-1, tag_names.index("B-X")] >= threshold).all()
         assert (marginals[1:-1, tag_names.index("I-X")] >= threshold).all()
         candidates = lattice.candidates(threshold)

@@ -239,3 +239,96 @@ def test_transformer_configs_without_spacy_transformers_say_what_to_install(tmp_
     for line in lines[-2:]:
         assert line.startswith("ImportError spacy-cner.TransformerTok2Vec.v1 (the transformer configs) needs")
         assert "spacy-cner[transformers]" in line
+
+
+def reference_plan(doc, tokenizer, max_length, every_sentence):
+    """A doc's wordpieces, their tokens and windows, computed per character and token in plain Python."""
+    from spacy_cner.long_docs import ends_sentence, split_windows
+
+    if not doc.text:
+        return [], [], [], [0] * len(doc), []
+    encoding = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True)
+    char_token = [-1] * len(doc.text)
+    for token in doc:
+        char_token[token.idx : token.idx + len(token.text)] = [token.i] * len(token.text)
+    token_wordpieces, wordpiece_tokens = [[] for _ in doc], []
+    for j, (start, end) in enumerate(encoding["offset_mapping"]):
+        overlapped = sorted({t for t in char_token[start:end] if t >= 0})
+        for t in overlapped:
+            token_wordpieces[t].append(j)
+        wordpiece_tokens.append(overlapped[0] if overlapped else (wordpiece_tokens[-1] if wordpiece_tokens else 0))
+    starts = [start for start, _ in encoding["offset_mapping"]]
+    ends = [int(numpy.searchsorted(starts, t.idx + len(t.text))) for t in doc if ends_sentence(t.text)]
+    windows = split_windows(ends, len(starts), max_length, every_sentence)
+    flat = [j for wordpieces in token_wordpieces for j in wordpieces]
+    return list(encoding["input_ids"]), windows, flat, [len(w) for w in token_wordpieces], wordpiece_tokens
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_batch_of_plans_equals_the_alignment_doc_by_doc(any_model_path, lang):
+    """One tokenizer call and array operations for the batch give each doc the alignment and windows of a
+    per-character reference: wordpieces over several characters (RoBERTa's 3 per character, "ab" and
+    "##b") and several tokens (English words split into wordpieces), whitespace, newlines, empty docs."""
+    from transformers import AutoTokenizer
+
+    from spacy_cner.layers.transformer.wordpieces import plan_docs
+
+    tokenizer = AutoTokenizer.from_pretrained(str(any_model_path))
+    texts = TEXTS + [" ", "  李四 ab 12 ", "我。\n", "\n", "我在北京市工作。张三去了上海！" * 4, "abab ab1 12\t\n我"]
+    docs = [spacy.blank(lang).make_doc(text) for text in texts]
+    for max_length, every_sentence in ((10, False), (62, False), (62, True)):
+        plans = plan_docs(docs, tokenizer, max_length, every_sentence=every_sentence)
+        for doc, plan in zip(docs, plans):
+            ids, windows, flat, lengths, wordpiece_tokens = reference_plan(doc, tokenizer, max_length, every_sentence)
+            assert plan.input_ids.tolist() == ids and plan.windows == windows, doc.text
+            assert plan.token_wordpieces.tolist() == flat and plan.token_lengths.tolist() == lengths, doc.text
+            assert plan.wordpiece_tokens.tolist() == wordpiece_tokens, doc.text
+
+
+def test_window_batch_puts_the_special_tokens_where_the_tokenizer_does(any_model_path):
+    from transformers import AutoTokenizer
+
+    from spacy_cner.layers.transformer.batch import window_batch
+    from spacy_cner.layers.transformer.wordpieces import plan_docs
+
+    tokenizer = AutoTokenizer.from_pretrained(str(any_model_path))
+    plans = plan_docs(make_docs(["我在北京市工作", "张三", "ab 12 中国人民银行"]), tokenizer, 60)
+    batch = window_batch(tokenizer, [(plan, plan.windows[0]) for plan in plans], 1)
+    for row, mask, plan in zip(batch["input_ids"], batch["attention_mask"], plans):
+        expected = tokenizer.build_inputs_with_special_tokens(plan.input_ids.tolist())
+        assert row[: len(expected)].tolist() == expected and mask.tolist() == [1] * len(expected) + [0] * (
+            len(row) - len(expected)
+        )
+        assert (row[len(expected) :] == tokenizer.pad_token_id).all()
+
+
+def test_windows_of_different_lengths_go_to_different_calls_with_the_same_vectors(tiny_bert):
+    """At prediction a long window does not pad short ones: the transformer gets the short windows in one
+    call and the long one in another, and every doc's vectors are those it gets alone."""
+    model = make_tok2vec(tiny_bert)
+    texts = ["张三", "李四在", "我在北京市工作。张三去了上海！中国人民银行在北京市工作。张三去了上海", "王五"]
+    shapes = []
+    hook = hf_model(model).register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    together = model.predict(make_docs(texts))
+    assert sorted(shapes) == [(1, len(texts[2]) + 2), (3, 5)]
+    shapes.clear()
+    alone = [model.predict(make_docs([text]))[0] for text in texts]
+    hook.remove()
+    for a, b in zip(together, alone):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_loaded_transformer_attends_with_the_kernel_from_pretrained_chose(tiny_bert, tmp_path):
+    """A BERT saved and loaded runs scaled-dot-product attention as it did before it was saved (not eager
+    attention); a kernel asked for in transformer_config is kept."""
+    for path, settings, expected in (
+        (tiny_bert, {}, "sdpa"),
+        (tiny_bert, {"transformer_config": {"attn_implementation": "eager"}}, "eager"),
+    ):
+        model = make_tok2vec(path, **settings)
+        assert hf_model(model).config._attn_implementation == expected
+        fresh = TransformerTok2Vec(str(tmp_path / "not-there"), **settings)
+        fresh.from_bytes(model.to_bytes())
+        assert hf_model(fresh).config._attn_implementation == expected

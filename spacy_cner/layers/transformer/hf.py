@@ -11,6 +11,7 @@ from spacy_transformers.layers.hf_shim import HFShim
 from spacy_transformers.layers.transformer_model import huggingface_from_pretrained
 from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 
+from ...backends.precision import mixed_precision
 from ...robustness.entity_attention import ScaleAttentionScores
 from .._torch import finish_update_in_place, load_weights, predict_in_eval_mode, use_params_in_place
 
@@ -45,16 +46,35 @@ def check_saved_transformer(msg: Dict[str, Any]) -> None:
             )
 
 
+def attention_as_loaded(msg: Dict[str, Any], transformer_config: Dict[str, Any]) -> Dict[str, Any]:
+    """A saved transformer's config, to build the model with the attention kernel from_pretrained chose
+    for it (scaled-dot-product attention where the model has it), or eager attention where
+    transformer_config (the layer's setting) asks for it. Why: the saved config says the kernel was
+    chosen ("_attn_implementation_autoset") but not which, so from_config fell back to eager attention,
+    slower than sdpa, in every loaded pipeline."""
+    config = dict(msg["config"])
+    if dict(transformer_config or {}).get("attn_implementation") != "eager":
+        config.pop("_attn_implementation_autoset", None)  # from_config chooses again, as from_pretrained did
+    return config
+
+
 class InPlaceHFShim(HFShim):
     """spacy-transformers' HFShim with a finish_update that does not leak memory and a
     use_params that reads the optimizer's averages, a predict that stays in evaluation mode
     (thread-safe; see _torch), and a from_bytes that loads
     the weights with weights_only=True (_torch.load_weights) and refuses tokenizer settings and
-    file names that could run code (check_saved_transformer).
+    file names that could run code (check_saved_transformer), with the attention kernel from_pretrained
+    chose (attention_as_loaded); its mixed precision on a GPU is bfloat16 where the GPU has it
+    (backends.precision.mixed_precision; float16 before).
     """
 
     def predict(self, inputs):
-        return predict_in_eval_mode(self, inputs)
+        with mixed_precision(self.device, self._mixed_precision):
+            return predict_in_eval_mode(self, inputs)
+
+    def begin_update(self, inputs):
+        with mixed_precision(self.device, self._mixed_precision):
+            return super().begin_update(inputs)
 
     def finish_update(self, optimizer) -> None:
         finish_update_in_place(self, optimizer)
@@ -80,7 +100,9 @@ class InPlaceHFShim(HFShim):
             warnings.filterwarnings("ignore", message="Error loading saved torch state_dict")
             # Under TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD it warns of loading the empty state unsafely.
             warnings.filterwarnings("ignore", message="Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
-            super().from_bytes(srsly.msgpack_dumps({**msg, "state": blank.getvalue()}))
+            config = attention_as_loaded(msg, self._hfmodel._init_transformer_config)
+            rebuilt = {**msg, "config": config, "state": blank.getvalue()}
+            super().from_bytes(srsly.msgpack_dumps(rebuilt))
         try:
             self._model.load_state_dict(state)
         except RuntimeError as error:

@@ -9,7 +9,7 @@ from spacy_transformers.layers.hf_wrapper import HFWrapper
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from ...backends.batching import batches_by_budget
+from ...backends.batching import padded_buckets
 from ...robustness.attention_window import check_window
 from ...robustness.entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
 from ...long_docs import Window
@@ -19,7 +19,14 @@ from ..scalar_mix import ScalarMix
 from . import TRANSFORMER_TOK2VEC, InT, OutT
 from .batch import window_batch, window_geometry
 from .hf import InPlaceHFShim, convert_inputs, convert_outputs, load_pretrained, run_transformer
-from .wordpieces import plan_doc, token_rows
+from .wordpieces import plan_docs, token_rows
+
+
+# What one more transformer call costs beside its positions, in positions (backends.batching.padded_buckets),
+# by device type: on a CPU a call's fixed cost is that of a few dozen positions of a tiny encoder (a large
+# one's positions cost more, so it pads less); on a GPU the kernels of every layer launch once per call
+# and thousands of positions run in parallel.
+CALL_COST_POSITIONS = {"cpu": 64, "cuda": 2048}
 
 
 def TransformerTok2Vec(
@@ -114,7 +121,7 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     adapter = model.get_ref("lexicon_adapter") if model.has_ref("lexicon_adapter") else None
     # Set by CRFTagger(sentence_encoding=True): each sentence in a window of its own.
     every_sentence = model.attrs.get("sentence_windows", False)
-    plans = [plan_doc(doc, tokenizer, max_length, adapter, every_sentence) for doc in docs]
+    plans = plan_docs(docs, tokenizer, max_length, adapter, every_sentence)
     windows = [(d, window) for d, plan in enumerate(plans) for window in plan.windows]
     beta = model.attrs.get("entity_attention_scale", 0.0)
     if entity_ids is not None:
@@ -124,7 +131,9 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     row_of_window = {}  # window index -> row of its first wordpiece in all_rows
     outputs, backprops = [], []
     offset = 0
-    for chunk in _chunks(windows, None if is_train else model.attrs["max_batch_windows"]):
+    device = hf_objects.transformer.device
+    call_cost = CALL_COST_POSITIONS.get(device.type, CALL_COST_POSITIONS["cuda"])
+    for chunk in _chunks(windows, None if is_train else model.attrs["max_batch_windows"], call_cost):
         items = [(plans[windows[i][0]], windows[i][1]) for i in chunk]
         batch = window_batch(
             tokenizer,
@@ -175,12 +184,16 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     return Y, backprop
 
 
-def _chunks(windows: List[Tuple[int, Window]], size: Optional[int]) -> List[List[int]]:
+def _chunks(windows: List[Tuple[int, Window]], size: Optional[int], call_cost: float) -> List[List[int]]:
     """Window indices per transformer call: all at once in training (size None: one backward
-    pass), else `size` windows of similar length at a time, so that a long doc needs only a
-    chunk's hidden states at a time."""
+    pass), else at most `size` windows of similar length at a time (backends.batching.padded_buckets:
+    the cut of the windows sorted by length that computes the fewest positions, padding included,
+    counting call_cost positions per call), so that a long doc needs only a chunk's hidden states at a
+    time and a long window does not pad the short ones to its length."""
+    if size is None:
+        return [list(range(len(windows)))] if windows else []
     lengths = [window.end - window.start for _, window in windows]
-    return batches_by_budget(lengths, max_items=None if size is None else max(1, size), by_length=size is not None)
+    return padded_buckets(lengths, max_items=max(1, size), call_cost=call_cost)
 
 
 def _encode(model: Model, batch: Dict[str, Any], is_train: bool) -> Tuple[Floats2d, Callable]:
