@@ -625,7 +625,12 @@ def test_ray_matches_local_run(model, tmp_path, local_ray):
     remote = annotate(
         str(model), str(tmp_path / "in"), tmp_path / "ray", shard_size=10, engine="ray", workers=2, batch_size=4
     )
-    assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local")
+    ray_rows, local_rows = read_jsonl(tmp_path / "ray"), read_jsonl(tmp_path / "local")
+
+    def scores(rows):  # the same up to float rounding (batches of 4 on the actors against one batch here)
+        return [entity.pop("score") for row in rows for entity in row.get("entities", [])]
+
+    assert scores(ray_rows) == pytest.approx(scores(local_rows), rel=1e-9) and ray_rows == local_rows
     assert len(read_jsonl(tmp_path / "ray")) == 40
     assert (
         (remote.docs, remote.errors, remote.shards_written)
