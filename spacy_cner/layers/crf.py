@@ -89,6 +89,8 @@ def crf_decode(
     model: Model[CRFInput, Floats1d],
     emissions: List[Floats2d],
     allowed: Optional[List[AllowedTags]] = None,
+    *,
+    on_host: bool = False,
 ) -> List[Ints1d]:
     """The best tag-id sequence per doc, by Viterbi, within the allowed tags.
 
@@ -96,9 +98,12 @@ def crf_decode(
     emissions (List[Floats2d]): Emission scores (length, n_tags) per doc.
     allowed (Optional[List[Floats2d]]): Optional per-token tag masks, e.g. for
         entities set by an earlier component.
+    on_host (bool): Return numpy arrays, as the decoding computes them on the host, rather than
+        arrays of the model's ops (on a GPU: one copy to the device per doc, and back to read them).
     RETURNS (List[Ints1d]): The decoded tag ids; empty docs give empty arrays.
     """
-    paths = [model.ops.alloc1i(0) for _ in emissions]
+    as_ids = (lambda path: path.astype("int32")) if on_host else model.ops.asarray1i
+    paths = [as_ids(numpy.zeros((0,), dtype="int32")) for _ in emissions]
     crf = torch_module(model)
     device = crf.device
     lengths = [len(scores) for scores in emissions]
@@ -110,7 +115,7 @@ def crf_decode(
         with torch.no_grad():
             decoded = crf.viterbi(scores, mask)
         for i, path in zip(group, decoded):
-            paths[i] = model.ops.asarray1i(path)
+            paths[i] = as_ids(path)
     return paths
 
 

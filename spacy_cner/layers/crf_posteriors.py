@@ -24,6 +24,8 @@ LATTICE_MAX_DOCS = 256
 # What one more call costs beside its padded steps, in steps of one doc: a step of the scaled passes
 # costs its numpy calls' overhead more than its arithmetic (tens of docs' worth, with tens of tags).
 LATTICE_GROUP_COST = 256
+# Tokens that the candidate prefixes (_Lattice.candidates) grow by at a time: most stop within a few.
+CANDIDATE_STEPS = 16
 
 
 def span_log_probs(
@@ -233,8 +235,8 @@ class _Lattice:
         (tag B at s, I up to t, whatever follows) reaches the threshold: every span that
         continues the prefix is at most that probable, the prefix's probability only falls as t
         grows, and for each t the prefixes from different starts are disjoint events (at most
-        1 / threshold of them reach it). All prefixes grow together, one token per step (array
-        operations over the prefixes still growing: a step per token of the longest).
+        1 / threshold of them reach it). All prefixes grow together, CANDIDATE_STEPS tokens at a time
+        (array operations over the prefixes still growing: a handful per block, whatever their number).
         """
         steps = self.alpha.shape[1]
         real = numpy.arange(steps)[None, :] < self.lengths[:, None]
@@ -250,28 +252,33 @@ class _Lattice:
         rows, starts, ks = numpy.nonzero(above[:, :, columns["B"]])
         if scheme == "BIO":
             found.extend(zip(rows.tolist(), starts.tolist(), (starts + 1).tolist(), ks.tolist()))
-        B, I = columns["B"][ks], columns["I"][ks]
-        E = columns["E"][ks] if scheme == "BIOES" else None
-        # log of the paths' scores up to t with B at start and I after it, and the tag at t
-        path, tag = self.log_alpha(rows, starts, B), B
-        t = starts
+        # log of the paths' scores up to t with B at start and I after it
+        path, offset = self.log_alpha(rows, starts, columns["B"][ks]), 0
         while len(rows):
-            t = t + 1
-            going = t < self.lengths[rows]
-            rows, starts, ks, B, I, path, tag, t = (a[going] for a in (rows, starts, ks, B, I, path, tag, t))
-            if E is not None:
-                E = E[going]
-                ends = above[rows, t, E]  # B I ... I E
-                found.extend(zip(rows[ends].tolist(), starts[ends].tolist(), (t[ends] + 1).tolist(), ks[ends].tolist()))
-            path = path + (T[tag, I] + emit[rows, t, I])
-            tag = I
-            # no span continuing B I ... I (at t) reaches the threshold
-            going = ~(path + (self.log_beta(rows, t, I) - log_z[rows]) < floor)
-            rows, starts, ks, B, I, path, tag, t = (a[going] for a in (rows, starts, ks, B, I, path, tag, t))
-            if E is not None:
-                E = E[going]
+            B, I = columns["B"][ks][:, None], columns["I"][ks][:, None]
+            # shape: (prefixes, CANDIDATE_STEPS): the next tokens t, the prefix growing to I at each
+            t = starts[:, None] + offset + numpy.arange(1, CANDIDATE_STEPS + 1)[None, :]
+            inside = t < self.lengths[rows][:, None]
+            t = numpy.minimum(t, self.lengths[rows][:, None] - 1)
+            steps = T[I, I] + emit[rows[:, None], t, I]
+            if offset == 0:
+                steps[:, :1] = T[B, I] + emit[rows[:, None], t[:, :1], I]
+            # Summed one step after another from the prefix's score, as a loop over t would.
+            paths = numpy.cumsum(numpy.concatenate([path[:, None], steps], axis=1), axis=1)[:, 1:]
+            with numpy.errstate(invalid="ignore"):
+                # no span continuing B I ... I (at t) reaches the threshold: the prefix stops growing
+                growing = ~(paths + (self.log_beta(rows[:, None], t, I) - log_z[rows][:, None]) < floor) & inside
+            growing = numpy.logical_and.accumulate(growing, axis=1)
+            if scheme == "BIOES":  # B I ... I E: an E at t ends a span where the prefix reached t - 1
+                reached = numpy.concatenate([numpy.ones_like(growing[:, :1]), growing[:, :-1]], axis=1) & inside
+                ends = reached & above[rows[:, None], t, columns["E"][ks][:, None]]
             else:  # B I ... I
-                found.extend(zip(rows.tolist(), starts.tolist(), (t + 1).tolist(), ks.tolist()))
+                ends = growing
+            b, k = numpy.nonzero(ends)
+            found.extend(zip(rows[b].tolist(), starts[b].tolist(), (t[b, k] + 1).tolist(), ks[b].tolist()))
+            going = growing[:, -1]
+            rows, starts, ks, path = rows[going], starts[going], ks[going], paths[going, -1]
+            offset += CANDIDATE_STEPS
         return [(b, (start, end, labels[k])) for b, start, end, k in found]
 
 

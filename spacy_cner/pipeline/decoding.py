@@ -91,7 +91,9 @@ def decode(model: Model, docs: List[Doc], tag_set: TagSet, long_doc_window: int,
     """
     decoded = segment_emissions(model, docs, tag_set, long_doc_window)
     if best_path:
-        decoded.paths = crf_decode(model.get_ref("crf"), decoded.emissions, decoded.allowed) if decoded.segments else []
+        crf = model.get_ref("crf")
+        # On the host: what reads the paths (spans, doc.ents) is Python, so no copy per doc to a device and back.
+        decoded.paths = crf_decode(crf, decoded.emissions, decoded.allowed, on_host=True) if decoded.segments else []
     return decoded
 
 
@@ -115,12 +117,15 @@ def decode_in_precision(
 
 
 def doc_paths(model: Model, n_docs: int, decoded: Decoded) -> List[Ints1d]:
-    """Per doc, the tag ids of its segments' best paths, joined (decoded.paths must be set)."""
-    ops = model.ops
+    """Per doc, the tag ids of its segments' best paths, joined (decoded.paths must be set; numpy, as
+    decode computes them)."""
     by_doc: List[List[Ints1d]] = [[] for _ in range(n_docs)]
     for (i, _, _), path in zip(decoded.segments, decoded.paths or []):
         by_doc[i].append(path)
-    return [ops.xp.concatenate(paths) if paths else ops.alloc1i(0) for paths in by_doc]
+    return [
+        paths[0] if len(paths) == 1 else numpy.concatenate(paths) if paths else numpy.zeros((0,), dtype="int32")
+        for paths in by_doc
+    ]
 
 
 def span_scores(

@@ -717,3 +717,62 @@ def test_candidates_stay_linear_on_a_long_doc_of_uncertain_tags(scheme):
             every = [(0, (s, e, "X")) for s in range(length) for e in range(s + 1, length + 1)]
             probable = {key for key, p in zip(every, numpy.exp(lattice.span_log_probs(every))) if p >= threshold}
             assert probable and probable <= set(candidates)
+
+
+def reference_candidates(lattice, threshold):
+    """_Lattice.candidates one prefix and one token at a time, in plain Python (its first form)."""
+    marginals = lattice.marginals()
+    columns, labels, scheme = lattice.tag_set.columns, lattice.tag_set.labels, lattice.tag_set.scheme
+    found = set()
+    for b, length in enumerate(lattice.lengths.tolist()):
+        for k, label in enumerate(labels):
+            above = {p: marginals[b, :length, columns[p][k]] >= threshold for p in columns}
+            if scheme == "BIOES":
+                found |= {(b, (t, t + 1, label)) for t in numpy.flatnonzero(above["S"]).tolist()}
+            for start in numpy.flatnonzero(above["B"]).tolist():
+                B, I = int(columns["B"][k]), int(columns["I"][k])
+                if scheme == "BIO":
+                    found.add((b, (start, start + 1, label)))
+                path, tag = float(lattice.log_alpha(b, start, B)), B
+                for t in range(start + 1, length):
+                    if scheme == "BIOES" and above["E"][t]:
+                        found.add((b, (start, t + 1, label)))
+                    path += float(lattice.transitions[tag, I] + lattice.emit[b, t, I])
+                    tag = I
+                    if path + float(lattice.log_beta(b, t, I) - lattice.log_z[b]) < numpy.log(threshold):
+                        break
+                    if scheme == "BIO":
+                        found.add((b, (start, t + 1, label)))
+    return found
+
+
+@pytest.mark.parametrize("scheme", ["BIO", "BIOES"])
+@pytest.mark.parametrize("steps", [1, 2, 16])
+def test_candidate_prefixes_grown_in_blocks_equal_one_token_at_a_time(scheme, steps, monkeypatch):
+    """Blocks of 1, 2 and 16 tokens (prefixes crossing blocks, docs ending inside one) find the spans
+    the loop over prefixes and tokens finds."""
+    monkeypatch.setattr(crf_posteriors, "CANDIDATE_STEPS", steps)
+    tag_names = get_tag_names(["X", "Y"], scheme)
+    model = make_crf(tag_names, seed=22)
+    rng = numpy.random.default_rng(22)
+    emissions = [em / 4 for em in random_emissions(rng, len(tag_names), lengths=[1, 2, 7, 30, 12])]
+    lattices = list(crf_posteriors._lattices(model, emissions, [len(em) for em in emissions], None, scheme))
+    n_found = 0
+    for _, lattice in lattices:
+        for threshold in (0.01, 0.2):
+            found = lattice.candidates(threshold)
+            assert len(found) == len(set(found))
+            assert set(found) == reference_candidates(lattice, threshold)
+            n_found += len(found)
+    assert n_found > 20
+
+
+def test_paths_on_the_host_are_the_paths():
+    """crf_decode(on_host=True), as crf_ner decodes: numpy tag ids, the same paths (no copy per doc to a
+    device and back on a GPU)."""
+    tag_names = get_tag_names(["X", "Y"], "BIOES")
+    model = make_crf(tag_names, seed=23)
+    emissions = random_emissions(numpy.random.default_rng(23), len(tag_names), lengths=[5, 0, 9, 1])
+    on_host = crf_decode(model, emissions, on_host=True)
+    assert all(isinstance(path, numpy.ndarray) and path.dtype == numpy.int32 for path in on_host)
+    assert [p.tolist() for p in on_host] == [model.ops.to_numpy(p).tolist() for p in crf_decode(model, emissions)]

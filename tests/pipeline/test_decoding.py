@@ -343,7 +343,7 @@ def test_threshold_decoding_skips_the_best_path(monkeypatch, long_doc_window):
     assert any(expected)
     calls = []
     original = decoding.crf_decode
-    monkeypatch.setattr(decoding, "crf_decode", lambda *args: calls.append(1) or original(*args))
+    monkeypatch.setattr(decoding, "crf_decode", lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
     assert ner.predict(docs[:1]).tag_ids is None
     assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)] == expected
     assert not calls
