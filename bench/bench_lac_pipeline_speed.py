@@ -36,7 +36,8 @@ REFERENCE = ROOT / "tests" / "pretrained" / "data" / "lac_reference.json"
 # One child: load the pipeline, then time nlp.pipe over the speed texts and nlp(text) over the first `timed`
 # (process CPU time and wall time), or write every text's analysis to a file.
 CHILD = r"""
-import json, sys, time
+import json, os, sys, time
+sys.path[:] = [path for path in sys.path if path not in ("", os.getcwd())]  # PYTHONPATH's package, not the cwd's
 import torch
 torch.set_num_threads(1)
 import spacy
