@@ -94,7 +94,7 @@ class BiGRULayer(nn.Module):
 
         The backward direction reads the padded time axis from its end (a plain flip) with its state held at
         zero on the padding, so each sequence starts from h_0 = 0 at its own last item, as reversing it within
-        its length does (flip_within), bit for bit: flip_within's gathers were a fifth of the layer's time.
+        its length does (flip_within), without flip_within's gathers (a fifth of the layer's time).
         Where a gradient is needed (a fine-tuned LAC), the steps run as BiGRUScan: the same forward, a
         hand-written backward."""
         forward_gru, backward_gru = self.forward_gru, self.backward_gru
@@ -143,7 +143,6 @@ def gru_steps(
     gates, candidates = [], []
     for step in range(steps):
         x = gate_inputs[:, :, step]  # shape: (2, batch, 3H)
-        # (Not baddbmm's out=: on some inputs it rounds otherwise than paddle's order, x + h W.)
         update_reset = torch.baddbmm(x[..., : 2 * H], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
         update, reset = update_reset[..., :H], update_reset[..., H:]
         # paddle_tanh in place: 2 sigmoid(clip(2 x)) - 1.
