@@ -11,9 +11,12 @@ pipeline in a child process on one thread and tags Resume's test texts: with nlp
 size) and one text at a time, best of --rounds passes, the versions alternating within each round. The
 children also write the predictions (entities and the span group's probabilities), compared across versions:
 the same entities, and the largest difference of a probability. With --profile, each version's nlp.pipe
-pass runs once more under cProfile, and the time of every function is charged to a part of the work
-(PARTS: the first rule its file and name match; functions that match none, such as torch's and numpy's
-built-ins, are charged to their callers), in microseconds per character.
+pass runs once more with the STAGES functions timed (callees included, no profiler), and once under
+cProfile, where the time of every function is charged to a part of the work (PARTS: the first rule its file
+and name match; functions that match none, such as torch's and numpy's built-ins, are charged to their
+callers), in microseconds per character: cProfile's own cost per call inflates the parts made of many Python
+calls (about 2x), the timed stages do not. Times are the process's CPU time (time.process_time), so that a
+shared machine's waits are left out; the wall clock's chars/s are shown beside them.
 """
 
 from _common import ROOT, Section, add_data_argument, add_out_argument, add_result_argument, publish, single_thread
@@ -62,6 +65,19 @@ PARTS = [
     ("torch's Python (dispatch, autocast)", ("torch/",), None),
 ]
 OTHER = "other"
+# (module, function or Class.method, label): what --profile also times without a profiler (the time of each
+# call, its callees' included: the label's indent shows what holds what), the functions of either version.
+STAGES = [
+    ("spacy_cner.pipeline.crf_ner", "CRFEntityRecognizer.predict", "crf_ner.predict"),
+    ("spacy_cner.pipeline.decoding", "segment_emissions", "  emission scores (the model's forward)"),
+    ("spacy_cner.layers.transformer.model", "plan_doc", "    tokenizer calls and alignment (plan_doc)"),
+    ("spacy_cner.layers.transformer.model", "plan_docs", "    tokenizer call and alignment (plan_docs)"),
+    ("spacy_cner.layers.transformer.model", "window_batch", "    padded windows (window_batch)"),
+    ("spacy_cner.layers.transformer.model", "token_rows", "    token rows (token_rows)"),
+    ("spacy_cner.pipeline.decoding", "crf_decode", "  CRF Viterbi (crf_decode)"),
+    ("spacy_cner.pipeline.decoding", "entity_probabilities", "  CRF forward-backward, span probabilities"),
+    ("spacy_cner.pipeline.crf_ner", "CRFEntityRecognizer.set_annotations", "crf_ner.set_annotations"),
+]
 
 CHILD = r"""
 import json, sys, time
@@ -92,6 +108,35 @@ if mode == "time":
     (seconds, wall), single = best(lambda: [nlp(text) for text in texts])
     result["single_chars_per_s"], result["single_wall_chars_per_s"] = n_chars / seconds, n_chars / wall
     json.dump({"pipe": predictions(docs), "single": predictions(single)}, open(out, "w"), ensure_ascii=False)
+elif mode == "stages":
+    import functools, importlib
+    seconds = {}
+    def timed(owner, name, label):
+        inner = getattr(owner, name, None)
+        if inner is None:
+            return
+        @functools.wraps(inner)
+        def wrapper(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                seconds[label] = seconds.get(label, 0.0) + time.process_time() - start
+        setattr(owner, name, wrapper)
+    for module, name, label in STAGES:
+        owner = importlib.import_module(module)
+        for part in name.split(".")[:-1]:
+            owner = getattr(owner, part)
+        timed(owner, name.split(".")[-1], label)
+    hf = nlp.get_pipe("crf_ner").model.get_ref("tok2vec").get_ref("transformer").shims[0]._model
+    timed(hf, "forward", "    encoder (the Hugging Face model's forward)")
+    timed(nlp, "tokenizer", "Doc building (the tokenizer)")
+    list(nlp.pipe(texts))
+    seconds.clear()
+    start = time.process_time()
+    list(nlp.pipe(texts))
+    seconds["total (nlp.pipe)"] = time.process_time() - start
+    result["stages"] = seconds
 else:
     import cProfile
     profiler = cProfile.Profile(time.process_time)
@@ -138,7 +183,8 @@ def run_child(code_dir: Path, model: Path, test: Path, mode: str, rounds: int, o
     """Run CHILD with code_dir's spacy_cner first on the path, on one thread; RETURNS its JSON line."""
     env = {**os.environ, "PYTHONPATH": str(code_dir), "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false"}
     env = single_thread(env)
-    command = [sys.executable, "-c", CHILD, str(model), str(test), mode, str(rounds), str(out)]
+    code = f"STAGES = {STAGES!r}\n" + CHILD
+    command = [sys.executable, "-c", code, str(model), str(test), mode, str(rounds), str(out)]
     result = subprocess.run(command, cwd=code_dir, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         sys.exit(f"{code_dir} {mode} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
@@ -158,6 +204,15 @@ def compare(first: Path, second: Path) -> dict:
             if [s[:3] for s in spans_a] == [s[:3] for s in spans_b]:
                 largest = max([largest] + [abs(x[3] - y[3]) for x, y in zip(spans_a, spans_b)])
     return {"same_entities_and_spans": bool(same), "max_probability_difference": largest}
+
+
+def _commit(path: Path) -> str:
+    """The checkout's commit (short), "+" where tracked files differ from it."""
+    head = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else "?"
 
 
 def part_of(filename: str, name: str):
@@ -213,8 +268,12 @@ def main() -> None:
     versions = dict(item.split("=", 1) for item in args.code)
     versions = {name: Path(path).resolve() for name, path in versions.items()}
     test = args.data / "test.char.bmes"
-    figures: dict = {"configs": {}, "versions": {name: str(path) for name, path in versions.items()}}
-    speed_rows, profile_rows = [], []
+    commits = {name: _commit(path) for name, path in versions.items()}
+    figures: dict = {
+        "configs": {},
+        "versions": {name: {"path": path, "commit": commits[name]} for name, path in versions.items()},
+    }
+    speed_rows, profile_rows, stage_rows = [], [], []
     for config_name in args.configs:
         model = build(config_name, args.data, args.out, args.layers, args.width, args.steps)
         found = {name: [] for name in versions}
@@ -228,6 +287,7 @@ def main() -> None:
             runs = found[name]
             pipe = max(r["pipe_chars_per_s"] for r in runs)
             single = max(r["single_chars_per_s"] for r in runs)
+            wall = [max(r[f"{mode}_wall_chars_per_s"] for r in runs) for mode in ("pipe", "single")]
             agreement = compare(
                 args.out / config_name / f"predictions_{first}.json",
                 args.out / config_name / f"predictions_{name}.json",
@@ -242,18 +302,30 @@ def main() -> None:
                     "one text at a time chars/s": round(single),
                     "x nlp.pipe": round(pipe / base["pipe"], 2),
                     "x one at a time": round(single / base["single"], 2),
+                    "wall clock chars/s (nlp.pipe / one at a time)": [round(value) for value in wall],
                     f"same entities as {first}": agreement["same_entities_and_spans"],
                     "largest probability difference": float(f"{agreement['max_probability_difference']:.1e}"),
                 }
             )
         if args.profile:
             n_chars = found[first][0]["n_chars"]
-            parts_by_version = {}
+            parts_by_version, stages_by_version = {}, {}
             for name, code_dir in versions.items():
                 stats_path = args.out / config_name / f"profile_{name}.prof"
                 run_child(code_dir, model, test, "profile", 1, stats_path)
                 parts_by_version[name] = profile_parts(stats_path)
+                stages_by_version[name] = run_child(code_dir, model, test, "stages", 1, stats_path)["stages"]
             config_figures["profile_seconds"] = parts_by_version
+            config_figures["stage_seconds"] = stages_by_version
+            labels = [label for _, _, label in STAGES[:2]] + ["    encoder (the Hugging Face model's forward)"]
+            labels += [label for _, _, label in STAGES[2:]] + ["Doc building (the tokenizer)", "total (nlp.pipe)"]
+            for label in labels:
+                if any(label in stages for stages in stages_by_version.values()):
+                    row = {"config": config_name, "stage (timed, callees included)": label.strip()}
+                    for name, stages in stages_by_version.items():
+                        value = stages.get(label)
+                        row[f"{name} us/char"] = None if value is None else round(1e6 * value / n_chars, 2)
+                    stage_rows.append(row)
             for part in [p for p, _, _ in PARTS if p] + [OTHER]:
                 row = {"config": config_name, "part": part}
                 for name, parts in parts_by_version.items():
@@ -268,10 +340,11 @@ def main() -> None:
         f"A random {args.layers}-layer BERT of width {args.width} (the corpus's characters as its vocabulary), "
         f"trained {args.steps} steps; Resume's test split ({found[first][0]['n_texts']} texts, "
         f"{found[first][0]['n_chars']:,} characters), one thread, best of {args.rounds} rounds with the code "
-        f"versions alternating ({', '.join(f'{n}: {p}' for n, p in versions.items())}). nlp.pipe at the config's "
-        f"batch size ({found[first][0]['batch_size']}); one at a time: nlp(text) per text."
+        f"versions alternating ({', '.join(f'{n}: {p} at {commits[n]}' for n, p in versions.items())}). nlp.pipe at "
+        f"the config's batch size ({found[first][0]['batch_size']}); one at a time: nlp(text) per text. chars/s and "
+        "us/char in the process's CPU time."
     )
-    tables = [speed_rows] + ([profile_rows] if profile_rows else [])
+    tables = [speed_rows] + ([stage_rows, profile_rows] if profile_rows else [])
     publish(args.result, figures, Section("The transformer path's ceiling: a tiny encoder, one thread", notes, tables))
 
 

@@ -1,14 +1,18 @@
 """What a config trains and predicts, as digests, to show that a change of code changes neither.
 
 Usage: python bench/predictions_digest.py [--configs default tener] [--steps 40] [--sentences 300]
-       [--data ../shared/data/resume] [--out bench/runs/digest]
+       [--data ../shared/data/resume] [--out bench/runs/digest] [--transformer DIR]
 
 Trains each config (its own settings, seed 0, one thread, through spaCy's training loop with its
 before_to_disk fitting) for --steps steps on the first --sentences Resume train sentences, scores on as
 many dev sentences, then predicts the test split with model-last. Prints one line per config: the
 sha256 of the weights (`crf_ner` to_bytes), of the component's cfg, and of the predictions (each doc's
-entities and every span of the span group with its probability, written out in full). Run it at two
-commits and compare the lines, e.g. before and after moving code:
+entities and every span of the span group with its probability, written out in full), then of the
+entities alone and of the span group's spans without their probabilities ("entities_digest",
+"spans_digest": a change of float rounding leaves them as they were). The predictions are written to
+OUT/CONFIG/predictions.json, to compare the probabilities of two runs. The transformer configs
+(bert_crf ...) take their encoder from --transformer (a local model folder). Run it at two commits
+and compare the lines, e.g. before and after moving code:
 
   git worktree add /tmp/before REF && (cd /tmp/before && PYTHONPATH=. python bench/predictions_digest.py)
   python bench/predictions_digest.py
@@ -27,9 +31,11 @@ import spacy
 from spacy.tokens import DocBin
 from spacy.cli.train import train
 from spacy.cli._util import parse_config_overrides
-config, out, corpus, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+config, out, corpus, steps, transformer = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 overrides = {"paths.train": f"{corpus}/train.spacy", "paths.dev": f"{corpus}/dev.spacy", "system.seed": 0,
              "training.max_steps": steps, "training.max_epochs": 0, "training.eval_frequency": max(steps // 2, 1)}
+if transformer and "transformer" in spacy.util.load_config(config).get("vars", {}):
+    overrides["vars.transformer"] = transformer
 train(config, out, overrides=overrides)
 nlp = spacy.load(f"{out}/model-last")
 pipe = nlp.get_pipe("crf_ner")
@@ -40,9 +46,12 @@ predictions = [[[(e.start_char, e.end_char, e.label_) for e in doc.ents],
                  for s, p in zip(doc.spans[key], doc.spans[key].attrs["scores"])] if key else []]
                for doc in docs]
 digest = lambda data: hashlib.sha256(data).hexdigest()[:16]
+open(f"{out}/predictions.json", "w", encoding="utf8").write(json.dumps(predictions, ensure_ascii=False))
 print(json.dumps({"weights": digest(pipe.model.to_bytes()),
                   "cfg": digest(json.dumps(pipe.cfg, sort_keys=True, default=str).encode()),
                   "predictions": digest(json.dumps(predictions, ensure_ascii=False).encode()),
+                  "entities_digest": digest(json.dumps([ents for ents, _ in predictions]).encode()),
+                  "spans_digest": digest(json.dumps([[s[:3] for s in spans] for _, spans in predictions]).encode()),
                   "entities": sum(len(doc.ents) for doc in docs)}))
 """
 
@@ -54,6 +63,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=300)
     add_data_argument(parser, "resume")
     add_out_argument(parser, "digest")
+    parser.add_argument("--transformer", default="", help="the transformer configs' encoder (a local model folder)")
     args = parser.parse_args()
     if not (args.data / "train.char.bmes").exists():
         sys.exit(f"No Resume data in {args.data}: pass --data DIR with train/dev/test.char.bmes")
@@ -77,6 +87,7 @@ def main() -> None:
             str(out),
             str(corpus),
             str(args.steps),
+            args.transformer,
         ]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
         if result.returncode != 0:
