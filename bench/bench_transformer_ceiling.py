@@ -51,7 +51,7 @@ PARTS = [
         None,
     ),
     ("CRF Viterbi", ("backends/viterbi.py", "layers/crf.py"), None),
-    ("CRF forward-backward, span probabilities", ("layers/forward_backward.py", "layers/crf_posteriors.py"), None),
+    ("CRF forward-backward, span probabilities", ("backends/forward_backward.py", "layers/crf_posteriors.py"), None),
     (
         "emission layers (thinc: linear, mean, BiLSTM glue)",
         ("thinc/", "spacy_cner/architectures.py", "layers/bilstm"),

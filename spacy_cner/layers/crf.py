@@ -14,7 +14,7 @@ from ..backends.batching import batches_by_budget
 from ..backends.viterbi import viterbi_paths
 from ..tags import allowed_transitions
 from ._torch import RebuildableModule, pad_batch, set_torch_module, torch_module, wrap_rebuildable
-from .forward_backward import forward_backward, pair_expectations
+from ..backends.forward_backward import forward_backward, pair_expectations
 
 # Per-doc (length, n_tags) masks: 1 where a tag is allowed at a token.
 AllowedTags = Floats2d

@@ -13,7 +13,7 @@ from ..backends.batching import padded_buckets
 from ..tags import TagSet
 from ._torch import pad_batch, torch_module
 from .crf import FORBIDDEN, AllowedTags, CRFInput
-from .forward_backward import ScaledLattice, log_forward_backward, scaled_lattice
+from ..backends.forward_backward import ScaledLattice, log_forward_backward, scaled_lattice
 
 # Padded positions (batch x longest) per forward-backward call of distillation's soft targets
 # (training/distill.py). Chosen on the small sets' test docs in batches of 256.

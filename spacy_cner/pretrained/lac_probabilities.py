@@ -1,4 +1,4 @@
-"""The probability of each of LAC's entities under its own CRF: forward-backward (layers/forward_backward.py) over
+"""The probability of each of LAC's entities under its own CRF: forward-backward (backends/forward_backward.py) over
 the emission scores and transitions LAC's tagger decodes with, as crf_ner's `ent._.score`.
 
 An entity covers ids first..last of one window LAC read (lac_analyzer.LacTagger). Its probability is that of the
@@ -12,7 +12,7 @@ from typing import List, NamedTuple, Sequence
 import numpy
 import torch
 
-from ..layers.forward_backward import forward_backward
+from ..backends.forward_backward import forward_backward
 
 
 class EntityIds(NamedTuple):

@@ -53,7 +53,7 @@ from ..backends.batching import batches_by_budget
 from ..layers._torch import pad_batch, torch_module
 from ..layers.crf import FORBIDDEN
 from ..layers.crf_posteriors import LATTICE_BATCH_TOKENS
-from ..layers.forward_backward import forward_backward, pair_expectations
+from ..backends.forward_backward import forward_backward, pair_expectations
 from ..long_docs import WINDOW_ATTRS, Window, doc_windows, segment_emissions, window_doc
 from ..tags import TagSet, allowed_transitions
 from ..tokenizer import character_copy

@@ -14,7 +14,7 @@ import reference
 from reference import logsumexp, valid_paths
 from spacy_cner.backends.batching import padded_buckets
 from spacy_cner.layers import crf_posteriors
-from spacy_cner.layers import forward_backward as fb_module
+from spacy_cner.backends import forward_backward as fb_module
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.crf import CRF, FORBIDDEN, ConstrainedCRF, crf_decode
 from spacy_cner.layers.crf_posteriors import entity_probabilities, span_log_probs
@@ -339,7 +339,7 @@ def test_transition_gradients_vs_autograd_of_brute_force():
 
 
 def test_pair_expectations_sum_term_by_term_where_a_side_overflows():
-    from spacy_cner.layers.forward_backward import pair_expectations
+    from spacy_cner.backends.forward_backward import pair_expectations
 
     rng = numpy.random.default_rng(18)
     before, after = (torch.from_numpy(rng.normal(size=(50, 4))) for _ in range(2))
@@ -631,7 +631,7 @@ def _scores(model):
 @pytest.mark.parametrize("product_size", [fb_module.ONE_THREAD_PRODUCT, 162, 1])
 def test_scaled_forward_backward_equals_log_space(product_size, monkeypatch):
     """Also when the docs go through in chunks (9 tags: 2 docs at a time at 162 multiply-adds, 1 at 1)."""
-    from spacy_cner.layers.forward_backward import log_forward_backward, scaled_forward_backward
+    from spacy_cner.backends.forward_backward import log_forward_backward, scaled_forward_backward
 
     monkeypatch.setattr(fb_module, "ONE_THREAD_PRODUCT", product_size)
     tag_names = get_tag_names(["X", "Y"], "BIOES")
@@ -650,7 +650,7 @@ def test_scaled_forward_backward_equals_log_space(product_size, monkeypatch):
 
 
 def test_forward_backward_falls_back_to_log_space_when_the_scaled_sums_underflow():
-    from spacy_cner.layers.forward_backward import forward_backward, log_forward_backward, scaled_forward_backward
+    from spacy_cner.backends.forward_backward import forward_backward, log_forward_backward, scaled_forward_backward
 
     tag_names = get_tag_names(["X"], "BIOES")  # O B-X I-X E-X S-X
     model = make_crf(tag_names, seed=16)
