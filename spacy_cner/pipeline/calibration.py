@@ -61,8 +61,10 @@ def make_calibrator(
     the last save. So in a training loop the callback fits at a save whose checkpoint scores at
     least as well as every earlier one (score_weights over meta["performance"], as the loop
     ranks them) and at the final save (no evaluation since the previous call), and leaves the
-    other saves of model-last as they are: the best path, the last fitted temperature. Outside
-    a training loop it always fits.
+    other saves of model-last as they are: the best path, the last fitted temperature. It fits
+    neither weights never updated since initialize (the loop's checkpoint at step 0) nor the weights
+    it fitted last (the final save right after an evaluation's). Outside a training loop it fits
+    at every call on new weights.
 
     path (Optional[str]): A .spacy file or folder of them; None fits nothing.
     temperature (bool): Fit the temperature.
@@ -73,15 +75,17 @@ def make_calibrator(
     checkpoints = Checkpoints()
 
     def fit_before_saving(nlp: Language) -> Language:
-        if path is None or not checkpoints.worth_fitting(nlp):
+        if path is None or not (temperature or threshold) or not checkpoints.worth_fitting(nlp):
+            return nlp
+        # crf_ner pipes (and their subclasses): the pipes that fit themselves.
+        pipes = [(name, pipe) for name, pipe in nlp.pipeline if callable(getattr(pipe, "fit_temperature", None))]
+        pipes = [(name, pipe) for name, pipe in pipes if checkpoints.worth_fitting_pipe(pipe)]
+        if not pipes:
             return nlp
         examples = list(Corpus(path)(nlp))
         fitted = False
         decodings = {}
-        for name, pipe in nlp.pipeline:
-            # crf_ner pipes (and their subclasses): the pipes that fit themselves.
-            if not callable(getattr(pipe, "fit_temperature", None)) or not (temperature or threshold):
-                continue
+        for name, pipe in pipes:
             # One decoding of dev for both fits (and the scores after them).
             decodings[name] = decode_dev(
                 pipe.model,
@@ -240,6 +244,19 @@ class Checkpoints:
     def __init__(self) -> None:
         self.best: Optional[float] = None
         self.performance: Optional[Dict[str, Any]] = None
+        # Per pipe, the weights_version its last fit was on.
+        self.fitted: Dict[str, int] = {}
+
+    def worth_fitting_pipe(self, pipe: Any) -> bool:
+        """False for weights never updated since initialize (spaCy's checkpoint at step 0: the first
+        update drops the fit) and for the weights this callback last fitted (the save after training
+        when the last evaluation saved them): the fit in the pipe's cfg is then current."""
+        version = getattr(pipe, "weights_version", None)
+        if getattr(pipe, "untrained", False) or (version is not None and self.fitted.get(pipe.name) == version):
+            return False
+        if version is not None:
+            self.fitted[pipe.name] = version
+        return True
 
     def worth_fitting(self, nlp: Language) -> bool:
         """True outside a training loop, at the final save, and at a checkpoint that scores at

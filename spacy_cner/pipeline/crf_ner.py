@@ -299,6 +299,11 @@ class CRFEntityRecognizer(TrainablePipe):
         self.alignment_mode = alignment_mode
         self._uncertainty: Optional[str] = None
         self.uncertainty_seed = 0
+        # finish_update() calls in this process, and whether the weights are initialize()'s, never updated:
+        # the calibrator (pipeline/calibration.py) fits neither the untrained weights of spaCy's step-0
+        # checkpoint nor the same weights twice.
+        self.weights_version = 0
+        self.untrained = False
         self.cfg: Dict = {
             "labels": [],
             "scheme": validate_scheme(scheme),
@@ -648,6 +653,8 @@ class CRFEntityRecognizer(TrainablePipe):
         self.cfg["fitted_threshold"] = None
         self.cfg["threshold_chosen"] = None
         apply_gradients(self.model, sgd, self.cfg.get("tok2vec_learn_rate_scale", 1.0))
+        self.weights_version += 1
+        self.untrained = False
 
     def get_loss(
         self, examples: Iterable[Example], scores: List[Floats2d], *, scale: float = 1.0
@@ -775,6 +782,7 @@ class CRFEntityRecognizer(TrainablePipe):
                 "(the train corpus's bigrams, and one unknown row)"
             )
         self.model.initialize(X=doc_sample, Y=self.tag_names)
+        self.untrained = True
         self.cfg["label_descriptions"] = describe_labels(self.labels, label_descriptions)
         explain_labels(self.cfg["label_descriptions"])
 
@@ -870,7 +878,10 @@ class CRFEntityRecognizer(TrainablePipe):
 
     def _check_loaded(self, cfg_source: str) -> None:
         """The loaded cfg fits the model's tags, its calibration values are possible and its precision
-        can run here (check_precision: a bfloat16 pipeline loaded on a CPU without native bfloat16 warns)."""
+        can run here (check_precision: a bfloat16 pipeline loaded on a CPU without native bfloat16 warns).
+        Loaded weights are new weights for the calibrator (weights_version)."""
+        self.untrained = False
+        self.weights_version += 1
         check_tag_names(self.model, self.cfg, self.tag_names, cfg_source, self.name)
         check_calibration(self.cfg, cfg_source, self.name)
         check_precision(self.model, self.precision, self.name)

@@ -48,6 +48,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, torch2xp
 from thinc.types import Floats1d, Floats2d
 from torch.nn.utils import parametrize
+from wasabi import msg
 
 from ..backends.batching import batches_by_budget
 from ..layers._torch import pad_batch, torch_module
@@ -756,8 +757,42 @@ def distill(
     settings = {"paths.train": str(train), "paths.dev": str(dev), **(overrides or {})}
     if max_steps is not None:
         settings["training.max_steps"] = max_steps
+        settings.update(evaluation_within(config, settings, max_steps))
     spacy_train(config_path, output, use_gpu=gpu_id if engine == "local" else -1, overrides=settings)
+    warn_if_untrained_best(output)
     return DistillSummary(summary, output / "model-best", config_path)
+
+
+def evaluation_within(config: Any, settings: Dict[str, Any], max_steps: int) -> Dict[str, Any]:
+    """The override that evaluates the student at its last step when max_steps comes before the
+    config's first evaluation after step 0: spaCy's loop evaluates at step 0 and every eval_frequency
+    steps, so otherwise the only checkpoint scored is the untrained student and model-best is it."""
+    every = int(settings.get("training.eval_frequency", config["training"].get("eval_frequency", 200)))
+    if max_steps <= 0 or max_steps >= every:
+        return {}
+    msg.info(
+        f"distill: --max-steps {max_steps} before the config's eval_frequency {every}: evaluating at step {max_steps}"
+    )
+    return {"training.eval_frequency": max_steps}
+
+
+def warn_if_untrained_best(output: Path) -> None:
+    """Warn when model-best is the student at step 0 (no later evaluation scored higher), read from the
+    training curve that spacy-cner.PlotLogger.v1 writes (a config with another logger is not checked)."""
+    curve = output / "training_curve.jsonl"
+    if not curve.exists():
+        return
+    rows = [row for row in srsly.read_jsonl(curve) if row.get("score") is not None]
+    if not rows:
+        return
+    # spaCy's loop copies model-last to model-best at every evaluation scoring at least the best so far.
+    best = max(rows, key=lambda row: (row["score"], row["step"]))
+    if best["step"] == 0:
+        msg.warn(
+            f"distill: {output / 'model-best'} is the untrained student of step 0: no later evaluation "
+            f"on dev scored above its {best['score']:.3f} (last step {rows[-1]['step']}). Train longer "
+            f"(--max-steps) or use {output / 'model-last'}."
+        )
 
 
 def prepare_teacher(teacher: str, folder: Path, temperature: float) -> List[str]:

@@ -6,6 +6,7 @@ import pytest
 import spacy
 from spacy.tokens import DocBin
 from spacy.util import registry
+from thinc.api import SGD
 
 from conftest import TRAIN_DATA, make_examples
 from toy_pipe import HELD_OUT, TEXTS, load_trained, make_nlp, predictions, scored
@@ -145,8 +146,11 @@ def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatc
     )
     callback = registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))
 
+    sgd = SGD(0.0)
+
     def save(ents_f=None):
-        ner.cfg["temperature"], ner.cfg["fitted_threshold"] = 1.0, None  # as training leaves them
+        ner.finish_update(sgd)  # a training step (of learn rate 0): it drops the threshold
+        ner.cfg["temperature"] = 1.0
         if ents_f is not None:  # an evaluation before the save
             nlp.meta["performance"] = {"ents_f": ents_f, "ents_p": 0.0, "ents_r": 0.0, "crf_ner_loss": 3.0}
         decodings.clear()
@@ -162,6 +166,9 @@ def test_calibrate_callback_fits_at_the_saves_that_are_kept(tmp_path, monkeypatc
     assert not save(0.3)
     assert save()  # no evaluation since the last save: the save after training
     assert save(0.6)
+    decodings.clear()
+    callback(nlp)  # the final save right after the evaluation's: the same weights, fitted already
+    assert decodings == [] and ner.entity_threshold is not None
     # Outside a training loop (no scores in meta): always.
     nlp.meta["performance"] = {}
     assert registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))(nlp) is nlp
@@ -222,3 +229,22 @@ def test_calibrate_callback_auto_decodes_at_the_threshold_only_where_it_beats_th
     ner.cfg["fitted_threshold"] = 0.4
     with pytest.warns(UserWarning, match="no choice between it and the best path"):
         assert ner.entity_threshold is None
+
+
+def test_calibrate_callback_fits_no_untrained_weights(tmp_path, capsys):
+    """spaCy's loop evaluates and saves at step 0, before any update: the callback fits nothing then
+    (its fit would be dropped by the first update) and says nothing; after an update it fits."""
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("crf_ner")
+    examples = make_examples(nlp, TRAIN_DATA)
+    nlp.initialize(lambda: examples)
+    DocBin(docs=[eg.reference for eg in make_examples(nlp, HELD_OUT)]).to_disk(tmp_path / "dev.spacy")
+    callback = registry.misc.get("spacy-cner.calibrate.v1")(path=str(tmp_path / "dev.spacy"))
+    nlp.meta["performance"] = {"ents_f": 0.0, "ents_p": 0.0, "ents_r": 0.0}
+    capsys.readouterr()
+    callback(nlp)
+    assert capsys.readouterr().out == "" and ner.cfg["fitted_threshold"] is None
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    nlp.meta["performance"] = {"ents_f": 0.1, "ents_p": 0.1, "ents_r": 0.1}
+    callback(nlp)
+    assert "temperature" in capsys.readouterr().out and ner.cfg["fitted_threshold"] is not None

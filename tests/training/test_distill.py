@@ -12,6 +12,7 @@ from fnmatch import fnmatch
 import numpy
 import pytest
 import spacy
+import srsly
 import torch
 from spacy.tokens import DocBin
 from thinc.api import fix_random_seed
@@ -601,3 +602,30 @@ def test_texts_of_the_dev_or_test_split_are_refused(corpus, tmp_path):
     assert result.exit_code == 1 and said.count("✘") == 1 and "--text holds 4 texts" in said, result.output
     assert "the first at line 2" in said and "1 in" in said and "of test" in said
     assert not (tmp_path / "out").exists()
+
+
+def test_distill_max_steps_before_the_first_evaluation_evaluates_at_its_last_step(capsys):
+    """spaCy's loop evaluates at step 0 and every eval_frequency steps: --max-steps 100 under an
+    eval_frequency of 200 would score only the untrained student, and model-best would be it."""
+    from spacy_cner.training.distill import evaluation_within
+
+    config = {"training": {"eval_frequency": 200}}
+    assert evaluation_within(config, {}, 100) == {"training.eval_frequency": 100}
+    assert "evaluating at step 100" in capsys.readouterr().out
+    assert evaluation_within(config, {}, 200) == {}
+    assert evaluation_within(config, {}, 0) == {}  # no limit
+    assert evaluation_within(config, {"training.eval_frequency": 50}, 100) == {}
+
+
+def test_distill_warns_when_model_best_is_the_untrained_student(tmp_path, capsys):
+    from spacy_cner.training.distill import warn_if_untrained_best
+
+    def curve(*scores):
+        rows = [{"step": 100 * i, "score": score} for i, score in enumerate(scores)]
+        srsly.write_jsonl(tmp_path / "training_curve.jsonl", rows)
+        warn_if_untrained_best(tmp_path)
+        return capsys.readouterr().out
+
+    assert "untrained student of step 0" in curve(0.2, 0.1, 0.15)
+    assert "untrained" not in curve(0.0, 0.0)  # a tie: spaCy's loop keeps the later checkpoint
+    assert "untrained" not in curve(0.2, 0.3, 0.1)
