@@ -192,3 +192,11 @@ def test_project_package_writes_the_model_card_into_a_copy(tmp_path):
     readme = (project / "packages" / "zh_cner_resume-0.1.0" / "README.md").read_text(encoding="utf8")
     assert "### Entity labels" in readme and "characters a second" in readme
     assert "Resume NER (Zhang and Yang 2018)" in readme
+
+
+def test_project_distill_refuses_the_test_splits_texts():
+    """distill refuses unlabeled texts found in --dev or --test (check_unlabeled_texts): the project's
+    command gives it the test split too, and depends on it."""
+    command = next(c for c in srsly.read_yaml(REPO_ROOT / "project.yml")["commands"] if c["name"] == "distill")
+    assert "--test corpus/${vars.dataset}/test.spacy" in command["script"][0]
+    assert "corpus/${vars.dataset}/test.spacy" in command["deps"]
