@@ -8,7 +8,8 @@ public contract (set_annotations, score, and the fits that keep their results in
 """
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 import numpy
 from spacy.language import Language
@@ -42,6 +43,10 @@ class DevDecoding:
     gold: List[Set[Tuple[int, int, str]]]
     # False where a doc would be tagged on its character copy: the decoding does not stand for the pipe's tagging then.
     as_tagged: bool
+
+
+# The ents_threshold settings a calibration decodes by (calibrate_pipeline).
+DECODINGS = ("fitted", "auto")
 
 
 @registry.misc("spacy-cner.calibrate.v1")
@@ -124,6 +129,66 @@ def make_calibrator(
         return nlp
 
     return fit_before_saving
+
+
+def calibrate_pipeline(nlp: Language, dev: Union[str, Path], decoding: str = "fitted") -> Dict[str, Any]:
+    """Fit every crf_ner pipe of a trained pipeline on dev (spacy-cner.calibrate.v1, the configs' own
+    callback: the temperature, the threshold and, with "auto", the choice between it and the best path)
+    and set its ents_threshold to decoding. For pipelines trained without the callback, or calibrated
+    before "auto" existed (`python -m spacy_cner calibrate`; save_calibrated writes the result).
+
+    nlp (Language): The pipeline, with at least one crf_ner pipe.
+    dev (Union[str, Path]): The dev split (a .spacy file or folder of them).
+    decoding (str): The pipes' ents_threshold after the fit: "fitted" or "auto".
+    RETURNS (Dict[str, Any]): The pipeline's dev F1 at the best path ("best_path_f") and at the fitted
+        thresholds ("threshold_f"), and per pipe ("pipes") its temperature, threshold and whether it
+        decodes at the threshold.
+    """
+    if decoding not in DECODINGS:
+        raise ValueError(f"decoding {decoding!r}: one of {', '.join(DECODINGS)}")
+    pipes = [pipe for _, pipe in nlp.pipeline if callable(getattr(pipe, "fit_temperature", None))]
+    if not pipes:
+        raise ValueError(f"The pipeline ({', '.join(nlp.pipe_names) or 'no pipes'}) has no crf_ner pipe to calibrate.")
+    examples = list(Corpus(str(dev))(nlp))
+    if not examples:
+        raise ValueError(f"{dev} holds no docs to calibrate on.")
+
+    def set_decoding(value: Optional[str]) -> None:
+        for pipe in pipes:
+            pipe.ents_threshold = value
+
+    set_decoding(None)
+    best_path = nlp.evaluate(examples)["ents_f"]
+    set_decoding(decoding)
+    make_calibrator(str(dev))(nlp)
+    set_decoding("fitted")
+    at_threshold = nlp.evaluate(examples)["ents_f"]
+    set_decoding(decoding)
+    return {
+        "best_path_f": best_path,
+        "threshold_f": at_threshold,
+        "pipes": {
+            pipe.name: {
+                "temperature": pipe.cfg["temperature"],
+                "threshold": pipe.cfg["fitted_threshold"],
+                "decodes_at_threshold": pipe.entity_threshold is not None,
+            }
+            for pipe in pipes
+        },
+    }
+
+
+def save_calibrated(nlp: Language, output: Union[str, Path]) -> None:
+    """nlp.to_disk(output), with each crf_ner pipe's ents_threshold (as calibrate_pipeline set it) in the
+    saved config.cfg too, so that the saved pipeline loads decoding that way (nlp.config holds the
+    settings the pipes were made with)."""
+    output = Path(output)
+    nlp.to_disk(output)
+    config = nlp.config.copy()
+    for name, pipe in nlp.pipeline:
+        if callable(getattr(pipe, "fit_temperature", None)):
+            config["components"][name]["ents_threshold"] = pipe.ents_threshold
+    config.to_disk(output / "config.cfg")
 
 
 def choose_decoding(

@@ -431,18 +431,23 @@ class CRFEntityRecognizer(TrainablePipe):
         if self.ents_threshold == "fitted":
             return self.cfg.get("fitted_threshold")
         if self.ents_threshold == "auto":
+            self._warn_unchosen()
             threshold, chosen = self.cfg.get("fitted_threshold"), self.cfg.get("threshold_chosen")
-            if threshold is not None and chosen is None and not self._warned_unchosen:
-                self._warned_unchosen = True
-                warnings.warn(
-                    f"'{self.name}' has ents_threshold \"auto\" and a fitted threshold but no choice between it and "
-                    'the best path (fitted by fit_threshold alone, or calibrated before "auto" existed): decoding at '
-                    "the best path. Calibrate with spacy-cner.calibrate.v1, e.g. python bench/fit_threshold.py MODEL "
-                    "dev.spacy OUTPUT --decoding auto.",
-                    stacklevel=2,
-                )
             return threshold if chosen else None
         return self.ents_threshold
+
+    def _warn_unchosen(self) -> None:
+        """Warn once (at load, or at the first decoding after ents_threshold is set) where ents_threshold
+        "auto" has a fitted threshold but no choice between it and the best path."""
+        unchosen = self.cfg.get("fitted_threshold") is not None and self.cfg.get("threshold_chosen") is None
+        if self.ents_threshold == "auto" and unchosen and not self._warned_unchosen:
+            self._warned_unchosen = True
+            warnings.warn(
+                f"'{self.name}' has ents_threshold \"auto\" and a fitted threshold but no choice between it and "
+                'the best path (fitted by fit_threshold alone, or calibrated before "auto" existed): decoding at '
+                "the best path. Calibrate it: python -m spacy_cner calibrate MODEL dev.spacy OUTPUT --decoding auto.",
+                stacklevel=3,
+            )
 
     def warm_up(self) -> None:
         """Build now what the first doc would otherwise wait for: the lexicon layers' prefix indexes and
@@ -882,6 +887,7 @@ class CRFEntityRecognizer(TrainablePipe):
         Loaded weights are new weights for the calibrator (weights_version)."""
         self.untrained = False
         self.weights_version += 1
+        self._warn_unchosen()
         check_tag_names(self.model, self.cfg, self.tag_names, cfg_source, self.name)
         check_calibration(self.cfg, cfg_source, self.name)
         check_precision(self.model, self.precision, self.name)
