@@ -12,6 +12,16 @@ table, between its two markers. The targets, the questions and the result names 
 in bench/questions.toml; the figures are only in bench/results/. A rerun of a script replaces its
 result file (same --result name); a new question is a new [[questions]] entry. --check writes nothing
 and exits 1 if BENCHMARKS.md or the README's table differs from what this would write.
+
+Earlier runs: a result a later run replaces says so in its file, `"superseded_by": "NAME"` (the replacing
+result's name), and its question then shows it as one line under "Earlier runs" instead of its tables (the
+file stays: the data is never deleted). The rule, kept conservative: mark R superseded by S only when S is
+later, answers the same question on the same dataset (the same test split) and covers every model row R
+shows for the same system: the same trained model measured again (the same test F1), or the same committed
+config retrained at the settings it has since (e.g. student.cfg's patience 1,600 -> 4,000, student_lexicon.cfg
+without -> with softword). A result holding a variant no later run measures again stays current: it is that
+variant's only record. load_records refuses a superseded_by naming no result, a result of its own or a later
+date, or a chain that loops.
 """
 
 import argparse
@@ -59,6 +69,7 @@ class Question(NamedTuple):
     label: str = ""  # the label column's header ("": no label column)
     table: Optional[Callable[[Records], Table]] = None  # a table built from the figures, instead of the results'
     images: List[Tuple[str, str]] = []  # committed images shown under the tables: (caption, path)
+    pool_seeds: bool = False  # bench_distill results as one row per student config (students_table)
 
 
 # ---- reading the figures, whichever way a result holds them ----
@@ -787,6 +798,7 @@ def _questions() -> List[Question]:
             question.get("label", ""),
             globals()[question["table"]] if "table" in question else None,
             [tuple(image) for image in question.get("images", [])],
+            question.get("pool_seeds", False),
         )
         for question in DATA["questions"]
     ]
@@ -929,11 +941,69 @@ def _legacy_tables(record: dict) -> List[Table]:
     return [(table["columns"], table["align"], table["rows"]) for table in record.get("tables", [])]
 
 
+def _seed_group(model: str) -> str:
+    """A student's name without its seed ("patience4000_seed1" -> "patience4000", "seed2" -> "student")."""
+    return re.sub(r"_?(seed|s)\d+$", "", model) or "student"
+
+
+def _span(values: List[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}"
+
+
+def students_table(record: dict) -> Optional[Table]:
+    """A bench_distill result's rows (reference, teacher, students) as one row per student config, its seeds
+    pooled: test F1 per seed and their mean, the mean gap to the teacher, the range of the speed ratios over
+    the seeds, the teacher's and the reference's test F1 in their own columns (the rows of every model, speed
+    included, are in the result's file). None for a result of another script."""
+    rows = (record.get("figures") or {}).get("rows") or []
+    if not rows or not all("role" in row and "f" in row for row in rows):
+        return None
+    teacher = next((row for row in rows if row["role"] == "teacher"), None)
+    reference = next((row for row in rows if row["role"] == "reference"), None)
+    groups: Dict[str, List[dict]] = {}
+    for row in rows:
+        if row["role"] == "student":
+            groups.setdefault(_seed_group(row["model"]), []).append(row)
+    columns = [
+        "student",
+        "seeds",
+        "test F1",
+        "mean",
+        "- teacher",
+        "teacher",
+        "reference",
+        "x reference",
+        "x teacher",
+        "MB",
+    ]
+    cells = []
+    for group, students in groups.items():
+        f1s = [100 * row["f"] for row in students]
+        cells.append(
+            [
+                group,
+                str(len(students)),
+                ", ".join(f"{f:.2f}" for f in f1s),
+                f"{statistics.mean(f1s):.2f}",
+                f"{statistics.mean(100 * row['f_minus_teacher'] for row in students):+.2f}",
+                f"{teacher['model']} {100 * teacher['f']:.2f}" if teacher else "",
+                f"{reference['model']} {100 * reference['f']:.2f}" if reference else "",
+                _span([row["ratio"] for row in students]),
+                _span([row["ratio_to_teacher"] for row in students]),
+                f"{max(row['mb'] for row in students):.1f}",
+            ]
+        )
+    return columns, ["left", "right", "left", *["right"] * 2, "left", "left", *["right"] * 3], cells
+
+
 def result_tables(records: Records, question: Question) -> List[Table]:
-    """The first table of each result; tables with the same columns become one, a label column first."""
+    """The first table of each result; tables with the same columns become one, a label column first. A question
+    with pool_seeds shows a bench_distill result as students_table does."""
     tables: List[Table] = []
     for name, label in question.results:
-        found = record_tables(records[name]) if name in records else []
+        pooled = students_table(records[name]) if question.pool_seeds and name in records else None
+        found = [pooled] if pooled else record_tables(records[name]) if name in records else []
         if not found:
             continue
         columns, align, rows = _without_single_seed_column(*found[0])
@@ -981,9 +1051,13 @@ def render_benchmarks(records: Records) -> str:
         lines += notes.flush()
     lines += ["## Results, one table per question", ""]
     placed = set()
-    for question in QUESTIONS:
+    for position, question in enumerate(QUESTIONS):
         names = [name for name, _ in question.results]
         placed.update(names)
+        earlier = [name for name in names if records.get(name, {}).get("superseded_by")]
+        if earlier:  # shown as one line each, below; their tables stay in their files
+            names = [name for name in names if name not in earlier]
+            question = question._replace(results=[result for result in question.results if result[0] in names])
         tables = [question.table(records)] if question.table else result_tables(records, question)
         lines += [f'<a id="{question.key}"></a>', "", f"### {question.title}", ""]
         for table in tables:
@@ -994,7 +1068,7 @@ def render_benchmarks(records: Records) -> str:
                 lines += [f"![{caption}]({path})", ""]
         present = [name for name in names if name in records]
         # A result a later question shows in full is named there, with its source line, not twice.
-        later = {name for other in QUESTIONS[QUESTIONS.index(question) + 1 :] for name, _ in other.results}
+        later = {name for other in QUESTIONS[position + 1 :] for name, _ in other.results}
         lines += source_lines([records[name] for name in present if name not in later])
         shown_later = [name for name in present if name in later]
         if shown_later:
@@ -1005,6 +1079,9 @@ def render_benchmarks(records: Records) -> str:
         absent = [name for name in names if name not in records]
         if absent:
             lines.append(f"- Not measured yet: {', '.join(f'`bench/results/{name}.json`' for name in absent)}")
+        if earlier:
+            lines += ["", "Earlier runs (replaced by a later run of the same question, dataset and system):", ""]
+            lines += [earlier_line(records, name) for name in earlier]
         lines.append("")
     others = [name for name in records if name not in placed]
     if others:
@@ -1065,7 +1142,42 @@ def load_records(folder: Path = RESULTS) -> Records:
         if record.get("name") != path.stem:
             raise ValueError(f"{path}: its name is {record.get('name')!r}, expected {path.stem!r} (the file's name)")
         records[path.stem] = record
+    check_superseded(records, folder)
     return records
+
+
+def check_superseded(records: Records, folder: Path = RESULTS) -> None:
+    """Each "superseded_by" names another result, run no earlier, and following them never loops."""
+    for name, record in records.items():
+        newer = record.get("superseded_by")
+        if newer is None:
+            continue
+        where = f"{folder / name}.json: superseded_by {newer!r}"
+        if not isinstance(newer, str) or newer not in records or newer == name:
+            raise ValueError(f"{where} names no other result in {folder}")
+        if records[newer]["date"] < record["date"]:
+            raise ValueError(f"{where} ran before it ({records[newer]['date'][:10]} < {record['date'][:10]})")
+        seen = [name]
+        while newer is not None:
+            if newer in seen:
+                raise ValueError(f"{where}: the chain loops ({' -> '.join(seen + [newer])})")
+            seen.append(newer)
+            newer = records[newer].get("superseded_by")
+
+
+def latest(records: Records, name: str) -> str:
+    """The result that replaces name in the end (name itself where nothing does)."""
+    while records[name].get("superseded_by"):
+        name = records[name]["superseded_by"]
+    return name
+
+
+def earlier_line(records: Records, name: str) -> str:
+    """A superseded result in one line: its name, date and commit, and the result that replaces it."""
+    record = records[name]
+    commit = (record["code_version"].get("commit") or "commit unknown")[:7]
+    newer = latest(records, name)
+    return f"- `{name}` · {record['date'][:10]} · `{commit}` · replaced by `{newer}` ({records[newer]['date'][:10]})"
 
 
 def main() -> None:

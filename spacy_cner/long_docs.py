@@ -36,7 +36,7 @@ WINDOW_ATTRS = [ORTH, NORM, SPACY]
 # memory of the layers' activations on long docs and big batches.
 EMISSION_BATCH_TOKENS = 16384
 # The most tokens of a long doc's windows per model call: their activations come on top of the
-# doc and its emission rows, and set a long doc's peak memory (bench/bench_long_docs.py).
+# doc and its emission rows, and set a long doc's peak memory (BENCHMARKS.md#robustness).
 WINDOW_BATCH_TOKENS = 4096
 
 

@@ -1095,3 +1095,54 @@ def test_profile_pipeline_times_each_stage_and_layer(tmp_path):
         if parent != path and parent in timed:
             assert value <= timed[parent]
     assert not any("|" in stage for stage in us)
+
+
+def test_a_superseded_result_is_one_line_under_earlier_runs(tmp_path):
+    """A result whose file names its replacement ("superseded_by") loses its table to one line under its question's
+    "Earlier runs"; a superseded_by naming no result, or a result run before it, is refused."""
+    records = report.load_records()
+    old, new = "distill_resume_speed", "distill_resume_pieces_seeds"
+    assert records[old]["superseded_by"] == new
+    text = report.render_benchmarks(records)
+    section = text[text.index('<a id="distillation-encoder">') : text.index('<a id="distillation-inputs">')]
+    earlier = section[section.index("Earlier runs") :]
+    assert f"- `{old}` · 2026-11-29 · `acfcdc7` · replaced by `{new}` (2026-11-29)" in earlier
+    assert records[old]["command"] not in section  # no source line, no table of its own
+    for bad, message in (
+        (dict(superseded_by="nowhere"), "names no other result"),
+        (dict(date="2027-01-01"), "ran before"),
+    ):
+        broken = {name: dict(record) for name, record in records.items()}
+        broken[old].update(bad)
+        with pytest.raises(ValueError, match=message):
+            report.check_superseded(broken)
+    loop = {name: dict(record) for name, record in records.items()}
+    loop[new]["superseded_by"] = old
+    with pytest.raises(ValueError, match="loops"):
+        report.check_superseded(loop)
+
+
+def test_distillation_students_pool_their_seeds():
+    """A bench_distill result in a pool_seeds question: one row per student config, its seeds' F1 and their mean."""
+    table = report.students_table(report.load_records()["distill_ecommerce_patience4000"])
+    columns, _, rows = table
+    assert rows == [
+        [
+            "patience4000",
+            "3",
+            "74.41, 75.18, 75.17",
+            "74.92",
+            "-0.19",
+            "default 75.11",
+            "spacy_ner 64.15",
+            "5.76-6.18",
+            "3.33-3.58",
+            "4.6",
+        ]
+    ]
+    assert report.students_table({"figures": {"rows": [{"model": "x"}]}}) is None
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
+    sections = re.split(r'^<a id="', text, flags=re.M)
+    for section in sections:
+        tables = re.findall(r"(?:^\|.*\n)+", section, flags=re.M)
+        assert all(table.count("\n") - 2 <= 40 for table in tables), section[:40]

@@ -82,8 +82,8 @@ def scaled_lattice(emit, mask, transitions, start, end) -> Optional[ScaledLattic
 
     The two step loops run in numpy on the CPU, time-major (each step's rows one contiguous
     block, written in place): a numpy operation on a (batch, n_tags) array costs a fraction of a
-    torch one's dispatch, and a device would launch a kernel per operation (bench/HISTORY.md,
-    "Training steps 22% faster"; tests/layers/test_crf.py checks it against log space). The
+    torch one's dispatch, and a device would launch a kernel per operation (BENCHMARKS.md#training;
+    tests/layers/test_crf.py checks it against log space). The
     elementwise exp and log over whole arrays stay in torch (vectorised, on the input's device).
     """
     n_docs, n_steps, n_tags = emit.shape

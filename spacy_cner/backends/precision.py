@@ -11,7 +11,7 @@ and so is training: only predictions read the setting.
 Why bfloat16 and not int8: on CPUs with AMX or AVX512-BF16 (e.g. Intel Xeon since Sapphire Rapids)
 torch runs bfloat16 products natively, faster than float32 for the default's BiLSTM and the tok2vec's
 Maxout product, while its dynamic int8 LSTM ran no faster than float32 and made a doc's outputs depend
-on its batch (bench/bench_int8.py; end to end, bench/bench_speed.py: BENCHMARKS.md#inference).
+on its batch (BENCHMARKS.md#inference).
 Without such instructions bfloat16 is emulated and slower than float32: crf_ner warns when it is set,
 or a pipeline saved with it is loaded, there. Without AVX512 (an AVX2-only CPU, e.g. AMD EPYC before
 Zen 4) torch cannot run a bfloat16 LSTM at all (oneDNN: "could not create a primitive descriptor for the

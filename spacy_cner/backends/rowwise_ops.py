@@ -49,7 +49,7 @@ def training_products() -> Iterator[None]:
 
     For training steps (crf_ner's update): nothing there is compared across batches, and the
     products row by row took a good share of a step of the default config (the tok2vec's Maxout
-    and the output layer, forward and backward; bench/HISTORY.md, "Training steps ... faster").
+    and the output layer, forward and backward; BENCHMARKS.md#training).
     """
     token = _ROWWISE.set(False)
     try:
@@ -147,8 +147,7 @@ def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -
     library does with other shapes, kernels or machines is not ours to assume. Every block here is
     one of two shapes, and _blocks_are_invariant checks those shapes on this machine, with this
     thread count, before they are used: a row comes out the same wherever it sits in either and
-    on one thread. Faster than row by row for the tok2vec's Maxout (bench/bench_products.py; bench/HISTORY.md,
-    "Matrix products per OpenBLAS kernel").
+    on one thread. Faster than row by row for the tok2vec's Maxout (BENCHMARKS.md#inference).
     """
     (n_rows, width), n_out = x.shape, y.shape[1]
     big, small = BLOCK_ROWS
@@ -245,7 +244,7 @@ def use_rowwise_ops(model: Model) -> None:
     """Put the model's layers that are on thinc's default CPU ops on RowwiseOps.
 
     The tok2vec's Maxout ran faster than on blis on one thread of the benchmark machine
-    (bench/bench_products.py), in training and prediction alike. Layers on other ops (CupyOps on a
+    (BENCHMARKS.md#inference), in training and prediction alike. Layers on other ops (CupyOps on a
     GPU, a NumpyOps without blis, AppleOps)
     are left as they are; thinc's Model.to_cpu() puts a model back on blis.
     """

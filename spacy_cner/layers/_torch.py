@@ -29,7 +29,7 @@ class Dropout(torch.nn.Dropout):
 
     Why not torch's own: its CPU dropout draws a Bernoulli per element, an order of magnitude
     slower than numpy's PCG64 gives random bytes, and the default config's BiLSTM dropout took a
-    visible share of a training step (bench/HISTORY.md, "Training steps 22% faster"). The
+    visible share of a training step (BENCHMARKS.md#training). The
     same distribution: each element kept with probability 1 - p and scaled by 1 / (1 - p)
     (exactly for p a multiple of 1/256, such as 0.5; to 2^-24 otherwise). Each call seeds its
     generator from torch's, so that spaCy's fix_random_seed still makes a training run

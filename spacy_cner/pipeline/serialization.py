@@ -176,8 +176,8 @@ def float16_model_bytes(model: Model, int8_tables: bool = False) -> bytes:
 
     Why not thinc's own: it saves arrays as they are, and a float16 parameter would make its
     layers compute in float16; torch's quantization computes in int8 and covers only its own
-    modules. Rounding every weight of the trained default to float16 changed the entities of one
-    of 21,506 test docs on six datasets (bench/bench_weights16.py).
+    modules. Rounding every weight of the trained default to float16 changed the entities of
+    almost no test doc on six datasets (BENCHMARKS.md#inference).
     """
     msg = model.to_dict()
     for node in model.walk():

@@ -2,8 +2,8 @@
 
 SoftLexicon's softword feature is each character's position in jieba's segmentation; jieba's
 Python segmenter took a large share of the default pipeline's inference, and loading its
-dictionary takes about a second. rjieba segments the same text many times faster (bench/HISTORY.md,
-"rjieba for the softword feature") and gives exactly jieba's words (HMM on), but in two places:
+dictionary takes about a second. rjieba segments the same text many times faster
+(BENCHMARKS.md#inference) and gives exactly jieba's words (HMM on), but in two places:
 - runs of letters and digits joined by one of + # & . _ % - ("2013.11.18", "kfr-35gw"): rjieba
   keeps such a run whole, jieba's HMM step splits it with its pattern for non-Han text
   (jieba.finalseg.re_skip: "2013.11", ".", "18"). Such a word of rjieba's (no Han character in it,

@@ -27,7 +27,8 @@ from .lac_pipeline import LABEL_MEANINGS, TAG_MEANINGS
 
 # A package name: spaCy's lang_name, a Python identifier (the package is imported by it).
 PACKAGE_NAME = re.compile(r"zh_[A-Za-z0-9_]+")
-# The zero-shot scores the model card gives: written by bench/bench_lac_zero_shot.py beside this module.
+# The zero-shot scores the model card gives: written beside this module by the LAC zero-shot benchmark
+# (BENCHMARKS.md#lac).
 ZERO_SHOT = Path(__file__).with_name("lac_zero_shot.json")
 
 
@@ -96,7 +97,7 @@ def model_card(nlp: Language) -> str:
 
 
 def zero_shot_section() -> str:
-    """The zero-shot scores (ZERO_SHOT, from bench/bench_lac_zero_shot.py) as a Markdown table."""
+    """The zero-shot scores (ZERO_SHOT, written by the zero-shot benchmark) as a Markdown table."""
     if not ZERO_SHOT.exists():
         raise ValueError(f"{ZERO_SHOT} is missing: reinstall spacy-cner (it ships the model card's scores).")
     data = json.loads(ZERO_SHOT.read_text(encoding="utf8"))

@@ -85,7 +85,7 @@ def corpus_batch_size(
 
     On a corpus of more than steps_per_epoch * stop tokens the batches grow to fill
     steps_per_epoch steps an epoch, up to max_stop words: larger batches cost less per
-    token (bench/HISTORY.md, "MSRA's training step by batch size"), where a large corpus has the
+    token (BENCHMARKS.md#msra), where a large corpus has the
     examples to fill them.
 
     corpus (Optional[Union[str, Path]]): The train corpus; None: the config's start and stop.

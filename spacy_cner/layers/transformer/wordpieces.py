@@ -7,7 +7,7 @@ from the window that owns them.
 A batch of docs goes through the tokenizer in one call (a fast tokenizer encodes the batch in
 Rust), and the alignment is computed for all of its docs at once with array operations: per
 character and per token Python cost the transformer path more than a tiny encoder
-(bench/bench_transformer_ceiling.py).
+(its benchmark: BENCHMARKS.md).
 """
 
 import itertools
