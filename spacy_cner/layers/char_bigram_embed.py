@@ -67,19 +67,8 @@ def CharBigramEmbed(
         positions, frequencies and gazetteer types) mixed with the hash embeddings.
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
-    return _char_bigram_embed(
-        width,
-        char_rows,
-        bigram_rows,
-        prev_bigram,
-        dropout,
-        embed_width,
-        bigram_dropout,
-        sentence_bigrams,
-        lexicon_adapter,
-        static_vectors,
-        soft_lexicon,
-    )
+    # The arguments, by name: each version's are its own defaults over the one builder.
+    return _char_bigram_embed(**locals())
 
 
 @registry.architectures("spacy-cner.CharBigramEmbed.v2")
@@ -110,20 +99,8 @@ def CharBigramEmbed_v2(
     bigram_min_count (int): With exact tables, the occurrences a bigram needs to get a row.
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
-    return _char_bigram_embed(
-        width,
-        char_rows,
-        bigram_rows,
-        prev_bigram,
-        dropout,
-        embed_width,
-        bigram_dropout,
-        sentence_bigrams,
-        lexicon_adapter,
-        static_vectors,
-        soft_lexicon,
-        bigram_min_count=bigram_min_count,
-    )
+    # The arguments, by name: each version's are its own defaults over the one builder.
+    return _char_bigram_embed(**locals())
 
 
 @registry.architectures("spacy-cner.CharBigramEmbed.v3")
@@ -149,21 +126,8 @@ def CharBigramEmbed_v3(
     lac_features (Optional[Model]): spacy-cner.LacFeatures.v1.
     RETURNS (Model[List[Doc], List[Floats2d]]): The embedding layer.
     """
-    return _char_bigram_embed(
-        width,
-        char_rows,
-        bigram_rows,
-        prev_bigram,
-        dropout,
-        embed_width,
-        bigram_dropout,
-        sentence_bigrams,
-        lexicon_adapter,
-        static_vectors,
-        soft_lexicon,
-        bigram_min_count=bigram_min_count,
-        lac_features=lac_features,
-    )
+    # The arguments, by name: each version's are its own defaults over the one builder.
+    return _char_bigram_embed(**locals())
 
 
 def _char_bigram_embed(

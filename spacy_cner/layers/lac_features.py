@@ -74,29 +74,41 @@ def LacFeatures(
     RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc, nO set at initialize:
         projected_width or 256 * hidden + 49 * emissions, plus 4 positions.
     """
-    if not (hidden or emissions):
-        raise ValueError("LacFeatures: hidden and emissions are both false: set at least one to true.")
+    reading = reading_attrs(hidden, emissions, window_size, sentences, sdist)
     if projected_width is not None and projected_width < 1:
         raise ValueError(f"LacFeatures: projected_width must be null or >= 1, got {projected_width}.")
-    if window_size < 2:
-        raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
     if train_cache_mb < 0:
         raise ValueError(f"LacFeatures: train_cache_mb must be >= 0, got {train_cache_mb}.")
     shim = InPlacePyTorchShim(
         LacEncoder(), serialize_model=serialize_rebuildable, deserialize_model=deserialize_rebuildable
     )
+    # In the order saved pipelines hold them (the model's bytes list its attrs in order).
     attrs = {
         "hidden": hidden,
         "emissions": emissions,
         "projected_width": projected_width,
-        "window_size": window_size,
-        "sentences": sentences,
-        "sdist": sdist,
+        **reading,
         "last_batch": LastBatch(),
         "train_cache": TrainCache(train_cache_mb * 2**20),
     }
     params = {"P": None} if projected_width is not None else {}
     return Model("lac_features", forward, init=init, dims={"nO": None}, params=params, attrs=attrs, shims=[shim])
+
+
+def reading_attrs(hidden: bool, emissions: bool, window_size: int, sentences: bool, sdist: Optional[str]) -> dict:
+    """The attrs both versions read LAC by (what it outputs, how texts are cut, where its weights come from),
+    checked."""
+    if not (hidden or emissions):
+        raise ValueError("LacFeatures: hidden and emissions are both false: set at least one to true.")
+    if window_size < 2:
+        raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
+    return {
+        "hidden": hidden,
+        "emissions": emissions,
+        "window_size": window_size,
+        "sentences": sentences,
+        "sdist": sdist,
+    }
 
 
 @registry.layers("spacy-cner.LacFeatures.v2")
@@ -148,8 +160,7 @@ def LacFeatures_v2(
             )
         cache_mb = 1024 if train_cache_mb is None else train_cache_mb
         return LacFeatures(hidden, emissions, projected_width, window_size, sentences, sdist, cache_mb)
-    if not (hidden or emissions):
-        raise ValueError("LacFeatures: hidden and emissions are both false: set at least one to true.")
+    attrs = reading_attrs(hidden, emissions, window_size, sentences, sdist)
     if projected_width is not None:
         raise ValueError(
             "LacFeatures.v2: projected_width is fixed at initialize from LAC's frozen features: set it to null "
@@ -164,23 +175,12 @@ def LacFeatures_v2(
         raise ValueError(f"LacFeatures.v2: frozen_layers must be 0, 1 or 2, got {frozen_layers}.")
     if scalar_mix is not None and not hidden:
         raise ValueError("LacFeatures.v2: scalar_mix mixes LAC's states: it needs hidden = true.")
-    if window_size < 2:
-        raise ValueError(f"LacFeatures: window_size must be >= 2 characters, got {window_size}.")
     if learn_rate_scale <= 0:
         raise ValueError(f"LacFeatures.v2: learn_rate_scale must be > 0, got {learn_rate_scale}.")
     shim = TrainedLacShim(
         LacEncoder(), serialize_model=serialize_rebuildable, deserialize_model=deserialize_rebuildable
     )
-    attrs = {
-        "hidden": hidden,
-        "emissions": emissions,
-        "window_size": window_size,
-        "sentences": sentences,
-        "sdist": sdist,
-        "frozen_layers": frozen_layers,
-        "learn_rate_scale": learn_rate_scale,
-        "id_cache": IdCache(),
-    }
+    attrs.update(frozen_layers=frozen_layers, learn_rate_scale=learn_rate_scale, id_cache=IdCache())
     layers, refs = [], {}
     for name, layer in (("scalar_mix", scalar_mix), ("lexicon_adapter", lexicon_adapter)):
         if layer is not None:
