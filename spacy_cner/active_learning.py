@@ -38,11 +38,13 @@ def select(
     text_field: str = "text",
     gpu_id: int = -1,
     gpus_per_worker: float = 0.0,
+    engine: str = "local",
     **options,
 ) -> SelectSummary:
     """spacy_cner.annotate.select.select with the engine's settings given one by one (the old signature)."""
     job = AnnotateJob(
         model,
+        engine=engine,
         batch_size=batch_size,
         text_field=text_field,
         n_process=n_process,

@@ -22,7 +22,7 @@ Where each part lives:
 
 import time
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Sequence
 
 from .inputs import (
     INPUT_FORMATS,
@@ -47,7 +47,6 @@ from .resume import STATE_DIR, check_output_folder, check_settings, model_finger
 
 __all__ = [
     "annotate",
-    "run_job",
     "AnnotateJob",
     "Summary",
     "ENGINES",
@@ -76,92 +75,33 @@ __all__ = [
 
 
 def annotate(
-    model: str,
+    job: AnnotateJob,
     input_path: str,
     output_dir: Path,
     *,
     output_format: str = "jsonl",
     input_format: str = "auto",
     shard_size: int = 10_000,
-    batch_size: int = 256,
-    n_process: int = 1,
-    entities_field: str = "entities",
-    text_field: str = "text",
-    gpu_id: int = -1,
-    engine: str = "local",
-    address: Optional[str] = None,
-    workers: int = 1,
-    gpus_per_worker: float = 0.0,
     progress: bool = False,
-    uncertainty: Optional[str] = None,
-    uncertainty_seed: int = 0,
     exclude: Sequence[Path] = (),
 ) -> Summary:
-    """Annotate every row of the input with the pipeline and write it to output_dir, skipping done shards.
+    """Annotate every row of the input with the job's pipeline on its engine and write it to output_dir,
+    skipping done shards.
 
-    model (str): Pipeline name or path.
+    job (AnnotateJob): The model and the settings its engine annotates with (engine, batch_size,
+        n_process, gpu_id, address, workers, gpus_per_worker, text_field, entities_field, uncertainty):
+        a row that already has the entities field is an error; with an uncertainty strategy (`select`
+        ranks by it) the entities field holds {"entities": [...], "uncertainty": score}.
     input_path (str): A file, a folder (every .txt, .jsonl, .ndjson and .parquet file under it) or a glob.
     output_dir (Path): Where the shards go: OUTPUT/<input name>.<shard index>.<jsonl|parquet|spacy>.
     output_format (str): "jsonl", "parquet" or "spacy" (DocBin, the row's fields in doc.user_data).
     input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
     shard_size (int): Rows per output shard: the unit that a restarted run skips.
-    entities_field (str): The output field holding the entities; a row that already has it is an error.
-    text_field (str): The field (JSONL), column (Parquet, CSV, TSV) holding the text.
-    engine (str): "local" (nlp.pipe with batch_size and n_process) or "ray".
-    address (Optional[str]): Ray cluster address; None starts or joins a local Ray.
-    workers (int): Ray actors, each with one pipeline.
-    gpus_per_worker (float): GPUs per Ray actor (0: CPU).
-    uncertainty (Optional[str]): Also score each doc with this active-learning strategy (`select`
-        ranks by it): the entities field then holds {"entities": [...], "uncertainty": score}.
-    uncertainty_seed (int): The random strategy's seed.
+    progress (bool): A tqdm bar over the input rows (their total counted first).
     exclude (Sequence[Path]): Files under input_path never read as input (select's output files).
     RETURNS (Summary): The counts and speed of this run.
     """
-    job = AnnotateJob(
-        model,
-        batch_size=batch_size,
-        entities_field=entities_field,
-        text_field=text_field,
-        n_process=n_process,
-        gpu_id=gpu_id,
-        address=address,
-        workers=workers,
-        gpus_per_worker=gpus_per_worker,
-        uncertainty=uncertainty,
-        uncertainty_seed=uncertainty_seed,
-    )
-    return run_job(
-        job,
-        input_path,
-        output_dir,
-        engine=engine,
-        output_format=output_format,
-        input_format=input_format,
-        shard_size=shard_size,
-        progress=progress,
-        exclude=exclude,
-    )
-
-
-def run_job(
-    job: AnnotateJob,
-    input_path: str,
-    output_dir: Path,
-    *,
-    engine: str = "local",
-    output_format: str = "jsonl",
-    input_format: str = "auto",
-    shard_size: int = 10_000,
-    progress: bool = False,
-    exclude: Sequence[Path] = (),
-) -> Summary:
-    """Run an AnnotateJob over the input into output_dir, skipping done shards (`annotate`, its engine's
-    settings given as one job; `select` runs its scoring so).
-
-    job (AnnotateJob): The model and the settings its engine annotates with.
-    input_path, output_dir, engine, output_format, input_format, shard_size, progress, exclude: as annotate's.
-    RETURNS (Summary): The counts and speed of this run.
-    """
+    engine = job.engine
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"Unknown output format {output_format!r}: expected one of {list(OUTPUT_FORMATS)}.")
     if shard_size < 1:

@@ -10,9 +10,12 @@ ENGINES = ("local", "ray")
 
 @dataclasses.dataclass(frozen=True)
 class AnnotateJob:
-    """The settings an engine annotates with (where the shards go is the ShardWriter's part).
+    """What an engine runs and the settings it annotates with (where the shards go is the ShardWriter's part):
+    one value that annotate, select and distill's teacher pass take, and the CLI builds from its shared options
+    (spacy_cner.cli.engine_options).
 
     model (str): Pipeline name or path.
+    engine (str): One of ENGINES: "local" (nlp.pipe with batch_size and n_process) or "ray".
     batch_size (int): Texts per nlp.pipe batch (local) or per actor batch (Ray).
     entities_field (str): The output field holding the entities.
     text_field (str): The field (JSONL), column (Parquet, CSV, TSV) holding the text.
@@ -27,6 +30,7 @@ class AnnotateJob:
     """
 
     model: str
+    engine: str = "local"
     batch_size: int = 256
     entities_field: str = "entities"
     text_field: str = "text"

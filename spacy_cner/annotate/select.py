@@ -31,7 +31,7 @@ from ..corpus.formats import FORMATS, TOOL_FORMATS
 from ..corpus.json_files import write_json_records
 from ..corpus.record_fields import AnnotatedText, span_dicts
 from .uncertainty import STRATEGIES, scoring_pipe
-from . import run_job
+from . import annotate
 from .inputs import Source, find_sources, input_sources
 from .job import AnnotateJob
 from .outputs import ShardWriter
@@ -168,7 +168,7 @@ def pick(
     in a random order) until n in all; an item joins only if keep(item) (e.g. NearDuplicates.add),
     asked once per item: drawn may hold ranked's objects (told apart by identity), and one taken or
     refused there is passed over. Why: a share drawn at random hedges against what a weak model
-    cannot see yet (bench/bench_select.py --explore measures it).
+    cannot see yet (BENCHMARKS.md measures it).
 
     RETURNS (Tuple[List[Item], List[Item]]): Those from the ranking, those drawn.
     """
@@ -207,7 +207,7 @@ class Typicality:
     bigram TF-IDF vector to every pool text's (information density, Settles and Craven 2008), in
     [0, 1]. Why: the most uncertain texts are often atypical (long, rare, noisy), so a ranking by
     uncertainty alone can label the pool's fringe and miss what most texts look like; score *
-    typicality ** beta ranks by both (what it does to a learning curve: bench/bench_select.py --density).
+    typicality ** beta ranks by both (what it does to a learning curve: BENCHMARKS.md).
 
     The mean similarity to all N pool texts is the dot product of the text's unit vector with the
     pool's mean unit vector, so two passes over the pool (document frequencies, then that mean)
@@ -278,7 +278,6 @@ def select(
     seed: int = 0,
     input_format: str = "auto",
     shard_size: int = 10_000,
-    engine: str = "local",
     progress: bool = False,
 ) -> SelectSummary:
     """Rank the texts of input_path and write the top n, with the model's entities, to output.
@@ -290,7 +289,7 @@ def select(
     removed once the selection is written.
 
     job (AnnotateJob): The model (a pipeline name or path, with a crf_ner component) and the settings
-        its engine scores with, as annotate's (batch_size, text_field, n_process, gpu_id, address,
+        its engine scores with, as annotate's (engine, batch_size, text_field, n_process, gpu_id, address,
         workers, gpus_per_worker); select sets its entities_field, uncertainty (strategy) and
         uncertainty_seed (seed).
     input_path (str): As annotate reads it: a .txt (a text per line), .jsonl (a "text" field),
@@ -304,21 +303,18 @@ def select(
     diversity (Optional[float]): Leave out a text whose character 3-grams overlap an already
         selected text's by at least this much (Jaccard); None: keep near-duplicates.
     explore (float): The share of the n texts drawn at random from those not at the top of the
-        ranking (marked "explore" in the output), a hedge against what a weak model cannot see yet:
-        on Youku (3 seeds, warm-started) 0.2 reached random sampling's F1 at 2,000 labels with 1,400
-        where the ranking alone did not by 1,200 (bench/bench_select.py --explore; BENCHMARKS.md).
+        ranking (marked "explore" in the output), a hedge against what a weak model cannot see yet
+        (BENCHMARKS.md measures what it saves).
     power (Optional[float]): Draw the n texts at random, each with a probability proportional to
-        its score to this power (`power_key`; 1 is the paper's), instead of taking the n best
-        (bench/bench_select.py --power measures it). Not with explore, nor with the random strategy.
+        its score to this power (`power_key`; 1 is the paper's), instead of taking the n best.
+        Not with explore, nor with the random strategy.
     density (Optional[float]): Rank by score * typicality ** density (information density,
         `Typicality`: how alike the text is to the input's texts, from their characters and bigrams),
-        so that typical texts go first among the uncertain ones (1 is the paper's; bench/bench_select.py
-        --density measures it: with expected-count and explore 0.2, 0.3 was the best setting measured on
-        Youku, Resume and MSRA, 1 worse than none on Youku). Not with the random strategy.
+        so that typical texts go first among the uncertain ones (1 is the paper's; BENCHMARKS.md measures
+        smaller ones). Not with the random strategy.
     seed (int): The random strategy's seed (and the near-duplicate hashes', explore's and power's draw).
     input_format (str): "auto" (by suffix), "txt", "jsonl", "parquet", "csv" or "tsv".
     shard_size (int): Rows scored per shard of OUTPUT.scores/, the unit a restart skips.
-    engine (str): "local" or "ray", as annotate's.
     progress (bool): Show annotate's progress bar (rows, with a total and an ETA).
     RETURNS (SelectSummary): What was read and written; fewer than n selected only when the input
         holds fewer texts once bad rows and near-duplicates are left out.
@@ -361,11 +357,10 @@ def select(
         shutil.rmtree(work)
     start = time.perf_counter()
     try:
-        scored = run_job(
+        scored = annotate(
             job,
             input_path,
             work,
-            engine=engine,
             input_format=input_format,
             shard_size=shard_size,
             progress=progress,

@@ -10,10 +10,12 @@ from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
 from ..annotate.select import STRATEGIES
 from ._app import AnnotateEngine, AnnotateInput, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
 from .checks import check_output, positional_output
+from .engine_options import annotate_job
 
 
 @app.command("annotate")
 def annotate_command(
+    ctx: typer.Context,
     model: str = typer.Argument(..., help="Pipeline name or path."),
     input_path: str = typer.Argument(
         ...,
@@ -51,21 +53,12 @@ def annotate_command(
 
     try:
         summary = annotate(
-            model,
+            annotate_job(model, ctx.params),
             input_path,
             output,
             output_format=output_format.value,
             input_format=input_format.value,
             shard_size=shard_size,
-            batch_size=batch_size,
-            n_process=n_process,
-            entities_field=entities_field,
-            text_field=text_column,
-            gpu_id=gpu_id,
-            engine=engine.value,
-            address=address,
-            workers=workers,
-            gpus_per_worker=gpus_per_worker,
             progress=not quiet,
         )
     except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
@@ -82,6 +75,7 @@ def annotate_command(
 
 @app.command("select")
 def select_command(
+    ctx: typer.Context,
     model: str = typer.Argument(..., help="Pipeline name or path, with a crf_ner component."),
     input_path: str = typer.Argument(
         ...,
@@ -162,23 +156,12 @@ def select_command(
     model's entities pre-filled for Label Studio, doccano, Prodigy or JSONL. The texts are scored
     as `annotate` annotates them (shards in OUTPUT.scores/): a killed run, started again with the
     same settings, goes on where it stopped."""
-    from ..annotate.job import AnnotateJob
     from ..annotate.select import select
 
     output = positional_output(output, output_option, "select MODEL INPUT OUT -n N")
-    job = AnnotateJob(
-        model,
-        batch_size=batch_size,
-        text_field=text_column,
-        n_process=n_process,
-        gpu_id=gpu_id,
-        address=address,
-        workers=workers,
-        gpus_per_worker=gpus_per_worker,
-    )
     try:
         summary = select(
-            job,
+            annotate_job(model, ctx.params),
             input_path,
             n,
             output,
@@ -191,7 +174,6 @@ def select_command(
             seed=seed,
             input_format=input_format.value,
             shard_size=shard_size,
-            engine=engine.value,
             progress=not quiet,
         )
     except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written

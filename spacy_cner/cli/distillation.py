@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from ._app import AnnotateEngine, app, msg
+from .engine_options import annotate_job
 
 
 @app.command(
@@ -104,7 +105,7 @@ def distill_command(
     try:
         overrides = parse_config_overrides(ctx.args)
         summary = distill(
-            teacher,
+            annotate_job(teacher, ctx.params),
             student_config,
             output,
             train=train,
@@ -116,13 +117,6 @@ def distill_command(
             augment=augment,
             max_steps=max_steps,
             shard_size=shard_size,
-            batch_size=batch_size,
-            engine=engine.value,
-            n_process=n_process,
-            gpu_id=gpu_id,
-            address=address,
-            workers=workers,
-            gpus_per_worker=gpus_per_worker,
             overrides=overrides,
             progress=not quiet,
         )

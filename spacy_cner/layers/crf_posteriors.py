@@ -1,7 +1,7 @@
 """What the CRF knows beyond its best path: token marginals and the exact probability of each
 entity span, by forward-backward over the same constrained scores that Viterbi decodes."""
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -9,17 +9,23 @@ from thinc.api import Model
 from thinc.types import Floats1d, Floats2d
 from torch.nn.utils import parametrize
 
-from ..backends.batching import padded_buckets
-from ..tags import TagSet
+from ..backends.batching import batches_by_budget, padded_buckets
+from ..tags import TagSet, allowed_transitions
 from ._torch import pad_batch, torch_module
 from .crf import FORBIDDEN, AllowedTags, CRFInput
-from ..backends.forward_backward import ScaledLattice, log_forward_backward, scaled_lattice
+from ..backends.forward_backward import (
+    ScaledLattice,
+    forward_backward,
+    log_forward_backward,
+    pair_expectations,
+    scaled_lattice,
+)
 
-# Padded positions (batch x longest) per forward-backward call of distillation's soft targets
-# (training/distill.py). Chosen on the small sets' test docs in batches of 256.
+# Padded positions (docs x longest) per forward-backward call of chain_posteriors (distillation's soft
+# targets, on the CRF's device): a bound on one call's memory there.
 LATTICE_BATCH_TOKENS = 8192
-# The docs of one forward-backward call here: as many as fit a group of similar lengths (padded_buckets), at
-# most this many (the memory of a call's (docs, steps, tags) float64 arrays).
+# The docs of one forward-backward call of the span probabilities: as many as fit a group of similar
+# lengths (padded_buckets), at most this many (the memory of a call's (docs, steps, tags) float64 arrays).
 LATTICE_MAX_DOCS = 256
 # What one more call costs beside its padded steps, in steps of one doc: a step of the scaled passes
 # costs its numpy calls' overhead more than its arithmetic (tens of docs' worth, with tens of tags).
@@ -121,6 +127,119 @@ def token_marginals(
         for b, i in enumerate(group):
             out[i] = marginals[b, : lengths[i]]
     return out
+
+
+class ChainPosteriors(NamedTuple):
+    """What the CRF's distribution over one sequence's tag sequences holds beyond its best path (float64):
+    all a teacher-student KL over whole sequences needs (training.distill.loss).
+
+    marginals: (length, n_tags), q(y_t = j).
+    counts: (n_tags, n_tags), the expected transition counts sum_t q(y_t-1 = i, y_t = j).
+    entropy: H(q) of the distribution over tag sequences, in nats.
+    piece_counts: (n_pieces, n_tags, n_tags), the expected transition counts inside each range asked for
+        (chain_posteriors' pieces); None when none were.
+    piece_entropy: (n_pieces,), the entropy of the chain's marginal over each range; None as piece_counts.
+    """
+
+    marginals: numpy.ndarray
+    counts: numpy.ndarray
+    entropy: float
+    piece_counts: Optional[numpy.ndarray] = None
+    piece_entropy: Optional[numpy.ndarray] = None
+
+
+def chain_posteriors(
+    model: Model[CRFInput, Floats1d],
+    emissions: List[Floats2d],
+    allowed: Optional[List[AllowedTags]] = None,
+    temperature: float = 1.0,
+    pieces: Optional[Sequence[Optional[Sequence[Tuple[int, int]]]]] = None,
+) -> List[ChainPosteriors]:
+    """Per sequence, the CRF chain's token marginals, expected transition counts and entropy, by one
+    forward-backward pass per group of similar lengths (_padded_groups, at most LATTICE_BATCH_TOKENS padded
+    positions a group), on the CRF's device, every score divided by temperature, tags outside allowed (per
+    token, when given) left out.
+
+    model (Model): A CRF layer.
+    emissions (List[Floats2d]): Emission scores (length, n_tags) per sequence, none empty.
+    allowed (Optional[List[Floats2d]]): Per-token tag masks, e.g. of pre-set entities.
+    temperature (float): Every CRF score is divided by it.
+    pieces (Optional[Sequence[Optional[Sequence[Tuple[int, int]]]]]): Per sequence, None or [start, end)
+        ranges that tile it: the chain's marginal over each too (piece_counts, piece_entropy).
+    RETURNS (List[ChainPosteriors]): Per sequence.
+    """
+    module = torch_module(model)
+    device = module.device
+    lengths = [len(scores) for scores in emissions]
+    out: List[Optional[ChainPosteriors]] = [None] * len(lengths)
+    with torch.no_grad():
+        transitions, start, end = _crf_scores(model, temperature, device)
+        start_ok, transitions_ok, end_ok = (
+            torch.from_numpy(a).to(device) for a in allowed_transitions(module.tag_names)
+        )
+        kept = [torch.where(ok, s, 0.0) for ok, s in ((transitions_ok, transitions), (start_ok, start), (end_ok, end))]
+        groups = batches_by_budget(lengths, LATTICE_BATCH_TOKENS, by_length=True, padded=True, skip_empty=True)
+        for group, emit, mask in _padded_groups(model, emissions, groups, allowed, temperature, device):
+            alpha, beta, log_z = forward_backward(emit, mask, transitions, start, end)
+            marginals = torch.exp(alpha + beta - log_z[:, None, None]) * mask.unsqueeze(-1)
+            for b, i in enumerate(group):
+                n = lengths[i]
+                q = marginals[b, :n]
+                counts = pair_expectations(
+                    alpha[b, : n - 1],
+                    emit[b, 1:n] + beta[b, 1:n] - log_z[b],
+                    transitions,
+                    torch.ones(n - 1, dtype=torch.float64, device=device),
+                )
+                # H(q) = log Z - E_q[s(y)] / T; q is 0 where emit is FORBIDDEN (0, not 0 * FORBIDDEN).
+                score = (
+                    torch.where(q > 0, q * emit[b, :n], 0.0).sum()
+                    + (counts * kept[0]).sum()
+                    + q[0] @ kept[1]
+                    + q[-1] @ kept[2]
+                )
+                piece_counts = piece_entropy = None
+                if pieces is not None and pieces[i] is not None:
+                    piece_counts, piece_entropy = _chain_pieces(
+                        alpha[b, :n], beta[b, :n], emit[b, :n], log_z[b], transitions, q, pieces[i]
+                    )
+                posteriors = ChainPosteriors(
+                    q.cpu().numpy(), counts.cpu().numpy(), float(log_z[b] - score), piece_counts, piece_entropy
+                )
+                out[i] = posteriors
+    if any(posteriors is None for posteriors in out):
+        raise ValueError("chain_posteriors got an empty sequence: leave empty docs out.")
+    return out
+
+
+def _chain_pieces(alpha, beta, emit, log_z, transitions, marginals, ranges) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """One chain's marginal over each of ranges, as (counts, entropies): the pair marginals q(y_t-1, y_t)
+    inside the range give its expected transition counts and, the marginal of a chain being a chain, its
+    entropy H = sum_t H(y_t-1, y_t) - sum_(inner t) H(y_t) (one token: H(y_t)). Memory: one range's pairs."""
+
+    def entropy(p: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+        return -torch.where(p > 0, p * log_p, 0.0).sum()
+
+    n_tags = transitions.shape[0]
+    counts = numpy.zeros((len(ranges), n_tags, n_tags))
+    entropies = numpy.zeros(len(ranges))
+    for k, (start, end) in enumerate(ranges):
+        q = marginals[start:end]
+        if end - start == 1:
+            entropies[k] = float(entropy(q, torch.log(q)))
+            continue
+        # shape: (end - start - 1, n_tags, n_tags), log q(y_t-1 = i, y_t = j) for t in start + 1 .. end - 1
+        log_pairs = (
+            alpha[start : end - 1, :, None]
+            + transitions
+            + (emit[start + 1 : end] + beta[start + 1 : end])[:, None, :]
+            - log_z
+        )
+        pairs = torch.exp(log_pairs)
+        counts[k] = pairs.sum(dim=0).cpu().numpy()
+        inner = q[1:-1]
+        entropies[k] = float(entropy(pairs, log_pairs) - entropy(inner, torch.log(inner)))
+    return counts, entropies
 
 
 class _Lattice:
@@ -290,36 +409,60 @@ def _lattices(
     scheme: str,
     temperature: float = 1.0,
 ):
-    """(doc indices, _Lattice) for each group of docs of non-zero length and similar length,
+    """(doc indices, _Lattice) for each group of docs of non-zero length and similar length (_padded_groups),
     every score divided by the temperature; the CRF's tag names are read in the given scheme.
 
     On the CPU: the step loops of forward-backward run there anyway (forward_backward.scaled_lattice) and
     what reads the lattice is numpy, so a group's emissions are copied from a device once. The groups are
     the cut of the docs sorted by length that computes the fewest padded steps (backends.batching.
     padded_buckets, a group's fixed cost LATTICE_GROUP_COST steps)."""
-    if not temperature > 0:
-        raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
     crf = torch_module(model)
     tag_set = TagSet.from_names(crf.tag_names, scheme)
     cpu = torch.device("cpu")
-    with torch.no_grad(), parametrize.cached():
-        scores = tuple(
-            t.double().cpu() / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
-        )
+    with torch.no_grad():
+        scores = _crf_scores(model, temperature, cpu)
         transitions = scores[0].numpy()
         kept = [i for i, length in enumerate(lengths) if length]
-        groups = padded_buckets([lengths[i] for i in kept], LATTICE_MAX_DOCS, LATTICE_GROUP_COST)
-        for group in ([kept[j] for j in bucket] for bucket in groups):
-            emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=cpu)
-            emit = emit.double() / temperature
-            if allowed is not None:
-                allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=cpu)
-                emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
+        buckets = padded_buckets([lengths[i] for i in kept], LATTICE_MAX_DOCS, LATTICE_GROUP_COST)
+        groups = [[kept[j] for j in bucket] for bucket in buckets]
+        for group, emit, mask in _padded_groups(model, emissions, groups, allowed, temperature, cpu):
             scaled = scaled_lattice(emit, mask, *scores)
             if scaled is None:  # the scaled sums underflow: log space, then scaled from it
                 scaled = _scaled_from_logs(*log_forward_backward(emit, mask, *scores))
             scaled = ScaledLattice(*(t.numpy() for t in scaled))
             yield group, _Lattice(emit.numpy(), transitions, scaled, [lengths[i] for i in group], tag_set)
+
+
+def _crf_scores(model: Model, temperature: float, device: torch.device) -> Tuple[torch.Tensor, ...]:
+    """The CRF's transition, start and end scores (float64, on device), divided by the temperature."""
+    if not temperature > 0:
+        raise ValueError(f"The CRF's temperature must be positive, got {temperature}.")
+    crf = torch_module(model)
+    with torch.no_grad(), parametrize.cached():
+        return tuple(
+            t.double().to(device) / temperature for t in (crf.transitions, crf.start_transitions, crf.end_transitions)
+        )
+
+
+def _padded_groups(
+    model: Model,
+    emissions: List[Floats2d],
+    groups: Sequence[List[int]],
+    allowed: Optional[List[AllowedTags]],
+    temperature: float,
+    device: torch.device,
+) -> Iterator[Tuple[List[int], torch.Tensor, torch.Tensor]]:
+    """(doc indices, emissions, mask) for each group of docs (none empty), the group's emissions padded on
+    device (float64), divided by the temperature, FORBIDDEN outside allowed: the batching loop of the span
+    probabilities (_lattices) and of chain_posteriors, each grouping the docs its own way."""
+    for group in groups:
+        with torch.no_grad():
+            emit, mask = pad_batch(model, [emissions[i] for i in group], requires_grad=False, device=device)
+            emit = emit.double() / temperature
+            if allowed is not None:
+                allowed_mask, _ = pad_batch(model, [allowed[i] for i in group], requires_grad=False, device=device)
+                emit = emit.masked_fill(allowed_mask == 0, FORBIDDEN)
+        yield group, emit, mask
 
 
 def _scaled_from_logs(alpha: torch.Tensor, beta: torch.Tensor, log_z: torch.Tensor) -> ScaledLattice:

@@ -19,7 +19,7 @@ from wasabi import msg
 from ..annotate.uncertainty import SPAN_STRATEGIES, STRATEGIES, strategy_score
 from ..training.adversarial import EmbeddingAttack
 from ..training.augment import MentionPool, join_pairs
-from ..training.distill import soft_targets, teacher_student_loss
+from ..training.distill.loss import SoftTargets, soft_targets, teacher_student_loss
 from ..robustness.entity_attention import example_entity_ids
 from ..backends.rowwise_ops import training_products
 from ..layers.char_bigram_embed import size_key_tables
@@ -669,7 +669,9 @@ class CRFEntityRecognizer(TrainablePipe):
         Tokens whose gold tag is missing are marginalised over. The CRF's own
         transition gradients are accumulated too, for the next finish_update. An example whose
         predicted doc carries a teacher's soft targets (distillation, spacy_cner.training.distill)
-        adds the KL of the pipe's CRF from the teacher's, its gold term weighted by targets.gold_weight.
+        adds get_teacher_student_loss (the KL of the pipe's CRF from the teacher's), its gold term
+        weighted by targets.gold_weight: spaCy v3's training loop calls update and so get_loss, and a
+        distillation corpus gives the teacher's side as data.
 
         examples (Iterable[Example]): The gold examples, none empty.
         scores (List[Floats2d]): The emission scores from the model.
@@ -691,15 +693,14 @@ class CRFEntityRecognizer(TrainablePipe):
         the gold negative log-likelihood at each one's gold_weight (1 for those without)."""
         xp = self.model.ops.xp
         taught = [i for i, t in enumerate(targets) if t is not None]
-        losses, d_taught = teacher_student_loss(
-            self.model.get_ref("crf"), [scores[i] for i in taught], [targets[i] for i in taught], scale=scale
+        loss, d_taught = self.get_teacher_student_loss(
+            [targets[i] for i in taught], [scores[i] for i in taught], scale=scale
         )
         d_scores = [xp.zeros_like(doc_scores) for doc_scores in scores]
         for i, d in zip(taught, d_taught):
             d_scores[i] = d
         weights = [1.0 if t is None else t.gold_weight for t in targets]
         gold = [i for i, weight in enumerate(weights) if weight > 0]
-        loss = float(losses.sum())
         if gold:
             gold_loss, d_gold = self._gold_loss(
                 [examples[i] for i in gold],
@@ -711,6 +712,27 @@ class CRFEntityRecognizer(TrainablePipe):
             for i, d in zip(gold, d_gold):
                 d_scores[i] = d_scores[i] + d
         return loss, d_scores
+
+    def get_teacher_student_loss(
+        self, teacher_scores: List[SoftTargets], student_scores: List[Floats2d], *, scale: float = 1.0
+    ) -> Tuple[float, List[Floats2d]]:
+        """The loss of the student's scores relative to the teacher's and its gradient, as spaCy v4's
+        TrainablePipe.get_teacher_student_loss(teacher_scores, student_scores): here T^2 KL(teacher ||
+        student) over whole tag sequences at the teacher's temperature (training.distill.loss).
+
+        Where it differs from v4's: the teacher's side is its soft targets (the tag marginals, expected
+        transition counts and entropy of its CRF, computed once by the teacher pass and read from the
+        distillation corpus), not scores from running the teacher's model in the same step (v4's
+        `distill`); the CRF's start, transition and end gradients are accumulated too, for the next
+        finish_update; and scale stands for an adversarial pass over a share of the batch, as get_loss's.
+
+        teacher_scores (List[SoftTargets]): Per doc, the teacher's soft targets in this pipe's tag order.
+        student_scores (List[Floats2d]): Per doc, this pipe's emission scores, none empty.
+        scale (float): The loss, d_scores and the transition gradients times this.
+        RETURNS (Tuple[float, List[Floats2d]]): The loss and d_scores.
+        """
+        losses, d_scores = teacher_student_loss(self.model.get_ref("crf"), student_scores, teacher_scores, scale=scale)
+        return float(losses.sum()), d_scores
 
     def _gold_loss(
         self, examples: List[Example], scores: List[Floats2d], scale: float, weights: Optional[Floats1d] = None

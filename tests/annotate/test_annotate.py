@@ -18,7 +18,14 @@ import srsly
 from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
-from spacy_cner.annotate import annotate, find_sources, iter_lines, msgpack_hooks_looked_up_once, read_rows
+from spacy_cner.annotate import (
+    AnnotateJob,
+    annotate,
+    find_sources,
+    iter_lines,
+    msgpack_hooks_looked_up_once,
+    read_rows,
+)
 from spacy_cner.cli import app
 
 from conftest import trained_pipeline
@@ -58,7 +65,7 @@ def test_annotate_text_file_keeps_every_line_and_scores(model, tmp_path):
     texts = TEXTS + ["北京\r北京", "北京\u2028北京"]
     source = tmp_path / "docs.txt"
     source.write_bytes("\r\n".join(texts).encode("utf8") + b"\n")
-    summary = annotate(str(model), str(source), tmp_path / "out", shard_size=3)
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out", shard_size=3)
     rows = read_jsonl(tmp_path / "out")
     assert [row["text"] for row in rows] == texts
     assert [entity_tuples(row) for row in rows] == expected_entities(model, texts)
@@ -78,9 +85,9 @@ def test_annotate_n_process_2_matches_one_process(model, tmp_path):
     """Workers send docs back through srsly's msgpack: same rows, same entities and scores."""
     texts = TEXTS * 3
     (tmp_path / "docs.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
-    annotate(str(model), str(tmp_path / "docs.txt"), tmp_path / "one", shard_size=4)
+    annotate(AnnotateJob(str(model)), str(tmp_path / "docs.txt"), tmp_path / "one", shard_size=4)
     summary = annotate(
-        str(model), str(tmp_path / "docs.txt"), tmp_path / "two", shard_size=4, n_process=2, batch_size=2
+        AnnotateJob(str(model), n_process=2, batch_size=2), str(tmp_path / "docs.txt"), tmp_path / "two", shard_size=4
     )
     two, one = read_jsonl(tmp_path / "two"), read_jsonl(tmp_path / "one")
 
@@ -122,7 +129,7 @@ def test_annotate_jsonl_carries_fields_and_reports_bad_rows(model, tmp_path):
     ]
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf8")
-    summary = annotate(str(model), str(source), tmp_path / "out")
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out")
     rows = read_jsonl(tmp_path / "out")
     assert len(rows) == len(lines)
     assert rows[0]["id"] == 1 and rows[0]["meta"] == {"source": "a"} and "error" not in rows[0]
@@ -148,7 +155,7 @@ def test_lone_surrogates_are_bad_rows_not_a_stopped_job(model, tmp_path):
     ]
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf8")
-    summary = annotate(str(model), str(source), tmp_path / "out")
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out")
     rows = read_jsonl(tmp_path / "out")
     assert [row.get("id") for row in rows] == [1, None, None, 4] and (summary.docs, summary.errors) == (2, 2)
     assert rows[1]["raw"] == lines[1] and rows[2]["raw"] == lines[2]
@@ -175,7 +182,7 @@ def test_rows_an_output_format_cannot_hold_are_bad_rows(model, tmp_path, output_
     ]
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf8")
-    summary = annotate(str(model), str(source), tmp_path / "out", output_format=output_format)
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out", output_format=output_format)
     if output_format == "parquet":
         import pyarrow.parquet
 
@@ -228,7 +235,7 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
     )
     source = tmp_path / "in.parquet"
     pyarrow.parquet.write_table(table, source)
-    summary = annotate(str(model), str(source), tmp_path / "out")
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out")
     rows = read_jsonl(tmp_path / "out")
     assert (summary.docs, summary.errors) == (2, 0)
     assert [{k: v for k, v in row.items() if k != "entities"} for row in rows] == [
@@ -252,11 +259,11 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
         },
     ]
     assert [entity_tuples(row) for row in rows] == expected_entities(model, ["我在北京", "北京很大"])
-    annotate(str(model), str(source), tmp_path / "docbin", output_format="spacy")
+    annotate(AnnotateJob(str(model)), str(source), tmp_path / "docbin", output_format="spacy")
     docs = list(DocBin().from_disk(tmp_path / "docbin" / "in.00000.spacy").get_docs(spacy.blank("zh").vocab))
     assert [doc.user_data["fields"]["price"] for doc in docs] == ["1.10", "12345678901234567890.01"]
     assert "error" not in docs[0].user_data
-    annotate(str(model), str(source), tmp_path / "parquet", output_format="parquet")
+    annotate(AnnotateJob(str(model)), str(source), tmp_path / "parquet", output_format="parquet")
     kept = pyarrow.parquet.read_table(tmp_path / "parquet" / "in.00000.parquet")
     assert kept.column("when").to_pylist() == [when, None] and kept.schema.field("blob").type == pyarrow.binary()
     select(str(model), str(source), 2, tmp_path / "next.jsonl")
@@ -273,7 +280,7 @@ def test_nan_and_infinities_are_written_as_null_never_nan(model, tmp_path):
 
     source = tmp_path / "in.jsonl"
     source.write_text('{"text": "我在北京", "x": NaN, "y": [Infinity, 1.5], "z": {"w": -Infinity}}\n', encoding="utf8")
-    summary = annotate(str(model), str(source), tmp_path / "out")
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out")
     (line,) = (tmp_path / "out" / "in.00000.jsonl").read_text(encoding="utf8").splitlines()
     row = json.loads(line, parse_constant=strict)
     assert (row["x"], row["y"], row["z"]) == (None, [None, 1.5], {"w": None}) and summary.errors == 0
@@ -294,7 +301,7 @@ def test_a_row_nested_too_deeply_for_parquet_is_a_bad_row_not_an_unreadable_shar
     ]
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf8")
-    summary = annotate(str(model), str(source), tmp_path / "out", output_format="parquet")
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out", output_format="parquet")
     rows = pyarrow.parquet.read_table(tmp_path / "out" / "in.00000.parquet").to_pylist()
     assert [row["text"] for row in rows] == ["我在北京", None, "上海"] and rows[2]["x"] == [[1]]
     assert rows[1]["error"].startswith(f"{source}, line 2: nested too deeply for a Parquet reader")
@@ -308,7 +315,7 @@ def test_annotate_parquet_in_and_out(model, tmp_path):
 
     table = pyarrow.table({"doc_id": ["a", "b", "c"], "text": ["我在北京", None, "北京很大"]})
     pyarrow.parquet.write_table(table, tmp_path / "in.parquet")
-    annotate(str(model), str(tmp_path / "in.parquet"), tmp_path / "out", output_format="parquet")
+    annotate(AnnotateJob(str(model)), str(tmp_path / "in.parquet"), tmp_path / "out", output_format="parquet")
     rows = pyarrow.parquet.read_table(tmp_path / "out" / "in.00000.parquet").to_pylist()
     assert [row["doc_id"] for row in rows] == ["a", "b", "c"]
     assert "row 2" in rows[1]["error"] and rows[0]["error"] is None
@@ -320,7 +327,7 @@ def test_annotate_docbin_output(model, tmp_path):
         json.dumps({"id": 7, "text": "我在北京"}, ensure_ascii=False) + "\n" + json.dumps({"id": 8}) + "\n",
         encoding="utf8",
     )
-    annotate(str(model), str(tmp_path / "in.jsonl"), tmp_path / "out", output_format="spacy")
+    annotate(AnnotateJob(str(model)), str(tmp_path / "in.jsonl"), tmp_path / "out", output_format="spacy")
     nlp = spacy.load(model)
     docs = list(DocBin().from_disk(tmp_path / "out" / "in.00000.spacy").get_docs(nlp.vocab))
     assert [doc.text for doc in docs] == ["我在北京", ""]
@@ -337,7 +344,7 @@ def test_annotate_resumes_without_losing_or_duplicating(model, tmp_path):
     (tmp_path / "in" / "a.txt").write_text("\n".join(texts[:7]) + "\n", encoding="utf8")
     (tmp_path / "in" / "b.txt").write_text("\n".join(texts[7:]) + "\n", encoding="utf8")
     out = tmp_path / "out"
-    annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    annotate(AnnotateJob(str(model)), str(tmp_path / "in"), out, shard_size=3)
     complete = read_jsonl(out)
     # A killed run: a.txt's last shard and b.txt's marker lost, a temporary file left behind.
     (out / "a.00002.jsonl").unlink()
@@ -345,18 +352,18 @@ def test_annotate_resumes_without_losing_or_duplicating(model, tmp_path):
     (out / ".annotate" / "done" / "b.json").unlink()
     (out / ".a.00002.jsonl.123.tmp").write_text("{half", encoding="utf8")
     before = {p: p.stat().st_mtime_ns for p in out.glob("*.jsonl")}
-    summary = annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    summary = annotate(AnnotateJob(str(model)), str(tmp_path / "in"), out, shard_size=3)
     assert read_jsonl(out) == complete
     assert [row["text"] for row in complete] == texts
     assert summary.shards_written == 1 and summary.shards_skipped == 3 and summary.docs == 1
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in before.items())
-    again = annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    again = annotate(AnnotateJob(str(model)), str(tmp_path / "in"), out, shard_size=3)
     assert (again.shards_written, again.shards_skipped, again.docs) == (0, 4, 0)
     with pytest.raises(ValueError, match="shard_size"):
-        annotate(str(model), str(tmp_path / "in"), out, shard_size=4)
+        annotate(AnnotateJob(str(model)), str(tmp_path / "in"), out, shard_size=4)
     # A new input file later: only its shards are written.
     (tmp_path / "in" / "c.txt").write_text("我在北京\n", encoding="utf8")
-    more = annotate(str(model), str(tmp_path / "in"), out, shard_size=3)
+    more = annotate(AnnotateJob(str(model)), str(tmp_path / "in"), out, shard_size=3)
     assert (more.shards_written, more.shards_skipped, more.docs) == (1, 4, 1)
     assert [row["text"] for row in read_jsonl(out)] == texts + ["我在北京"]
 
@@ -369,16 +376,18 @@ def test_resume_with_another_model_at_the_same_path_is_refused(model, tmp_path):
     copy = tmp_path / "model"
     shutil.copytree(model, copy)
     (tmp_path / "in.txt").write_text("我在北京\n北京很大\n", encoding="utf8")
-    annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1)
+    annotate(AnnotateJob(str(copy)), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1)
     (tmp_path / "out" / "in.00001.jsonl").unlink()  # a killed run: its last shard lost
     (tmp_path / "out" / ".annotate" / "done" / "in.json").unlink()
     original = (copy / "meta.json").read_bytes()
     meta = json.loads(original)
     (copy / "meta.json").write_text(json.dumps({**meta, "version": "9.9.9"}), encoding="utf8")
     with pytest.raises(ValueError, match="model_fingerprint: '[0-9a-f]{16}' then, '[0-9a-f]{16}' now"):
-        annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1)
+        annotate(AnnotateJob(str(copy)), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1)
     (copy / "meta.json").write_bytes(original)  # the same files again: resumes
-    assert annotate(str(copy), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1).shards_written == 1
+    assert (
+        annotate(AnnotateJob(str(copy)), str(tmp_path / "in.txt"), tmp_path / "out", shard_size=1).shards_written == 1
+    )
 
 
 def test_resume_edge_cases(model, tmp_path):
@@ -389,22 +398,22 @@ def test_resume_edge_cases(model, tmp_path):
     data.mkdir()
     (data / "a.txt").write_text("1我在北京\n2北京很大\n3上海\n", encoding="utf8")
     out = data / "out"
-    annotate(str(model), str(data), out, shard_size=2)
-    again = annotate(str(model), str(data), out, shard_size=2)  # out/*.jsonl are not read as input
+    annotate(AnnotateJob(str(model)), str(data), out, shard_size=2)
+    again = annotate(AnnotateJob(str(model)), str(data), out, shard_size=2)  # out/*.jsonl are not read as input
     assert (again.shards_written, again.shards_skipped) == (0, 2)
     with (data / "a.txt").open("a", encoding="utf8") as file:
         file.write("4我在上海\n5北京\n")
-    more = annotate(str(model), str(data), out, shard_size=2)
+    more = annotate(AnnotateJob(str(model)), str(data), out, shard_size=2)
     assert (more.docs, more.shards_written) == (3, 2)  # rows 3-5: the partial shard again, and a new one
     assert [row["text"] for row in read_jsonl(out)] == ["1我在北京", "2北京很大", "3上海", "4我在上海", "5北京"]
     (data / "a.txt").write_text("1我在北京\n2北京很小\n3上海\n4我在上海\n5北京\n", encoding="utf8")
     with pytest.raises(ValueError, match=r"a\.txt changed since its shards .* were written"):
-        annotate(str(model), str(data), out, shard_size=2)
+        annotate(AnnotateJob(str(model)), str(data), out, shard_size=2)
     with pytest.raises(ValueError, match="input_format: 'auto' then, 'txt' now"):
-        annotate(str(model), str(data), out, shard_size=2, input_format="txt")
+        annotate(AnnotateJob(str(model)), str(data), out, shard_size=2, input_format="txt")
     (out / ".annotate" / "settings.json").write_text('{"model": "x", "shard_', encoding="utf8")
     with pytest.raises(ValueError, match=r"settings\.json is damaged .*delete it"):
-        annotate(str(model), str(data), out, shard_size=2)
+        annotate(AnnotateJob(str(model)), str(data), out, shard_size=2)
 
 
 def test_resume_after_an_input_changed_is_exact_or_refused(model, tmp_path):
@@ -417,7 +426,7 @@ def test_resume_after_an_input_changed_is_exact_or_refused(model, tmp_path):
     out = tmp_path / "out"
 
     def killed_run():
-        annotate(str(model), str(source), out, shard_size=5)
+        annotate(AnnotateJob(str(model)), str(source), out, shard_size=5)
         for shard in ("a.00003.jsonl", "a.00004.jsonl"):
             (out / shard).unlink()
         (out / ".annotate" / "done" / "a.json").unlink()
@@ -427,12 +436,12 @@ def test_resume_after_an_input_changed_is_exact_or_refused(model, tmp_path):
     with pytest.raises(
         ValueError, match=r"a\.txt changed since its shards in .*out were written .* To start over, delete"
     ):
-        annotate(str(model), str(source), out, shard_size=5)
+        annotate(AnnotateJob(str(model)), str(source), out, shard_size=5)
     assert len(read_jsonl(out)) == 15  # nothing written from the new content
     source.write_text("\n".join(texts) + "\n", encoding="utf8")  # the old content again: resumes
     with source.open("a", encoding="utf8") as file:
         file.write("25上海\n")
-    resumed = annotate(str(model), str(source), out, shard_size=5)
+    resumed = annotate(AnnotateJob(str(model)), str(source), out, shard_size=5)
     assert (resumed.shards_skipped, resumed.docs) == (3, 11)
     assert [row["text"] for row in read_jsonl(out)] == texts + ["25上海"]
     # The same size, another byte: the hash tells, not the size (nor the mtime, set back).
@@ -442,7 +451,7 @@ def test_resume_after_an_input_changed_is_exact_or_refused(model, tmp_path):
     source.write_bytes(source.read_bytes().replace("0我在北京".encode("utf8"), "0我在上海".encode("utf8")))
     os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with pytest.raises(ValueError, match=r"a\.txt changed since its shards"):
-        annotate(str(model), str(source), out, shard_size=5)
+        annotate(AnnotateJob(str(model)), str(source), out, shard_size=5)
 
 
 def test_lines_appended_to_a_last_line_without_its_break_annotate_it_again(model, tmp_path):
@@ -450,10 +459,10 @@ def test_lines_appended_to_a_last_line_without_its_break_annotate_it_again(model
     (full) shard holding it is written again, as one run over the new content would write it."""
     source = tmp_path / "a.txt"
     source.write_text("1我在北京\n2北京", encoding="utf8")
-    annotate(str(model), str(source), tmp_path / "out", shard_size=2)
+    annotate(AnnotateJob(str(model)), str(source), tmp_path / "out", shard_size=2)
     with source.open("a", encoding="utf8") as file:
         file.write("很大\n3上海\n")
-    annotate(str(model), str(source), tmp_path / "out", shard_size=2)
+    annotate(AnnotateJob(str(model)), str(source), tmp_path / "out", shard_size=2)
     assert [row["text"] for row in read_jsonl(tmp_path / "out")] == ["1我在北京", "2北京很大", "3上海"]
 
 
@@ -473,7 +482,7 @@ def test_annotate_inputs_and_errors(model, tmp_path):
     with pytest.raises(ValueError, match="would write the same output shards"):
         find_sources(str(tmp_path / "in"))
     (tmp_path / "in" / "x.jsonl").unlink()
-    annotate(str(model), str(tmp_path / "in"), tmp_path / "out")
+    annotate(AnnotateJob(str(model)), str(tmp_path / "in"), tmp_path / "out")
     assert len(read_jsonl(tmp_path / "out" / "sub")) == 1 and (tmp_path / "out" / "x.00000.jsonl").exists()
     assert list(iter_lines(__import__("io").BytesIO(b"\xef\xbb\xbfa\r\nb\rc\n\nd"))) == [b"a", b"b\rc", b"", b"d"]
 
@@ -494,7 +503,9 @@ def test_annotate_command(model, tmp_path):
     )
     assert unused.exit_code == 1 and "--workers is not used by the local engine: add --engine ray" in unused.output
     with pytest.raises(ValueError, match="--n-process, --gpu-id are not used by the ray engine"):
-        annotate(str(model), str(tmp_path / "in.txt"), tmp_path / "out4", engine="ray", n_process=2, gpu_id=0)
+        annotate(
+            AnnotateJob(str(model), engine="ray", n_process=2, gpu_id=0), str(tmp_path / "in.txt"), tmp_path / "out4"
+        )
 
 
 def test_annotate_never_writes_into_an_input_file_or_a_folder_it_did_not_make(model, tmp_path):
@@ -520,8 +531,8 @@ def test_annotate_never_writes_into_an_input_file_or_a_folder_it_did_not_make(mo
     assert sorted(p.name for p in data.iterdir()) == ["a.txt", "b.txt"]
     assert [p.name for p in others.iterdir()] == ["a.00000.jsonl"]
     (tmp_path / "empty").mkdir()
-    assert annotate(str(model), str(data), tmp_path / "empty").docs == 2
-    assert annotate(str(model), str(data), tmp_path / "empty").shards_skipped == 2
+    assert annotate(AnnotateJob(str(model)), str(data), tmp_path / "empty").docs == 2
+    assert annotate(AnnotateJob(str(model)), str(data), tmp_path / "empty").shards_skipped == 2
 
 
 def test_annotate_and_select_refuse_batch_size_0_and_unwritable_outputs(model, tmp_path):
@@ -621,9 +632,12 @@ def test_ray_matches_local_run(model, tmp_path, local_ray):
     (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines[:25]) + "\n", encoding="utf8")
     (tmp_path / "in" / "b.jsonl").write_text("\n".join(lines[25:]) + "\n", encoding="utf8")
     (tmp_path / "in" / "empty.jsonl").write_text("", encoding="utf8")
-    local = annotate(str(model), str(tmp_path / "in"), tmp_path / "local", shard_size=10)
+    local = annotate(AnnotateJob(str(model)), str(tmp_path / "in"), tmp_path / "local", shard_size=10)
     remote = annotate(
-        str(model), str(tmp_path / "in"), tmp_path / "ray", shard_size=10, engine="ray", workers=2, batch_size=4
+        AnnotateJob(str(model), engine="ray", workers=2, batch_size=4),
+        str(tmp_path / "in"),
+        tmp_path / "ray",
+        shard_size=10,
     )
     ray_rows, local_rows = read_jsonl(tmp_path / "ray"), read_jsonl(tmp_path / "local")
 
@@ -674,15 +688,15 @@ def test_ray_text_and_parquet(model, tmp_path, local_ray):
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "in.txt").write_bytes("\r\n".join(TEXTS + ["北京\u2028北京"]).encode("utf8"))
-    annotate(str(model), str(tmp_path / "t"), tmp_path / "local", shard_size=3)
-    annotate(str(model), str(tmp_path / "t"), tmp_path / "ray", shard_size=3, engine="ray")
+    annotate(AnnotateJob(str(model)), str(tmp_path / "t"), tmp_path / "local", shard_size=3)
+    annotate(AnnotateJob(str(model), engine="ray"), str(tmp_path / "t"), tmp_path / "ray", shard_size=3)
     assert read_jsonl(tmp_path / "ray") == read_jsonl(tmp_path / "local") and len(read_jsonl(tmp_path / "ray")) == 6
     (tmp_path / "p").mkdir()
     pyarrow.parquet.write_table(
         pyarrow.table({"n": [1, 2, 3], "text": ["我在北京", "北京很大", None]}), tmp_path / "p" / "in.parquet"
     )
-    annotate(str(model), str(tmp_path / "p"), tmp_path / "pl", output_format="parquet")
-    annotate(str(model), str(tmp_path / "p"), tmp_path / "pr", output_format="parquet", engine="ray")
+    annotate(AnnotateJob(str(model)), str(tmp_path / "p"), tmp_path / "pl", output_format="parquet")
+    annotate(AnnotateJob(str(model), engine="ray"), str(tmp_path / "p"), tmp_path / "pr", output_format="parquet")
     local_rows = pyarrow.parquet.read_table(tmp_path / "pl" / "in.00000.parquet").to_pylist()
     assert pyarrow.parquet.read_table(tmp_path / "pr" / "in.00000.parquet").to_pylist() == local_rows
     assert (
@@ -730,7 +744,10 @@ def test_ray_survives_a_killed_actor(model, tmp_path, local_ray):
     killer.start()
     try:
         summary = annotate(
-            str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=250, engine="ray", workers=2, batch_size=8
+            AnnotateJob(str(model), engine="ray", workers=2, batch_size=8),
+            str(tmp_path / "in"),
+            tmp_path / "out",
+            shard_size=250,
         )
     finally:
         finished = time.time()
@@ -760,7 +777,7 @@ def test_annotate_speed_leaves_out_loading_the_pipeline(model, tmp_path, monkeyp
     monkeypatch.setattr(spacy, "load", slow_load)
     source = tmp_path / "docs.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
-    summary = annotate(str(model), str(source), tmp_path / "out")
+    summary = annotate(AnnotateJob(str(model)), str(source), tmp_path / "out")
     assert summary.load_seconds >= 0.5
     assert summary.seconds - summary.load_seconds < summary.seconds
     assert summary.chars_per_second == pytest.approx(summary.chars / (summary.seconds - summary.load_seconds))
@@ -776,16 +793,16 @@ def test_a_failed_start_does_not_lock_the_output_folder(model, tmp_path, monkeyp
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
     out = tmp_path / "out"
     with pytest.raises(ValueError, match="Cannot load the pipeline .*no_such_model"):
-        annotate(str(tmp_path / "no_such_model"), str(source), out)
+        annotate(AnnotateJob(str(tmp_path / "no_such_model")), str(source), out)
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if not installed
     with pytest.raises(ValueError, match=r"spacy-cner\[parquet\]"):
-        annotate(str(model), str(source), out, output_format="parquet")
+        annotate(AnnotateJob(str(model)), str(source), out, output_format="parquet")
     monkeypatch.delitem(sys.modules, "pyarrow")
-    summary = annotate(str(model), str(source), out)
+    summary = annotate(AnnotateJob(str(model)), str(source), out)
     assert summary.docs == len(TEXTS)
     # Once shards exist, other settings are refused as before.
     with pytest.raises(ValueError, match="other settings"):
-        annotate(str(model), str(source), out, shard_size=2)
+        annotate(AnnotateJob(str(model)), str(source), out, shard_size=2)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -864,10 +881,10 @@ def test_progress_bar_has_a_total_and_reaches_it_on_resume(model, tmp_path, monk
             super().close()
 
     monkeypatch.setattr(tqdm, "tqdm", Recorder)
-    annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=1, progress=True)
+    annotate(AnnotateJob(str(model)), str(tmp_path / "in"), tmp_path / "out", shard_size=1, progress=True)
     (tmp_path / "out" / "a.00001.jsonl").unlink()  # a killed run
     (tmp_path / "out" / ".annotate" / "done" / "a.json").unlink()
-    annotate(str(model), str(tmp_path / "in"), tmp_path / "out", shard_size=1, progress=True)
+    annotate(AnnotateJob(str(model)), str(tmp_path / "in"), tmp_path / "out", shard_size=1, progress=True)
     assert bars == [(7, 7), (7, 7)]
 
 
@@ -878,7 +895,7 @@ def test_csv_and_tsv_input_with_a_text_column(model, tmp_path):
     text column."""
     csv_file = tmp_path / "in.csv"
     csv_file.write_bytes('id,body\n1,我在北京\n2,"北京，上海\n很大"\n'.encode("utf8") + b"3,\xff\xfe\n4,a,b\n")
-    summary = annotate(str(model), str(csv_file), tmp_path / "out", text_field="body")
+    summary = annotate(AnnotateJob(str(model), text_field="body"), str(csv_file), tmp_path / "out")
     rows = read_jsonl(tmp_path / "out")
     assert [row.get("id") for row in rows] == ["1", "2", "3", "4"] and rows[1]["body"] == "北京，上海\n很大"
     assert entity_tuples(rows[0]) == expected_entities(model, ["我在北京"])[0]
@@ -888,11 +905,11 @@ def test_csv_and_tsv_input_with_a_text_column(model, tmp_path):
     assert (summary.docs, summary.errors) == (2, 2)
     tsv_file = tmp_path / "in.tsv"
     tsv_file.write_text("text\tsource\n我在北京\tweb\n", encoding="utf8")
-    annotate(str(model), str(tsv_file), tmp_path / "out_tsv")
+    annotate(AnnotateJob(str(model)), str(tsv_file), tmp_path / "out_tsv")
     (row,) = read_jsonl(tmp_path / "out_tsv")
     assert row["source"] == "web" and entity_tuples(row) == expected_entities(model, ["我在北京"])[0]
-    annotate(str(model), str(tsv_file), tmp_path / "out_missing", text_field="body")
+    annotate(AnnotateJob(str(model), text_field="body"), str(tsv_file), tmp_path / "out_missing")
     assert read_jsonl(tmp_path / "out_missing")[0]["error"].endswith("row 1: no 'body' field")
     (tmp_path / "in.txt").write_text("我在北京\n", encoding="utf8")
     with pytest.raises(ValueError, match="names a column, but .*in.txt is a text file"):
-        annotate(str(model), str(tmp_path / "in.txt"), tmp_path / "out_txt", text_field="body")
+        annotate(AnnotateJob(str(model), text_field="body"), str(tmp_path / "in.txt"), tmp_path / "out_txt")

@@ -111,3 +111,39 @@ def test_robustness_and_select_take_the_output_as_an_argument(tmp_path, model):
     assert result.exit_code == 1 and "given twice" in said(result)
     result = runner.invoke(app, args)
     assert result.exit_code == 1 and "Missing the output: robustness MODEL DATA OUTPUT" in said(result)
+
+
+# The options of the commands that build an AnnotateJob (cli.engine_options), as they were before it: the
+# job is built from them, the CLI keeps them.
+ENGINE_COMMAND_OPTIONS = {
+    "annotate": "--address --batch-size --engine --entities-field --format --gpu-id --gpus-per-worker --input-format "
+    "--n-process --quiet --shard-size --text-column --workers -f -q",
+    "select": "--address --batch-size --density --diversity --engine --explore --format --gpu-id --gpus-per-worker "
+    "--input-format --n --n-process --output --power --quiet --seed --shard-size --strategy --text-column --workers "
+    "-f -n -o -q -s",
+    "distill": "--address --augment --batch-size --dev --engine --gold-weight --gpu-id --gpus-per-worker --max-steps "
+    "--n-process --output --quiet --shard-size --temperature --test --text --train --workers -o -q -t",
+}
+
+
+@pytest.mark.parametrize("command", sorted(ENGINE_COMMAND_OPTIONS))
+def test_the_engine_commands_keep_their_options(command):
+    import typer
+
+    params = typer.main.get_command(app).commands[command].params
+    options = sorted(name for param in params if param.param_type_name == "option" for name in param.opts)
+    assert options == ENGINE_COMMAND_OPTIONS[command].split()
+    result = runner.invoke(app, [command, "--help"], terminal_width=200)
+    assert result.exit_code == 0 and all(option in result.output for option in options)
+
+
+def test_one_helper_builds_the_job_from_the_shared_options():
+    """annotate_job takes AnnotateJob's fields from a command's parameters (--text-column as text_field, a
+    choice's value), the others at their defaults, and nothing else."""
+    from spacy_cner.annotate.job import AnnotateJob
+    from spacy_cner.cli._app import AnnotateEngine
+    from spacy_cner.cli.engine_options import annotate_job
+
+    options = {"model": "other", "engine": AnnotateEngine("ray"), "workers": 3, "text_column": "body", "seed": 4}
+    assert annotate_job("m", options) == AnnotateJob("m", engine="ray", workers=3, text_field="body")
+    assert annotate_job("m", {"batch_size": 8, "temperature": 2.0}) == AnnotateJob("m", batch_size=8)

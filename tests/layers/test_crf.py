@@ -776,3 +776,44 @@ def test_paths_on_the_host_are_the_paths():
     on_host = crf_decode(model, emissions, on_host=True)
     assert all(isinstance(path, numpy.ndarray) and path.dtype == numpy.int32 for path in on_host)
     assert [p.tolist() for p in on_host] == [model.ops.to_numpy(p).tolist() for p in crf_decode(model, emissions)]
+
+
+def test_chain_posteriors_in_length_groups_equal_the_span_probabilities_marginals(monkeypatch):
+    """chain_posteriors (distillation's soft targets) and token_marginals share one batching loop
+    (_padded_groups), each grouping the docs its own way: the same marginals, a doc's in any group as alone,
+    its expected transition counts summing to its transitions, its entropy that of its paths."""
+    tag_names = get_tag_names(["X", "Y"], "BIOES")
+    model = make_crf(tag_names, seed=22)
+    rng = numpy.random.default_rng(22)
+    emissions = random_emissions(rng, len(tag_names), lengths=[9, 1, 40, 3, 17, 2, 40, 5])
+    alone = [crf_posteriors.chain_posteriors(model, [em], temperature=1.5)[0] for em in emissions]
+    monkeypatch.setattr(crf_posteriors, "LATTICE_BATCH_TOKENS", 40)  # several groups
+    together = crf_posteriors.chain_posteriors(model, emissions, temperature=1.5)
+    marginals = crf_posteriors.token_marginals(model, emissions, "BIOES", temperature=1.5)
+    for em, one, found, expected in zip(emissions, alone, together, marginals):
+        assert isinstance(found.marginals, numpy.ndarray) and isinstance(found.counts, numpy.ndarray)
+        numpy.testing.assert_allclose(found.marginals, one.marginals, atol=1e-12)
+        numpy.testing.assert_allclose(found.marginals, expected, atol=1e-9)
+        assert found.counts.sum() == pytest.approx(len(em) - 1, abs=1e-9)
+        assert found.entropy == pytest.approx(one.entropy, abs=1e-9) and found.piece_counts is None
+    (short,) = crf_posteriors.chain_posteriors(model, [emissions[3]])
+    scores = [path_score(model, emissions[3], path) for path in valid_paths(tag_names, 3)]
+    probabilities = numpy.exp(numpy.asarray(scores) - logsumexp(scores))
+    assert short.entropy == pytest.approx(float(-(probabilities * numpy.log(probabilities)).sum()), abs=1e-9)
+    with pytest.raises(ValueError, match="empty sequence"):
+        crf_posteriors.chain_posteriors(model, [emissions[0], emissions[0][:0]])
+
+
+def test_layers_never_import_training():
+    """layers/ is below training/ (the soft targets' arrays come from layers.crf_posteriors)."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(crf_posteriors.__file__).parent
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
+            if isinstance(node, ast.ImportFrom):
+                name = "." * node.level + (node.module or "")
+                assert "training" not in name.split("."), f"{path} imports {name}"
+            elif isinstance(node, ast.Import):
+                assert not any(".training" in alias.name for alias in node.names), f"{path} imports training"

@@ -13,7 +13,7 @@ import pytest
 from serve_helpers import SAMPLE, fixed_nlp, running, settings, slow_nlp, toy_nlp
 from toy_pipe import TEXTS
 
-from spacy_cner.annotate import annotate
+from spacy_cner.annotate import AnnotateJob, annotate
 from spacy_cner.annotate.inputs import Row
 from spacy_cner.annotate.records import doc_record
 
@@ -47,7 +47,7 @@ def test_the_rows_are_those_annotate_writes(toy_server, tmp_path):
     nlp.to_disk(tmp_path / "model")
     texts = [text for text in TEXTS + HELD_OUT if text.strip() and "\n" not in text]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
-    annotate(str(tmp_path / "model"), str(tmp_path / "in.txt"), tmp_path / "out")
+    annotate(AnnotateJob(str(tmp_path / "model")), str(tmp_path / "in.txt"), tmp_path / "out")
     shard = tmp_path / "out" / "in.00000.jsonl"
     written = [json.loads(line) for line in shard.read_text(encoding="utf8").splitlines()]
     status, _, answer = toy_server.post({"texts": texts})

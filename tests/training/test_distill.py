@@ -19,6 +19,7 @@ from thinc.api import fix_random_seed
 
 from conftest import REPO_ROOT, TRAIN_DATA, make_examples, write_docs
 from reference import valid_paths
+from spacy_cner.annotate.job import AnnotateJob
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.crf import CRF
 from spacy_cner.tags import allowed_transitions, get_tag_names
@@ -249,7 +250,7 @@ def test_student_reproduces_the_teachers_entities(corpus, tmp_path, fake_lac_sdi
     from spacy_cner.training.distill import distill
 
     summary = distill(
-        str(corpus["teacher"]),
+        AnnotateJob(str(corpus["teacher"])),
         STUDENT_CONFIG,
         tmp_path / "out",
         train=corpus["train"],
@@ -291,7 +292,7 @@ def teacher_pass(corpus, output, **settings):
     from spacy_cner.training.distill import distill
 
     return distill(
-        str(corpus["teacher"]),
+        AnnotateJob(str(corpus["teacher"])),
         STUDENT_CONFIG,
         output,
         train=corpus["train"],
@@ -451,6 +452,10 @@ def test_crf_ner_mixes_the_kl_and_the_gold_loss(corpus):
         eg.predicted.user_data[SOFT_TARGETS] = SoftTargets(t.tags, t.marginals, t.counts, t.entropy, 2.0, weight)
     loss, d_scores = pipe.get_loss(examples, scores)
     kl, d_kl = teacher_student_loss(pipe.model.get_ref("crf"), scores[:2], targets)
+    # The KL alone, as spaCy v4's pipes name it (teacher's side first).
+    kl_sum, d_alone = pipe.get_teacher_student_loss(targets, scores[:2])
+    assert kl_sum == pytest.approx(float(kl.sum()), rel=1e-6)
+    numpy.testing.assert_allclose(d_alone[0], d_kl[0], atol=1e-6)
     plain = make_examples(nlp)[:3]
     gold = [pipe.get_loss([eg], [s]) for eg, s in zip(plain, scores)]
     assert loss == pytest.approx(float(kl.sum()) + 0.25 * gold[0][0] + gold[2][0], rel=1e-5)
@@ -522,7 +527,7 @@ def test_the_student_trains_on_a_long_lines_windows(corpus, tmp_path):
     ]
     train = write_docs(tmp_path / "train.spacy", [(gold_text, gold_ents)])
     distill(
-        str(tmp_path / "teacher"),
+        AnnotateJob(str(tmp_path / "teacher")),
         STUDENT_CONFIG,
         tmp_path / "out",
         train=train,
@@ -629,3 +634,15 @@ def test_distill_warns_when_model_best_is_the_untrained_student(tmp_path, capsys
     assert "untrained student of step 0" in curve(0.2, 0.1, 0.15)
     assert "untrained" not in curve(0.0, 0.0)  # a tie: spaCy's loop keeps the later checkpoint
     assert "untrained" not in curve(0.2, 0.3, 0.1)
+
+
+@pytest.mark.parametrize("setting", [{"text_field": "body"}, {"entities_field": "ents"}, {"uncertainty": "entropy"}])
+def test_distill_refuses_a_teacher_job_setting_its_pass_would_not_use(setting, tmp_path):
+    """The teacher pass reads the "text" field of the inputs it writes and stores soft targets: a job asking
+    for another text field, entities field or an uncertainty score is refused before anything is written."""
+    from spacy_cner.training.distill import distill
+
+    name = next(iter(setting))
+    with pytest.raises(ValueError, match=f"distill's teacher pass does not use {name}="):
+        distill(AnnotateJob("teacher", **setting), STUDENT_CONFIG, tmp_path / "out", train=tmp_path, dev=tmp_path)
+    assert not (tmp_path / "out").exists()
