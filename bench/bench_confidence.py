@@ -33,7 +33,7 @@ import json, sys, time
 import numpy, spacy, torch
 from spacy.tokens import DocBin
 from spacy.training import Example
-from spacy_cner.pipeline.calibration import expected_calibration_error
+from spacy_cner.training.reliability import expected_calibration_error
 torch.set_num_threads(1)
 model, corpus, repeats, thresholds = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 nlp = spacy.load(model)
@@ -142,7 +142,7 @@ def _child(code: str, argv: list, env: dict) -> dict:
 
 def reliability_figure(results: dict, path: Path) -> None:
     """Accuracy against mean probability per bin, on test, before and after the temperature."""
-    from spacy_cner.pipeline.calibration import reliability_bins
+    from spacy_cner.training.reliability import reliability_bins
 
     try:
         import matplotlib

@@ -8,7 +8,7 @@ from spacy.util import registry
 from thinc.api import Linear, Model, chain, with_array
 from thinc.types import Floats2d, Ints1d
 
-from .robustness.entity_attention import gold_layers_out_of_reach, takes_gold, with_gold
+from .layers.entity_attention import gold_layers_out_of_reach, takes_gold, with_gold
 from .backends.rowwise_ops import use_rowwise_ops
 from .layers.crf import CRF
 from .layers.transformer import TRANSFORMER_TOK2VEC
@@ -32,7 +32,7 @@ def build_crf_tagger(
     decodes them is the ref "crf" (see spacy_cner.layers.crf). Initialize with
     the tag names as Y, which sets nO and the CRF's allowed transitions. In
     training the input may be (docs, gold entity ids per doc): the tok2vec or encoder
-    with an entity_attention_scale gets them beside its input (spacy_cner.robustness.entity_attention).
+    with an entity_attention_scale gets them beside its input (spacy_cner.layers.entity_attention).
 
     tok2vec (Model[List[Doc], List[Floats2d]]): Any spaCy tok2vec or listener.
     encoder (Optional[Model[List[Floats2d], List[Floats2d]]]): Contextual encoder,

@@ -345,16 +345,14 @@ class Lexicon:
 
     @classmethod
     def from_jieba(cls, **options) -> Tuple["Lexicon", LoadStats]:
-        """jieba's installed dictionary (about 350k words; `pip install spacy-cner[jieba]`).
+        """jieba's installed dictionary (about 350k words; jieba is a requirement of spacy-cner).
 
         options: as for from_word_list.
         """
         try:
             import jieba
         except ImportError as error:
-            raise ImportError(
-                "The jieba lexicon needs jieba: pip install 'spacy-cner[jieba]' (or give a word list)."
-            ) from error
+            raise ImportError("The jieba lexicon needs jieba: pip install jieba (or give a word list).") from error
         return cls.from_word_list(Path(jieba.__file__).parent / "dict.txt", **options)
 
     # Serialisation: words as one string, vectors as float16 bytes.

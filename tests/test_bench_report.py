@@ -676,7 +676,7 @@ def test_bench_select_ranks_a_round_with_the_previous_rounds_model(tmp_path, mon
     from spacy.training import Example
     from thinc.api import Adam, fix_random_seed
 
-    from spacy_cner.active_learning import score_docs
+    from spacy_cner.annotate.select import score_docs
 
     select = _module("bench_select")
     fix_random_seed(0)

@@ -38,7 +38,7 @@ def test_words_that_do_not_match_the_text_raise_spacys_error():
 @pytest.mark.parametrize("segmenter", ["char", "jieba"])
 def test_same_docs_as_spacys_tokenizer(segmenter, tmp_path):
     if segmenter == "jieba":
-        pytest.importorskip("jieba", reason="jieba is the [jieba] extra")
+        pytest.importorskip("jieba", reason="needs jieba (a requirement of spacy-cner)")
     config = {"nlp": {"tokenizer": {"segmenter": segmenter}}}
     spacy_nlp = spacy.blank("zh", config=config)
     ours = spacy.blank(

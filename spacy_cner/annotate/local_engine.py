@@ -29,7 +29,7 @@ def annotate_local(job: AnnotateJob, sources: List[Source], writer: ShardWriter)
     """Annotate the sources with nlp.pipe (job.batch_size, job.n_process, job.gpu_id), skipping what
     the writer finds written."""
     import spacy
-    from spacy.cli._util import setup_gpu
+    from ..backends.devices import setup_gpu
 
     setup_gpu(job.gpu_id, silent=True)
     start = time.perf_counter()

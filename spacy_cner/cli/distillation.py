@@ -98,7 +98,7 @@ def distill_command(
     on the train split and the unlabeled texts (annotate's engine, cached in OUTPUT/teacher/, resumable),
     then the student trained on them by spaCy's loop. More arguments are config overrides, as `spacy train`
     takes them (--training.eval_frequency 500)."""
-    from spacy.cli._util import parse_config_overrides
+    from .arguments import parse_config_overrides
 
     from ..training.distill import distill
 

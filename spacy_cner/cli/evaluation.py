@@ -63,8 +63,7 @@ def robustness_command(
     gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU to run on; -1 for CPU."),
 ) -> None:
     """Sentence-level robustness: S-, P-, R-F1 and Asr of a pipeline when test sentences are joined."""
-    from spacy.cli._util import setup_gpu
-
+    from ..backends.devices import setup_gpu
     from ..robustness.metrics import evaluate_robustness
     from ..robustness.report import render_report
 

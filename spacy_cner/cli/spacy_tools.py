@@ -124,7 +124,7 @@ def _print_spacy_help(
     usage line under this name, this description, spaCy's arguments and options (their help from option_help,
     by parameter name, where spaCy's speaks of something else)."""
     import click
-    from spacy.cli._util import app as spacy_app
+    from spacy.cli import app as spacy_app
 
     command = typer.main.get_command(spacy_app)
     for part in path:
@@ -167,8 +167,9 @@ def package_command(
     """spaCy's `package` (the same package folder, meta, README and requirements, by spaCy's own
     function), then `python -m build`, whose log (~70 lines of setuptools' file copying, which spaCy
     passes through) is printed only where the build fails. spaCy's command has no option for it."""
-    from spacy.cli._util import string_to_list
     from spacy.cli.package import get_build_formats, package
+
+    from .arguments import string_to_list
 
     sdist, wheel = get_build_formats(string_to_list(build))
     package(
@@ -221,7 +222,7 @@ def build_quietly(folder: Path, formats: List[str], isolation: bool = True) -> L
 
 
 def _run_spacy_command(name: str, args: Sequence[str]) -> None:
-    from spacy.cli._util import app as spacy_app
+    from spacy.cli import app as spacy_app
 
     command = typer.main.get_command(spacy_app)
     with crf_ner_as_ner():

@@ -33,9 +33,6 @@ from ._torch import (
 )
 from .lexicon_slot import LexiconSlot, required_lexicon
 
-# The slot's setters kept their old path too (an error message named it): code that sets a loaded model's lexicon.
-from .lexicon_slot import layer_lexicon as adapter_lexicon, set_lexicon  # noqa: F401
-
 InT = Tuple[List[Doc], List[Floats2d]]
 OutT = List[Floats2d]
 

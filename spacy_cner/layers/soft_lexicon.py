@@ -47,7 +47,7 @@ def SoftLexicon(softword: bool = False) -> Model[List[Doc], List[Floats2d]]:
     soft_lexicon of spacy-cner.CharBigramEmbed.v1.
 
     softword (bool): Add each character's position in jieba's segmentation of the text
-        (needs jieba: pip install 'spacy-cner[jieba]').
+        (needs jieba, a requirement of spacy-cner).
     RETURNS (Model[List[Doc], List[Floats2d]]): Features (n_tokens, nO) per doc, nO set at
         initialize: 4 + 4 * n_types (+ 4 with softword).
     """

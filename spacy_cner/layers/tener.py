@@ -12,8 +12,8 @@ import torch
 from thinc.api import ArgsKwargs, Model, registry, torch2xp, xp2torch
 from thinc.types import Floats2d, Ints1d
 
-from ..robustness.attention_window import allowed_keys, check_window
-from ..robustness.entity_attention import check_gold, check_scale, entity_scale, with_gold
+from .attention_window import allowed_keys, check_window
+from .entity_attention import check_gold, check_scale, entity_scale, with_gold
 from ..long_docs import split_windows
 from ._torch import (
     Dropout,
@@ -53,7 +53,7 @@ def TENEREncoder(
     The input is projected to n_heads * head_width, then runs through `depth`
     post-norm layers of relative self-attention and a feed-forward network. In
     training, the input may be (vectors, gold entity ids per doc), which an
-    entity_attention_scale reads (spacy_cner.robustness.entity_attention); prediction ignores them.
+    entity_attention_scale reads (spacy_cner.layers.entity_attention); prediction ignores them.
 
     n_heads (int): Attention heads per layer.
     head_width (int): Width of each head (even); the model width is n_heads * head_width.

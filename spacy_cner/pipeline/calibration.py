@@ -22,9 +22,7 @@ from wasabi import msg
 from ..long_docs import Decoded
 from ..tags import TagSet
 from ..tokenizer import character_copy
-
-# The reliability measures moved to training/reliability.py; their old import path here stays for one release.
-from ..training.reliability import expected_calibration_error, reliability_bins  # noqa: F401
+from ..training.reliability import expected_calibration_error
 from .decoding import Tagging, decode_in_precision, span_scores, tag_docs
 
 # temperature -> (probability of each predicted entity, 1.0 where it is right else 0.0)

@@ -10,7 +10,7 @@ from spacy.training import Example
 from spacy.vocab import Vocab
 from thinc.api import Model
 
-from ..robustness.entity_attention import gold_layers_out_of_reach, takes_gold
+from ..layers.entity_attention import gold_layers_out_of_reach, takes_gold
 from ..backends.precision import validate_precision, warn_where_slower
 from ..layers._torch import torch_module
 

@@ -20,7 +20,7 @@ from ..annotate.uncertainty import SPAN_STRATEGIES, STRATEGIES, strategy_score
 from ..training.adversarial import EmbeddingAttack
 from ..training.augment import MentionPool, join_pairs
 from ..training.distill.loss import SoftTargets, soft_targets, teacher_student_loss
-from ..robustness.entity_attention import example_entity_ids
+from ..layers.entity_attention import example_entity_ids
 from ..backends.rowwise_ops import training_products
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import tok2vec_mix_weights
@@ -32,9 +32,7 @@ from ..tags import TagSet, aligned_ner, gold_constraints, validate_scheme
 from ..tokenizer import character_copy
 from . import calibration
 from .alignment import token_unit
-
-# The callbacks keep their old import path too: the entry points of an install made before they moved.
-from .calibration import Outcomes, make_calibrator, make_temperature_fitter  # noqa: F401
+from .calibration import Outcomes
 from .checks import (
     check_calibration,
     check_labels,
@@ -471,7 +469,7 @@ class CRFEntityRecognizer(TrainablePipe):
     def predict_marginals(self, docs: Iterable[Doc]) -> Tuple["Tagging", List[Floats2d]]:
         """predict's Tagging and, from the same forward-backward pass, each doc's tag marginals:
         P(token t has tag j | doc) (n_tokens, n_tags; over the tokens of the character copy where
-        the doc was tagged on one), at the fitted temperature. For active learning (spacy_cner.select).
+        the doc was tagged on one), at the fitted temperature. For active learning (spacy_cner.annotate.select).
 
         docs (Iterable[Doc]): The docs to tag.
         RETURNS (Tuple[Tagging, List[Floats2d]]): The tagging (for set_annotations) and the marginals.
@@ -575,7 +573,7 @@ class CRFEntityRecognizer(TrainablePipe):
         embeddings adds its gradients before the optimizer step (its loss is
         reported as "<name>_adversarial"). A CRF tagger whose tok2vec or encoder has an
         entity_attention_scale gets (docs, gold entity ids) in these passes and hands the ids
-        to that layer (spacy_cner.robustness.entity_attention).
+        to that layer (spacy_cner.layers.entity_attention).
 
         examples (Iterable[Example]): The gold examples.
         drop (float): The dropout rate.

@@ -51,7 +51,7 @@ def _set_span_score(span: Span, value: Optional[float]) -> None:
 if not Span.has_extension("score"):
     Span.set_extension("score", getter=_span_score, setter=_set_span_score)
 # doc._.uncertainty: how unsure crf_ner is of the doc under its `uncertainty` strategy (active
-# learning: spacy_cner.active_learning), set only while that is not None; saved with the doc as
+# learning: spacy_cner.annotate.select), set only while that is not None; saved with the doc as
 # ent._.score is.
 if not Doc.has_extension("uncertainty"):
     Doc.set_extension("uncertainty", default=None)

@@ -217,7 +217,8 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
     pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (pip install 'spacy-cner[ray]')")
     import pyarrow.parquet  # noqa: F811  (the submodule, on the module importorskip gave)
 
-    from spacy_cner.active_learning import select
+    from spacy_cner.annotate.job import AnnotateJob
+    from spacy_cner.annotate.select import select
 
     when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
     table = pyarrow.table(
@@ -266,7 +267,7 @@ def test_parquet_values_json_has_no_form_for_are_written_in_json_forms(model, tm
     annotate(AnnotateJob(str(model)), str(source), tmp_path / "parquet", output_format="parquet")
     kept = pyarrow.parquet.read_table(tmp_path / "parquet" / "in.00000.parquet")
     assert kept.column("when").to_pylist() == [when, None] and kept.schema.field("blob").type == pyarrow.binary()
-    select(str(model), str(source), 2, tmp_path / "next.jsonl")
+    select(AnnotateJob(str(model)), str(source), 2, tmp_path / "next.jsonl")
     chosen = [json.loads(line) for line in (tmp_path / "next.jsonl").read_text(encoding="utf8").splitlines()]
     assert sorted(row["price"] for row in chosen) == ["1.10", "12345678901234567890.01"]
 
@@ -656,7 +657,8 @@ def test_ray_matches_local_run(model, tmp_path, local_ray):
 
 def test_ray_select_matches_local(model, tmp_path, local_ray):
     """select scores on Ray's actors as in this process: the same texts, scores and bad rows."""
-    from spacy_cner.active_learning import select
+    from spacy_cner.annotate.job import AnnotateJob
+    from spacy_cner.annotate.select import select
 
     lines = [json.dumps({"id": i, "text": TEXTS[i % len(TEXTS)] + str(i)}, ensure_ascii=False) for i in range(30)]
     lines[4] = "{bad"
@@ -665,15 +667,12 @@ def test_ray_select_matches_local(model, tmp_path, local_ray):
     for engine, options in (("local", {}), ("ray", {"workers": 2})):
         out = tmp_path / f"{engine}.jsonl"
         summary = select(
-            str(model),
+            AnnotateJob(str(model), batch_size=4, engine=engine, **options),
             str(tmp_path / "pool.jsonl"),
             8,
             out,
             strategy="entropy",
             shard_size=7,
-            batch_size=4,
-            engine=engine,
-            **options,
         )
         assert (summary.texts, summary.errors, summary.selected) == (29, 1, 8)
         picks[engine] = [json.loads(line) for line in out.read_text(encoding="utf8").splitlines()]

@@ -723,15 +723,3 @@ def test_uncertainty_setting_is_checked_and_not_saved(model_dir, tmp_path):
     pipe.spans_key = None
     with pytest.raises(ValueError, match="spans_key null"):
         pipe.uncertainty = "expected-count"
-
-
-def test_the_old_import_path_and_signature_still_select(model_dir, tmp_path):
-    """spacy_cner.active_learning keeps select's old signature (the engine's settings one by one) for
-    one release: the same selection as an AnnotateJob gives."""
-    from spacy_cner.active_learning import select as old_select
-
-    source = tmp_path / "pool.txt"
-    source.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
-    old_select(str(model_dir), str(source), 3, tmp_path / "old.jsonl", strategy="entropy", batch_size=4)
-    select(AnnotateJob(str(model_dir), batch_size=4), str(source), 3, tmp_path / "new.jsonl", strategy="entropy")
-    assert (tmp_path / "old.jsonl").read_text(encoding="utf8") == (tmp_path / "new.jsonl").read_text(encoding="utf8")

@@ -7,7 +7,7 @@ import pytest
 import torch
 from thinc.api import fix_random_seed
 
-from spacy_cner.robustness.entity_attention import NO_ENTITY
+from spacy_cner.layers.entity_attention import NO_ENTITY
 from spacy_cner.layers._torch import torch_module
 from spacy_cner.layers.tener import (
     TENER,

@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
-from ...robustness.attention_window import allowed_keys
+from ..attention_window import allowed_keys
 from ...long_docs import Window
 from .wordpieces import DocPlan
 

@@ -12,7 +12,7 @@ from spacy_transformers.layers.transformer_model import huggingface_from_pretrai
 from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 
 from ...backends.precision import mixed_precision
-from ...robustness.entity_attention import ScaleAttentionScores
+from ..entity_attention import ScaleAttentionScores
 from .._torch import finish_update_in_place, load_weights, predict_in_eval_mode, use_params_in_place
 
 

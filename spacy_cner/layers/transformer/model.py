@@ -10,8 +10,8 @@ from thinc.api import Model
 from thinc.types import Floats2d
 
 from ...backends.batching import padded_buckets
-from ...robustness.attention_window import check_window
-from ...robustness.entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
+from ..attention_window import check_window
+from ..entity_attention import check_gold, check_scale, with_gold, wordpiece_entity_scale
 from ...long_docs import Window
 from .._torch import torch_module
 from ..lexicon_adapter import backward_unscaled, lexicon_hook

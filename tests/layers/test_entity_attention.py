@@ -11,7 +11,7 @@ from spacy.util import load_config
 from thinc.api import Model, chain, fix_random_seed, noop
 
 from spacy_cner.architectures import build_crf_tagger
-from spacy_cner.robustness.entity_attention import (
+from spacy_cner.layers.entity_attention import (
     NO_ENTITY,
     ScaleAttentionScores,
     entity_scale,

@@ -4,7 +4,7 @@ import numpy
 import pytest
 import torch
 
-from spacy_cner.robustness.attention_window import allowed_keys, check_window
+from spacy_cner.layers.attention_window import allowed_keys, check_window
 
 
 def brute_force(positions, query_mask, window):
