@@ -107,8 +107,7 @@ def select_command(
         0.0,
         "--explore",
         help="The share of the N texts drawn at random from those not at the top "
-        "of the ranking (marked 'explore'); what it saves: BENCHMARKS.md "
-        "(bench/bench_select.py --explore).",
+        "of the ranking (marked 'explore'); what it saves: BENCHMARKS.md, active learning.",
     ),
     power: Optional[float] = typer.Option(
         None,

@@ -62,8 +62,8 @@ def distill_command(
     temperature: float = typer.Option(
         2.0,
         "--temperature",
-        help="The CRF scores of teacher and student are divided by it in the loss (2.0 beat 1.0 on dev: "
-        "BENCHMARKS.md, distillation).",
+        help="The CRF scores of teacher and student are divided by it in the loss (softer targets carry the "
+        "teacher's second choices; BENCHMARKS.md, distillation).",
     ),
     gold_weight: float = typer.Option(
         0.5,
