@@ -1,7 +1,6 @@
 """spacy_cner: Chinese named-entity recognition for spaCy."""
 
-# The one place the version is written (setup.cfg reads it).
-__version__ = "0.1.0"
+from .about import __version__
 
 from .architectures import build_crf_tagger
 from .training.checkpoint_average import CheckpointAverage, adam_checkpoint_average

@@ -61,7 +61,7 @@ def doc_record(
     field is known to be free in the row. alternatives: also an "alternatives" field, the other scored
     spans of doc.spans[spans_key] (span_alternatives)."""
     group = doc.spans.get(spans_key) if spans_key is not None else None
-    # ent._.score is registered by the pipes that set it (pipeline/decoding.py): annotate imports no pipe.
+    # ent._.score is registered (extensions.py) by the pipes that set it: a pipeline without one has none.
     scores = [ent._.score if Span.has_extension("score") else None for ent in doc.ents]
     scored = group is not None or any(score is not None for score in scores)
     entities = []

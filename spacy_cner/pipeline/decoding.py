@@ -14,6 +14,7 @@ from spacy.tokens import Doc, Span, SpanGroup
 from thinc.api import Model, NumpyOps, Ops
 from thinc.types import Floats2d, Ints1d
 
+from .. import extensions  # noqa: F401  (registers ent._.score and doc._.uncertainty, which this sets)
 from ..backends.precision import inference_precision
 from ..layers.crf import crf_decode
 from ..layers.crf_posteriors import entity_probabilities, token_marginals
@@ -23,38 +24,6 @@ from .alignment import align_scores, align_spans
 
 # (start token, end token, label) -> probability
 SpanScores = Dict[Tuple[int, int, str], float]
-
-# ent._.score: an entity's probability under the CRF, set by crf_ner for every doc.ents entity (1 for
-# those of labels it does not predict, set before it); saved with the doc (to_bytes, DocBin with
-# store_user_data, to_json(underscore=["score"])). None where no probability was computed
-# (spans_key and ents_threshold both null), and for a span a later pipe relabelled (an entity_ruler
-# with overwrite_ents): spaCy keys a span's extension values by its characters only, so the label
-# the score is for is stored beside it and must still be the span's.
-
-
-def _span_score(span: Span) -> Optional[float]:
-    """ent._.score's getter: the stored probability, None when it was given for another label."""
-    key = ("._.", "score", span.start_char, span.end_char)
-    label = span.doc.user_data.get(("._.", "score_label", span.start_char, span.end_char))
-    if label is not None and label != span.label_:
-        return None
-    return span.doc.user_data.get(key)
-
-
-def _set_span_score(span: Span, value: Optional[float]) -> None:
-    """ent._.score's setter: the probability where spaCy keeps span values (saved with the doc as they
-    are), the label it is for beside it."""
-    span.doc.user_data[("._.", "score", span.start_char, span.end_char)] = value
-    span.doc.user_data[("._.", "score_label", span.start_char, span.end_char)] = span.label_
-
-
-if not Span.has_extension("score"):
-    Span.set_extension("score", getter=_span_score, setter=_set_span_score)
-# doc._.uncertainty: how unsure crf_ner is of the doc under its `uncertainty` strategy (active
-# learning: spacy_cner.annotate.select), set only while that is not None; saved with the doc as
-# ent._.score is.
-if not Doc.has_extension("uncertainty"):
-    Doc.set_extension("uncertainty", default=None)
 
 
 @dataclass

@@ -182,7 +182,7 @@ def install_wheel(wheel: Union[str, Path], force: bool = False, target: Optional
 
 
 def _metadata(name: str, version: str, meta: Dict[str, Any], readme: str) -> str:
-    from .. import __version__
+    from ..about import __version__
 
     lines: Sequence[str] = [
         "Metadata-Version: 2.1",

@@ -29,10 +29,10 @@ from spacy.tokens import Doc, Span
 from spacy.util import DummyTokenizer, ensure_path, minibatch, registry
 from spacy.vocab import Vocab
 
-from ..pipeline import decoding  # noqa: F401  (registers ent._.score)
+from .. import extensions  # noqa: F401  (registers ent._.score)
 from ..tokenizer import _check_encodable, words_and_spaces
 from .lac import LAC_CREDIT, LacFiles
-from .. import __version__
+from ..about import __version__
 from ..corpus.labels import explain_labels
 from .lac_analyzer import (
     ENTITY_POS,
