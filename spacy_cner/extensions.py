@@ -3,7 +3,7 @@ pipeline's) and doc._.uncertainty (crf_ner's, for active learning), registered o
 second registration without force). A module of its own, on the ground floor, so that every pipe that sets them
 imports it without importing another's."""
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from spacy.tokens import Doc, Span
 
@@ -17,18 +17,19 @@ from spacy.tokens import Doc, Span
 
 def _span_score(span: Span) -> Optional[float]:
     """ent._.score's getter: the stored probability, None when it was given for another label."""
-    key = ("._.", "score", span.start_char, span.end_char)
-    label = span.doc.user_data.get(("._.", "score_label", span.start_char, span.end_char))
+    data: Dict[Any, Any] = span.doc.user_data  # spaCy's extension values, keyed by tuples
+    label = data.get(("._.", "score_label", span.start_char, span.end_char))
     if label is not None and label != span.label_:
         return None
-    return span.doc.user_data.get(key)
+    return data.get(("._.", "score", span.start_char, span.end_char))
 
 
 def _set_span_score(span: Span, value: Optional[float]) -> None:
     """ent._.score's setter: the probability where spaCy keeps span values (saved with the doc as they
     are), the label it is for beside it."""
-    span.doc.user_data[("._.", "score", span.start_char, span.end_char)] = value
-    span.doc.user_data[("._.", "score_label", span.start_char, span.end_char)] = span.label_
+    data: Dict[Any, Any] = span.doc.user_data
+    data[("._.", "score", span.start_char, span.end_char)] = value
+    data[("._.", "score_label", span.start_char, span.end_char)] = span.label_
 
 
 if not Span.has_extension("score"):
