@@ -1,4 +1,4 @@
-"""Render BENCHMARKS.md and the README's results table from bench/results/*.json.
+"""Render BENCHMARKS.md, bench/DETAILS.md and the README's results table from bench/results/*.json.
 
 Usage: python bench/report.py [--check]
 
@@ -6,15 +6,27 @@ Every bench script saves what it measured as bench/results/<name>.json, with the
 machine and code version, its tables as rows of data (bench/_common.py, `save_result`; this renders them with
 the scripts' own `rows_table`); a file transcribed from the notebook of
 earlier runs (bench/HISTORY.md) or from a commit message says so in `transcribed_from`. This script
-renders, current numbers first: where each open issue's targets stand, then a table per question,
-each with the runs it comes from, then any result no question names yet; and the README's results
-table, between its two markers. The targets, the questions and the result names each reads are data,
-in bench/questions.toml; the figures are only in bench/results/. A rerun of a script replaces its
-result file (same --result name); a new question is a new [[questions]] entry. --check writes nothing
-and exits 1 if BENCHMARKS.md or the README's table differs from what this would write.
+renders, current numbers first: where each open issue's targets stand, then each question's answer,
+then any result no question names yet; and the README's results table, between its two markers. The
+targets, the questions and the result names each reads are data, in bench/questions.toml; the figures
+are only in bench/results/. A rerun of a script replaces its result file (same --result name); a new
+question is a [[questions]] entry; a question's results may name a glob pattern ("lac_finetune_*"), so a
+new file of that name joins it unedited. --check writes nothing and exits 1 if BENCHMARKS.md,
+bench/DETAILS.md or the README's table differs from what this would write.
+
+Two pages. BENCHMARKS.md answers each question with its headline tables only: the results its `headline`
+list in questions.toml names (names or patterns; without one, every current result of it), their first
+tables joined where their columns agree (a question with pool_seeds shows seeds pooled: students_table,
+seed_rows_pooled); every other current result of the question is one line under "Also measured" (its
+name, title and date, linking to its section of bench/DETAILS.md), and the page has no command lines.
+bench/DETAILS.md holds, question by question, every result's tables in full and its source line
+(command, date, machine, code version, notes), the earlier runs included. A headline is chosen to answer
+the question today in a table of at most about 30 rows; tests/test_bench_report.py keeps BENCHMARKS.md
+under 500 lines.
 
 Earlier runs: a result a later run replaces says so in its file, `"superseded_by": "NAME"` (the replacing
-result's name), and its question then shows it as one line under "Earlier runs" instead of its tables (the
+result's name), and its question in BENCHMARKS.md then names it in its last line ("earlier runs a later
+one replaced") instead of showing its tables; bench/DETAILS.md shows it in full under "Earlier runs" (the
 file stays: the data is never deleted). The rule, kept conservative: mark R superseded by S only when S is
 later, answers the same question on the same dataset (the same test split) and covers every model row R
 shows for the same system: the same trained model measured again (the same test F1), or the same committed
@@ -25,6 +37,7 @@ date, or a chain that loops.
 """
 
 import argparse
+import fnmatch
 import json
 import re
 import statistics
@@ -44,6 +57,7 @@ from _common import markdown_table, rows_table  # noqa: E402  (one renderer: scr
 
 RESULTS = ROOT / "bench" / "results"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
+DETAILS = ROOT / "bench" / "DETAILS.md"
 README = ROOT / "README.md"
 README_MARKERS = ("<!-- results:start -->", "<!-- results:end -->")
 # No table cell of BENCHMARKS.md is longer: a longer one keeps its first words and a footnote mark,
@@ -70,6 +84,7 @@ class Question(NamedTuple):
     table: Optional[Callable[[Records], Table]] = None  # a table built from the figures, instead of the results'
     images: List[Tuple[str, str]] = []  # committed images shown under the tables: (caption, path)
     pool_seeds: bool = False  # bench_distill results as one row per student config (students_table)
+    headline: Optional[List[str]] = None  # the results its tables in BENCHMARKS.md show (None: every current one)
 
 
 # ---- reading the figures, whichever way a result holds them ----
@@ -774,9 +789,64 @@ def comparison_sources() -> List[str]:
     return list(dict.fromkeys(names + [run[0] for runs in LAC_DEFAULT.values() for run in runs]))
 
 
-def select_table_all(records: Records) -> Table:
-    """select_table of the rounds' curves, then of the finals."""
-    return select_table(records, ("curves", "finals"))
+def msra_table(records: Records) -> Table:
+    """MSRA's configs, one row each, their seed runs pooled (pooled_seeds): spaCy's `ner`, fast.cfg, default.cfg
+    before and with its large-corpus rule ([runs] of bench/questions.toml), and today's default (LAC's vectors,
+    [comparison.lac])."""
+    groups = [
+        ("spaCy `ner` (init config -l zh -p ner -o efficiency)", MSRA_SPACY),
+        ("fast.cfg (the default until 2026-11-26)", MSRA_FAST),
+        ("default.cfg before the large-corpus rule (FGM at every update, 15M tokens)", MSRA_BEFORE),
+        ("default.cfg with the rule (FGM every second step, 20M tokens; pretrain_free.cfg since)", MSRA_DEFAULT),
+    ]
+    runs = [(label, _rows(records, names)) for label, names in groups]
+    runs.append(
+        (
+            "default.cfg since 2026-11-28 (LAC's vectors)",
+            [
+                row
+                for run in LAC_DEFAULT.get(DATA["comparison"]["msra_label"], [])
+                if (row := dataset_row(records, *run))
+            ],
+        )
+    )
+    cells = []
+    for label, rows in runs:
+        if not rows:
+            continue
+        pooled = pooled_seeds(rows)
+        mean = lambda key: statistics.mean(row[key] for row in rows)  # noqa: E731
+        cells.append(
+            [
+                label,
+                ", ".join(map(str, pooled["seeds"])),
+                ", ".join(f"{f1:.2f}" for row in rows for f1 in row.get("f1_per_seed") or [row["f1"]]),
+                f1_text(pooled),
+                f"{pooled['dev_f1']:.2f}",
+                f"{mean('r_seen'):.1f} / {pooled['r_unseen']:.1f}",
+                f"{pooled['r_f1']:.2f}",
+                f"{mean('training_min'):.1f}",
+                f"{mean('chars_per_s'):,.0f}",
+            ]
+        )
+    columns = [
+        "config",
+        "seeds",
+        "test F1 per seed",
+        "test F1",
+        "dev F1",
+        "R seen / unseen",
+        "R-F1",
+        "training min",
+        "chars/s",
+    ]
+    return columns, ["left", "left", "left", *["right"] * 6], cells
+
+
+def select_table_finals(records: Records) -> Table:
+    """select_table of the finals: the labelled sentences trained from scratch to the stopping rule (the rounds'
+    curves are in each select result's own table, in bench/DETAILS.md)."""
+    return select_table(records, ("finals",))
 
 
 def _targets() -> List[Tuple[str, List[Target]]]:
@@ -789,7 +859,22 @@ def _targets() -> List[Tuple[str, List[Target]]]:
     ]
 
 
-def _questions() -> List[Question]:
+def _questions(entries: Optional[List[dict]] = None) -> List[Question]:
+    """The [[questions]] of bench/questions.toml (or entries like them); a headline naming no result of its question
+    is refused."""
+    entries = DATA["questions"] if entries is None else entries
+    for question in entries:
+        patterns = [name if isinstance(name, str) else name[0] for name in question["results"]]
+        stray = [
+            name
+            for name in question.get("headline", [])
+            if not any(fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(pattern, name) for pattern in patterns)
+        ]
+        if stray:
+            raise ValueError(
+                f"{QUESTIONS_FILE}: question {question['key']!r}'s headline names {', '.join(stray)}, not among its "
+                "results"
+            )
     return [
         Question(
             question["key"],
@@ -799,8 +884,9 @@ def _questions() -> List[Question]:
             globals()[question["table"]] if "table" in question else None,
             [tuple(image) for image in question.get("images", [])],
             question.get("pool_seeds", False),
+            question.get("headline"),
         )
-        for question in DATA["questions"]
+        for question in entries
     ]
 
 
@@ -856,7 +942,8 @@ def _without_first_parenthesis(text: str) -> str:
 
 
 def source_line(record: dict) -> str:
-    """Where a result comes from: command, date, machine, commit, and what was transcribed."""
+    """Where a result comes from: command, date, machine, commit, and what was transcribed (a line of
+    bench/DETAILS.md: its links are relative to bench/)."""
     version = record["code_version"]
     commit = f"`{version['commit'][:7]}`" if version.get("commit") else "commit unknown"
     if version.get("dirty"):
@@ -866,59 +953,25 @@ def source_line(record: dict) -> str:
     source = record.get("transcribed_from")
     if source:
         line += (
-            f" · transcribed from [bench/HISTORY.md]({source})"
+            f" · transcribed from [bench/HISTORY.md]({source[len('bench/') :]})"  # DETAILS.md is in bench/
             if source.startswith("bench/HISTORY.md#")
             else f" · transcribed from {source}"
         )
     if record.get("notes"):
-        line += f". {record['notes']}"
+        line += f". {_from_bench(record['notes'])}"
     return line
 
 
-def _seedless(text: str) -> str:
-    """A command or note with its seed numbers (--seeds N, seedN, _sN, "Seeds N") left out."""
-    return re.sub(r"(--seeds |seed|_s|Seeds )\d+", r"\1#", text)
+def _from_bench(text: str) -> str:
+    """Markdown links written from the repository's root (a result's notes) as bench/DETAILS.md reaches them."""
 
+    def relative(match: "re.Match[str]") -> str:
+        target = match.group(1)
+        if re.match(r"[a-z]+:|#", target):
+            return match.group(0)
+        return "](" + (target[len("bench/") :] if target.startswith("bench/") else "../" + target) + ")"
 
-def source_lines(records: List[dict]) -> List[str]:
-    """source_line per result, where runs of one command for other seeds (the same command, machine and
-    notes but for the seed numbers, none transcribed) share one line: each command with its date and commit."""
-    groups: List[List[dict]] = []
-    for record in records:
-        last = groups[-1][-1] if groups else None
-        if (
-            last is not None
-            and not record.get("transcribed_from")
-            and not last.get("transcribed_from")
-            and record["machine"]["line"] == last["machine"]["line"]
-            and _seedless(record["command"]) == _seedless(last["command"])
-            and _seedless(record.get("notes", "")) == _seedless(last.get("notes", ""))
-        ):
-            groups[-1].append(record)
-        else:
-            groups.append([record])
-    lines = []
-    for group in groups:
-        if len(group) == 1:
-            lines.append(source_line(group[0]))
-            continue
-        runs = "; ".join(
-            f"`{record['command']}` · {record['date'][:10]} · "
-            f"`{(record['code_version'].get('commit') or 'unknown')[:7]}`"
-            + (" + uncommitted changes" if record["code_version"].get("dirty") else "")
-            for record in group
-        )
-        notes = group[0].get("notes")
-        if notes:  # the first run's "Seeds N" says every run's seeds
-            seeds = [
-                m.group(1)
-                for record in group
-                for m in [re.search(r"Seeds (\d+(?:, \d+)*)", record.get("notes", ""))]
-                if m
-            ]
-            notes = re.sub(r"Seeds \d+(?:, \d+)*", "Seeds " + ", ".join(seeds), notes, count=1)
-        lines.append(f"- {runs} · {group[0]['machine']['line']}" + (f". {notes}" if notes else ""))
-    return lines
+    return re.sub(r"\]\(([^)\s]+)\)", relative, text)
 
 
 def record_tables(record: dict) -> List[Table]:
@@ -997,12 +1050,62 @@ def students_table(record: dict) -> Optional[Table]:
     return columns, ["left", "right", "left", *["right"] * 2, "left", "left", *["right"] * 3], cells
 
 
+SEED_CELL = re.compile(r"^(.*?)[/_]seed(\d+)$")  # "student.cfg+augment5/seed1": one seed's row
+
+
+def _cell_number(cell: str) -> Optional[Tuple[float, int, str]]:
+    """A cell as (value, decimals, unit) ("1,234" -> (1234.0, 0, ""), "99.58%" -> (99.58, 2, "%")); None if it is
+    not one number."""
+    match = re.fullmatch(r"([+-]?)([\d,]+)(?:\.(\d+))?(%|x)?", cell.strip())
+    if not match:
+        return None
+    sign, whole, decimals, unit = match.groups()
+    return float(sign + whole.replace(",", "") + "." + (decimals or "0")), len(decimals or ""), unit or ""
+
+
+def seed_rows_pooled(table: Table) -> Optional[Table]:
+    """A table listing seeds as rows (a cell "NAME/seedN" or "NAME_seedN") as one row per NAME: a "seeds" column
+    after it, each number column's mean over the seeds (at the cells' decimals), each text column's values with
+    their counts where the seeds differ. None for a table with no such column."""
+    columns, align, rows = table
+    key = next((i for i in range(len(columns)) if any(SEED_CELL.match(row[i]) for row in rows)), None)
+    if key is None:
+        return None
+    groups: Dict[str, List[List[str]]] = {}
+    for row in rows:
+        match = SEED_CELL.match(row[key])
+        groups.setdefault(match.group(1) if match else row[key], []).append(row)
+    cells = []
+    for name, members in groups.items():
+        row = []
+        for i in range(len(columns)):
+            values = [member[i] for member in members]
+            numbers = [_cell_number(value) for value in values]
+            if i == key:
+                row += [name, str(len(members))]
+            elif len(set(values)) == 1:
+                row.append(values[0])
+            elif all(numbers):
+                decimals, unit = max(n[1] for n in numbers), numbers[0][2]
+                mean = statistics.mean(n[0] for n in numbers)
+                sign = "+" if values[0].startswith(("+", "-")) else ""  # a signed column stays signed
+                row.append(f"{mean:{sign},.{decimals}f}{unit}")
+            else:
+                counts = {value: values.count(value) for value in values}
+                row.append(", ".join(f"{value} ({count})" for value, count in counts.items()))
+        cells.append(row)
+    return [*columns[: key + 1], "seeds", *columns[key + 1 :]], [*align[: key + 1], "right", *align[key + 1 :]], cells
+
+
 def result_tables(records: Records, question: Question) -> List[Table]:
     """The first table of each result; tables with the same columns become one, a label column first. A question
-    with pool_seeds shows a bench_distill result as students_table does."""
+    with pool_seeds shows a bench_distill result as students_table does, and another table listing seeds as rows
+    as seed_rows_pooled does."""
     tables: List[Table] = []
     for name, label in question.results:
         pooled = students_table(records[name]) if question.pool_seeds and name in records else None
+        if question.pool_seeds and name in records and not pooled and record_tables(records[name]):
+            pooled = seed_rows_pooled(record_tables(records[name])[0])
         found = [pooled] if pooled else record_tables(records[name]) if name in records else []
         if not found:
             continue
@@ -1028,6 +1131,61 @@ def _without_single_seed_column(columns: List[str], align: List[str], rows: List
     return drop(columns), drop(align), [drop(row) for row in rows]
 
 
+def expand(entries: List[Tuple[str, str]], records: Records) -> List[Tuple[str, str]]:
+    """(result name, label) entries with each glob pattern ("lac_finetune_*") replaced by the results it matches,
+    in name order, each with the pattern's label; a pattern that matches none stays, as a result not measured
+    yet. A name said twice is kept once, where it comes first."""
+    found: Dict[str, str] = {}
+    for name, label in entries:
+        matched = [n for n in sorted(records) if fnmatch.fnmatchcase(n, name)] if any(c in name for c in "*?[") else []
+        for match in matched or [name]:
+            found.setdefault(match, label)
+    return list(found.items())
+
+
+class Answer(NamedTuple):
+    """A question's results, as BENCHMARKS.md shows them."""
+
+    headline: List[Tuple[str, str]]  # current results its tables show: (name, label)
+    also: List[str]  # the other current results: one line each under "Also measured"
+    earlier: List[str]  # results a later run replaced (superseded_by)
+    absent: List[str]  # named, no file yet
+
+
+def answer(records: Records, question: Question) -> Answer:
+    """Its results split: the current ones (not superseded_by a later run) its `headline` names (every current one
+    where it has none), the other current ones, the superseded ones, the ones not measured yet."""
+    entries = expand(question.results, records)
+    current = [(name, label) for name, label in entries if name in records and not records[name].get("superseded_by")]
+    wanted = {name for name, _ in current}
+    if question.headline is not None:
+        wanted = {name for name, _ in current if any(fnmatch.fnmatchcase(name, p) for p in question.headline)}
+        replaced = sorted(name for name in question.headline if records.get(name, {}).get("superseded_by"))
+        if replaced:
+            raise ValueError(
+                f"{QUESTIONS_FILE}: question {question.key!r}'s headline names {', '.join(replaced)}, replaced by a "
+                f"later run (superseded_by): name {', '.join(latest(records, name) for name in replaced)} instead"
+            )
+    return Answer(
+        [(name, label) for name, label in current if name in wanted],
+        [name for name, _ in current if name not in wanted],
+        [name for name, _ in entries if records.get(name, {}).get("superseded_by")],
+        [name for name, _ in entries if name not in records],
+    )
+
+
+def details_link(name: str, prefix: str = "bench/DETAILS.md") -> str:
+    """A link to a result's section of bench/DETAILS.md, named by the result."""
+    return f"[`{name}`]({prefix}#result-{name})"
+
+
+def also_line(records: Records, name: str) -> str:
+    """A current result that is not a question's headline in one line: its name (a link to its tables and source
+    in bench/DETAILS.md), title and date."""
+    record = records[name]
+    return f"- {details_link(name)} · {record['title'] or name} · {record['date'][:10]}"
+
+
 def render_benchmarks(records: Records) -> str:
     notes = Footnotes()
     lines = [
@@ -1049,55 +1207,102 @@ def render_benchmarks(records: Records) -> str:
         rows = [[target.text, *target.measure(records, **target.params)] for target in targets]
         lines += markdown_table(notes.capped((["target", "measured", "status"], ["left"] * 3, rows))) + [""]
         lines += notes.flush()
-    lines += ["## Results, one table per question", ""]
+    lines += [
+        "## Results, one table per question",
+        "",
+        'Each question shows the results that answer it today; every other result of it is one line under "Also '
+        "measured\". Every result's tables in full, with its command, date, machine, code version and notes, and the "
+        "earlier runs a later one replaced: [bench/DETAILS.md](bench/DETAILS.md), question by question.",
+        "",
+    ]
     placed = set()
-    for position, question in enumerate(QUESTIONS):
-        names = [name for name, _ in question.results]
-        placed.update(names)
-        earlier = [name for name in names if records.get(name, {}).get("superseded_by")]
-        if earlier:  # shown as one line each, below; their tables stay in their files
-            names = [name for name in names if name not in earlier]
-            question = question._replace(results=[result for result in question.results if result[0] in names])
-        tables = [question.table(records)] if question.table else result_tables(records, question)
-        lines += [f'<a id="{question.key}"></a>', "", f"### {question.title}", ""]
+    for question in QUESTIONS:
+        placed.update(name for name, _ in expand(question.results, records))
+        found = answer(records, question)
+        tables = (
+            [question.table(records)]
+            if question.table
+            else result_tables(records, question._replace(results=found.headline))
+        )
+        # The anchor in the heading: an HTML line of its own would need a blank line after it.
+        lines += [f'### <a id="{question.key}"></a>{question.title}', ""]
         for table in tables:
             if table[2]:  # a table built from results not measured yet has no rows
                 lines += markdown_table(notes.capped(table)) + [""] + notes.flush()
-        for caption, path in question.images:
-            if (ROOT / path).exists():  # an image not made yet is left out
-                lines += [f"![{caption}]({path})", ""]
-        present = [name for name in names if name in records]
-        # A result a later question shows in full is named there, with its source line, not twice.
-        later = {name for other in QUESTIONS[position + 1 :] for name, _ in other.results}
-        lines += source_lines([records[name] for name in present if name not in later])
-        shown_later = [name for name in present if name in later]
-        if shown_later:
-            lines.append(
-                f"- And {len(shown_later)} run{'s' * (len(shown_later) > 1)} shown in full, with "
-                f"{'their' if len(shown_later) > 1 else 'its'} source line, further down."
+        images = [f"![{caption}]({path})" for caption, path in question.images if (ROOT / path).exists()]
+        if images:  # on one line, side by side; an image not made yet is left out
+            lines += [" ".join(images), ""]
+        footer = f"Each result in full, with its source: [bench/DETAILS.md](bench/DETAILS.md#{question.key})"
+        if found.absent:
+            footer += f"; not measured yet: {', '.join(f'`bench/results/{name}.json`' for name in found.absent)}"
+        if found.earlier:
+            footer += "; earlier runs a later one replaced: " + ", ".join(
+                f"{details_link(name)} (by `{latest(records, name)}`)" for name in found.earlier
             )
-        absent = [name for name in names if name not in records]
-        if absent:
-            lines.append(f"- Not measured yet: {', '.join(f'`bench/results/{name}.json`' for name in absent)}")
-        if earlier:
-            lines += ["", "Earlier runs (replaced by a later run of the same question, dataset and system):", ""]
-            lines += [earlier_line(records, name) for name in earlier]
-        lines.append("")
+        lines += [footer + (". Also measured:" if found.also else ".")]
+        lines += [also_line(records, name) for name in found.also] + [""]
     others = [name for name in records if name not in placed]
     if others:
-        lines += ["## Other results (no question in bench/report.py names them yet)", ""]
-        for name in others:
-            lines += [f"### {records[name]['title'] or name}", ""]
-            for table in record_tables(records[name]):
-                lines += markdown_table(notes.capped(table)) + [""]
-                lines += notes.flush()
-            lines += [source_line(records[name]), ""]
+        lines += ["## Other results", "", "No question in bench/questions.toml names these yet:"]
+        lines += [also_line(records, name) for name in others] + [""]
     lines += [
         "Earlier results, the variants tried and why each default is what it is: "
         "[bench/HISTORY.md](bench/HISTORY.md) (the notebook up to 2026-11-26) and the git history of "
         "bench/results/."
     ]
     return "\n".join(lines) + "\n"
+
+
+def result_section(records: Records, name: str, notes: "Footnotes") -> List[str]:
+    """A result's section of bench/DETAILS.md: its title, the result replacing it (superseded_by), all its tables
+    and where it comes from."""
+    record = records[name]
+    lines = [f'<a id="result-{name}"></a>', "", f"### {record['title'] or name} (`{name}`)", ""]
+    if record.get("superseded_by"):
+        newer = latest(records, name)
+        lines += [f"Replaced by {details_link(newer, '')} ({records[newer]['date'][:10]}).", ""]
+    for table in record_tables(record):
+        if table[2]:
+            lines += markdown_table(notes.capped(table)) + [""] + notes.flush()
+    return lines + [source_line(record), ""]
+
+
+def render_details(records: Records) -> str:
+    """bench/DETAILS.md: per question, every result's tables and source line (a result two questions name is in full
+    under the later one), then its earlier runs; then any result no question names."""
+    notes = Footnotes()
+    home = {name: question.key for question in QUESTIONS for name, _ in expand(question.results, records)}
+    lines = [
+        "# Benchmarks in full",
+        "",
+        "<!-- Generated by `python bench/report.py` from bench/results/*.json: rerun a bench script or edit a "
+        "result there, not this file. -->",
+        "",
+        "Every result of [BENCHMARKS.md](../BENCHMARKS.md), question by question: all of its tables, its command, "
+        "date, machine, code version and notes; then the earlier runs a later one replaced (their files stay).",
+        "",
+    ]
+    for question in QUESTIONS:
+        found = answer(records, question)
+        lines += [f'<a id="{question.key}"></a>', "", f"## {question.title}", ""]
+        lines += [f"Its answer today: [BENCHMARKS.md](../BENCHMARKS.md#{question.key}).", ""]
+        current = [name for name, _ in found.headline] + found.also
+        for group, names in (("", current), ("Earlier runs, replaced by a later run:", found.earlier)):
+            if names and group:
+                lines += [group, ""]
+            for name in names:
+                if home[name] == question.key:
+                    lines += result_section(records, name, notes)
+                else:
+                    lines += [f"- {details_link(name, '')}: in full under a later question.", ""]
+        if found.absent:
+            lines += [f"Not measured yet: {', '.join(f'`bench/results/{name}.json`' for name in found.absent)}", ""]
+    others = [name for name in records if name not in home]
+    if others:
+        lines += ["## Other results (no question in bench/questions.toml names them yet)", ""]
+        for name in others:
+            lines += result_section(records, name, notes)
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def render_readme_table(records: Records) -> str:
@@ -1188,20 +1393,18 @@ def main() -> None:
     benchmarks = render_benchmarks(records)
     n_lines = benchmarks.count("\n")
     readme = updated_readme(README.read_text(encoding="utf8"), records)
-    stale = [
-        path.name
-        for path, text in ((BENCHMARKS, benchmarks), (README, readme))
-        if not path.exists() or path.read_text(encoding="utf8") != text
-    ]
+    files = ((BENCHMARKS, benchmarks), (DETAILS, render_details(records)), (README, readme))
+    stale = [path for path, text in files if not path.exists() or path.read_text(encoding="utf8") != text]
+    names = " and ".join(path.relative_to(ROOT).as_posix() for path in stale)
     if args.check:
         if stale:
             verb = "differ" if len(stale) > 1 else "differs"
-            sys.exit(f"{' and '.join(stale)} {verb} from bench/results/*.json: run `python bench/report.py`")
+            sys.exit(f"{names} {verb} from bench/results/*.json: run `python bench/report.py`")
         return
-    for path, text in ((BENCHMARKS, benchmarks), (README, readme)):
-        if path.name in stale:  # the README is read and written at once: other sections stay as they are
+    for path, text in files:
+        if path in stale:  # the README is read and written at once: other sections stay as they are
             path.write_text(text, encoding="utf8")
-    print(f"BENCHMARKS.md: {n_lines} lines; rewrote {', '.join(stale) or 'nothing'}", file=sys.stderr)
+    print(f"BENCHMARKS.md: {n_lines} lines; rewrote {names or 'nothing'}", file=sys.stderr)
 
 
 if __name__ == "__main__":

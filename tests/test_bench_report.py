@@ -1,4 +1,5 @@
-"""BENCHMARKS.md and the README's results table are what bench/report.py renders from bench/results/*.json.
+"""BENCHMARKS.md, bench/DETAILS.md and the README's results table are what bench/report.py renders from
+bench/results/*.json.
 
 A hand edit of either fails here: edit a result (or rerun its bench script), then `python bench/report.py`.
 No data, no models: the committed result files only.
@@ -33,15 +34,53 @@ common = _module("_common")
 RESULT_FILES = sorted((BENCH / "results").glob("*.json"))
 
 
+PAGES = (ROOT / "BENCHMARKS.md", BENCH / "DETAILS.md")
+
+
 def test_benchmarks_md_is_rendered_from_the_results():
-    rendered = report.render_benchmarks(report.load_records())
-    assert (ROOT / "BENCHMARKS.md").read_text(encoding="utf8") == rendered, (
+    records = report.load_records()
+    assert (ROOT / "BENCHMARKS.md").read_text(encoding="utf8") == report.render_benchmarks(records), (
         "BENCHMARKS.md differs from bench/results/*.json: run `python bench/report.py`"
+    )
+    assert (BENCH / "DETAILS.md").read_text(encoding="utf8") == report.render_details(records), (
+        "bench/DETAILS.md differs from bench/results/*.json: run `python bench/report.py`"
     )
 
 
-def test_no_table_cell_is_over_the_cap_and_every_footnote_is_said():
+def test_benchmarks_md_answers_each_question_in_a_screenful():
+    """BENCHMARKS.md shows each question's headline tables only (the rest: one line each, and bench/DETAILS.md)."""
     text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
+    assert text.count("\n") <= 500, "BENCHMARKS.md over 500 lines: fewer headline results in bench/questions.toml"
+    for table in re.findall(r"(?:^\|.*\n)+", text, flags=re.M):
+        assert table.count("\n") - 2 <= 40, f"a table of {table.count(chr(10)) - 2} rows: {table[:80]}"
+    assert "python bench/" not in text.replace("`python bench/report.py`", ""), "a command line: bench/DETAILS.md's"
+
+
+def test_every_result_has_its_section_in_details_md():
+    text = (BENCH / "DETAILS.md").read_text(encoding="utf8")
+    records = report.load_records()
+    for name, record in records.items():
+        assert text.count(f'<a id="result-{name}"></a>') == 1, name
+        section = text[text.index(f'<a id="result-{name}"></a>') :]
+        assert report.source_line(record) in section[: section.find('<a id="result-', 1)], name
+
+
+def test_links_of_the_two_pages_resolve():
+    """Every relative link of BENCHMARKS.md and bench/DETAILS.md names a file, and an anchor one the page has."""
+    anchors = {page: set(re.findall(r'<a id="([^"]+)"></a>', page.read_text(encoding="utf8"))) for page in PAGES}
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf8")):
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists() or (anchor and linked in anchors and anchor not in anchors[linked]):
+                broken.append(f"{page.name}: {target}")
+    assert not broken, broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_no_table_cell_is_over_the_cap_and_every_footnote_is_said(page):
+    text = page.read_text(encoding="utf8")
     cells = [
         cell.strip() for line in text.splitlines() if line.startswith("|") for cell in line.strip("|").split(" | ")
     ]
@@ -65,7 +104,7 @@ def test_a_long_cell_keeps_its_first_words_and_its_text_goes_to_a_footnote():
 def test_links_into_benchmarks_md_name_a_questions_anchor():
     """Docstrings point at a question's section (BENCHMARKS.md#key, its key in bench/questions.toml)."""
     anchors = set(
-        re.findall(r'^<a id="([\w-]+)"></a>$', (ROOT / "BENCHMARKS.md").read_text(encoding="utf8"), flags=re.M)
+        re.findall(r'^### <a id="([\w-]+)"></a>', (ROOT / "BENCHMARKS.md").read_text(encoding="utf8"), flags=re.M)
     )
     assert {question.key for question in report.QUESTIONS} == anchors
     for path in (ROOT / "spacy_cner").rglob("*.py"):
@@ -135,9 +174,11 @@ def test_save_result_records_the_run_and_report_shows_it(tmp_path, monkeypatch):
     assert record["table_rows"] == [[{"system": "ours", "chars/s": 1234}]] and "tables" not in record
     assert record["notes"] == "One thread. Ours is fast."
     assert common.save_result("-", {}, section) is None
-    # A result no question names yet is rendered after the questions, with its source.
-    text = report.render_benchmarks({**report.load_records(), "example": record})
-    other = text[text.index("## Other results") :]
+    # A result no question names yet is one line after the questions, its tables and source in bench/DETAILS.md.
+    records = {**report.load_records(), "example": record}
+    other = report.render_benchmarks(records).split("## Other results")[1]
+    assert "- [`example`](bench/DETAILS.md#result-example) · An example · " in other
+    other = report.render_details(records).split("## Other results")[1]
     assert "| ours | 1,234 |" in other and "| --- | ---: |" in other
     assert "python bench/bench_example.py --repeats 2" in other
     assert "| ours | 1,234 |" in section.markdown()  # what the script prints is what the report writes
@@ -786,28 +827,6 @@ def test_bench_select_plot_draws_each_curves_mean_and_sd_band(tmp_path, monkeypa
     ]
 
 
-def test_runs_of_one_command_for_other_seeds_share_a_source_line():
-    def record(seed, commit, command=None, notes=None):
-        return {
-            "command": command
-            or f"python bench/bench_datasets.py --out runs/x_s{seed} --seeds {seed} --result x_seed{seed}",
-            "date": "2026-11-27T01:00:00",
-            "machine": {"line": "2 cores"},
-            "code_version": {"commit": commit * 40, "dirty": False},
-            "notes": notes if notes is not None else f"Seeds {seed}; one thread.",
-        }
-
-    lines = report.source_lines(
-        [record(1, "a"), record(2, "b"), record(3, "c", command="python bench/other.py --seeds 3")]
-    )
-    assert len(lines) == 2
-    assert "--seeds 1" in lines[0] and "--seeds 2" in lines[0] and "`aaaaaaa`" in lines[0] and "`bbbbbbb`" in lines[0]
-    assert "Seeds 1, 2; one thread." in lines[0]
-    assert lines[1] == report.source_line(record(3, "c", command="python bench/other.py --seeds 3"))
-    # Other notes (not only the seed) keep the runs apart.
-    assert len(report.source_lines([record(1, "a"), record(2, "a", notes="Seeds 2; beside a training.")])) == 2
-
-
 def test_the_comparison_has_msras_row_from_its_seed_runs():
     """MSRA's seeds are one result each: the comparison (and the README) shows their mean and sd."""
 
@@ -1097,17 +1116,22 @@ def test_profile_pipeline_times_each_stage_and_layer(tmp_path):
     assert not any("|" in stage for stage in us)
 
 
-def test_a_superseded_result_is_one_line_under_earlier_runs(tmp_path):
-    """A result whose file names its replacement ("superseded_by") loses its table to one line under its question's
-    "Earlier runs"; a superseded_by naming no result, or a result run before it, is refused."""
+def test_a_superseded_result_is_named_in_its_questions_last_line_and_in_full_in_details(tmp_path):
+    """A result whose file names its replacement ("superseded_by") loses its table in BENCHMARKS.md to a link in its
+    question's last line; bench/DETAILS.md shows it in full under "Earlier runs", with the result replacing it; a
+    superseded_by naming no result, or a result run before it, is refused."""
     records = report.load_records()
     old, new = "distill_resume_speed", "distill_resume_pieces_seeds"
     assert records[old]["superseded_by"] == new
     text = report.render_benchmarks(records)
     section = text[text.index('<a id="distillation-encoder">') : text.index('<a id="distillation-inputs">')]
+    assert f"[`{old}`](bench/DETAILS.md#result-{old}) (by `{new}`)" in section.split("earlier runs a later one")[1]
+    assert f"result-{old})" not in section.split("earlier runs a later one")[0]  # not under "Also measured"
+    details = report.render_details(records)
+    section = details[details.index('<a id="distillation-encoder">') : details.index('<a id="distillation-inputs">')]
     earlier = section[section.index("Earlier runs") :]
-    assert f"- `{old}` · 2026-11-29 · `acfcdc7` · replaced by `{new}` (2026-11-29)" in earlier
-    assert records[old]["command"] not in section  # no source line, no table of its own
+    assert f'<a id="result-{old}"></a>' in earlier and f"Replaced by [`{new}`](#result-{new}) (2026-11-29)." in earlier
+    assert report.source_line(records[old]) in earlier
     for bad, message in (
         (dict(superseded_by="nowhere"), "names no other result"),
         (dict(date="2027-01-01"), "ran before"),
@@ -1141,8 +1165,66 @@ def test_distillation_students_pool_their_seeds():
         ]
     ]
     assert report.students_table({"figures": {"rows": [{"model": "x"}]}}) is None
-    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
-    sections = re.split(r'^<a id="', text, flags=re.M)
-    for section in sections:
-        tables = re.findall(r"(?:^\|.*\n)+", section, flags=re.M)
-        assert all(table.count("\n") - 2 <= 40 for table in tables), section[:40]
+
+
+def test_a_table_listing_seeds_as_rows_is_pooled():
+    """Rows "NAME/seedN" become one row per NAME: its seeds, each number column's mean, text with its counts."""
+    table = (
+        ["model", "test F1", "chars/s", "change", "auto chose"],
+        ["left", "right", "right", "right", "left"],
+        [
+            ["teacher/seed0", "90.00", "1,000", "+0.10", "threshold"],
+            ["student/seed0", "80.00", "2,000", "-0.10", "threshold"],
+            ["student/seed1", "81.00", "3,001", "+0.30", "best path"],
+        ],
+    )
+    columns, align, rows = report.seed_rows_pooled(table)
+    assert columns == ["model", "seeds", "test F1", "chars/s", "change", "auto chose"] and align[1] == "right"
+    assert rows == [
+        ["teacher", "1", "90.00", "1,000", "+0.10", "threshold"],
+        ["student", "2", "80.50", "2,500", "+0.10", "threshold (1), best path (1)"],
+    ]
+    assert report.seed_rows_pooled((["model"], ["left"], [["teacher"]])) is None
+
+
+def _datasets_result(name: str, dataset: str, systems) -> dict:
+    rows = [{"dataset": dataset, "system": system, "test F1": f1} for system, f1 in systems]
+    return {
+        "name": name,
+        "title": f"Datasets on {dataset}",
+        "command": f"python bench/bench_datasets.py --datasets {dataset} --result {name}",
+        "date": "2026-12-03T00:00:00",
+        "machine": {"line": "2 cores"},
+        "code_version": {"commit": "a" * 40, "dirty": False},
+        "figures": {"rows": rows},
+        "table_rows": [rows],
+    }
+
+
+def test_a_new_result_joins_its_question_by_pattern():
+    """lac-fine-tuned names lac_finetune_*: a new dataset's file renders into its one table, no edit anywhere."""
+    records = {
+        "lac_finetune_resume_seed0": _datasets_result("lac_finetune_resume_seed0", "resume", [("lac_finetune", 95.0)]),
+        "lac_finetune_youku_seed0": _datasets_result("lac_finetune_youku_seed0", "youku", [("lac_finetune", 85.0)]),
+    }
+    question = next(question for question in report.QUESTIONS if question.key == "lac-fine-tuned")
+    found = report.answer(records, question)
+    assert [name for name, _ in found.headline] == ["lac_finetune_resume_seed0", "lac_finetune_youku_seed0"]
+    (table,) = report.result_tables(records, question._replace(results=found.headline))
+    assert [row[0] for row in table[2]] == ["resume", "youku"]
+    text = report.render_benchmarks({**report.load_records(), **records})
+    section = text[text.index('<a id="lac-fine-tuned">') : text.index('<a id="serving">')]
+    assert "| youku | lac_finetune | 85" in section and "## Other results" not in text
+
+
+def test_a_headline_names_current_results_of_its_question():
+    entry = {"key": "q", "title": "Q", "results": ["a_*", "b"], "headline": ["a_*", "c"]}
+    with pytest.raises(ValueError, match="headline names c, not among its results"):
+        report._questions([entry])
+    (question,) = report._questions([{**entry, "headline": ["b"]}])
+    records = {name: {"date": "2026-12-0" + day} for name, day in (("a_1", "1"), ("b", "1"), ("c", "2"))}
+    found = report.answer(records, question)
+    assert found.headline == [("b", "")] and found.also == ["a_1"]
+    records["b"]["superseded_by"] = "c"
+    with pytest.raises(ValueError, match="headline names b, replaced by a later run"):
+        report.answer(records, question)
