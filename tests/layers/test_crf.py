@@ -802,18 +802,3 @@ def test_chain_posteriors_in_length_groups_equal_the_span_probabilities_marginal
     assert short.entropy == pytest.approx(float(-(probabilities * numpy.log(probabilities)).sum()), abs=1e-9)
     with pytest.raises(ValueError, match="empty sequence"):
         crf_posteriors.chain_posteriors(model, [emissions[0], emissions[0][:0]])
-
-
-def test_layers_never_import_training():
-    """layers/ is below training/ (the soft targets' arrays come from layers.crf_posteriors)."""
-    import ast
-    from pathlib import Path
-
-    folder = Path(crf_posteriors.__file__).parent
-    for path in folder.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
-            if isinstance(node, ast.ImportFrom):
-                name = "." * node.level + (node.module or "")
-                assert "training" not in name.split("."), f"{path} imports {name}"
-            elif isinstance(node, ast.Import):
-                assert not any(".training" in alias.name for alias in node.names), f"{path} imports training"
