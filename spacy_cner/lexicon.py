@@ -415,6 +415,29 @@ def token_spans(doc: Doc) -> numpy.ndarray:
     return spans
 
 
+def token_means(chars: numpy.ndarray, spans: numpy.ndarray) -> numpy.ndarray:
+    """Per (start, end) character span (a token), the mean of its characters' rows; an empty span (whitespace) zeros."""
+    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
+    out = numpy.zeros((len(bounds), chars.shape[1]), dtype="float32")
+    single = bounds[:, 1] - bounds[:, 0] == 1
+    out[single] = chars[bounds[single, 0]]
+    for i in numpy.flatnonzero(bounds[:, 1] - bounds[:, 0] > 1):
+        out[i] = chars[bounds[i, 0] : bounds[i, 1]].mean(axis=0)
+    return out
+
+
+def token_means_backward(d_tokens: numpy.ndarray, spans: numpy.ndarray, n_chars: int) -> numpy.ndarray:
+    """token_means' gradient: each token's row shared equally by its characters (n_chars, width)."""
+    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
+    out = numpy.zeros((n_chars, d_tokens.shape[1]), dtype="float32")
+    sizes = bounds[:, 1] - bounds[:, 0]
+    single = sizes == 1
+    out[bounds[single, 0]] += d_tokens[single]
+    for i in numpy.flatnonzero(sizes > 1):
+        out[bounds[i, 0] : bounds[i, 1]] += d_tokens[i] / sizes[i]
+    return out
+
+
 def _longest_first(words: List[Match], cap: int) -> List[Match]:
     """At most cap words, the longest (then earliest) kept, in text order."""
     if len(words) > cap:

@@ -549,29 +549,6 @@ def _scored_records(work: Path, sources: List[Source], shard_size: int) -> Itera
             shard += 1
 
 
-def write_selection(
-    chosen: List[Candidate],
-    output: Path,
-    output_format: str,
-    strategy: str,
-    model: str,
-    power: Optional[float] = None,
-    density: Optional[float] = None,
-) -> None:
-    """Write the chosen texts, best first (with power: in the draw's order), with the model's entities
-    pre-filled.
-
-    jsonl: the row's fields, "spans" ({start, end, label, text, score}: as Prodigy's) and "select"
-    ({score, strategy, source, power where the texts were drawn, density and typicality where they
-    ranked}); prodigy: "text", "spans", "meta";
-    doccano: "text", "label" ([[start, end, label], ...]) and "select"; labelstudio: a JSON array of tasks
-    whose "predictions" hold the entities (offsets in UTF-16 code units, as Label Studio counts them) with
-    their scores.
-    """
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(selection_text(chosen, output_format, strategy, model, power, density), encoding="utf8")
-
-
 def selection_text(
     chosen: List[Candidate],
     output_format: str,
@@ -580,7 +557,16 @@ def selection_text(
     power: Optional[float] = None,
     density: Optional[float] = None,
 ) -> str:
-    """What write_selection writes: the chosen texts as output_format's records."""
+    """The chosen texts as output_format's records, best first (with power: in the draw's order), with the
+    model's entities pre-filled.
+
+    jsonl: the row's fields, "spans" ({start, end, label, text, score}: as Prodigy's) and "select"
+    ({score, strategy, source, power where the texts were drawn, density and typicality where they
+    ranked}); prodigy: "text", "spans", "meta";
+    doccano: "text", "label" ([[start, end, label], ...]) and "select"; labelstudio: a JSON array of tasks
+    whose "predictions" hold the entities (offsets in UTF-16 code units, as Label Studio counts them) with
+    their scores.
+    """
     records = [_record(c, output_format, strategy, model, power, density) for c in chosen]
     text = io.StringIO()
     write_json_records(records, text, array=output_format != "jsonl" and FORMATS[output_format].array)

@@ -49,6 +49,29 @@ def pair_expectations(
     return total
 
 
+def transition_expectations(
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    emissions: torch.Tensor,
+    log_z: torch.Tensor,
+    mask: torch.Tensor,
+    transitions: torch.Tensor,
+    weight: torch.Tensor,
+) -> torch.Tensor:
+    """sum_b weight[b] * E_b[the number of times tag i is followed by tag j], shape (n_tags, n_tags): the
+    gradient of sum_b weight[b] * log Z_b with respect to the transition scores, from forward_backward's
+    alpha, beta and log Z of these emissions (batch, length, n_tags), mask (batch, length) and weights
+    (batch,). Each pair (t - 1, t) within a doc contributes exp(alpha[t - 1, i] + transitions[i, j] +
+    emissions[t, j] + beta[t, j] - log Z)."""
+    pairs = mask[:, 1:]
+    return pair_expectations(
+        alpha[:, :-1][pairs],
+        (emissions[:, 1:] + beta[:, 1:] - log_z[:, None, None])[pairs],
+        transitions,
+        weight.unsqueeze(1).expand(-1, pairs.shape[1])[pairs],
+    )
+
+
 class ScaledLattice(NamedTuple):
     """Forward-backward in scaled form: alpha and beta rows that sum to 1 and the log of what they were
     divided by, log alpha[b, t, j] = log(alpha[b, t, j]) + alpha_scale[b, t] (beta likewise), and log Z.

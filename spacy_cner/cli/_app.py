@@ -1,7 +1,7 @@
 """The `python -m spacy_cner` app, its printer and the choices its options take (from the modules behind them)."""
 
 from enum import Enum
-from typing import Sequence, Type
+from typing import Any, Sequence, Type
 
 import typer
 from wasabi import Printer
@@ -45,6 +45,18 @@ AnnotateInput = _choices(
 AnnotateOutput = _choices("AnnotateOutput", list(OUTPUT_FORMATS), "Output formats of `annotate`.")
 SelectStrategy = _choices("SelectStrategy", STRATEGIES, "How `select` ranks texts.")
 SelectFormat = _choices("SelectFormat", SELECT_FORMATS, "Output formats of `select`.")
+
+
+def file_option(default: Any, *flags: str, help: str) -> Any:
+    """A typer option naming a file that must exist and be readable, not a folder (typer says which before the
+    command runs): the form every command's input-file options take.
+
+    default (Any): The option's default: ... for a required one, None for an optional one.
+    flags (str): Its names ("--train", "-t").
+    help (str): What the file is, for --help.
+    RETURNS (Any): typer's OptionInfo, as the parameter's default.
+    """
+    return typer.Option(default, *flags, exists=True, dir_okay=False, readable=True, help=help)
 
 
 def _print_version(value: bool) -> None:

@@ -8,8 +8,8 @@ import typer
 
 from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
 from ..annotate.select import STRATEGIES
-from ._app import AnnotateEngine, AnnotateInput, AnnotateOutput, SelectFormat, SelectStrategy, app, msg
-from .checks import check_output, positional_output
+from ._app import AnnotateEngine, AnnotateInput, AnnotateOutput, SelectFormat, SelectStrategy, app, file_option, msg
+from .checks import check_output, fail_on, positional_output
 from .engine_options import annotate_job
 
 
@@ -51,7 +51,7 @@ def annotate_command(
     """Annotate a corpus: entities (start, end, label, text, score) for every row, resumable, locally or on Ray."""
     from ..annotate import annotate
 
-    try:
+    with fail_on(ValueError, ImportError, OSError):  # OSError: an output path that cannot be written
         summary = annotate(
             annotate_job(model, ctx.params),
             input_path,
@@ -61,8 +61,6 @@ def annotate_command(
             shard_size=shard_size,
             progress=not quiet,
         )
-    except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
-        msg.fail(str(err), exits=1)
     msg.good(
         f"{summary.docs} docs ({summary.chars:,} characters) in {summary.seconds:.1f} s"
         + (f" ({summary.load_seconds:.1f} s of them loading the pipeline)" if summary.load_seconds else "")
@@ -158,7 +156,7 @@ def select_command(
     from ..annotate.select import select
 
     output = positional_output(output, output_option, "select MODEL INPUT OUT -n N")
-    try:
+    with fail_on(ValueError, ImportError, OSError):  # OSError: an output path that cannot be written
         summary = select(
             annotate_job(model, ctx.params),
             input_path,
@@ -175,8 +173,6 @@ def select_command(
             shard_size=shard_size,
             progress=not quiet,
         )
-    except (ValueError, ImportError, OSError) as err:  # OSError: an output path that cannot be written
-        msg.fail(str(err), exits=1)
     msg.good(
         f"{summary.selected} of {summary.texts} texts selected ({strategy.value}"
         + (f", {summary.drawn} drawn at random" if summary.drawn else "")
@@ -206,13 +202,10 @@ def train_vectors_command(
         ..., exists=True, dir_okay=False, readable=True, help="The train split (.spacy), as `spacy train` reads it."
     ),
     output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors) and summary.json."),
-    text: Optional[List[Path]] = typer.Option(
+    text: Optional[List[Path]] = file_option(
         None,
         "--text",
         "-t",
-        exists=True,
-        dir_okay=False,
-        readable=True,
         help="Also read this unlabeled text of the domain, one text per line (repeatable). Never a dev or "
         "test split that will be scored.",
     ),

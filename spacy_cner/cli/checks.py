@@ -9,14 +9,29 @@ nothing: a failing command leaves no empty folder behind.
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Type, Union
 
 from ._app import msg
 
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import DocBin
+
+
+@contextmanager
+def fail_on(*errors: Type[BaseException]) -> Iterator[None]:
+    """Say an error of these kinds in one line (its message) and exit with 1, instead of a traceback: the
+    errors a command's work raises for what the user gave it (a bad input, a path that cannot be written,
+    an extra not installed). Any other error still shows its traceback: that one is a bug.
+
+    errors (Type[BaseException]): The kinds of error to say.
+    """
+    try:
+        yield
+    except errors as err:
+        msg.fail(str(err), exits=1)
 
 
 def load_pipeline(model: Union[str, Path]) -> "Language":

@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from ._app import AnnotateEngine, app, msg
+from .checks import fail_on
+from ._app import AnnotateEngine, app, file_option, msg
 from .engine_options import annotate_job
 
 
@@ -20,28 +21,19 @@ def distill_command(
     student_config: Path = typer.Argument(
         ..., exists=True, dir_okay=False, readable=True, help="The student's training config, e.g. configs/student.cfg."
     ),
-    train: Path = typer.Option(
+    train: Path = file_option(
         ...,
         "--train",
-        exists=True,
-        dir_okay=False,
-        readable=True,
         help="The train split (.spacy): its texts get the teacher's soft targets, its gold the gold loss.",
     ),
-    dev: Path = typer.Option(
+    dev: Path = file_option(
         ...,
         "--dev",
-        exists=True,
-        dir_okay=False,
-        readable=True,
         help="The dev split (.spacy): model-best is chosen on its F1; --text may not hold its texts.",
     ),
-    test: Optional[Path] = typer.Option(
+    test: Optional[Path] = file_option(
         None,
         "--test",
-        exists=True,
-        dir_okay=False,
-        readable=True,
         help="The test split (.spacy), if there is one: --text may not hold its texts either.",
     ),
     output: Path = typer.Option(
@@ -102,7 +94,7 @@ def distill_command(
 
     from ..training.distill import distill
 
-    try:
+    with fail_on(ValueError, ImportError, OSError):
         overrides = parse_config_overrides(ctx.args)
         summary = distill(
             annotate_job(teacher, ctx.params),
@@ -120,8 +112,6 @@ def distill_command(
             overrides=overrides,
             progress=not quiet,
         )
-    except (ValueError, ImportError, OSError) as err:
-        msg.fail(str(err), exits=1)
     teacher_pass = summary.teacher
     msg.good(
         f"Student saved in {output} (model-best on dev F1, model-last); teacher pass: {teacher_pass.docs} docs, "

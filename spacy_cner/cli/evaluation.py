@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 import srsly
 import typer
 
-from ._app import Pairing, app, msg
+from ._app import Pairing, app, file_option, msg
 from .checks import check_output, load_pipeline, positional_output, read_docbin
 
 
@@ -111,18 +111,14 @@ def model_card_command(
     source_name: Optional[str] = typer.Option(None, "--source-name", help="The training data's name."),
     source_url: Optional[str] = typer.Option(None, "--source-url", help="Where the training data comes from."),
     source_license: Optional[str] = typer.Option(None, "--source-license", help="The training data's licence."),
-    descriptions: Optional[Path] = typer.Option(
+    descriptions: Optional[Path] = file_option(
         None,
         "--labels",
-        exists=True,
-        dir_okay=False,
         help="A JSON file of label -> meaning, for labels this package does not know (kept in the pipeline too).",
     ),
-    speed_corpus: Optional[Path] = typer.Option(
+    speed_corpus: Optional[Path] = file_option(
         None,
         "--speed-corpus",
-        exists=True,
-        dir_okay=False,
         help="A .spacy file (e.g. the dev split) to measure the characters a second on.",
     ),
     output: Optional[Path] = typer.Option(

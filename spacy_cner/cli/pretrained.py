@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from ._app import app, msg
+from ._app import app, file_option, msg
+from .checks import fail_on
 
 pretrained_app = typer.Typer(
     help="Pretrained Chinese weights read from Baidu LAC's PyPI sdist (Apache-2.0).", no_args_is_help=True
@@ -22,29 +23,23 @@ def fetch_command(sdist: Optional[Path] = typer.Option(None, "--sdist", help=SDI
     from ..pretrained.lac import open_lac
     from ..pretrained.fetch import download_progress
 
-    try:
+    with fail_on(ValueError, RuntimeError, OSError):
         lac = open_lac(sdist, progress=download_progress())
-    except (ValueError, RuntimeError, OSError) as err:
-        msg.fail(str(err), exits=1)
     msg.good(f"LAC 2.1.2 (Apache-2.0): {lac.path}")
 
 
 @pretrained_app.command("vectors")
 def vectors_command(
     output_path: Path = typer.Argument(..., help="Folder for the vectors pipeline (--paths.vectors)."),
-    train_path: Optional[Path] = typer.Option(
+    train_path: Optional[Path] = file_option(
         None,
         "--train",
-        exists=True,
-        dir_okay=False,
         help="The train split (.spacy): its characters and bigrams LAC lacks are added (see --missing).",
     ),
-    text: Optional[List[Path]] = typer.Option(
+    text: Optional[List[Path]] = file_option(
         None,
         "--text",
         "-t",
-        exists=True,
-        dir_okay=False,
         help="Also unlabeled text of the domain, one per line (repeatable).",
     ),
     missing: str = typer.Option(
@@ -75,12 +70,10 @@ def vectors_command(
     if output_path.exists() and (not output_path.is_dir() or any(output_path.iterdir())):
         msg.fail(f"{output_path} exists and is not an empty folder: choose a new output folder.", exits=1)
     _check_folder(output_path, "the output folder")
-    try:
+    with fail_on(ValueError, RuntimeError, OSError):
         texts = [line for path in sources for line in read_texts(path)]
         lac = open_lac(sdist, progress=download_progress())
         keys, rows, data, counts = combine(*lac_table(lac), texts, missing, VectorSettings(seed=seed))
-    except (ValueError, RuntimeError, OSError) as err:
-        msg.fail(str(err), exits=1)
     nlp = spacy.blank("zh")
     nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data, f"zh_lac_{missing}.vectors")
     credit(nlp)
@@ -151,10 +144,8 @@ def pipeline_command(
                     exits=1,
                 )
         _check_folder(folder, "the output folder")
-    try:
+    with fail_on(ValueError, RuntimeError, OSError):
         nlp = build_pipeline(open_lac(sdist, progress=download_progress()), tokens=tokens)
-    except (ValueError, RuntimeError, OSError) as err:
-        msg.fail(str(err), exits=1)
     example_text = "百度是一家高科技公司"
     if not as_package:
         nlp.to_disk(folder)
@@ -164,10 +155,8 @@ def pipeline_command(
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
-        try:
+        with fail_on(ValueError, RuntimeError, OSError):
             install_wheel(write_wheel(nlp, output, scratch), force=force, target=target)
-        except (ValueError, RuntimeError, OSError) as err:
-            msg.fail(str(err), exits=1)
     msg.good(f"Installed {output} {installed_version(output, target)} (LAC's tagger, tokens: {tokens})")
     msg.text(f"spacy.load('{output}')('{example_text}'): {_example(nlp(example_text))}")
 

@@ -14,7 +14,7 @@ from ..backends.batching import batches_by_budget
 from ..backends.viterbi import viterbi_paths
 from ..tags import allowed_transitions
 from ._torch import RebuildableModule, pad_batch, set_torch_module, torch_module, wrap_rebuildable
-from ..backends.forward_backward import forward_backward, pair_expectations
+from ..backends.forward_backward import forward_backward, transition_expectations
 
 # Per-doc (length, n_tags) masks: 1 where a tag is allowed at a token.
 AllowedTags = Floats2d
@@ -212,14 +212,7 @@ class _AllowedPathsLogLikelihood(torch.autograd.Function):
         last = mask.sum(dim=1) - 1
         d_start = weighted[:, 0].sum(dim=0)
         d_end = weighted[torch.arange(len(last), device=last.device), last].sum(dim=0)
-        # Pairs (t - 1, t) within each doc: alpha[t - 1, i] + transition[i, j] + emission[t, j] + beta[t, j].
-        pairs = mask[:, 1:]
-        d_transitions = pair_expectations(
-            alpha[:, :-1][pairs],
-            (both[:, 1:] + beta[:, 1:] - log_z[:, None, None])[pairs],
-            transitions,
-            weight.unsqueeze(1).expand(-1, pairs.shape[1])[pairs],
-        )
+        d_transitions = transition_expectations(alpha, beta, both, log_z, mask, transitions, weight)
         return (
             d_emissions.to(emissions_dtype),
             None,

@@ -29,7 +29,7 @@ from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, registry, torch2xp
 from thinc.types import Floats2d
 
-from ..lexicon import doc_text, token_spans
+from ..lexicon import doc_text, token_means, token_means_backward, token_spans
 from ..pretrained.lac import LacFiles, open_lac
 from ..pretrained.lac_analyzer import DictionarySegmenter, LacTagger, Lexicon, length_groups, tagger_from_sdist
 from ..pretrained.lac_analyzer import text_windows as lac_text_windows
@@ -659,26 +659,3 @@ def word_positions(lengths: Sequence[int]) -> Tuple[numpy.ndarray, numpy.ndarray
     length = lengths[unit]
     position = numpy.where(length == 1, S, numpy.where(offset == 0, B, numpy.where(offset == length - 1, E, M)))
     return unit, position
-
-
-def token_means(chars: numpy.ndarray, spans: numpy.ndarray) -> numpy.ndarray:
-    """Per (start, end) character span (a token), the mean of its characters' rows; an empty span (whitespace) zeros."""
-    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
-    out = numpy.zeros((len(bounds), chars.shape[1]), dtype="float32")
-    single = bounds[:, 1] - bounds[:, 0] == 1
-    out[single] = chars[bounds[single, 0]]
-    for i in numpy.flatnonzero(bounds[:, 1] - bounds[:, 0] > 1):
-        out[i] = chars[bounds[i, 0] : bounds[i, 1]].mean(axis=0)
-    return out
-
-
-def token_means_backward(d_tokens: numpy.ndarray, spans: numpy.ndarray, n_chars: int) -> numpy.ndarray:
-    """token_means' gradient: each token's row shared equally by its characters (n_chars, width)."""
-    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
-    out = numpy.zeros((n_chars, d_tokens.shape[1]), dtype="float32")
-    sizes = bounds[:, 1] - bounds[:, 0]
-    single = sizes == 1
-    out[bounds[single, 0]] += d_tokens[single]
-    for i in numpy.flatnonzero(sizes > 1):
-        out[bounds[i, 0] : bounds[i, 1]] += d_tokens[i] / sizes[i]
-    return out

@@ -28,7 +28,7 @@ from spacy.tokens import Doc
 from thinc.api import Model, registry
 from thinc.types import Floats2d
 
-from ..lexicon import Lexicon, doc_text, token_spans
+from ..lexicon import Lexicon, doc_text, token_means, token_spans
 from ..pretrained.jieba_segmenter import jieba_words, load_jieba
 from .lexicon_slot import LexiconSlot, required_lexicon
 
@@ -268,13 +268,7 @@ def token_features(
         per_char = numpy.hstack([per_char, softword_positions(text)])
     if word_vectors is not None:
         per_char = numpy.hstack([per_char, char_word_vectors(lexicon, text, *word_vectors)])
-    bounds = numpy.asarray(spans, dtype="int64").reshape(-1, 2)
-    out = numpy.zeros((len(spans), per_char.shape[1]), dtype="float32")
-    single = bounds[:, 1] - bounds[:, 0] == 1
-    out[single] = per_char[bounds[single, 0]]
-    for i in numpy.flatnonzero(bounds[:, 1] - bounds[:, 0] > 1):
-        out[i] = per_char[bounds[i, 0] : bounds[i, 1]].mean(axis=0)
-    return out
+    return token_means(per_char, spans)
 
 
 def char_features(lexicon: Lexicon, text: str) -> numpy.ndarray:

@@ -11,7 +11,8 @@ from spacy.util import registry
 from thinc.api import Adam, Config
 
 from spacy_cner.layers._torch import torch_module
-from spacy_cner.layers.lac_features import POSITIONS, token_means, token_means_backward
+from spacy_cner.layers.lac_features import POSITIONS
+from spacy_cner.lexicon import token_means, token_means_backward
 from spacy_cner.layers.lexicon_slot import set_lexicon
 from spacy_cner.lexicon import Lexicon
 from spacy_cner.pipeline.optimizer import apply_gradients

@@ -84,6 +84,7 @@ def TransformerTok2Vec(
     RETURNS (Model[InT, List[Floats2d]]): The tok2vec; its input is the docs, or (docs, gold
         entity ids) in training with an entity_attention_scale.
     """
+    settings = dict(locals())
     try:
         from . import model
     except ModuleNotFoundError as error:
@@ -95,17 +96,4 @@ def TransformerTok2Vec(
             'installed: pip install "spacy-cner[transformers]" (spacy-transformers and Hugging Face '
             "transformers; an extra, so that other pipelines load without importing them)."
         ) from error
-    return model.TransformerTok2Vec(
-        name,
-        scalar_mix=scalar_mix,
-        window_size=window_size,
-        max_batch_windows=max_batch_windows,
-        attention_window=attention_window,
-        entity_attention_scale=entity_attention_scale,
-        lexicon_adapter=lexicon_adapter,
-        lexicon_layer=lexicon_layer,
-        tokenizer_config=tokenizer_config,
-        transformer_config=transformer_config,
-        mixed_precision=mixed_precision,
-        grad_scaler_config=grad_scaler_config,
-    )
+    return model.TransformerTok2Vec(**settings)

@@ -3,7 +3,6 @@
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy
-from spacy.util import SimpleFrozenDict
 from spacy_transformers.data_classes import HFObjects
 from spacy_transformers.layers.hf_wrapper import HFWrapper
 from thinc.api import Model
@@ -30,20 +29,22 @@ CALL_COST_POSITIONS = {"cpu": 64, "cuda": 2048}
 
 
 def TransformerTok2Vec(
+    *,
     name: str,
-    scalar_mix: bool = True,
-    window_size: int = 0,
-    max_batch_windows: int = 64,
-    attention_window: Optional[int] = None,
-    entity_attention_scale: float = 0.0,
-    lexicon_adapter: Optional[Model] = None,
-    lexicon_layer: int = 1,
-    tokenizer_config: Dict[str, Any] = SimpleFrozenDict(),
-    transformer_config: Dict[str, Any] = SimpleFrozenDict(),
-    mixed_precision: bool = False,
-    grad_scaler_config: Dict[str, Any] = SimpleFrozenDict(),
+    scalar_mix: bool,
+    window_size: int,
+    max_batch_windows: int,
+    attention_window: Optional[int],
+    entity_attention_scale: float,
+    lexicon_adapter: Optional[Model],
+    lexicon_layer: int,
+    tokenizer_config: Dict[str, Any],
+    transformer_config: Dict[str, Any],
+    mixed_precision: bool,
+    grad_scaler_config: Dict[str, Any],
 ) -> Model[InT, OutT]:
-    """The tok2vec that spacy-cner.TransformerTok2Vec.v1 builds (its arguments are documented in __init__.py)."""
+    """The tok2vec that spacy-cner.TransformerTok2Vec.v1 builds: its arguments, every one named (their defaults and
+    documentation are the registered function's, in __init__.py, the one signature a config is checked against)."""
     check_scale(entity_attention_scale, "TransformerTok2Vec")
     check_window(attention_window, "TransformerTok2Vec")
     if lexicon_layer < 0:

@@ -35,7 +35,7 @@ from thinc.api import Model, torch2xp
 from thinc.types import Floats1d, Floats2d
 from torch.nn.utils import parametrize
 
-from ...backends.forward_backward import forward_backward, pair_expectations
+from ...backends.forward_backward import forward_backward, transition_expectations
 from ...layers._torch import pad_batch, torch_module
 from ...layers.crf import FORBIDDEN
 from ...tags import allowed_transitions
@@ -256,13 +256,7 @@ class _TeacherStudentKL(torch.autograd.Function):
         difference = (student - marginals) * weight[:, None, None]
         last = mask.sum(dim=1) - 1
         rows = torch.arange(len(last), device=last.device)
-        pairs = mask[:, 1:]
-        student_counts = pair_expectations(
-            alpha[:, :-1][pairs],
-            (emit[:, 1:] + beta[:, 1:] - log_z[:, None, None])[pairs],
-            transitions,
-            weight.unsqueeze(1).expand(-1, pairs.shape[1])[pairs],
-        )
+        student_counts = transition_expectations(alpha, beta, emit, log_z, mask, transitions, weight)
         d_transitions = student_counts - (counts * weight[:, None, None]).sum(dim=0)
         return (
             difference.to(emissions_dtype),
