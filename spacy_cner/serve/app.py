@@ -7,6 +7,7 @@ server as from `annotate` over a text file. Every answer that is not a 200 is JS
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from pathlib import Path
@@ -153,6 +154,8 @@ class ServerState:
             loop = asyncio.get_running_loop()
             self.model = await loop.run_in_executor(None, self._load_model)
             await self.batcher.run_now([(text, self.model.spans_key is not None) for text in WARM_UP_TEXTS])
+            if self.settings.freeze_gc:
+                freeze_loaded_objects()
         except Exception as err:
             self.load_error = f"{type(err).__name__}: {' '.join(str(err).split())}"
             logger.exception("The model %r could not be served: %s", self.settings.model, self.load_error)
@@ -175,6 +178,20 @@ class ServerState:
             if callable(getattr(pipe, "warm_up", None)):
                 pipe.warm_up()
         return served
+
+
+def freeze_loaded_objects() -> None:
+    """Move every object alive now (the loaded, warmed-up pipeline) out of the cyclic garbage collector's reach.
+
+    A pipeline holds millions of long-lived Python objects (its vocab's strings and lexemes, the lexicon's
+    indexes), and each full collection of the oldest generation walks all of them: a stall of the nlp.pipe
+    thread several batches long, a few times a minute under load, which every request of the batch it hits
+    waits out; those stalls made most of the p99 latency (BENCHMARKS.md#serving). Python's documentation advises
+    gc.freeze for exactly this (a process that loads a large heap once, then serves): frozen objects are
+    still freed by reference counting, only reference cycles among them are never collected.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def create_app(settings: ServeSettings, nlp: Optional[Language] = None) -> Starlette:

@@ -25,6 +25,10 @@ class ServeSettings:
     max_body_bytes (int): The largest request body.
     threads (Optional[int]): torch's threads for nlp.pipe (torch.set_num_threads); None leaves torch's default.
     graceful_seconds (float): On SIGTERM, how long requests in flight have to finish.
+    freeze_gc (bool): Once the model is loaded and warmed up, take every object alive then out of the cyclic
+        garbage collector's reach (gc.freeze: its full collections would walk the whole pipeline under load).
+        It acts on the whole process: `serve` always does it; an app built by create_app inside a process
+        that does more than serve may turn it off.
     """
 
     model: str
@@ -39,6 +43,7 @@ class ServeSettings:
     max_body_bytes: int = 16 * 1024 * 1024
     threads: Optional[int] = None
     graceful_seconds: float = 30.0
+    freeze_gc: bool = True
 
     def __post_init__(self) -> None:
         positive = {

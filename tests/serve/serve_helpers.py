@@ -93,7 +93,8 @@ def running(settings: ServeSettings, nlp: Optional[Language] = None, ready: bool
 
 
 def settings(**overrides) -> ServeSettings:
-    return ServeSettings(**{"model": "test", "graceful_seconds": 10.0, **overrides})
+    """The tests' settings: no gc.freeze (the servers run inside pytest's process) unless a test asks."""
+    return ServeSettings(**{"model": "test", "graceful_seconds": 10.0, "freeze_gc": False, **overrides})
 
 
 # A crf_ner without an encoder (fast to train): the toy corpus's entities, scores and alternatives.

@@ -1,6 +1,7 @@
 """The server over real HTTP (uvicorn on a loopback port, in a thread): annotate's rows, batch invariance,
 bad input as 4xx, overload as 503 + Retry-After, a bounded load test, metrics, graceful shutdown."""
 
+import gc
 import http.client
 import json
 import socket
@@ -136,6 +137,20 @@ def test_health_readiness_model_and_metrics(toy_server):
     assert int(values["spacy_cner_request_seconds_count"]) >= 1
     assert int(values["spacy_cner_chars_total"]) >= 8
     assert int(values["spacy_cner_batch_texts_count"]) >= 1
+
+
+@pytest.mark.parametrize("freeze_gc", [True, False])
+def test_the_loaded_pipeline_is_frozen_out_of_the_collector_before_ready(freeze_gc):
+    """With freeze_gc the objects alive once the model is warmed up (the pipeline's among them) are out of
+    the cyclic collector's walks (gc.freeze): its full collections stalled batches under load."""
+    gc.unfreeze()
+    try:
+        with running(settings(freeze_gc=freeze_gc), fixed_nlp()) as server:
+            frozen = gc.get_freeze_count()
+            assert server.post({"text": SAMPLE})[0] == 200
+        assert (frozen > 0) is freeze_gc
+    finally:
+        gc.unfreeze()
 
 
 def test_not_ready_while_the_model_fails_to_load(tmp_path):
