@@ -183,12 +183,13 @@ class ServerState:
 def freeze_loaded_objects() -> None:
     """Move every object alive now (the loaded, warmed-up pipeline) out of the cyclic garbage collector's reach.
 
-    A pipeline holds millions of long-lived Python objects (its vocab's strings and lexemes, the lexicon's
-    indexes), and each full collection of the oldest generation walks all of them: a stall of the nlp.pipe
-    thread several batches long, a few times a minute under load, which every request of the batch it hits
-    waits out; those stalls made most of the p99 latency (BENCHMARKS.md#serving). Python's documentation advises
-    gc.freeze for exactly this (a process that loads a large heap once, then serves): frozen objects are
-    still freed by reference counting, only reference cycles among them are never collected.
+    A served process holds hundreds of thousands of long-lived containers (what torch's and spaCy's imports
+    leave alive, the lexicon's word lists), and each full collection of the oldest generation walks all of
+    them: a stall of the nlp.pipe thread longer than a batch, several times a minute under load, which every
+    request of the batch it hits waits out; those stalls made most of the p99 latency (BENCHMARKS.md#serving).
+    Python's documentation advises gc.freeze for such a process (a large heap loaded once, then serving):
+    frozen objects are still freed by reference counting, only reference cycles among them are never
+    collected.
     """
     gc.collect()
     gc.freeze()
