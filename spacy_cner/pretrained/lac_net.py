@@ -23,6 +23,8 @@ from ..backends.viterbi import viterbi_paths
 
 # paddle's SIGMOID_THRESHOLD_MIN / MAX (paddle/phi/kernels/funcs/detail/activation_functions.h).
 SIGMOID_MIN, SIGMOID_MAX = -40.0, 13.0
+# paddle's tanh clips 2x to them: x to half of each.
+_TANH_MIN, _TANH_MAX = SIGMOID_MIN / 2, SIGMOID_MAX / 2
 
 
 def paddle_sigmoid(x: torch.Tensor) -> torch.Tensor:
@@ -139,21 +141,27 @@ def gru_steps(
     H = state_weight.shape[-1]
     directions, batch, steps, _ = gate_inputs.shape
     hidden = gate_inputs.new_zeros(directions, batch, H)
-    outputs = gate_inputs.new_empty(steps, directions, batch, H)
-    gates, candidates = [], []
+    # The steps' views taken once (unbind), not sliced anew at each step: at a batch of one text each step's
+    # handful of small operations costs more in torch's per-call overhead than in arithmetic.
+    gate_parts = gate_inputs[..., : 2 * H].unbind(2)
+    candidate_parts = gate_inputs[..., 2 * H :].unbind(2)
+    # No padding (one text, or texts of one length): the backward direction's state needs no holding at zero.
+    masks = None if bool(inside.all()) else inside.unbind(0)
+    states, gates, candidates = [], [], []
     for step in range(steps):
-        x = gate_inputs[:, :, step]  # shape: (2, batch, 3H)
-        update_reset = torch.baddbmm(x[..., : 2 * H], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
+        update_reset = torch.baddbmm(gate_parts[step], hidden, gate_weight).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_()
         update, reset = update_reset[..., :H], update_reset[..., H:]
-        # paddle_tanh in place: 2 sigmoid(clip(2 x)) - 1.
-        candidate = torch.baddbmm(x[..., 2 * H :], reset * hidden, state_weight)
-        candidate.mul_(2.0).clamp_(SIGMOID_MIN, SIGMOID_MAX).sigmoid_().mul_(2.0).sub_(1.0)
-        hidden = hidden - update * hidden + update * candidate  # gru_finalOutput, origin_mode False
-        hidden[1].mul_(inside[step])
-        outputs[step] = hidden
+        # paddle_tanh, 2 sigmoid(clip(2 x)) - 1, is tanh(clip(x)) at half the clips, within float32 rounding.
+        candidate = torch.baddbmm(candidate_parts[step], reset * hidden, state_weight)
+        candidate.clamp_(_TANH_MIN, _TANH_MAX).tanh_()
+        hidden = torch.lerp(hidden, candidate, update)  # h + u (c - h): gru_finalOutput, origin_mode False
+        if masks is not None:
+            hidden[1].mul_(masks[step])
+        states.append(hidden)
         if keep:
             gates.append(update_reset)
             candidates.append(candidate)
+    outputs = torch.stack(states) if states else gate_inputs.new_empty(0, directions, batch, H)
     if not keep:
         return outputs, None, None
     empty = gate_inputs.new_empty(0, directions, batch, H)
@@ -166,7 +174,7 @@ def gru_steps(
 
 # The gates' values at paddle's clips: the clip's gradient is zero beyond them.
 _GATE_LOW, _GATE_HIGH = torch.sigmoid(torch.tensor([SIGMOID_MIN, SIGMOID_MAX])).tolist()
-_CANDIDATE_LOW, _CANDIDATE_HIGH = (2.0 * torch.sigmoid(torch.tensor([SIGMOID_MIN, SIGMOID_MAX])) - 1.0).tolist()
+_CANDIDATE_LOW, _CANDIDATE_HIGH = torch.tanh(torch.tensor([_TANH_MIN, _TANH_MAX])).tolist()
 
 
 class BiGRUScan(torch.autograd.Function):
@@ -190,31 +198,45 @@ class BiGRUScan(torch.autograd.Function):
         steps, directions, batch, _ = outputs.shape
         # shape: (length, 2, batch, H): each step's previous state (h_0 = 0).
         previous = torch.cat([outputs.new_zeros(1, directions, batch, H), outputs[:-1]])
+        update, reset = gates[..., :H], gates[..., H:]
+        # What each step's gradient reads from the forward, for all steps at once (a few large operations, not
+        # a dozen small ones a step): h' = h + u (c - h), c = tanh(b) with dc/db = 1 - c^2 and the gates'
+        # g (1 - g), each zero beyond paddle's clips.
+        candidate_slope = (1.0 - candidates * candidates).masked_fill_(
+            (candidates <= _CANDIDATE_LOW) | (candidates >= _CANDIDATE_HIGH), 0.0
+        )
+        candidate_slope.mul_(update)
+        gate_slope = (gates * (1.0 - gates)).masked_fill_((gates <= _GATE_LOW) | (gates >= _GATE_HIGH), 0.0)
+        keep_slope = 1.0 - update
+        update_input = candidates - previous
+        masks = None if bool(inside.all()) else inside.unbind(0)
         d_gate_inputs = outputs.new_empty(steps, directions, batch, 3 * H)
+        d_update_resets = d_gate_inputs[..., : 2 * H].unbind(0)
+        d_updates = d_gate_inputs[..., :H].unbind(0)
+        d_resets = d_gate_inputs[..., H : 2 * H].unbind(0)
+        d_candidates = d_gate_inputs[..., 2 * H :].unbind(0)
+        d_steps = d_outputs.unbind(0)
+        candidate_slopes, gate_slopes, keep_slopes, update_inputs, resets, previous_states = (
+            values.unbind(0) for values in (candidate_slope, gate_slope, keep_slope, update_input, reset, previous)
+        )
         gate_weight_t, state_weight_t = gate_weight.transpose(1, 2), state_weight.transpose(1, 2)
         d_hidden = outputs.new_zeros(directions, batch, H)
         for step in range(steps - 1, -1, -1):
-            d_state = d_outputs[step] + d_hidden
-            d_state[1].mul_(inside[step])
-            update_reset, candidate, h = gates[step], candidates[step], previous[step]
-            update, reset = update_reset[..., :H], update_reset[..., H:]
-            d_gates = d_gate_inputs[step]
-            d_update_reset, d_candidate = d_gates[..., : 2 * H], d_gates[..., 2 * H :]
-            # h' = h + u (c - h); c = tanh(b) (paddle's form), dc/db = 1 - c^2 inside the clip.
-            torch.mul(d_state * update, 1.0 - candidate * candidate, out=d_candidate)
-            d_candidate.masked_fill_((candidate <= _CANDIDATE_LOW) | (candidate >= _CANDIDATE_HIGH), 0.0)
-            d_reset_hidden = torch.bmm(d_candidate, state_weight_t)  # shape: (2, batch, H)
-            torch.mul(d_state, candidate - h, out=d_update_reset[..., :H])
-            torch.mul(d_reset_hidden, h, out=d_update_reset[..., H:])
-            d_update_reset.mul_(update_reset * (1.0 - update_reset))
-            d_update_reset.masked_fill_((update_reset <= _GATE_LOW) | (update_reset >= _GATE_HIGH), 0.0)
-            d_hidden = d_state - d_state * update + d_reset_hidden * reset
-            d_hidden = torch.baddbmm(d_hidden, d_update_reset, gate_weight_t)
+            d_state = d_steps[step] + d_hidden
+            if masks is not None:
+                d_state[1].mul_(masks[step])
+            torch.mul(d_state, candidate_slopes[step], out=d_candidates[step])
+            d_reset_hidden = torch.bmm(d_candidates[step], state_weight_t)  # shape: (2, batch, H)
+            torch.mul(d_state, update_inputs[step], out=d_updates[step])
+            torch.mul(d_reset_hidden, previous_states[step], out=d_resets[step])
+            d_update_resets[step].mul_(gate_slopes[step])
+            d_hidden = torch.addcmul(d_state * keep_slopes[step], d_reset_hidden, resets[step])
+            d_hidden = torch.baddbmm(d_hidden, d_update_resets[step], gate_weight_t)
         d_gate_weight = d_state_weight = None
         if ctx.needs_input_grad[1]:  # sum over steps and batch of h^T d(update, reset)
             d_gate_weight = torch.einsum("tdbh,tdbg->dhg", previous, d_gate_inputs[..., : 2 * H])
         if ctx.needs_input_grad[2]:  # of (r * h)^T d(candidate)
-            d_state_weight = torch.einsum("tdbh,tdbg->dhg", gates[..., H:] * previous, d_gate_inputs[..., 2 * H :])
+            d_state_weight = torch.einsum("tdbh,tdbg->dhg", reset * previous, d_gate_inputs[..., 2 * H :])
         return d_gate_inputs.permute(1, 2, 0, 3), d_gate_weight, d_state_weight, None
 
 
