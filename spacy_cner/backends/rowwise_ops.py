@@ -30,9 +30,12 @@ _POOL: Optional[Tuple[int, ThreadPoolExecutor]] = None
 # blocks of BLOCK_ROWS[1], the last padded with zero rows (see _block_product).
 # 512 rows multiply as fast as 1,024 here and halve the check (_check_blocks, at the first doc).
 BLOCK_ROWS = (512, 64)
-# (n_in, n_out, dtype, torch's threads, bfloat16) -> whether a row comes out of torch's fixed-block products
-# the same at any place in either block and on one thread (_blocks_are_invariant).
-_INVARIANT: Dict[Tuple[int, int, str, int, bool], bool] = {}
+# The most input columns of one fixed-block product where the whole width is not invariant: a wider product is
+# cut into pieces of equal width (at most this), their products added in order (see _block_product).
+PIECE_COLUMNS = 512
+# (n_in, n_out, dtype, torch's threads, bfloat16, pieces) -> whether a row comes out of torch's fixed-block
+# products the same at any place in either block and on one thread (_blocks_are_invariant).
+_INVARIANT: Dict[Tuple[int, int, str, int, bool, int], bool] = {}
 
 
 def _forget_pool() -> None:
@@ -98,6 +101,10 @@ class RowwiseOps(NumpyOps):
                 product = _block_product(x, weights, bfloat16=True)
             elif blocks and _blocks_are_invariant(*weights.shape, x.dtype):
                 product = _block_product(x, weights)
+            elif (
+                blocks and _pieces(weights.shape[0]) > 1 and _blocks_are_invariant(*weights.shape, x.dtype, pieces=True)
+            ):
+                product = _block_product(x, weights, pieces=_pieces(weights.shape[0]))
             else:
                 product = _rowwise_product(x, weights)
         if out is None:
@@ -137,10 +144,23 @@ def _rowwise_product(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
     return out[:, 0]
 
 
-def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -> numpy.ndarray:
+def _pieces(n_in: int) -> int:
+    """How many pieces of at most PIECE_COLUMNS input columns a product of n_in columns is cut into."""
+    return -(-n_in // PIECE_COLUMNS)
+
+
+def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False, pieces: int = 1) -> numpy.ndarray:
     """x @ y on torch in fixed blocks: the rows in blocks of BLOCK_ROWS[0], then of BLOCK_ROWS[1],
     the last padded with zero rows, every block one product of the same shape (torch's threads);
-    bfloat16: of x and y rounded to bfloat16 (backends.precision), the result back in x's dtype.
+    bfloat16: of x and y rounded to bfloat16 (backends.precision), the result back in x's dtype;
+    pieces > 1: the input columns cut into that many pieces of equal width (the last narrower), each
+    piece's block product added to the sum of the ones before it, in order.
+
+    Why pieces: past some width (between 768 and 800 columns for 384 outputs on an AVX-512 Xeon) MKL
+    cuts the sum over the columns itself, and where it cuts depends on the block's shape, so a row's
+    result differs between the two block shapes; a width-913 Maxout (lac_context's) then fell back to
+    row by row. Pieces narrow enough keep each product in one cut; the additions after are the same for
+    every row. _blocks_are_invariant checks the cut product as it checks the whole one.
 
     Why blocks of two fixed shapes and not one product: on OpenBLAS a row's result depends on its
     place in a product of many rows; torch's (MKL's on the benchmark machine) does not, but what a
@@ -150,6 +170,12 @@ def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -
     on one thread. Faster than row by row for the tok2vec's Maxout (BENCHMARKS.md#inference).
     """
     (n_rows, width), n_out = x.shape, y.shape[1]
+    if pieces > 1:
+        step = -(-width // pieces)
+        total = _block_product(x[:, :step], y[:step], bfloat16)
+        for start in range(step, width, step):
+            total += _block_product(x[:, start : start + step], y[start : start + step], bfloat16)
+        return total
     big, small = BLOCK_ROWS
     n_big = n_rows // big
     n_padded = n_big * big + -(-(n_rows - n_big * big) // small) * small
@@ -175,7 +201,9 @@ def _block_product(x: numpy.ndarray, y: numpy.ndarray, bfloat16: bool = False) -
     return out[:n_rows]
 
 
-def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype, bfloat16: bool = False) -> bool:
+def _blocks_are_invariant(
+    n_in: int, n_out: int, dtype: numpy.dtype, bfloat16: bool = False, pieces: bool = False
+) -> bool:
     """Whether _block_product (in bfloat16: of bfloat16 copies) gives a row the same result at every
     place in both block shapes and on one thread as on torch's current thread count (checked once per
     shape, precision and thread count).
@@ -187,9 +215,10 @@ def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype, bfloat16: b
     once per shape.
     """
     threads = torch.get_num_threads()
-    key = (n_in, n_out, numpy.dtype(dtype).str, threads, bfloat16)
+    n_pieces = _pieces(n_in) if pieces else 1
+    key = (n_in, n_out, numpy.dtype(dtype).str, threads, bfloat16, n_pieces)
     if key not in _INVARIANT:
-        _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), threads, bfloat16)
+        _INVARIANT[key] = _check_blocks(n_in, n_out, numpy.dtype(dtype), threads, bfloat16, n_pieces)
         if bfloat16 and not _INVARIANT[key]:
             warnings.warn(
                 f"bfloat16 products of {n_in} -> {n_out} do not give a row the same result wherever it "
@@ -198,7 +227,9 @@ def _blocks_are_invariant(n_in: int, n_out: int, dtype: numpy.dtype, bfloat16: b
     return _INVARIANT[key]
 
 
-def _check_blocks(n_in: int, n_out: int, dtype: numpy.dtype, threads: int, bfloat16: bool = False) -> bool:
+def _check_blocks(
+    n_in: int, n_out: int, dtype: numpy.dtype, threads: int, bfloat16: bool = False, pieces: int = 1
+) -> bool:
     big, small = BLOCK_ROWS
     rng = numpy.random.default_rng(0)
     weights = rng.standard_normal((n_in, n_out)).astype(dtype)
@@ -206,17 +237,17 @@ def _check_blocks(n_in: int, n_out: int, dtype: numpy.dtype, threads: int, bfloa
     filler = rng.standard_normal((big, n_in)).astype(dtype)
     try:
         torch.set_num_threads(1)
-        reference = _block_product(probe, weights, bfloat16)
+        reference = _block_product(probe, weights, bfloat16, pieces)
     finally:
         torch.set_num_threads(threads)
     for shift in list(range(17)) + [24, 32, 48]:  # every place in the small block's first 16 and more
-        moved = _block_product(numpy.roll(probe, shift, axis=0), weights, bfloat16)
+        moved = _block_product(numpy.roll(probe, shift, axis=0), weights, bfloat16, pieces)
         if not numpy.array_equal(moved, numpy.roll(reference, shift, axis=0)):
             return False
     for offset in (0, 1, 7, big // 2 - 1, big // 2 + 3, big - small):  # in the big block
         rows = filler.copy()
         rows[offset : offset + small] = probe
-        if not numpy.array_equal(_block_product(rows, weights, bfloat16)[offset : offset + small], reference):
+        if not numpy.array_equal(_block_product(rows, weights, bfloat16, pieces)[offset : offset + small], reference):
             return False
     return True
 

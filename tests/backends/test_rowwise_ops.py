@@ -70,7 +70,7 @@ def test_other_ops_are_left_alone():
     assert model.ops is without_blis
 
 
-@pytest.mark.parametrize("n_in,n_out", [(220, 384), (256, 9), (16, 5), (3, 7)])
+@pytest.mark.parametrize("n_in,n_out", [(220, 384), (256, 9), (16, 5), (3, 7), (913, 384)])
 def test_a_row_comes_out_the_same_alone_and_in_any_batch(n_in, n_out):
     """A product of many rows on OpenBLAS rounds a row by its position in the block: RowwiseOps runs none."""
     rng = numpy.random.default_rng(n_in)
@@ -267,3 +267,31 @@ def test_blocks_are_used_only_where_this_machine_keeps_rows_invariant(monkeypatc
         called.clear()
         whole = RowwiseOps().gemm(X, W)
         assert not called and numpy.array_equal(RowwiseOps().gemm(X[5:8], W), whole[5:8])
+
+
+def test_a_wide_product_goes_in_pieces_where_the_whole_width_is_not_invariant(monkeypatch):
+    """Where a block product's rows depend on their place only past some width (as MKL cuts a wide sum by
+    the block's shape), the columns go in pieces narrow enough, their products added in order: rows
+    invariant, no fall-back to row by row, and the product x @ w."""
+    multiply = torch.mm
+
+    def wide_by_place(left, right, out):  # a rounding-sized error by the row's place, past 8 columns only
+        multiply(left, right, out=out)
+        if left.shape[1] > 8:
+            out += torch.arange(len(out), dtype=out.dtype)[:, None] * 1e-6
+        return out
+
+    monkeypatch.setattr(rowwise_ops.torch, "mm", wide_by_place)
+    monkeypatch.setattr(rowwise_ops, "_INVARIANT", {})
+    monkeypatch.setattr(rowwise_ops, "PIECE_COLUMNS", 8)
+    rng = numpy.random.default_rng(5)
+    X, W = rng.standard_normal((300, 20)).astype("f"), rng.standard_normal((20, 7)).astype("f")
+    assert not rowwise_ops._blocks_are_invariant(20, 7, X.dtype)
+    assert rowwise_ops._pieces(20) == 3 and rowwise_ops._blocks_are_invariant(20, 7, X.dtype, pieces=True)
+    called = []
+    monkeypatch.setattr(rowwise_ops, "_rowwise_product", lambda *a: called.append(1))
+    whole = RowwiseOps().gemm(X, W)
+    assert not called
+    numpy.testing.assert_allclose(whole, X @ W, rtol=1e-5, atol=1e-5)
+    for start, length in [(0, 1), (5, 3), (64, 70), (250, 50)]:
+        assert numpy.array_equal(RowwiseOps().gemm(X[start : start + length], W), whole[start : start + length])
