@@ -1,0 +1,162 @@
+"""Issue 80's ablation in one table: every LAC system against the default on every set, each seed that ran.
+
+Usage: python bench/lac_ablation.py [--sources lac_finetune_resume_seed0 ...] [--result lac_finetune_ablation]
+
+Reads bench/results (bench_datasets.py's rows, nothing is trained or scored here) and pools, for each dataset and
+system, the seeds of every source that has it: dev F1, unseen-entity recall and training minutes as means over the
+seeds, test F1 as the mean and sample standard deviation of the seeds' own, and the speed as the ratio of the system's
+chars/s to the default's measured in the same run (sources ran on different machines and loads, so their chars/s are
+not comparable; their ratios are), averaged over the sources. The frozen LAC (a), lac_context, comes from the lac
+question's runs, whose own default seeds are left out (the default's seeds come from this issue's runs only: the same
+seed trained twice would count twice).
+"""
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from typing import Dict, List
+
+from _common import RESULTS, Section, add_result_argument, publish
+
+# Issue 80's runs (every system), then the frozen lac_context's (its rows only).
+SOURCES = [
+    "lac_finetune_resume_seed0",
+    "lac_finetune_resume_seeds12",
+    "lac_finetune_msra_seed0",
+    "lac_finetune_ecommerce_seed0",
+    "lac_finetune_ecommerce_seeds12",
+    "lac_finetune_youku_seed0",
+    "lac_finetune_youku_seeds12",
+    "lac_finetune_taobao_seed0",
+    "lac_finetune_taobao_seed1",
+]
+# The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
+# this issue's runs): the deltas of (a) are against those.
+FROZEN_SOURCES = {
+    "lac_context_resume_seeds012": [],
+    "lac_context_msra_seed0": ["lac_msra_seed0", "lac_msra_seeds12"],
+    "lac_context_ecommerce_seeds012": ["lac_full_seeds012"],
+    "lac_context_youku_seeds012": ["lac_full_seeds012"],
+    "lac_context_taobao_seeds01": ["lac_full_seeds012"],
+}
+# The ablation's letters (issue 80, item 5), in its order.
+SYSTEMS = {
+    "default": "default.cfg",
+    "lac_context": "(a) LAC frozen beside the default's inputs",
+    "lac_finetune": "(b) LAC fine-tuned -> BiLSTM -> CRF",
+    "lac_finetune_df": "(c) (b) + dynamic fusion",
+    "lac_finetune_df_at": "(d) (c) + FGM",
+    "lac_lebert": "(e) (d) + LEBERT's adapter after layer 1",
+    "lac_context_finetune": "(f) (d)'s LAC fine-tuned beside the default's inputs",
+}
+
+
+def short_name(system: str) -> str:
+    """bench_datasets' system column to its config's name ("spacy-cner default.cfg (...)" -> "default")."""
+    first = system.split()[0]
+    return "default" if first == "spacy-cner" else first
+
+
+def source_rows(name: str) -> List[dict]:
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        return []
+    return [row for table in json.loads(path.read_text(encoding="utf8"))["table_rows"] for row in table]
+
+
+def default_means(rows: List[dict]) -> Dict[str, tuple]:
+    """dataset -> (dev F1, test F1, chars/s) of the default over the rows' seeds (weighted by their seeds)."""
+    seeds: Dict[str, list] = defaultdict(list)
+    for row in rows:
+        if short_name(row["system"]) == "default":
+            per_seed = row.get("F1 per seed") or [row["test F1"]]
+            seeds[row["dataset"]] += [(row["dev F1"], f1, row["chars/s"]) for f1 in per_seed]
+    return {dataset: tuple(statistics.mean(column) for column in zip(*values)) for dataset, values in seeds.items()}
+
+
+def pool(sources: List[str], frozen_sources: Dict[str, List[str]]) -> Dict[tuple, dict]:
+    """(dataset, system) -> the pooled seeds: dev, unseen recall and minutes weighted by seeds, test F1 per seed,
+    and per seed the dev and test F1 over the default of the same run (or, for the frozen LAC, of the runs it
+    was compared with) and each source's chars/s ratio to that default."""
+    pooled: Dict[tuple, dict] = defaultdict(
+        lambda: {"dev": [], "test": [], "unseen": [], "minutes": [], "ratio": [], "dev_gain": [], "test_gain": []}
+    )
+    plan = [(name, [name], False) for name in sources]
+    plan += [(name, references, True) for name, references in frozen_sources.items()]
+    for name, references, frozen in plan:
+        rows = source_rows(name)
+        defaults = default_means([row for reference in references for row in source_rows(reference)])
+        for row in rows:
+            system = short_name(row["system"])
+            if system not in SYSTEMS or frozen != (system == "lac_context"):
+                continue
+            seeds = row.get("F1 per seed") or [row["test F1"]]
+            entry = pooled[row["dataset"], system]
+            entry["test"] += seeds
+            entry["dev"] += [row["dev F1"]] * len(seeds)
+            entry["unseen"] += [row["R seen / unseen"][1]] * len(seeds)
+            entry["minutes"] += [row["training min"]] * len(seeds)
+            if row["dataset"] in defaults and system != "default":
+                dev, test, speed = defaults[row["dataset"]]
+                entry["dev_gain"] += [row["dev F1"] - dev] * len(seeds)
+                entry["test_gain"] += [f1 - test for f1 in seeds]
+                if not frozen:  # chars/s measured side by side in the same run only
+                    entry["ratio"].append(row["chars/s"] / speed)
+            entry.setdefault("sources", []).append(name)
+    return pooled
+
+
+def render(pooled: Dict[tuple, dict]) -> List[dict]:
+    order = list(SYSTEMS)
+    rows = []
+    for dataset, system in sorted(pooled, key=lambda key: (key[0], order.index(key[1]))):
+        entry = pooled[dataset, system]
+        test = entry["test"]
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": SYSTEMS[system],
+                "config": system,
+                "seeds": len(test),
+                "dev F1": round(statistics.mean(entry["dev"]), 2),
+                "test F1": round(statistics.mean(test), 2),
+                "test F1 sd": round(statistics.stdev(test), 2) if len(test) > 1 else None,
+                "F1 per seed": test,
+                "dev - default": round(statistics.mean(entry["dev_gain"]), 2) if entry["dev_gain"] else None,
+                "test - default": round(statistics.mean(entry["test_gain"]), 2) if entry["test_gain"] else None,
+                "unseen R": round(statistics.mean(entry["unseen"]), 1),
+                "training min": round(statistics.mean(entry["minutes"]), 1),
+                "x default chars/s": round(statistics.mean(entry["ratio"]), 2) if entry["ratio"] else None,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sources", nargs="+", default=SOURCES)
+    add_result_argument(parser, "lac_finetune_ablation")
+    args = parser.parse_args()
+    pooled = pool(args.sources, FROZEN_SOURCES)
+    rows = render(pooled)
+    read = sorted({name for entry in pooled.values() for name in entry["sources"]})
+    notes = (
+        "Test F1 of the model chosen on dev: the mean of every seed that ran (then the seeds' own, in the sources' "
+        "order); dev F1, unseen-entity recall and training minutes: means over the seeds; x default chars/s: the "
+        "system's chars/s over the default's in the same run, averaged over the runs; dev - default and test - "
+        "default: over the default of the same run (the frozen LAC's: over the default of the runs it was compared "
+        "with, the same code days earlier: lac_full_seeds012 and lac_msra_seed0/seeds12; none for Resume's), the "
+        "mean over the seeds. Sources: " + ", ".join(read) + " (each with its machine and load in bench/DETAILS.md)."
+    )
+    publish(
+        args.result,
+        {"pooled": {f"{d}/{s}": v for (d, s), v in pooled.items()}},
+        Section(
+            "Issue 80's ablation: every LAC system against the default, each set, every seed that ran", notes, [rows]
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()
