@@ -4,6 +4,7 @@
 from pathlib import Path
 from typing import List, Optional
 
+import click
 import typer
 
 from .checks import fail_on
@@ -94,8 +95,15 @@ def distill_command(
 
     from ..training.distill import distill
 
-    with fail_on(ValueError, ImportError, OSError):
+    try:
         overrides = parse_config_overrides(ctx.args)
+    except click.NoSuchOption as err:  # an option of no command, and no config override (no section)
+        msg.fail(
+            f"{err.format_message()} The options are listed by --help; more arguments are config overrides, "
+            "which name their section: --training.max_steps 5 (or the option, --max-steps 5).",
+            exits=1,
+        )
+    with fail_on(ValueError, ImportError, OSError):
         summary = distill(
             annotate_job(teacher, ctx.params),
             student_config,
