@@ -66,12 +66,13 @@ def source_rows(name: str) -> List[dict]:
 
 
 def default_means(rows: List[dict]) -> Dict[str, tuple]:
-    """dataset -> (dev F1, test F1, chars/s) of the default over the rows' seeds (weighted by their seeds)."""
+    """dataset -> (dev F1, test F1, chars/s, unseen recall) of the default over the rows' seeds (weighted by them)."""
     seeds: Dict[str, list] = defaultdict(list)
     for row in rows:
         if short_name(row["system"]) == "default":
             per_seed = row.get("F1 per seed") or [row["test F1"]]
-            seeds[row["dataset"]] += [(row["dev F1"], f1, row["chars/s"]) for f1 in per_seed]
+            unseen = row["R seen / unseen"][1]
+            seeds[row["dataset"]] += [(row["dev F1"], f1, row["chars/s"], unseen) for f1 in per_seed]
     return {dataset: tuple(statistics.mean(column) for column in zip(*values)) for dataset, values in seeds.items()}
 
 
@@ -80,7 +81,16 @@ def pool(sources: List[str], frozen_sources: Dict[str, List[str]]) -> Dict[tuple
     and per seed the dev and test F1 over the default of the same run (or, for the frozen LAC, of the runs it
     was compared with) and each source's chars/s ratio to that default."""
     pooled: Dict[tuple, dict] = defaultdict(
-        lambda: {"dev": [], "test": [], "unseen": [], "minutes": [], "ratio": [], "dev_gain": [], "test_gain": []}
+        lambda: {
+            "dev": [],
+            "test": [],
+            "unseen": [],
+            "minutes": [],
+            "ratio": [],
+            "dev_gain": [],
+            "test_gain": [],
+            "unseen_gain": [],
+        }
     )
     plan = [(name, [name], False) for name in sources]
     plan += [(name, references, True) for name, references in frozen_sources.items()]
@@ -98,8 +108,9 @@ def pool(sources: List[str], frozen_sources: Dict[str, List[str]]) -> Dict[tuple
             entry["unseen"] += [row["R seen / unseen"][1]] * len(seeds)
             entry["minutes"] += [row["training min"]] * len(seeds)
             if row["dataset"] in defaults and system != "default":
-                dev, test, speed = defaults[row["dataset"]]
+                dev, test, speed, unseen = defaults[row["dataset"]]
                 entry["dev_gain"] += [row["dev F1"] - dev] * len(seeds)
+                entry["unseen_gain"] += [row["R seen / unseen"][1] - unseen] * len(seeds)
                 entry["test_gain"] += [f1 - test for f1 in seeds]
                 if not frozen:  # chars/s measured side by side in the same run only
                     entry["ratio"].append(row["chars/s"] / speed)
@@ -126,6 +137,7 @@ def render(pooled: Dict[tuple, dict]) -> List[dict]:
                 "dev - default": round(statistics.mean(entry["dev_gain"]), 2) if entry["dev_gain"] else None,
                 "test - default": round(statistics.mean(entry["test_gain"]), 2) if entry["test_gain"] else None,
                 "unseen R": round(statistics.mean(entry["unseen"]), 1),
+                "unseen R - default": round(statistics.mean(entry["unseen_gain"]), 1) if entry["unseen_gain"] else None,
                 "training min": round(statistics.mean(entry["minutes"]), 1),
                 "x default chars/s": round(statistics.mean(entry["ratio"]), 2) if entry["ratio"] else None,
             }
@@ -144,7 +156,7 @@ def main() -> None:
     notes = (
         "Test F1 of the model chosen on dev: the mean of every seed that ran (then the seeds' own, in the sources' "
         "order); dev F1, unseen-entity recall and training minutes: means over the seeds; x default chars/s: the "
-        "system's chars/s over the default's in the same run, averaged over the runs; dev - default and test - "
+        "system's chars/s over the default's in the same run, averaged over the runs; dev, test and unseen R - "
         "default: over the default of the same run (the frozen LAC's: over the default of the runs it was compared "
         "with, the same code days earlier: lac_full_seeds012 and lac_msra_seed0/seeds12; none for Resume's), the "
         "mean over the seeds. Sources: " + ", ".join(read) + " (each with its machine and load in bench/DETAILS.md)."
