@@ -3,8 +3,9 @@ over MSRA test sentences (LAC's own ids, sorted by length in the groups LacFeatu
 
 Predicting: the network of this checkout and the one of --against (its lac_net.py read from git, the same weights),
 alternating, best of --repeats, and the largest difference between their states. Training (a fine-tuned LAC,
-LacFeatures.v2): forward and backward of this checkout's layers (BiGRUScan) against autograd over PaddleGRU's steps
-(one direction at a time, the plain reference), the same groups. Needs the LAC sdist (cached by
+LacFeatures.v2): forward and backward of this checkout's layers (BiGRUScan) against --against's and against autograd
+over PaddleGRU's steps (one direction at a time, the plain reference), the same groups. --group-size cuts the groups
+smaller: a training batch's (500-2,000 characters), or 1 for one text at a time. Needs the LAC sdist (cached by
 `python -m spacy_cner pretrained fetch`, or --sdist).
 
     python bench/bench_lac_gru.py --against 3b6e446 --sentences 2000
