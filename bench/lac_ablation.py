@@ -31,6 +31,10 @@ SOURCES = [
     "lac_finetune_taobao_seed0",
     "lac_finetune_taobao_seed1",
 ]
+# Runs without the default, each with the runs whose default its deltas are over (the same set and seeds).
+LEVER_SOURCES = {
+    "lac_finetune_youku_levers_seed0": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
+}
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this issue's runs): the deltas of (a) are against those.
 FROZEN_SOURCES = {
@@ -49,6 +53,8 @@ SYSTEMS = {
     "lac_finetune_df_at": "(d) (c) + FGM",
     "lac_lebert": "(e) (d) + LEBERT's adapter after layer 1",
     "lac_context_finetune": "(f) (d)'s LAC fine-tuned beside the default's inputs",
+    "lac_cf_lr01": "(f) at learn_rate_scale 0.1 (0.5 in the config)",
+    "lac_cf_frozen1": "(f) with LAC's embeddings frozen (frozen_layers 1)",
 }
 
 
@@ -76,7 +82,9 @@ def default_means(rows: List[dict]) -> Dict[str, tuple]:
     return {dataset: tuple(statistics.mean(column) for column in zip(*values)) for dataset, values in seeds.items()}
 
 
-def pool(sources: List[str], frozen_sources: Dict[str, List[str]]) -> Dict[tuple, dict]:
+def pool(
+    sources: List[str], frozen_sources: Dict[str, List[str]], lever_sources: Dict[str, List[str]]
+) -> Dict[tuple, dict]:
     """(dataset, system) -> the pooled seeds: dev, unseen recall and minutes weighted by seeds, test F1 per seed,
     and per seed the dev and test F1 over the default of the same run (or, for the frozen LAC, of the runs it
     was compared with) and each source's chars/s ratio to that default."""
@@ -93,6 +101,7 @@ def pool(sources: List[str], frozen_sources: Dict[str, List[str]]) -> Dict[tuple
         }
     )
     plan = [(name, [name], False) for name in sources]
+    plan += [(name, references, False) for name, references in lever_sources.items()]
     plan += [(name, references, True) for name, references in frozen_sources.items()]
     for name, references, frozen in plan:
         rows = source_rows(name)
@@ -112,7 +121,7 @@ def pool(sources: List[str], frozen_sources: Dict[str, List[str]]) -> Dict[tuple
                 entry["dev_gain"] += [row["dev F1"] - dev] * len(seeds)
                 entry["unseen_gain"] += [row["R seen / unseen"][1] - unseen] * len(seeds)
                 entry["test_gain"] += [f1 - test for f1 in seeds]
-                if not frozen:  # chars/s measured side by side in the same run only
+                if references == [name]:  # chars/s measured side by side in the same run only
                     entry["ratio"].append(row["chars/s"] / speed)
             entry.setdefault("sources", []).append(name)
     return pooled
@@ -150,7 +159,7 @@ def main() -> None:
     parser.add_argument("--sources", nargs="+", default=SOURCES)
     add_result_argument(parser, "lac_finetune_ablation")
     args = parser.parse_args()
-    pooled = pool(args.sources, FROZEN_SOURCES)
+    pooled = pool(args.sources, FROZEN_SOURCES, LEVER_SOURCES)
     rows = render(pooled)
     read = sorted({name for entry in pooled.values() for name in entry["sources"]})
     notes = (
@@ -158,7 +167,8 @@ def main() -> None:
         "order); dev F1, unseen-entity recall and training minutes: means over the seeds; x default chars/s: the "
         "system's chars/s over the default's in the same run, averaged over the runs; dev, test and unseen R - "
         "default: over the default of the same run (the frozen LAC's: over the default of the runs it was compared "
-        "with, the same code days earlier: lac_full_seeds012 and lac_msra_seed0/seeds12; none for Resume's), the "
+        "with, the same code days earlier: lac_full_seeds012 and lac_msra_seed0/seeds12; none for Resume's; the "
+        "levers' runs, lac_cf_*: over the default of the same set's runs of this issue), the "
         "mean over the seeds. Sources: " + ", ".join(read) + " (each with its machine and load in bench/DETAILS.md)."
     )
     publish(
