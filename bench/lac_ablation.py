@@ -44,6 +44,8 @@ FROZEN_SOURCES = {
     "lac_context_youku_seeds012": ["lac_full_seeds012"],
     "lac_context_taobao_seeds01": ["lac_full_seeds012"],
 }
+# The levers' runs (bench_datasets --variant over lac_context_finetune): their system column's start.
+LEVER = "lac_context_finetune + components.crf_ner.model.tok2vec.lac_features."
 # The ablation's letters (issue 80, item 5), in its order.
 SYSTEMS = {
     "default": "default.cfg",
@@ -53,14 +55,16 @@ SYSTEMS = {
     "lac_finetune_df_at": "(d) (c) + FGM",
     "lac_lebert": "(e) (d) + LEBERT's adapter after layer 1",
     "lac_context_finetune": "(f) (d)'s LAC fine-tuned beside the default's inputs",
-    "lac_cf_lr01": "(f) at learn_rate_scale 0.1 (0.5 in the config)",
-    "lac_cf_frozen1": "(f) with LAC's embeddings frozen (frozen_layers 1)",
+    LEVER + "learn_rate_scale=0.1": "(f) at learn_rate_scale 0.1 (0.5 in the config)",
+    LEVER + "frozen_layers=1": "(f) with LAC's embeddings frozen (frozen_layers 1)",
 }
 
 
 def short_name(system: str) -> str:
     """bench_datasets' system column to its config's name ("spacy-cner default.cfg (...)" -> "default")."""
     first = system.split()[0]
+    if " + " in system:  # a --variant: its base config and overrides ("lac_context_finetune + section.key=value")
+        return f"{first} + {system.split(' + ', 1)[1]}"
     return "default" if first == "spacy-cner" else first
 
 
@@ -168,7 +172,7 @@ def main() -> None:
         "system's chars/s over the default's in the same run, averaged over the runs; dev, test and unseen R - "
         "default: over the default of the same run (the frozen LAC's: over the default of the runs it was compared "
         "with, the same code days earlier: lac_full_seeds012 and lac_msra_seed0/seeds12; none for Resume's; the "
-        "levers' runs, lac_cf_*: over the default of the same set's runs of this issue), the "
+        "levers' runs (the variants of (f)): over the default of the same set's runs of this issue), the "
         "mean over the seeds. Sources: " + ", ".join(read) + " (each with its machine and load in bench/DETAILS.md)."
     )
     publish(
