@@ -8,12 +8,25 @@ import typer
 
 from ..annotate.select import OUTPUT_FORMATS as SELECT_FORMATS
 from ..annotate.select import STRATEGIES
-from ._app import AnnotateEngine, AnnotateInput, AnnotateOutput, SelectFormat, SelectStrategy, app, file_option, msg
+from ._app import AnnotateInput, AnnotateOutput, SelectFormat, SelectStrategy, app, file_option, msg
 from .checks import check_output, fail_on, positional_output
-from .engine_options import annotate_job
+from .engine_options import annotate_job, engine_options
 
 
 @app.command("annotate")
+@engine_options(
+    [
+        "text_column",
+        "batch_size",
+        "n_process",
+        "entities_field",
+        "gpu_id",
+        "engine",
+        "address",
+        "workers",
+        "gpus_per_worker",
+    ]
+)
 def annotate_command(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="Pipeline name or path."),
@@ -30,22 +43,7 @@ def annotate_command(
     input_format: AnnotateInput = typer.Option(
         AnnotateInput("auto"), "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
     ),
-    text_column: str = typer.Option(
-        "text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."
-    ),
     shard_size: int = typer.Option(10_000, "--shard-size", help="Rows per output shard, the unit a restart skips."),
-    batch_size: int = typer.Option(256, "--batch-size", help="Texts per nlp.pipe batch (per Ray batch)."),
-    n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
-    entities_field: str = typer.Option("entities", "--entities-field", help="Output field holding the entities."),
-    gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to run on; -1 for CPU."),
-    engine: AnnotateEngine = typer.Option(
-        AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data)."
-    ),
-    address: Optional[str] = typer.Option(
-        None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."
-    ),
-    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Annotate a corpus: entities (start, end, label, text, score) for every row, resumable, locally or on Ray."""
@@ -72,6 +70,13 @@ def annotate_command(
 
 
 @app.command("select")
+@engine_options(
+    ["text_column", "batch_size", "n_process", "gpu_id", "engine", "address", "workers", "gpus_per_worker"],
+    help={
+        "batch_size": "Texts per batch through the pipeline.",
+        "gpu_id": "Local engine: GPU to score on; -1 for CPU.",
+    },
+)
 def select_command(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="Pipeline name or path, with a crf_ner component."),
@@ -127,26 +132,12 @@ def select_command(
         "--seed",
         help="Seed of the random strategy, of the near-duplicate hashes and of --explore's and --power's draw.",
     ),
-    batch_size: int = typer.Option(256, "--batch-size", help="Texts per batch through the pipeline."),
     input_format: AnnotateInput = typer.Option(
         AnnotateInput("auto"), "--input-format", help="auto (by suffix), txt, jsonl, parquet, csv or tsv."
     ),
     shard_size: int = typer.Option(
         10_000, "--shard-size", help="Rows scored per shard of OUTPUT.scores/, the unit a restart skips."
     ),
-    n_process: int = typer.Option(1, "--n-process", help="Local engine: nlp.pipe processes."),
-    engine: AnnotateEngine = typer.Option(
-        AnnotateEngine("local"), "--engine", help="local (nlp.pipe) or ray (Ray Data), as annotate's."
-    ),
-    address: Optional[str] = typer.Option(
-        None, "--address", help="Ray: cluster address ('auto' joins a running one); default starts a local Ray."
-    ),
-    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loading the pipeline once."),
-    text_column: str = typer.Option(
-        "text", "--text-column", help="The field or column holding the text (JSONL, Parquet, CSV, TSV)."
-    ),
-    gpu_id: int = typer.Option(-1, "--gpu-id", help="Local engine: GPU to score on; -1 for CPU."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Select the texts most worth annotating next (active learning on crf_ner's marginals), with the

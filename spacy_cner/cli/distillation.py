@@ -8,13 +8,18 @@ import click
 import typer
 
 from .checks import fail_on
-from ._app import AnnotateEngine, app, file_option, msg
-from .engine_options import annotate_job
+from ._app import app, file_option, msg
+from .engine_options import annotate_job, engine_options
 
 
 @app.command(
     "distill",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+@engine_options(
+    ["batch_size", "n_process", "gpu_id", "engine", "address", "workers", "gpus_per_worker"],
+    stage="Teacher pass",
+    help={"gpu_id": "GPU for the local teacher pass and the training; -1 for CPU."},
 )
 def distill_command(
     ctx: typer.Context,
@@ -76,15 +81,6 @@ def distill_command(
     shard_size: int = typer.Option(
         10_000, "--shard-size", help="Teacher pass: texts per cached shard, the unit a restart skips."
     ),
-    batch_size: int = typer.Option(256, "--batch-size", help="Teacher pass: texts per batch."),
-    n_process: int = typer.Option(1, "--n-process", help="Teacher pass, local engine: nlp.pipe processes."),
-    engine: AnnotateEngine = typer.Option(
-        AnnotateEngine("local"), "--engine", help="Teacher pass: local (nlp.pipe) or ray (Ray Data)."
-    ),
-    address: Optional[str] = typer.Option(None, "--address", help="Teacher pass, Ray: cluster address."),
-    workers: int = typer.Option(1, "--workers", help="Teacher pass, Ray: actors."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Teacher pass, Ray: GPUs per actor."),
-    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU for the local teacher pass and the training; -1 for CPU."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar over the teacher pass."),
 ) -> None:
     """Distill a teacher pipeline's crf_ner into a student: the teacher's tag marginals and transition counts

@@ -147,3 +147,34 @@ def test_one_helper_builds_the_job_from_the_shared_options():
     options = {"model": "other", "engine": AnnotateEngine("ray"), "workers": 3, "text_column": "body", "seed": 4}
     assert annotate_job("m", options) == AnnotateJob("m", engine="ray", workers=3, text_field="body")
     assert annotate_job("m", {"batch_size": 8, "temperature": 2.0}) == AnnotateJob("m", batch_size=8)
+
+
+def test_engine_options_are_declared_once_and_refuse_a_clash():
+    """The shared options reach typer through the command's signature (each command's own parameters
+    first), their help after the command's stage, and a command that declares one itself is refused."""
+    import inspect
+
+    import typer
+
+    from spacy_cner.cli.engine_options import OPTIONS, engine_options, option_help
+
+    @engine_options(["workers", "batch_size"], stage="Teacher pass", help={"batch_size": "Own help."})
+    def command(ctx: typer.Context, model: str = typer.Argument(...)) -> None:
+        """A command."""
+
+    assert list(inspect.signature(command).parameters) == ["ctx", "model", "workers", "batch_size"]
+    assert (
+        inspect.signature(command).parameters["workers"].default.help
+        == "Teacher pass, Ray: actors, each loading the pipeline once."
+    )
+    assert inspect.signature(command).parameters["batch_size"].default.help == "Own help."
+    assert option_help(OPTIONS["n_process"]) == "Local engine: nlp.pipe processes."
+    assert command(ctx=None, model="m", workers=2, batch_size=8) is None  # the shared ones are not passed on
+    with pytest.raises(ValueError, match="declares \\['workers'\\] itself"):
+        engine_options(["workers"])(lambda ctx, workers=1: None)
+    with pytest.raises(ValueError, match="no shared option \\['seed'\\]"):
+        engine_options(["seed"])
+    params = typer.main.get_command(app).commands["distill"].params
+    assert {param.name: param.help for param in params}[
+        "n_process"
+    ] == "Teacher pass, local engine: nlp.pipe processes."
