@@ -139,7 +139,7 @@ def train(
     code = (
         "import resource, sys, time, json\n"
         "from spacy.cli.train import train\n"
-        "from spacy.cli._util import parse_config_overrides\n"
+        "from spacy_cner.cli.arguments import parse_config_overrides\n"
         "start = time.perf_counter()\n"
         "train(sys.argv[1], sys.argv[2], overrides=parse_config_overrides(sys.argv[3:]))\n"
         "print(json.dumps({'seconds': time.perf_counter() - start,\n"

@@ -41,7 +41,7 @@ TRAIN_CHILD = """
 import json, sys, time
 import torch
 from spacy.cli.train import train
-from spacy.cli._util import parse_config_overrides
+from spacy_cner.cli.arguments import parse_config_overrides
 use_gpu = int(sys.argv[3])
 start = time.perf_counter()
 train(sys.argv[1], sys.argv[2], overrides=parse_config_overrides(sys.argv[4:]), use_gpu=use_gpu)

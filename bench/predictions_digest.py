@@ -30,7 +30,6 @@ import hashlib, json, sys
 import spacy
 from spacy.tokens import DocBin
 from spacy.cli.train import train
-from spacy.cli._util import parse_config_overrides
 config, out, corpus, steps, transformer = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 overrides = {"paths.train": f"{corpus}/train.spacy", "paths.dev": f"{corpus}/dev.spacy", "system.seed": 0,
              "training.max_steps": steps, "training.max_epochs": 0, "training.eval_frequency": max(steps // 2, 1)}

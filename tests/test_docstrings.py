@@ -14,13 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spacy_cner"
-# h84-b: these modules are moved and rewritten on that branch, which cleans their docstrings itself; the lead drops
-# this exemption after the merge.
-EXEMPT = {
-    "spacy_cner/training/distill.py",
-    *(p.relative_to(ROOT).as_posix() for p in (PACKAGE / "annotate").glob("*.py")),
-}
-SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(ROOT).as_posix() not in EXEMPT)
+SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 # A bench script, result or notebook by its path; a measured figure: a decimal beside F1, "points", a speed, a ratio.
 BENCH_FILE = re.compile(r"\bbench/|\bbench_\w+\.py\b|\bresults/\w")
