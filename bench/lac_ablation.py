@@ -34,6 +34,11 @@ SOURCES = [
 # Runs without the default, each with the runs whose default its deltas are over (the same set and seeds).
 LEVER_SOURCES = {
     "lac_finetune_youku_levers_seed0": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
+    "lac_finetune_youku_lr01_seeds12": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
+    "lac_finetune_ecommerce_lr01_seeds012": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
+    "lac_finetune_taobao_lr01_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_seed1"],
+    "lac_finetune_taobao_lr01_seeds12": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_seed1"],
+    "lac_finetune_resume_lr01_seeds012": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
 }
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this runs): the deltas of (a) are against those.
