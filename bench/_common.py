@@ -256,6 +256,24 @@ def run_child(code: str, *arguments, env: Optional[dict] = None, failure: str = 
     return json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
 
 
+def module_at(revision: str, path: str, name: str, replacements: Sequence[Tuple[str, str]] = ()):
+    """The module at path (under the repository) as it was at a git revision, imported under name, for a
+    benchmark that runs it beside this checkout's; replacements (old, new) fix its relative imports."""
+    import importlib.util
+    import tempfile
+
+    source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True).stdout
+    source = source.decode("utf8")
+    for old, new in replacements:
+        source = source.replace(old, new)
+    copy = Path(tempfile.mkdtemp()) / f"{name}.py"
+    copy.write_text(source, encoding="utf8")
+    spec = importlib.util.spec_from_file_location(name, copy)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def trained_model(model: Path) -> Dict[str, object]:
     """A model-best of bench_datasets.py (OUT/DATASET/SYSTEM/seedN/model-best): its dataset, system and seed
     names, and its test split (OUT/DATASET/corpus/test.spacy)."""

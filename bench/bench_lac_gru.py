@@ -12,11 +12,8 @@ smaller: a training batch's (500-2,000 characters), or 1 for one text at a time.
 """
 
 import argparse
-import importlib.util
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,23 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Section, add_data_argument, add_result_argument, publish  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def module_at(revision: str):
-    """spacy_cner/pretrained/lac_net.py as it was at revision, imported under a name of its own."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:spacy_cner/pretrained/lac_net.py"], cwd=REPO, check=True, capture_output=True
-    ).stdout.decode("utf8")
-    source = source.replace("from ..backends.viterbi import", "from spacy_cner.backends.viterbi import")
-    path = Path(tempfile.mkdtemp()) / "lac_net_then.py"
-    path.write_text(source, encoding="utf8")
-    spec = importlib.util.spec_from_file_location("lac_net_then", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from _common import Section, add_data_argument, add_result_argument, module_at, publish  # noqa: E402
 
 
 def main() -> None:
@@ -63,7 +44,12 @@ def main() -> None:
     from spacy_cner.pretrained.lac import open_lac
     from spacy_cner.pretrained.lac_analyzer import length_groups, tagger_from_sdist
 
-    then = module_at(args.against)
+    then = module_at(
+        args.against,
+        "spacy_cner/pretrained/lac_net.py",
+        "lac_net_then",
+        [("from ..backends.viterbi import", "from spacy_cner.backends.viterbi import")],
+    )
     tagger = tagger_from_sdist(open_lac(args.sdist))
     network = tagger.network
     old = then.LacNetwork(*network.embedding.weight.shape, network.layers[0].forward_gru.hidden_width, 49)
