@@ -17,9 +17,9 @@ import numpy
 import torch
 
 # A step of at most this many (sequence, tag, previous tag) sums runs in numpy: below it a torch
-# operation's dispatch (several microseconds, five of them a step) costs more than the sums, so one
-# text at a time (nlp(text)) decodes 2-3x faster; above it torch's vectorised max wins (measured on an
-# Intel Xeon, one thread: the two cross between 4k and 6k sums).
+# operation's dispatch (five of them a step) costs more than the sums, so one text at a time
+# (nlp(text)) decodes faster; above it torch's vectorised max wins. Where the two cross is measured in
+# BENCHMARKS.md#inference.
 SMALL_STEP = 4096
 
 
