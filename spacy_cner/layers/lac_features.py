@@ -158,6 +158,12 @@ def LacFeatures_v2(
                 "LacFeatures.v2: scalar_mix and lexicon_adapter act inside LAC's network and need fine_tune = true "
                 "(frozen, LAC's states would not change with them)."
             )
+        if frozen_layers != 0 or learn_rate_scale != 1.0:
+            raise ValueError(
+                "LacFeatures.v2: frozen_layers and learn_rate_scale act on LAC's trained weights and need "
+                f"fine_tune = true (got frozen_layers = {frozen_layers}, learn_rate_scale = {learn_rate_scale}); "
+                "frozen, leave them at 0 and 1.0."
+            )
         cache_mb = 1024 if train_cache_mb is None else train_cache_mb
         return LacFeatures(hidden, emissions, projected_width, window_size, sentences, sdist, cache_mb)
     attrs = reading_attrs(hidden, emissions, window_size, sentences, sdist)

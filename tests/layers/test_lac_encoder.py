@@ -222,6 +222,10 @@ def test_fgm_perturbs_lacs_embeddings_and_puts_them_back(fake_lac_sdist):
 def test_settings_that_need_fine_tuning_are_refused(fake_lac_sdist):
     with pytest.raises(ValueError, match="need fine_tune = true"):
         encoder(fake_lac_sdist, MIX, fine_tune="false")
+    # Frozen, LAC's weights take no update: a rate or frozen layers for them would be ignored.
+    for setting in ({"learn_rate_scale": 0.1}, {"frozen_layers": 1}):
+        with pytest.raises(ValueError, match="need fine_tune = true"):
+            encoder(fake_lac_sdist, fine_tune="false", **setting)
     with pytest.raises(ValueError, match="projected_width"):
         encoder(fake_lac_sdist, projected_width=8)
     with pytest.raises(ValueError, match="train_cache_mb"):
