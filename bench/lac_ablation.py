@@ -37,8 +37,7 @@ LEVER_SOURCES = {
     "lac_finetune_youku_lr01_seeds12": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
     "lac_finetune_ecommerce_lr01_seeds012": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
     "lac_finetune_taobao_lr01_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_seed1"],
-    "lac_finetune_resume_lr01_seeds01": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
-    "lac_finetune_resume_lr01_seed2": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
+    "lac_finetune_resume_lr01": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
 }
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this runs): the deltas of (a) are against those.
