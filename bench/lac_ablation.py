@@ -38,6 +38,7 @@ LEVER_SOURCES = {
     "lac_finetune_ecommerce_lr01_seeds012": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
     "lac_finetune_taobao_lr01_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_seed1"],
     "lac_finetune_resume_lr01": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
+    "lac_finetune_msra_8m_seeds01": ["lac_msra_seed0", "lac_msra_seeds12"],
 }
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this issue's runs): the deltas of (a) are against those.
@@ -61,6 +62,7 @@ SYSTEMS = {
     "lac_context_finetune": "(f) (d)'s LAC fine-tuned beside the default's inputs, at 0.5 (the config's until 12-03)",
     LEVER + "learn_rate_scale=0.1": "(f) at learn_rate_scale 0.1 (the config's since 12-03)",
     LEVER + "frozen_layers=1": "(f) with LAC's embeddings frozen (frozen_layers 1)",
+    "lac_context_finetune + training.max_epochs.large_tokens=8000000": "(f) (at 0.1) on MSRA in 4 epochs (8M tokens), not 10",
 }
 
 
