@@ -62,7 +62,7 @@ SYSTEMS = {
     "lac_context_finetune": "(f) (d)'s LAC fine-tuned beside the default's inputs, at 0.5 (the config's until 12-03)",
     LEVER + "learn_rate_scale=0.1": "(f) at learn_rate_scale 0.1 (the config's since 12-03)",
     LEVER + "frozen_layers=1": "(f) with LAC's embeddings frozen (frozen_layers 1)",
-    "lac_context_finetune + training.max_epochs.large_tokens=8000000": "(f) (at 0.1) on MSRA in 4 epochs (8M tokens), not 10",
+    "lac_context_finetune + training.max_epochs.large_tokens=8000000": "(f) (at 0.1) in 4 epochs (8M tokens), not 10",
 }
 
 
