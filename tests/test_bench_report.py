@@ -1231,3 +1231,37 @@ def test_a_headline_names_current_results_of_its_question():
     records["b"]["superseded_by"] = "c"
     with pytest.raises(ValueError, match="headline names b, replaced by a later run"):
         report.answer(records, question)
+
+
+def test_dev_curves_side_by_side_keep_each_logs_evaluations(tmp_path):
+    """bench/plot_dev_curve.py's table from two console logs: the steps at the multiples asked for that either
+    log evaluated (an empty cell where one did not, no step 0), and each log's first best and last row."""
+    header = "E    #    LOSS CRF_NER  ENTS_F  ENTS_P  ENTS_R  SCORE\n---  ------  " + "  ".join(["------"] * 5) + "\n"
+    logs = []
+    for name, rows in (("a", [(0, 0, 0.0), (0, 200, 70.0), (1, 400, 80.0), (1, 600, 80.0)]), ("b", [(0, 200, 75.0)])):
+        lines = "".join(f"  {e}  {s}  12.50  {f:.2f}  {f:.2f}  {f:.2f}  {f / 100:.2f}\n" for e, s, f in rows)
+        log = tmp_path / name / "seed0" / "train.log"
+        log.parent.mkdir(parents=True)
+        log.write_text("\x1b[1m" + header + "\x1b[0m" + lines, encoding="utf8")
+        logs.append(log)
+    plot = _module("plot_dev_curve")
+    curves = {"a": plot.dev_curve(logs[0]), "b": plot.dev_curve(logs[1])}
+    assert curves["a"] == [(0, 0, 0.0), (0, 200, 70.0), (1, 400, 80.0), (1, 600, 80.0)]
+    by_step, summary = plot.curve_rows(curves, every=200)
+    assert by_step == [
+        {"step": 200, "a": 70.0, "b": 75.0},
+        {"step": 400, "a": 80.0, "b": None},
+        {"step": 600, "a": 80.0, "b": None},
+    ]
+    assert [row["step"] for row in plot.curve_rows(curves, every=400)[0]] == [400]
+    assert summary[0] == {
+        "training": "a",
+        "best dev F1": 80.0,
+        "best at step": 400,
+        "best in epoch": 1,
+        "last dev F1": 80.0,
+        "last step": 600,
+    }
+    assert summary[1]["best at step"] == summary[1]["last step"] == 200
+    for rows in (by_step, summary):
+        common.rows_table(rows)  # raises on a cell a table cannot show
