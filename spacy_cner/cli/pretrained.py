@@ -77,6 +77,7 @@ def vectors_command(
     nlp = spacy.blank("zh")
     nlp.vocab.vectors = shared_vectors(nlp.vocab.strings, keys, rows, data, f"zh_lac_{missing}.vectors")
     credit(nlp)
+    output_path.mkdir(parents=True, exist_ok=True)  # out/vectors with no out/ yet: spaCy's to_disk makes one level
     nlp.to_disk(output_path)
     msg.good(
         f"{len(keys):,} keys ({counts['lac_keys']:,} LAC's, {counts['added_keys']:,} added), {len(data):,} rows "
@@ -148,6 +149,7 @@ def pipeline_command(
         nlp = build_pipeline(open_lac(sdist, progress=download_progress()), tokens=tokens)
     example_text = "百度是一家高科技公司"
     if not as_package:
+        folder.mkdir(parents=True, exist_ok=True)  # out/zh_lac with no out/ yet: spaCy's to_disk makes one level
         nlp.to_disk(folder)
         msg.good(f"LAC's tagger (tokens: {tokens}): {folder}")
         msg.text(f"spacy.load('{folder}')('{example_text}'): {_example(nlp(example_text))}")

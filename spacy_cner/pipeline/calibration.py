@@ -181,6 +181,7 @@ def save_calibrated(nlp: Language, output: Union[str, Path]) -> None:
     saved config.cfg too, so that the saved pipeline loads decoding that way (nlp.config holds the
     settings the pipes were made with)."""
     output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)  # out/calibrated with no out/ yet: spaCy's to_disk makes one level
     nlp.to_disk(output)
     config = nlp.config.copy()
     for name, pipe in nlp.pipeline:

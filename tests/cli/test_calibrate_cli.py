@@ -37,13 +37,14 @@ def test_an_unchosen_auto_warns_once_at_load_naming_the_command(trained):
 @pytest.mark.parametrize("decoding", ["auto", "fitted"])
 def test_calibrate_saves_a_copy_that_decodes_as_told(trained, tmp_path, decoding):
     model, dev = trained
-    result = runner.invoke(app, ["calibrate", str(model), str(dev), str(tmp_path / "out"), "--decoding", decoding])
+    out = tmp_path / "out" / "calibrated"  # a folder whose parent does not exist yet
+    result = runner.invoke(app, ["calibrate", str(model), str(dev), str(out), "--decoding", decoding])
     assert result.exit_code == 0, result.output
     output = " ".join(result.output.split())
     assert "at the best path" in output and "the calibrated copy" in output
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a choice is made: no warning at load
-        copy = spacy.load(tmp_path / "out")
+        copy = spacy.load(out)
     pipe = copy.get_pipe("crf_ner")
     assert pipe.ents_threshold == decoding and pipe.cfg["threshold_chosen"] is not None
     assert pipe.cfg["temperature"] != 1.0 and pipe.cfg["fitted_threshold"] != 0.123

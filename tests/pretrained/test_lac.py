@@ -467,7 +467,7 @@ def test_the_default_config_trains_with_lac_vectors_and_saves_them(fake_lac, tmp
 
 def test_cli_writes_vectors_and_refuses_a_used_folder(fake_lac, tmp_path):
     runner = CliRunner()
-    out = tmp_path / "vectors"
+    out = tmp_path / "out" / "vectors"  # a folder whose parent does not exist yet
     result = runner.invoke(app, ["pretrained", "vectors", str(out), "--missing", "none", "--sdist", str(fake_lac)])
     assert result.exit_code == 0, result.output
     assert spacy.load(out).vocab.vectors.find(key="张三") >= 0

@@ -405,7 +405,7 @@ def test_a_tokenizer_without_weights_or_files_says_what_to_do(tmp_path):
 
 def test_cli_writes_a_pipeline_that_loads(fake_lac_networks, tmp_path):
     runner = CliRunner()
-    out = tmp_path / "zh_lac"
+    out = tmp_path / "out" / "zh_lac"  # as the help's out/zh_lac: a folder whose parent does not exist yet
     result = runner.invoke(
         app, ["pretrained", "pipeline", str(out), "--sdist", str(fake_lac_networks), "--tokens", "chars"]
     )
