@@ -23,7 +23,9 @@ def serve_command(
     max_chars: int = typer.Option(100_000, "--max-chars", help="The longest text (characters); longer: 413."),
     max_texts: int = typer.Option(256, "--max-texts", help="The most texts in one request."),
     max_body_bytes: int = typer.Option(16 * 1024 * 1024, "--max-body-bytes", help="The largest request body."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads per worker (default: torch's)."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="torch threads per worker (default: each component's torch_threads, 1 for crf_ner)."
+    ),
     graceful_seconds: float = typer.Option(
         30.0, "--graceful-seconds", help="On SIGTERM, how long requests in flight have to finish."
     ),

@@ -22,6 +22,7 @@ from ..training.augment import MentionPool, join_pairs
 from ..training.distill.loss import SoftTargets, soft_targets, teacher_student_loss
 from ..layers.entity_attention import example_entity_ids
 from ..backends.rowwise_ops import training_products
+from ..backends.threads import check_threads, torch_threads
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import tok2vec_mix_weights
 from ..corpus.labels import explain_labels
@@ -136,6 +137,7 @@ def _first_examples(get_examples: Any) -> Any:
         "alignment_mode": "expand",
         "save_weights": "float32",
         "precision": "float32",
+        "torch_threads": 1,
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -156,6 +158,7 @@ def make_crf_ner(
     alignment_mode: str,
     save_weights: str,
     precision: str,
+    torch_threads: Optional[int],
 ) -> "CRFEntityRecognizer":
     """Create a CRF named-entity recognizer.
 
@@ -212,6 +215,11 @@ def make_crf_ner(
         (no AVX512: it warns), not exact (its speed, F1 and agreement with float32:
         BENCHMARKS.md#inference). Training is unchanged. Kept in the pipe's cfg
         like save_weights; not for a transformer tok2vec (it raises).
+    torch_threads (Optional[int]): torch's threads while the pipe predicts (set around each call, the caller's
+        put back after): 1 by default, as fast as more on a free machine and several times faster where other
+        processes hold cores (backends/threads.py); None: the process's setting (torch.set_num_threads), for a
+        large transformer encoder whose products threads speed up (the transformer configs set it). Kept in
+        the pipe's cfg like precision; training runs on the process's setting.
     """
     pipe = CRFEntityRecognizer(
         nlp.vocab,
@@ -230,6 +238,7 @@ def make_crf_ner(
         alignment_mode=alignment_mode,
         save_weights=save_weights,
         precision=precision,
+        torch_threads=torch_threads,
     )
     pipe.pipeline_link = PipelineLink(nlp)
     return pipe
@@ -263,6 +272,7 @@ class CRFEntityRecognizer(TrainablePipe):
         alignment_mode: str = "expand",
         save_weights: str = "float32",
         precision: str = "float32",
+        torch_threads: Optional[int] = 1,
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -320,6 +330,7 @@ class CRFEntityRecognizer(TrainablePipe):
             "train_tokens": None,
             "save_weights": validate_save_weights(save_weights),
             "precision": check_precision(model, precision, name),
+            "torch_threads": check_threads(torch_threads, name),
         }
 
     @property
@@ -339,6 +350,15 @@ class CRFEntityRecognizer(TrainablePipe):
     @precision.setter
     def precision(self, value: str) -> None:
         self.cfg["precision"] = check_precision(self.model, value, self.name)
+
+    @property
+    def torch_threads(self) -> Optional[int]:
+        """torch's threads while the pipe predicts (None: the process's; see the factory)."""
+        return self.cfg.get("torch_threads", 1)
+
+    @torch_threads.setter
+    def torch_threads(self, value: Optional[int]) -> None:
+        self.cfg["torch_threads"] = check_threads(value, self.name)
 
     @property
     def labels(self) -> Tuple[str, ...]:
@@ -483,8 +503,9 @@ class CRFEntityRecognizer(TrainablePipe):
         # A character model tags a doc of longer tokens on a character copy of it.
         char_docs = [self._char_doc(doc) for doc in docs]
         docs = [char_doc if char_doc is not None else doc for doc, char_doc in zip(docs, char_docs)]
-        decoded = self._decode(docs, best_path=self.entity_threshold is None)
-        return self._tag(docs, decoded, char_docs, marginals)
+        with torch_threads(self.torch_threads):
+            decoded = self._decode(docs, best_path=self.entity_threshold is None)
+            return self._tag(docs, decoded, char_docs, marginals)
 
     def _adopt_vectors(self, vocab: Vocab) -> None:
         """The docs' vocab gets the vectors this pipe's model reads, or other vectors there raise

@@ -33,6 +33,7 @@ from .. import extensions  # noqa: F401  (registers ent._.score)
 from ..tokenizer import _check_encodable, words_and_spaces
 from .lac import LAC_CREDIT, LacFiles
 from ..about import __version__
+from ..backends.threads import check_threads, torch_threads
 from ..corpus.labels import explain_labels
 from .lac_analyzer import (
     ENTITY_POS,
@@ -95,16 +96,24 @@ TAG_MEANINGS = {
 }
 
 
-@Language.factory(LAC_COMPONENT, default_config={"tokens": "words", "window_size": 256, "scores": True})
-def make_lac_tagger(nlp: Language, name: str, tokens: str, window_size: int, scores: bool) -> "LacTaggerComponent":
+@Language.factory(
+    LAC_COMPONENT, default_config={"tokens": "words", "window_size": 256, "scores": True, "torch_threads": 1}
+)
+def make_lac_tagger(
+    nlp: Language, name: str, tokens: str, window_size: int, scores: bool, torch_threads: Optional[int]
+) -> "LacTaggerComponent":
     """LAC's tagger as a component (weights from its folder, or build_pipeline).
 
     tokens (str): "words" (merge each LAC word's tokens into one) or "chars" (keep the tokenizer's tokens).
     window_size (int): The most characters LAC reads at once: each sentence alone, a longer one in overlapping
         windows of this many characters.
     scores (bool): Set each entity's `ent._.score`, its probability under LAC's CRF (lac_probabilities.py).
+    torch_threads (Optional[int]): torch's threads while LAC's network runs (set around each batch, the caller's
+        put back after): 1 by default (backends/threads.py says why); None: the process's setting.
     """
-    return LacTaggerComponent(nlp.vocab, name, tokens=tokens, window_size=window_size, scores=scores)
+    return LacTaggerComponent(
+        nlp.vocab, name, tokens=tokens, window_size=window_size, scores=scores, torch_threads=torch_threads
+    )
 
 
 class LacTaggerComponent(Pipe):
@@ -115,6 +124,7 @@ class LacTaggerComponent(Pipe):
     tokens (str): "words" or "chars".
     window_size (int): See make_lac_tagger.
     tagger (Optional[LacTagger]): The analyser; None until from_disk / from_bytes (or set by build_pipeline).
+    scores (bool), torch_threads (Optional[int]): See make_lac_tagger.
     """
 
     def __init__(
@@ -125,6 +135,7 @@ class LacTaggerComponent(Pipe):
         window_size: int = 256,
         tagger: Optional[LacTagger] = None,
         scores: bool = True,
+        torch_threads: Optional[int] = 1,
     ):
         if tokens not in TOKENS:
             raise ValueError(f"{name}: tokens must be one of {TOKENS}, got {tokens!r}.")
@@ -132,9 +143,23 @@ class LacTaggerComponent(Pipe):
             raise ValueError(f"{name}: window_size must be >= 2 characters, got {window_size}.")
         self.vocab = vocab
         self.name = name
-        self.cfg = {"tokens": tokens, "window_size": window_size, "scores": scores}
+        self.cfg = {
+            "tokens": tokens,
+            "window_size": window_size,
+            "scores": scores,
+            "torch_threads": check_threads(torch_threads, name),
+        }
         self.tagger = tagger
         explain_labels({**LABEL_MEANINGS, **TAG_MEANINGS})
+
+    @property
+    def torch_threads(self) -> Optional[int]:
+        """torch's threads while LAC's network runs (None: the process's; see make_lac_tagger)."""
+        return self.cfg.get("torch_threads", 1)
+
+    @torch_threads.setter
+    def torch_threads(self, value: Optional[int]) -> None:
+        self.cfg["torch_threads"] = check_threads(value, self.name)
 
     @property
     def labels(self) -> Tuple[str, ...]:
@@ -153,14 +178,15 @@ class LacTaggerComponent(Pipe):
             )
         scores = self.cfg["scores"]
         for batch in minibatch(docs, size=batch_size):
-            analysis = self.tagger.windowed_analysis([doc.text for doc in batch], self.cfg["window_size"], scores)
-            merge = self.cfg["tokens"] == "words"
-            batch = [annotate(doc, words, tags, merge=merge) for doc, (words, tags) in zip(batch, analysis.words())]
-            if scores:
-                spans = [[(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents] for doc in batch]
-                for doc, probabilities in zip(batch, analysis.entity_probabilities(spans)):
-                    for ent, probability in zip(doc.ents, probabilities):
-                        ent._.score = probability
+            with torch_threads(self.torch_threads):  # per batch: the caller's threads between the yields
+                analysis = self.tagger.windowed_analysis([doc.text for doc in batch], self.cfg["window_size"], scores)
+                merge = self.cfg["tokens"] == "words"
+                batch = [annotate(doc, words, tags, merge=merge) for doc, (words, tags) in zip(batch, analysis.words())]
+                if scores:
+                    spans = [[(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents] for doc in batch]
+                    for doc, probabilities in zip(batch, analysis.entity_probabilities(spans)):
+                        for ent, probability in zip(doc.ents, probabilities):
+                            ent._.score = probability
             yield from batch
 
     def initialize(self, get_examples=None, *, nlp=None) -> None:
@@ -385,16 +411,20 @@ def read_tagger_files(path: Union[str, Path], what: str) -> Dict[str, bytes]:
 
 
 @registry.tokenizers(LAC_TOKENIZER)
-def create_lac_tokenizer(tokens: str = "words") -> Callable[[Language], "LacTokenizer"]:
+def create_lac_tokenizer(
+    tokens: str = "words", torch_threads: Optional[int] = 1
+) -> Callable[[Language], "LacTokenizer"]:
     """A tokenizer running LAC's tagger (weights from the pipeline's tokenizer folder, or build_pipeline).
 
     tokens (str): "words" (LAC's words) or "chars" (one token per character, tags and entities the same).
+    torch_threads (Optional[int]): torch's threads while LAC's network runs (make_lac_tagger's).
     """
     if tokens not in TOKENS:
         raise ValueError(f"LacTokenizer: tokens must be one of {TOKENS}, got {tokens!r}.")
+    check_threads(torch_threads, "LacTokenizer")
 
     def lac_tokenizer_factory(nlp: Language) -> "LacTokenizer":
-        return LacTokenizer(nlp.vocab, tokens=tokens)
+        return LacTokenizer(nlp.vocab, tokens=tokens, torch_threads=torch_threads)
 
     return lac_tokenizer_factory
 
@@ -405,12 +435,16 @@ class LacTokenizer(DummyTokenizer):
     vocab (Vocab): The pipeline's vocab.
     tokens (str): "words" or "chars".
     tagger (Optional[LacTagger]): The analyser; None until from_disk / from_bytes (or set by build_pipeline).
+    torch_threads (Optional[int]): torch's threads while LAC's network runs (make_lac_tagger's).
     """
 
-    def __init__(self, vocab: Vocab, tokens: str = "words", tagger: Optional[LacTagger] = None):
+    def __init__(
+        self, vocab: Vocab, tokens: str = "words", tagger: Optional[LacTagger] = None, torch_threads: Optional[int] = 1
+    ):
         self.vocab = vocab
         self.tokens = tokens
         self.tagger = tagger
+        self.torch_threads = check_threads(torch_threads, "LacTokenizer")
 
     def __call__(self, text: str) -> Doc:
         return next(self.pipe([text]))
@@ -435,8 +469,10 @@ class LacTokenizer(DummyTokenizer):
 
     def _docs(self, texts: Sequence[str]) -> Iterator[Doc]:
         assert self.tagger is not None
-        for text, char_tags in zip(texts, self.tagger.char_tags(texts)):
-            yield self.make_doc(text, *read_words(text, char_tags))
+        with torch_threads(self.torch_threads):
+            char_tags = self.tagger.char_tags(texts)
+        for text, tags in zip(texts, char_tags):
+            yield self.make_doc(text, *read_words(text, tags))
 
     def make_doc(self, text: str, words: Sequence[str], tags: Sequence[str]) -> Doc:
         """The doc of LAC's (words, tags) over text: a word's surrounding whitespace becomes spaCy's (a

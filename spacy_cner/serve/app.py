@@ -173,6 +173,10 @@ class ServerState:
             import spacy
 
             nlp = spacy.load(self.settings.model)
+        if self.settings.threads is not None:  # the components set torch's threads around their own calls
+            for _, pipe in nlp.pipeline:
+                if hasattr(pipe, "torch_threads"):
+                    pipe.torch_threads = self.settings.threads
         served = ServedModel(nlp, self.settings)
         for _, pipe in nlp.pipeline:  # crf_ner's lexicon indexes and torch's first call, before the warm-up texts
             if callable(getattr(pipe, "warm_up", None)):

@@ -23,7 +23,9 @@ class ServeSettings:
     max_chars (int): The longest text, in characters; a longer one gets 413.
     max_texts (int): The most texts in one request.
     max_body_bytes (int): The largest request body.
-    threads (Optional[int]): torch's threads for nlp.pipe (torch.set_num_threads); None leaves torch's default.
+    threads (Optional[int]): torch's threads for nlp.pipe (torch.set_num_threads, and the torch_threads of each
+        component that has one: crf_ner and lac_tagger set torch's threads around their calls, 1 by default);
+        None leaves both as they are.
     graceful_seconds (float): On SIGTERM, how long requests in flight have to finish.
     freeze_gc (bool): Once the model is loaded and warmed up, take every object alive then out of the cyclic
         garbage collector's reach (gc.freeze: its full collections would walk the whole pipeline under load).

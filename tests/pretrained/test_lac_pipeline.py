@@ -21,6 +21,7 @@ from spacy_cner.long_docs import SENTENCE_ENDS
 from spacy_cner.pretrained.lac import LacFiles, network_shapes, open_lac
 from spacy_cner.pretrained.lac_analyzer import (
     ENTITY_POS,
+    LacTagger,
     _char_kind,
     read_words,
     words_and_tags,
@@ -615,3 +616,47 @@ def test_readme_ready_model_snippet_prints_what_it_says(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == printed
+
+
+def test_lac_tagger_runs_lacs_network_on_its_threads(fake_lac_networks, monkeypatch):
+    """lac_tagger (and LacTokenizer) run LAC's network on their torch_threads (1 by default; None: the process's),
+    the caller's count back after each batch, the same entities and scores either way."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)  # as torch's default on a 2-core machine
+    try:
+        run_lac_tagger_threads(fake_lac_networks, monkeypatch)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def run_lac_tagger_threads(fake_lac_networks, monkeypatch):
+    nlp = build_pipeline(open_lac(fake_lac_networks))
+    seen = []
+    analyse, tag = LacTagger.windowed_analysis, LacTagger._tag
+
+    def recorded(function):
+        def wrapper(self, *args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return function(self, *args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(LacTagger, "windowed_analysis", recorded(analyse))
+    monkeypatch.setattr(LacTagger, "_tag", recorded(tag))
+    texts = ["张三去了北京市", "李四在上海工作"]
+    docs = list(nlp.pipe(texts, batch_size=1))
+    assert seen and set(seen) == {1} and torch.get_num_threads() == 2
+    component = nlp.get_pipe("lac_tagger")
+    component.torch_threads = None
+    seen.clear()
+    again = list(nlp.pipe(texts))
+    assert set(seen) == {2}
+    assert [[(e.text, e.label_, e._.score) for e in d.ents] for d in again] == [
+        [(e.text, e.label_, e._.score) for e in d.ents] for d in docs
+    ]
+    tokenizer = LacTokenizer(nlp.vocab, tagger=component.tagger)
+    seen.clear()
+    tokenizer("张三去了北京市")
+    assert seen == [1] and torch.get_num_threads() == 2
+    with pytest.raises(ValueError, match="LacTokenizer: torch_threads"):
+        LacTokenizer(nlp.vocab, torch_threads=0)

@@ -153,6 +153,25 @@ def test_the_loaded_pipeline_is_frozen_out_of_the_collector_before_ready(freeze_
         gc.unfreeze()
 
 
+def test_threads_set_torchs_and_each_components_own():
+    """--threads N is torch's count in the worker and the torch_threads of each component that sets its own
+    around its calls (crf_ner's default of 1 would otherwise win while it predicts); unset, both stay."""
+    import torch
+
+    previous = torch.get_num_threads()
+    try:
+        nlp = toy_nlp()
+        with running(settings(threads=2), nlp) as server:
+            assert server.post({"text": SAMPLE})[0] == 200
+            assert torch.get_num_threads() == 2 and nlp.get_pipe("crf_ner").torch_threads == 2
+        nlp = toy_nlp()
+        with running(settings(), nlp) as server:
+            assert server.post({"text": SAMPLE})[0] == 200
+            assert nlp.get_pipe("crf_ner").torch_threads == 1
+    finally:
+        torch.set_num_threads(previous)
+
+
 def test_not_ready_while_the_model_fails_to_load(tmp_path):
     with running(settings(model=str(tmp_path / "no-model")), None, ready=False) as server:
         assert server.request("GET", "/healthz")[0] == 200
