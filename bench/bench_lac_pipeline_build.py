@@ -1,7 +1,7 @@
 """How long the ready LAC pipeline takes to build and to load (issue 82: built in <= 30 s on a free machine), as a
 user runs it: `python -m spacy_cner pretrained pipeline FOLDER` end to end (Python's start and imports, reading LAC's
-cached sdist, building the pipeline, writing it), then `import spacy`, `spacy.load(FOLDER)` and a first text, each in a new process
-on one thread, --rounds times (the best and the median shown).
+cached sdist, building the pipeline, writing it), then `import spacy`, `spacy.load(FOLDER)` and a first text, each
+in a new process on one thread, --rounds times (the best and the median shown).
 
     python bench/bench_lac_pipeline_build.py [--rounds 3] [--tokens words] [--result NAME]
 
