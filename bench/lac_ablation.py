@@ -39,7 +39,11 @@ LEVER_SOURCES = {
     "lac_finetune_taobao_lr01_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_seed1"],
     "lac_finetune_resume_lr01": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
     "lac_finetune_msra_8m_seeds01": ["lac_msra_seed0", "lac_msra_seeds12"],
+    "lac_finetune_resume_be_seed1": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
 }
+# Runs whose training minutes say nothing of the configs (stopped, or beside more than a second training): their
+# seeds count in every column but the minutes (each result's notes say why).
+UNTIMED = {"lac_finetune_resume_be_seed1"}
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this issue's runs): the deltas of (a) are against those.
 FROZEN_SOURCES = {
@@ -125,7 +129,8 @@ def pool(
             entry["test"] += seeds
             entry["dev"] += [row["dev F1"]] * len(seeds)
             entry["unseen"] += [row["R seen / unseen"][1]] * len(seeds)
-            entry["minutes"] += [row["training min"]] * len(seeds)
+            if name not in UNTIMED:
+                entry["minutes"] += [row["training min"]] * len(seeds)
             if row["dataset"] in defaults and system != "default":
                 dev, test, speed, unseen = defaults[row["dataset"]]
                 entry["dev_gain"] += [row["dev F1"] - dev] * len(seeds)
@@ -157,7 +162,7 @@ def render(pooled: Dict[tuple, dict]) -> List[dict]:
                 "test - default": round(statistics.mean(entry["test_gain"]), 2) if entry["test_gain"] else None,
                 "unseen R": round(statistics.mean(entry["unseen"]), 1),
                 "unseen R - default": round(statistics.mean(entry["unseen_gain"]), 1) if entry["unseen_gain"] else None,
-                "training min": round(statistics.mean(entry["minutes"]), 1),
+                "training min": round(statistics.mean(entry["minutes"]), 1) if entry["minutes"] else None,
                 "x default chars/s": round(statistics.mean(entry["ratio"]), 2) if entry["ratio"] else None,
             }
         )
@@ -179,7 +184,10 @@ def main() -> None:
         "default: over the default of the same run (the frozen LAC's: over the default of the runs it was compared "
         "with, the same code days earlier: lac_full_seeds012 and lac_msra_seed0/seeds12; none for Resume's; the "
         "levers' runs (the variants of (f)): over the default of the same set's runs of this issue), the "
-        "mean over the seeds. Sources: " + ", ".join(read) + " (each with its machine and load in bench/DETAILS.md)."
+        "mean over the seeds; training minutes leave out " + ", ".join(sorted(UNTIMED)) + " (stopped and beside "
+        "more than one other job: its notes). Sources: "
+        + ", ".join(read)
+        + " (each with its machine and load in bench/DETAILS.md)."
     )
     publish(
         args.result,
