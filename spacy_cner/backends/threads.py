@@ -4,8 +4,8 @@ Why components set them around their own calls instead of leaving torch's defaul
 packages' networks at prediction are small products and element-wise steps (a BiLSTM, LAC's BiGRU, a CRF), each
 too small for threads to pay, and every one of torch's parallel regions waits at a barrier for all its threads.
 On a machine where other processes hold cores, a thread that lost its core keeps the others spinning there, and
-a pipeline with torch's default ran several times slower than on one thread; on a free machine one thread was as
-fast. torch.set_num_threads is process-wide, so the caller's count is put back after each call (a torch model of
+a pipeline with torch's default ran several times slower than on one thread; on a free machine more threads
+gained little, and on some pipelines lost. torch.set_num_threads is process-wide, so the caller's count is put back after each call (a torch model of
 the user's own, run between two calls, keeps its threads).
 """
 

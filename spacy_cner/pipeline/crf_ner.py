@@ -216,8 +216,8 @@ def make_crf_ner(
         BENCHMARKS.md#inference). Training is unchanged. Kept in the pipe's cfg
         like save_weights; not for a transformer tok2vec (it raises).
     torch_threads (Optional[int]): torch's threads while the pipe predicts (set around each call, the caller's
-        put back after): 1 by default, as fast as more on a free machine and several times faster where other
-        processes hold cores (backends/threads.py); None: the process's setting (torch.set_num_threads), for a
+        put back after): 1 by default, about as fast as more on a free machine and several times faster where
+        other processes hold cores (backends/threads.py); None: the process's setting (torch.set_num_threads), for a
         large transformer encoder whose products threads speed up (the transformer configs set it). Kept in
         the pipe's cfg like precision; training runs on the process's setting.
     """
