@@ -22,7 +22,7 @@ from ..training.augment import MentionPool, join_pairs
 from ..training.distill.loss import SoftTargets, soft_targets, teacher_student_loss
 from ..layers.entity_attention import example_entity_ids
 from ..backends.rowwise_ops import training_products
-from ..backends.threads import check_threads, torch_threads
+from ..backends.threads import TorchThreadsSetting, check_threads, torch_threads
 from ..layers.char_bigram_embed import size_key_tables
 from ..layers.scalar_mix import tok2vec_mix_weights
 from ..corpus.labels import explain_labels
@@ -351,14 +351,8 @@ class CRFEntityRecognizer(TrainablePipe):
     def precision(self, value: str) -> None:
         self.cfg["precision"] = check_precision(self.model, value, self.name)
 
-    @property
-    def torch_threads(self) -> Optional[int]:
-        """torch's threads while the pipe predicts (None: the process's; see the factory)."""
-        return self.cfg.get("torch_threads", 1)
-
-    @torch_threads.setter
-    def torch_threads(self, value: Optional[int]) -> None:
-        self.cfg["torch_threads"] = check_threads(value, self.name)
+    # torch's threads while the pipe predicts (None: the process's; see the factory).
+    torch_threads = TorchThreadsSetting()
 
     @property
     def labels(self) -> Tuple[str, ...]:

@@ -33,7 +33,7 @@ from .. import extensions  # noqa: F401  (registers ent._.score)
 from ..tokenizer import _check_encodable, words_and_spaces
 from .lac import LAC_CREDIT, LacFiles
 from ..about import __version__
-from ..backends.threads import check_threads, torch_threads
+from ..backends.threads import TorchThreadsSetting, check_threads, torch_threads
 from ..corpus.labels import explain_labels
 from .lac_analyzer import (
     ENTITY_POS,
@@ -152,14 +152,8 @@ class LacTaggerComponent(Pipe):
         self.tagger = tagger
         explain_labels({**LABEL_MEANINGS, **TAG_MEANINGS})
 
-    @property
-    def torch_threads(self) -> Optional[int]:
-        """torch's threads while LAC's network runs (None: the process's; see make_lac_tagger)."""
-        return self.cfg.get("torch_threads", 1)
-
-    @torch_threads.setter
-    def torch_threads(self, value: Optional[int]) -> None:
-        self.cfg["torch_threads"] = check_threads(value, self.name)
+    # torch's threads while LAC's network runs (None: the process's; see make_lac_tagger).
+    torch_threads = TorchThreadsSetting()
 
     @property
     def labels(self) -> Tuple[str, ...]:
