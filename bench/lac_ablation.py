@@ -40,10 +40,11 @@ LEVER_SOURCES = {
     "lac_finetune_resume_lr01": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
     "lac_finetune_msra_8m_seeds01": ["lac_msra_seed0", "lac_msra_seeds12"],
     "lac_finetune_resume_be_seed1": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
+    "default_msra_8m_seeds01": ["lac_msra_seed0", "lac_msra_seeds12"],
 }
 # Runs whose training minutes say nothing of the configs (stopped, or beside more than a second training): their
 # seeds count in every column but the minutes (each result's notes say why).
-UNTIMED = {"lac_finetune_resume_be_seed1"}
+UNTIMED = {"lac_finetune_resume_be_seed1", "default_msra_8m_seeds01"}
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this issue's runs): the deltas of (a) are against those.
 FROZEN_SOURCES = {
@@ -67,15 +68,17 @@ SYSTEMS = {
     LEVER + "learn_rate_scale=0.1": "(f) at learn_rate_scale 0.1 (the config's since 12-03)",
     LEVER + "frozen_layers=1": "(f) with LAC's embeddings frozen (frozen_layers 1)",
     "lac_context_finetune + training.max_epochs.large_tokens=8000000": "(f) (at 0.1) in 4 epochs (8M tokens), not 10",
+    "default + training.max_epochs.large_tokens=8000000": "default.cfg in 4 epochs (8M tokens), as (f)'s above",
 }
 
 
 def short_name(system: str) -> str:
     """bench_datasets' system column to its config's name ("spacy-cner default.cfg (...)" -> "default")."""
     first = system.split()[0]
+    first = "default" if first == "spacy-cner" else first
     if " + " in system:  # a --variant: its base config and overrides ("lac_context_finetune + section.key=value")
         return f"{first} + {system.split(' + ', 1)[1]}"
-    return "default" if first == "spacy-cner" else first
+    return first
 
 
 def source_rows(name: str) -> List[dict]:
@@ -184,8 +187,8 @@ def main() -> None:
         "default: over the default of the same run (the frozen LAC's: over the default of the runs it was compared "
         "with, the same code days earlier: lac_full_seeds012 and lac_msra_seed0/seeds12; none for Resume's; the "
         "levers' runs (the variants of (f)): over the default of the same set's runs of this issue), the "
-        "mean over the seeds; training minutes leave out " + ", ".join(sorted(UNTIMED)) + " (stopped and beside "
-        "more than one other job: its notes). Sources: "
+        "mean over the seeds; training minutes leave out " + ", ".join(sorted(UNTIMED)) + " (stopped, or beside "
+        "more than one other job: their notes). Sources: "
         + ", ".join(read)
         + " (each with its machine and load in bench/DETAILS.md)."
     )
