@@ -12,7 +12,7 @@ dev/test sentences whose text occurs in train are removed (Taobao repeats many; 
 counts are printed and reported). Every system trains on the same split once per seed,
 the best model chosen on dev, and is scored on test: P/R/F1, then sentence-level
 robustness (R-F1 and Asr, adjacent pairs, `python -m spacy_cner robustness`), and the
-inference chars/s of the seed-0 models (one process per dataset, systems alternating).
+inference chars/s of the first seed's models (one process per dataset, systems alternating).
 Choose defaults on dev scores across all datasets at once, never per dataset: the table
 gives the dev F1 of each model-best next to the test scores. A variant is a system with
 config overrides, e.g. --variant default_sent=default:components.crf_ner.model.sentence_encoding=true
@@ -387,8 +387,8 @@ def render(rows: list, corpora: dict, args: argparse.Namespace) -> Section:
         f"Seeds {', '.join(map(str, args.seeds))}; {steps}; {args.jobs} trainings at a time"
         f"{', one thread each' if args.jobs > 1 or args.one_thread else ''}. Test split, model chosen on dev; "
         "P, R, F1, R-F1 and Asr are means over seeds (F1 with the sample standard deviation, then per seed); "
-        "training time is the mean wall time; inference: seed-0 model on one thread, nlp.pipe(batch_size=256) "
-        "over test, best of "
+        f"training time is the mean wall time; inference: the seed-{args.seeds[0]} model on one thread, "
+        "nlp.pipe(batch_size=256) over test, best of "
         f"{args.repeats}, the systems alternating. R seen / unseen: the recall of the test entities whose text "
         "and label occur as an entity in train, and of the others ("
         + "; ".join(f"{name} {_seen_counts(rows, name)}" for name in args.datasets)

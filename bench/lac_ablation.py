@@ -29,19 +29,20 @@ SOURCES = [
     "lac_finetune_youku_seed0",
     "lac_finetune_youku_seeds12",
     "lac_finetune_taobao_seed0",
-    "lac_finetune_taobao_seed1",
+    "lac_finetune_taobao_lr01_seeds12",
 ]
 # Runs without the default, each with the runs whose default its deltas are over (the same set and seeds).
 LEVER_SOURCES = {
     "lac_finetune_youku_levers_seed0": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
     "lac_finetune_youku_lr01_seeds12": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
     "lac_finetune_ecommerce_lr01_seeds012": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
-    "lac_finetune_taobao_lr01_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_seed1"],
+    "lac_finetune_taobao_lr01_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_lr01_seeds12"],
     "lac_finetune_resume_lr01": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
     "lac_finetune_msra_8m_seeds01": ["lac_msra_seed0", "lac_msra_seeds12"],
     "lac_finetune_resume_be_seed1": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
     "default_msra_8m_seeds01": ["lac_msra_seed0", "lac_msra_seeds12"],
     "lac_finetune_resume_de_seed1": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
+    "lac_finetune_ecommerce_bce_seed0": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
 }
 # Runs whose training minutes say nothing of the configs (stopped, or beside more than a second training): their
 # seeds count in every column but the minutes (each result's notes say why).
