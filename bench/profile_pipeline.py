@@ -3,6 +3,9 @@
 Usage: python bench/profile_pipeline.py --model RUNS/ecommerce/student/model-best
        --corpus RUNS/ecommerce/corpus/test.spacy [--depth 3] [--repeats 3] [--result NAME]
 
+--model more than once (NAME=PATH, or a path) profiles each on the same texts, one after the other, a table each:
+where two configs' microseconds differ, stage by stage.
+
 The corpus's texts in batches of 256 as nlp.pipe gives them, each stage timed apart (best of --repeats):
 the tokenizer, then per component its predict and set_annotations; inside predict, the model's layers down
 to --depth (thinc's layers timed inclusively by wrapping their forward functions, so a parent's time
@@ -103,28 +106,36 @@ def profile(model_path: Path, corpus: Path, depth: int, repeats: int) -> tuple:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, required=True, help="a trained pipeline")
+    parser.add_argument(
+        "--model", action="append", required=True, help="a trained pipeline (NAME=PATH or a path; more than once: each)"
+    )
     parser.add_argument("--corpus", type=Path, required=True, help="a .spacy corpus whose texts are tagged")
     parser.add_argument("--depth", type=int, default=3, help="layers timed down to this depth in the model")
     parser.add_argument("--repeats", type=int, default=3)
     add_result_argument(parser, "-")
     args = parser.parse_args()
-    rows, n_texts, n_chars = profile(args.model, args.corpus, args.depth, args.repeats)
-    table = [{"stage": stage, "us per char": round(us, 3), "% of total": round(share, 1)} for stage, us, share in rows]
-    total_us = rows[-1][1]
+    models = [model.split("=", 1) if "=" in model else (Path(model).name, model) for model in args.model]
+    tables, profiles, totals = [], {}, []
+    for name, path in models:
+        rows, n_texts, n_chars = profile(Path(path), args.corpus, args.depth, args.repeats)
+        column = "stage" if len(models) == 1 else f"stage ({name})"
+        tables.append(
+            [{column: stage, "us per char": round(us, 3), "% of total": round(share, 1)} for stage, us, share in rows]
+        )
+        profiles[name] = {"path": path, "rows": [{"stage": s, "us_per_char": us, "share": sh} for s, us, sh in rows]}
+        totals.append(f"{name} {rows[-1][1]:.2f} us per character in all ({1e6 / rows[-1][1]:,.0f} chars/s)")
     notes = (
         f"{n_texts} texts ({n_chars:,} characters) in batches of {BATCH}, best of {args.repeats} after a warm-up; "
-        f"{total_us:.2f} us per character in all ({1e6 / total_us:,.0f} chars/s without nlp.pipe's overhead). "
+        f"{'; '.join(totals)}, without nlp.pipe's overhead. "
         "A layer's time holds its children's; 'the rest' of predict is what its model's forward does not hold."
     )
-    figures = {
-        "model": str(args.model),
-        "corpus": str(args.corpus),
-        "n_texts": n_texts,
-        "n_chars": n_chars,
-        "rows": [{"stage": stage, "us_per_char": us, "share": share} for stage, us, share in rows],
-    }
-    publish(args.result, figures, Section(f"Profile of {args.model.name} on one thread", notes, [table]))
+    figures = {"corpus": str(args.corpus), "n_texts": n_texts, "n_chars": n_chars}
+    if len(models) == 1:
+        figures.update(model=models[0][1], rows=profiles[models[0][0]]["rows"])
+    else:
+        figures["models"] = profiles
+    title = f"Profile of {models[0][0]}" if len(models) == 1 else f"Profile of {', '.join(name for name, _ in models)}"
+    publish(args.result, figures, Section(f"{title} on one thread", notes, tables))
 
 
 if __name__ == "__main__":
