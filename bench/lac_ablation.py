@@ -44,6 +44,9 @@ LEVER_SOURCES = {
     "lac_finetune_resume_de_seed1": ["lac_finetune_resume_seed0", "lac_finetune_resume_seeds12"],
     "lac_finetune_ecommerce_bce_seed0": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
     "lac_finetune_ecommerce_bcde_seed1": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
+    "lac_finetune_ecommerce_bcde_seed2": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
+    "lac_finetune_youku_bce_seed0": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
+    "lac_finetune_taobao_bcde_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_lr01_seeds12"],
 }
 # Runs whose training minutes say nothing of the configs (stopped, or beside more than a second training): their
 # seeds count in every column but the minutes (each result's notes say why).
