@@ -46,11 +46,19 @@ LEVER_SOURCES = {
     "lac_finetune_ecommerce_bcde_seed1": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
     "lac_finetune_ecommerce_bcde_seed2": ["lac_finetune_ecommerce_seed0", "lac_finetune_ecommerce_seeds12"],
     "lac_finetune_youku_bce_seed0": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
+    "lac_finetune_youku_bc_seed1": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
     "lac_finetune_taobao_bcde_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_lr01_seeds12"],
 }
 # Runs whose training minutes say nothing of the configs (stopped, or beside more than a second training): their
 # seeds count in every column but the minutes (each result's notes say why).
-UNTIMED = {"lac_finetune_resume_be_seed1", "default_msra_8m_seeds01"}
+UNTIMED = {
+    "lac_finetune_resume_be_seed1",
+    "default_msra_8m_seeds01",
+    "lac_finetune_youku_bce_seed0",
+    "lac_finetune_taobao_bcde_seed0",
+    "lac_finetune_ecommerce_bcde_seed2",
+    "lac_finetune_youku_bc_seed1",
+}
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this runs): the deltas of (a) are against those.
 FROZEN_SOURCES = {
