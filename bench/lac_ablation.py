@@ -57,7 +57,6 @@ UNTIMED = {
     "lac_finetune_youku_bce_seed0",
     "lac_finetune_taobao_bcde_seed0",
     "lac_finetune_ecommerce_bcde_seed2",
-    "lac_finetune_youku_bc_seed1",
 }
 # The frozen LAC's runs, each with the runs of the default it was compared with (the same code, days before
 # this runs): the deltas of (a) are against those.
