@@ -48,6 +48,8 @@ LEVER_SOURCES = {
     "lac_finetune_youku_bce_seed0": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
     "lac_finetune_youku_bc_seed1": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
     "lac_finetune_taobao_bcde_seed0": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_lr01_seeds12"],
+    "lac_finetune_youku_d_seed1": ["lac_finetune_youku_seed0", "lac_finetune_youku_seeds12"],
+    "lac_finetune_taobao_bc_seed1": ["lac_finetune_taobao_seed0", "lac_finetune_taobao_lr01_seeds12"],
 }
 # Runs whose training minutes say nothing of the configs (stopped, or beside more than a second training): their
 # seeds count in every column but the minutes (each result's notes say why).
